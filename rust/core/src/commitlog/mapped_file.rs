@@ -1,0 +1,195 @@
+//! One fixed-size segment file mapped into memory: RocketMQ's `MappedFile`.
+
+use std::fs::{File, OpenOptions};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use memmap2::{MmapOptions, MmapRaw};
+
+use crate::error::CommitLogError;
+
+/// Segment files are named by their start offset as 20 zero-padded digits.
+pub fn segment_name(start: u64) -> String {
+    format!("{start:020}")
+}
+
+pub struct MappedFile {
+    path: PathBuf,
+    start: u64,
+    size: usize,
+    map: MmapRaw,
+    /// Bytes of this segment that hold complete data; readers never look past it.
+    wrote: AtomicUsize,
+    flushed: AtomicUsize,
+}
+
+impl MappedFile {
+    /// Creates (or reuses) the segment, reserves its blocks so a full disk fails here and
+    /// not on a page fault mid-append, and maps it.
+    pub fn create(dir: &Path, start: u64, size: usize, prefault: bool) -> Result<Self, CommitLogError> {
+        let path = dir.join(segment_name(start));
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(|e| CommitLogError::io(&path, e))?;
+        reserve(&file, size).map_err(|e| CommitLogError::io(&path, e))?;
+        let mut options = MmapOptions::new();
+        options.len(size);
+        if prefault {
+            options.populate();
+        }
+        let map = options.map_raw(&file).map_err(|e| CommitLogError::io(&path, e))?;
+        Ok(Self::new(path, start, size, map))
+    }
+
+    /// Maps an existing segment; `writable` is false for readers sharing a live store.
+    pub fn open(path: &Path, start: u64, size: usize, writable: bool) -> Result<Self, CommitLogError> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(writable)
+            .open(path)
+            .map_err(|e| CommitLogError::io(path, e))?;
+        let actual = file.metadata().map_err(|e| CommitLogError::io(path, e))?.len();
+        if actual != size as u64 {
+            return Err(CommitLogError::SegmentSizeMismatch {
+                path: path.to_owned(),
+                actual,
+                expected: size as u64,
+            });
+        }
+        let mut options = MmapOptions::new();
+        options.len(size);
+        let map = if writable {
+            options.map_raw(&file)
+        } else {
+            options.map_raw_read_only(&file)
+        }
+        .map_err(|e| CommitLogError::io(path, e))?;
+        Ok(Self::new(path.to_owned(), start, size, map))
+    }
+
+    fn new(path: PathBuf, start: u64, size: usize, map: MmapRaw) -> Self {
+        Self {
+            path,
+            start,
+            size,
+            map,
+            wrote: AtomicUsize::new(0),
+            flushed: AtomicUsize::new(0),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+    pub fn start(&self) -> u64 {
+        self.start
+    }
+    pub fn size(&self) -> usize {
+        self.size
+    }
+    pub fn end(&self) -> u64 {
+        self.start + self.size as u64
+    }
+    pub fn wrote(&self) -> usize {
+        self.wrote.load(Ordering::Acquire)
+    }
+    pub fn remaining(&self) -> usize {
+        self.size - self.wrote()
+    }
+    pub fn is_full(&self) -> bool {
+        self.wrote() == self.size
+    }
+
+    /// Publishes `pos` as the end of complete data: the Release pairs with readers' Acquire so
+    /// the bytes before it are visible to them.
+    pub fn set_wrote(&self, pos: usize) {
+        debug_assert!(pos <= self.size);
+        self.wrote.store(pos, Ordering::Release);
+    }
+
+    /// The complete bytes `[pos, wrote)`.
+    pub fn readable(&self, pos: usize) -> &[u8] {
+        let end = self.wrote();
+        if pos >= end {
+            return &[];
+        }
+        // SAFETY: the map lives as long as `self`; bytes below `wrote` were written before
+        // `wrote` was published (Release/Acquire) and are never written again while the file
+        // is in the queue, so no one mutates them while this shared slice exists.
+        unsafe { std::slice::from_raw_parts(self.map.as_ptr().add(pos), end - pos) }
+    }
+
+    /// The whole mapping, including bytes not yet published: only for recovery and read-only
+    /// scanning, where no writer exists in this process.
+    pub fn whole(&self) -> &[u8] {
+        // SAFETY: see `readable`; callers of `whole` run when no writer of this process is
+        // active (recovery before the store opens, or a read-only map). Another process may
+        // still be appending, which is why every reader validates what it decodes.
+        unsafe { std::slice::from_raw_parts(self.map.as_ptr(), self.size) }
+    }
+
+    /// The unpublished bytes `[pos, pos + len)` for the single writer to fill.
+    ///
+    /// # Safety
+    /// The caller must hold the store's put lock (one writer at a time) and `pos` must be at or
+    /// after `wrote`, so no reader can be looking at these bytes.
+    #[allow(clippy::mut_from_ref)]
+    pub unsafe fn writable(&self, pos: usize, len: usize) -> &mut [u8] {
+        assert!(pos + len <= self.size, "write past the end of {}", self.path.display());
+        std::slice::from_raw_parts_mut(self.map.as_mut_ptr().add(pos), len)
+    }
+
+    /// msyncs `[flushed, up_to)` and returns how many bytes that covered.
+    pub fn flush(&self, up_to: usize) -> Result<usize, CommitLogError> {
+        let from = self.flushed.load(Ordering::Acquire);
+        if up_to <= from {
+            return Ok(0);
+        }
+        let page_from = from & !(4095);
+        self.map
+            .flush_range(page_from, up_to - page_from)
+            .map_err(|e| CommitLogError::io(&self.path, e))?;
+        self.flushed.store(up_to, Ordering::Release);
+        Ok(up_to - from)
+    }
+
+    pub fn flushed(&self) -> usize {
+        self.flushed.load(Ordering::Acquire)
+    }
+
+    /// Marks everything already on disk as flushed (after recovery).
+    pub fn set_flushed(&self, pos: usize) {
+        self.flushed.store(pos, Ordering::Release);
+    }
+
+    /// Zeroes `[pos, size)` so bytes past a truncation point never look like data again.
+    ///
+    /// # Safety
+    /// As for [`MappedFile::writable`].
+    pub unsafe fn zero_from(&self, pos: usize) {
+        let tail = self.writable(pos, self.size - pos);
+        // Only touch pages that hold something: a preallocated tail is already zero.
+        for chunk in tail.chunks_mut(4096) {
+            if chunk.iter().any(|&b| b != 0) {
+                chunk.fill(0);
+            }
+        }
+    }
+}
+
+fn reserve(file: &File, size: usize) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: a plain syscall on an fd we own.
+    let rc = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, size as libc::off_t) };
+    match rc {
+        0 => Ok(()),
+        // Filesystems without fallocate (tmpfs on old kernels, some overlays): fall back to a
+        // sparse file rather than refusing to run.
+        libc::EOPNOTSUPP | libc::EINVAL => file.set_len(size as u64),
+        err => Err(std::io::Error::from_raw_os_error(err)),
+    }
+}

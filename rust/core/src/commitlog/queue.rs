@@ -1,0 +1,227 @@
+//! The ordered list of segment files of one log: RocketMQ's `MappedFileQueue`.
+//!
+//! Both the commit log and every consume queue are one of these. The next segment is
+//! preallocated and prefaulted on a background thread (RocketMQ's `AllocateMappedFileService`)
+//! so an append that rolls over finds it ready instead of stalling on fallocate and page faults.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, RwLock};
+use std::thread::JoinHandle;
+
+use super::mapped_file::MappedFile;
+use crate::error::CommitLogError;
+
+type Prealloc = (u64, JoinHandle<Result<MappedFile, CommitLogError>>);
+
+pub struct MappedFileQueue {
+    dir: PathBuf,
+    file_size: usize,
+    writable: bool,
+    preallocate: bool,
+    /// Readers clone an `Arc` out under the read lock and drop the lock before touching bytes;
+    /// only rollover and truncation take the write lock.
+    files: RwLock<Vec<Arc<MappedFile>>>,
+    /// The segment being prepared ahead of the writer.
+    next: Mutex<Option<Prealloc>>,
+}
+
+impl MappedFileQueue {
+    /// Maps every segment found in `dir`, in offset order, checking names, sizes and contiguity.
+    pub fn load(
+        dir: &Path,
+        file_size: usize,
+        writable: bool,
+        preallocate: bool,
+    ) -> Result<Self, CommitLogError> {
+        if writable {
+            std::fs::create_dir_all(dir).map_err(|e| CommitLogError::io(dir, e))?;
+        }
+        let mut found = Vec::new();
+        let entries = match std::fs::read_dir(dir) {
+            Ok(entries) => Some(entries),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !writable => None,
+            Err(e) => return Err(CommitLogError::io(dir, e)),
+        };
+        for entry in entries.into_iter().flatten() {
+            let entry = entry.map_err(|e| CommitLogError::io(dir, e))?;
+            let path = entry.path();
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            if name.starts_with('.') || name.ends_with(".tmp") {
+                continue;
+            }
+            let start = (name.len() == 20)
+                .then(|| name.parse::<u64>().ok())
+                .flatten()
+                .ok_or_else(|| CommitLogError::BadSegmentName { path: path.clone() })?;
+            found.push((start, path));
+        }
+        found.sort();
+        let mut files = Vec::with_capacity(found.len());
+        let mut expected: Option<u64> = None;
+        for (start, path) in found {
+            if let Some(expected) = expected {
+                if start != expected {
+                    return Err(CommitLogError::SegmentGap {
+                        path,
+                        start,
+                        expected,
+                    });
+                }
+            }
+            let file = MappedFile::open(&path, start, file_size, writable)?;
+            file.set_wrote(file_size);
+            file.set_flushed(file_size);
+            expected = Some(file.end());
+            files.push(Arc::new(file));
+        }
+        Ok(Self {
+            dir: dir.to_owned(),
+            file_size,
+            writable,
+            preallocate,
+            files: RwLock::new(files),
+            next: Mutex::new(None),
+        })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+    pub fn file_size(&self) -> usize {
+        self.file_size
+    }
+    pub fn is_writable(&self) -> bool {
+        self.writable
+    }
+
+    pub fn files(&self) -> Vec<Arc<MappedFile>> {
+        self.files.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    pub fn first(&self) -> Option<Arc<MappedFile>> {
+        self.files.read().unwrap_or_else(|p| p.into_inner()).first().cloned()
+    }
+
+    pub fn last(&self) -> Option<Arc<MappedFile>> {
+        self.files.read().unwrap_or_else(|p| p.into_inner()).last().cloned()
+    }
+
+    /// The segment holding `offset` (segments are contiguous, so this is arithmetic).
+    pub fn find(&self, offset: u64) -> Option<Arc<MappedFile>> {
+        let files = self.files.read().unwrap_or_else(|p| p.into_inner());
+        let first = files.first()?.start();
+        if offset < first {
+            return None;
+        }
+        files.get(((offset - first) / self.file_size as u64) as usize).cloned()
+    }
+
+    pub fn min_offset(&self) -> u64 {
+        self.first().map_or(0, |f| f.start())
+    }
+
+    /// End of the data: a trailing segment nobody wrote to yet (just rolled, or prepared by a
+    /// live writer that a read-only reader sees) does not move it.
+    pub fn max_offset(&self) -> u64 {
+        let files = self.files.read().unwrap_or_else(|p| p.into_inner());
+        files
+            .iter()
+            .rev()
+            .find(|f| f.wrote() > 0)
+            .or(files.first())
+            .map_or(0, |f| f.start() + f.wrote() as u64)
+    }
+
+    /// Read-only readers of a live store: maps segments the writer created since we looked.
+    pub fn map_new_segments(&self) -> Result<usize, CommitLogError> {
+        let mut added = 0;
+        loop {
+            let next = self.last().map_or(0, |f| f.end());
+            let path = self.dir.join(super::mapped_file::segment_name(next));
+            if !path.exists() {
+                return Ok(added);
+            }
+            let file = MappedFile::open(&path, next, self.file_size, self.writable)?;
+            file.set_wrote(0);
+            self.files.write().unwrap_or_else(|p| p.into_inner()).push(Arc::new(file));
+            added += 1;
+        }
+    }
+
+    /// Appends the segment starting at `start`, taking the preallocated one when it matches.
+    pub fn roll(&self, start: u64) -> Result<Arc<MappedFile>, CommitLogError> {
+        if !self.writable {
+            return Err(CommitLogError::ReadOnly);
+        }
+        let ready = {
+            let mut next = self.next.lock().unwrap_or_else(|p| p.into_inner());
+            match next.take() {
+                Some((at, handle)) if at == start => handle.join().ok(),
+                Some((_, handle)) => {
+                    // A different segment was prepared (after a truncation): discard it.
+                    let _ = handle.join();
+                    None
+                }
+                None => None,
+            }
+        };
+        let file = match ready {
+            Some(Ok(file)) => file,
+            // Preallocation failing (a full disk) is reported by the synchronous retry.
+            _ => MappedFile::create(&self.dir, start, self.file_size, false)?,
+        };
+        let file = Arc::new(file);
+        self.files
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(file.clone());
+        if self.preallocate {
+            self.prepare(start + self.file_size as u64);
+        }
+        Ok(file)
+    }
+
+    fn prepare(&self, start: u64) {
+        let dir = self.dir.clone();
+        let size = self.file_size;
+        let handle = std::thread::Builder::new()
+            .name("rocketha-allocate".into())
+            .spawn(move || MappedFile::create(&dir, start, size, true));
+        if let Ok(handle) = handle {
+            *self.next.lock().unwrap_or_else(|p| p.into_inner()) = Some((start, handle));
+        }
+    }
+
+    /// Drops every segment starting at or after `offset` and deletes its file.
+    pub fn delete_from(&self, offset: u64) -> Result<Vec<PathBuf>, CommitLogError> {
+        self.discard_prepared();
+        let mut files = self.files.write().unwrap_or_else(|p| p.into_inner());
+        let mut deleted = Vec::new();
+        while files.last().is_some_and(|f| f.start() >= offset) {
+            if let Some(file) = files.pop() {
+                std::fs::remove_file(file.path()).map_err(|e| CommitLogError::io(file.path(), e))?;
+                deleted.push(file.path().to_owned());
+            }
+        }
+        Ok(deleted)
+    }
+
+    /// Removes a preallocated segment nobody wrote to, so a reopened store does not mistake
+    /// it for the end of the log.
+    pub fn discard_prepared(&self) {
+        let prepared = self.next.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some((start, handle)) = prepared {
+            let _ = handle.join();
+            let in_use = self
+                .files
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .iter()
+                .any(|f| f.start() == start);
+            if !in_use {
+                let _ = std::fs::remove_file(self.dir.join(super::mapped_file::segment_name(start)));
+            }
+        }
+    }
+}

@@ -1,0 +1,634 @@
+//! RocketMQ's message record layout (V1, and V2 for long topics), byte for byte.
+//!
+//! ```text
+//! TOTALSIZE i32 | MAGIC i32 | BODYCRC i32 | QUEUEID i32 | FLAG i32 | QUEUEOFFSET i64 |
+//! PHYSICALOFFSET i64 | SYSFLAG i32 | BORNTIMESTAMP i64 | BORNHOST 8/20 | STORETIMESTAMP i64 |
+//! STOREHOST 8/20 | RECONSUMETIMES i32 | PREPARED_TX_OFFSET i64 | BODYLEN i32 | body |
+//! TOPICLEN u8 (V1) / i16 (V2) | topic | PROPLEN i16 | properties
+//! ```
+//! All integers big-endian, as Java's `ByteBuffer` writes them.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+use crate::error::RecordError;
+
+pub const MAGIC_V1: i32 = 0xDAA320A7_u32 as i32;
+pub const MAGIC_V2: i32 = 0xDAA320AB_u32 as i32;
+/// Marks the padding that ends a segment when the next record does not fit.
+pub const BLANK_MAGIC: i32 = 0xCBD43194_u32 as i32;
+/// A record fits only if this much room is left after it, so every full segment ends in a blank.
+pub const END_FILE_MIN_BLANK_LENGTH: usize = 8;
+/// Bytes of a V1 record with IPv4 hosts, an empty body, topic and properties.
+pub const FIXED_OVERHEAD_V1: usize = 91;
+/// `maxMessageSize` in RocketMQ: the largest body a producer may send.
+pub const MAX_BODY_SIZE: usize = 4 * 1024 * 1024;
+pub const MAX_TOPIC_LEN: usize = i16::MAX as usize;
+pub const MAX_PROPERTIES_LEN: usize = i16::MAX as usize;
+
+pub const SYSFLAG_BORNHOST_V6: i32 = 1 << 4;
+pub const SYSFLAG_STOREHOST_V6: i32 = 1 << 5;
+
+pub const NAME_VALUE_SEPARATOR: u8 = 1;
+pub const PROPERTY_SEPARATOR: u8 = 2;
+pub const PROPERTY_TAGS: &str = "TAGS";
+pub const PROPERTY_KEYS: &str = "KEYS";
+/// RocketMQ joins several keys of one message with a space.
+pub const KEY_SEPARATOR: &str = " ";
+
+const TOTALSIZE_AT: usize = 0;
+const MAGIC_AT: usize = 4;
+const BODYCRC_AT: usize = 8;
+const QUEUEID_AT: usize = 12;
+const FLAG_AT: usize = 16;
+const QUEUEOFFSET_AT: usize = 20;
+const PHYSICALOFFSET_AT: usize = 28;
+const SYSFLAG_AT: usize = 36;
+const BORNTIMESTAMP_AT: usize = 40;
+const BORNHOST_AT: usize = 48;
+
+/// RocketMQ's `UtilAll.crc32`: CRC32 of the body with the sign bit cleared.
+#[inline]
+pub fn body_crc(body: &[u8]) -> i32 {
+    (crc32fast::hash(body) & 0x7FFF_FFFF) as i32
+}
+
+/// Java's `String.hashCode()` over UTF-16 code units: the tag hash a consume queue stores.
+pub fn tags_hash_code(tags: &str) -> i64 {
+    let mut h: i32 = 0;
+    for unit in tags.encode_utf16() {
+        h = h.wrapping_mul(31).wrapping_add(unit as i32);
+    }
+    h as i64
+}
+
+/// Encodes `key\x01value\x02` pairs, refusing separator bytes inside names or values.
+pub fn encode_properties<'a, I>(pairs: I) -> Result<Vec<u8>, RecordError>
+where
+    I: IntoIterator<Item = (&'a str, &'a str)>,
+{
+    let mut out = Vec::new();
+    for (name, value) in pairs {
+        for (what, text) in [("name", name), ("value", value)] {
+            if text
+                .bytes()
+                .any(|b| b == NAME_VALUE_SEPARATOR || b == PROPERTY_SEPARATOR)
+            {
+                return Err(RecordError::PropertySeparator {
+                    what,
+                    name: name.to_owned(),
+                });
+            }
+        }
+        if name.is_empty() {
+            return Err(RecordError::EmptyPropertyName);
+        }
+        out.extend_from_slice(name.as_bytes());
+        out.push(NAME_VALUE_SEPARATOR);
+        out.extend_from_slice(value.as_bytes());
+        out.push(PROPERTY_SEPARATOR);
+    }
+    if out.len() > MAX_PROPERTIES_LEN {
+        return Err(RecordError::PropertiesTooLong(out.len()));
+    }
+    Ok(out)
+}
+
+/// Splits an encoded properties block back into pairs (lossy UTF-8, as Java would decode it).
+pub fn decode_properties(raw: &[u8]) -> Vec<(String, String)> {
+    raw.split(|&b| b == PROPERTY_SEPARATOR)
+        .filter(|pair| !pair.is_empty())
+        .filter_map(|pair| {
+            let at = pair.iter().position(|&b| b == NAME_VALUE_SEPARATOR)?;
+            Some((
+                String::from_utf8_lossy(&pair[..at]).into_owned(),
+                String::from_utf8_lossy(&pair[at + 1..]).into_owned(),
+            ))
+        })
+        .collect()
+}
+
+/// Finds one property's value in an encoded block without decoding the others.
+pub fn find_property<'a>(raw: &'a [u8], name: &str) -> Option<&'a [u8]> {
+    raw.split(|&b| b == PROPERTY_SEPARATOR).find_map(|pair| {
+        let at = pair.iter().position(|&b| b == NAME_VALUE_SEPARATOR)?;
+        (&pair[..at] == name.as_bytes()).then(|| &pair[at + 1..])
+    })
+}
+
+/// What a producer supplies; the store fills in offsets and the store timestamp.
+#[derive(Debug, Clone, Copy)]
+pub struct MessageDraft<'a> {
+    pub topic: &'a str,
+    pub body: &'a [u8],
+    /// Already encoded with [`encode_properties`].
+    pub properties: &'a [u8],
+    pub queue_id: i32,
+    pub flag: i32,
+    pub sys_flag: i32,
+    pub born_timestamp: i64,
+    pub born_host: SocketAddr,
+    pub reconsume_times: i32,
+    pub prepared_tx_offset: i64,
+}
+
+fn host_len(addr: &SocketAddr) -> usize {
+    match addr {
+        SocketAddr::V4(_) => 8,
+        SocketAddr::V6(_) => 20,
+    }
+}
+
+impl MessageDraft<'_> {
+    /// Checks what RocketMQ's producer and broker check, before any byte is written.
+    pub fn validate(&self) -> Result<(), RecordError> {
+        if self.topic.is_empty() {
+            return Err(RecordError::EmptyTopic);
+        }
+        if self.topic.len() > MAX_TOPIC_LEN {
+            return Err(RecordError::TopicTooLong(self.topic.len()));
+        }
+        if self.body.len() > MAX_BODY_SIZE {
+            return Err(RecordError::BodyTooLarge(self.body.len()));
+        }
+        if self.properties.len() > MAX_PROPERTIES_LEN {
+            return Err(RecordError::PropertiesTooLong(self.properties.len()));
+        }
+        if self.queue_id < 0 {
+            return Err(RecordError::NegativeQueueId(self.queue_id));
+        }
+        Ok(())
+    }
+
+    fn uses_v2(&self) -> bool {
+        self.topic.len() > i8::MAX as usize
+    }
+
+    /// Size of the encoded record with this store host.
+    pub fn encoded_len(&self, store_host: &SocketAddr) -> usize {
+        let topic_len_field = if self.uses_v2() { 2 } else { 1 };
+        FIXED_OVERHEAD_V1 - 1 - 16
+            + host_len(&self.born_host)
+            + host_len(store_host)
+            + topic_len_field
+            + self.body.len()
+            + self.topic.len()
+            + self.properties.len()
+    }
+
+    /// Writes the record into `out`, which must be exactly `encoded_len` bytes.
+    pub fn encode_into(
+        &self,
+        out: &mut [u8],
+        queue_offset: i64,
+        physical_offset: i64,
+        store_timestamp: i64,
+        store_host: &SocketAddr,
+    ) {
+        let mut w = Writer { buf: out, at: 0 };
+        let total = w.buf.len() as i32;
+        let mut sys_flag = self.sys_flag & !(SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6);
+        if self.born_host.is_ipv6() {
+            sys_flag |= SYSFLAG_BORNHOST_V6;
+        }
+        if store_host.is_ipv6() {
+            sys_flag |= SYSFLAG_STOREHOST_V6;
+        }
+        w.i32(total);
+        w.i32(if self.uses_v2() { MAGIC_V2 } else { MAGIC_V1 });
+        w.i32(body_crc(self.body));
+        w.i32(self.queue_id);
+        w.i32(self.flag);
+        w.i64(queue_offset);
+        w.i64(physical_offset);
+        w.i32(sys_flag);
+        w.i64(self.born_timestamp);
+        w.host(&self.born_host);
+        w.i64(store_timestamp);
+        w.host(store_host);
+        w.i32(self.reconsume_times);
+        w.i64(self.prepared_tx_offset);
+        w.i32(self.body.len() as i32);
+        w.bytes(self.body);
+        if self.uses_v2() {
+            w.bytes(&(self.topic.len() as i16).to_be_bytes());
+        } else {
+            w.bytes(&[self.topic.len() as u8]);
+        }
+        w.bytes(self.topic.as_bytes());
+        w.bytes(&(self.properties.len() as i16).to_be_bytes());
+        w.bytes(self.properties);
+        debug_assert_eq!(w.at, w.buf.len());
+    }
+}
+
+struct Writer<'a> {
+    buf: &'a mut [u8],
+    at: usize,
+}
+
+impl Writer<'_> {
+    #[inline]
+    fn bytes(&mut self, b: &[u8]) {
+        self.buf[self.at..self.at + b.len()].copy_from_slice(b);
+        self.at += b.len();
+    }
+    #[inline]
+    fn i32(&mut self, v: i32) {
+        self.bytes(&v.to_be_bytes());
+    }
+    #[inline]
+    fn i64(&mut self, v: i64) {
+        self.bytes(&v.to_be_bytes());
+    }
+    fn host(&mut self, addr: &SocketAddr) {
+        match addr.ip() {
+            IpAddr::V4(ip) => self.bytes(&ip.octets()),
+            IpAddr::V6(ip) => self.bytes(&ip.octets()),
+        }
+        self.i32(addr.port() as i32);
+    }
+}
+
+/// A record decoded in place: every variable-length field borrows from the log.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecordView<'a> {
+    pub total_size: i32,
+    pub magic: i32,
+    pub body_crc: i32,
+    pub queue_id: i32,
+    pub flag: i32,
+    pub queue_offset: i64,
+    pub physical_offset: i64,
+    pub sys_flag: i32,
+    pub born_timestamp: i64,
+    pub born_host: SocketAddr,
+    pub store_timestamp: i64,
+    pub store_host: SocketAddr,
+    pub reconsume_times: i32,
+    pub prepared_tx_offset: i64,
+    pub body: &'a [u8],
+    pub topic: &'a [u8],
+    pub properties: &'a [u8],
+}
+
+impl RecordView<'_> {
+    /// The offset message id: store host IPv4 + port + commit log offset, upper-case hex.
+    pub fn msg_id(&self) -> String {
+        msg_id(&self.store_host, self.physical_offset)
+    }
+
+    pub fn tags(&self) -> Option<&[u8]> {
+        find_property(self.properties, PROPERTY_TAGS)
+    }
+
+    pub fn tags_code(&self) -> i64 {
+        self.tags()
+            .map(|t| tags_hash_code(&String::from_utf8_lossy(t)))
+            .unwrap_or(0)
+    }
+}
+
+pub fn msg_id(store_host: &SocketAddr, physical_offset: i64) -> String {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    let mut raw = Vec::with_capacity(28);
+    match store_host.ip() {
+        IpAddr::V4(ip) => raw.extend_from_slice(&ip.octets()),
+        IpAddr::V6(ip) => raw.extend_from_slice(&ip.octets()),
+    }
+    raw.extend_from_slice(&(store_host.port() as i32).to_be_bytes());
+    raw.extend_from_slice(&physical_offset.to_be_bytes());
+    let mut out = String::with_capacity(raw.len() * 2);
+    for b in raw {
+        out.push(HEX[(b >> 4) as usize] as char);
+        out.push(HEX[(b & 15) as usize] as char);
+    }
+    out
+}
+
+/// What the bytes at a record position hold.
+#[derive(Debug, PartialEq)]
+pub enum Peeked<'a> {
+    Record(RecordView<'a>),
+    /// End-of-segment padding of this many bytes.
+    Blank(usize),
+    /// Zeroed space: nothing was ever written here.
+    End,
+}
+
+struct Reader<'a> {
+    buf: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], RecordError> {
+        let end = self.at.checked_add(n).ok_or(RecordError::Truncated)?;
+        let out = self.buf.get(self.at..end).ok_or(RecordError::Truncated)?;
+        self.at = end;
+        Ok(out)
+    }
+    fn i16(&mut self) -> Result<i16, RecordError> {
+        Ok(i16::from_be_bytes(self.take(2)?.try_into().unwrap_or_default()))
+    }
+    fn i32(&mut self) -> Result<i32, RecordError> {
+        Ok(i32::from_be_bytes(self.take(4)?.try_into().unwrap_or_default()))
+    }
+    fn i64(&mut self) -> Result<i64, RecordError> {
+        Ok(i64::from_be_bytes(self.take(8)?.try_into().unwrap_or_default()))
+    }
+    fn host(&mut self, v6: bool) -> Result<SocketAddr, RecordError> {
+        let ip = if v6 {
+            let raw: [u8; 16] = self.take(16)?.try_into().unwrap_or_default();
+            IpAddr::from(raw)
+        } else {
+            let raw: [u8; 4] = self.take(4)?.try_into().unwrap_or_default();
+            IpAddr::V4(Ipv4Addr::from(raw))
+        };
+        let port = self.i32()?;
+        Ok(SocketAddr::new(ip, port as u16))
+    }
+}
+
+/// Reads the 8 bytes that say what starts here, without needing the rest.
+pub fn peek_size_magic(buf: &[u8]) -> Option<(i32, i32)> {
+    let head = buf.get(..8)?;
+    Some((
+        i32::from_be_bytes([head[0], head[1], head[2], head[3]]),
+        i32::from_be_bytes([head[4], head[5], head[6], head[7]]),
+    ))
+}
+
+/// Decodes the record at the start of `buf` (`buf` may run past it).
+///
+/// `check_crc` also verifies the body CRC: recovery and readers of a possibly torn tail need
+/// it, replicas dispatching bytes already checked by their master do not.
+pub fn decode(buf: &[u8], check_crc: bool) -> Result<Peeked<'_>, RecordError> {
+    let (total, magic) = peek_size_magic(buf).ok_or(RecordError::Truncated)?;
+    if magic == BLANK_MAGIC {
+        if total < END_FILE_MIN_BLANK_LENGTH as i32 {
+            return Err(RecordError::BadSize(total));
+        }
+        return Ok(Peeked::Blank(total as usize));
+    }
+    if total == 0 && magic == 0 {
+        return Ok(Peeked::End);
+    }
+    if magic != MAGIC_V1 && magic != MAGIC_V2 {
+        return Err(RecordError::BadMagic(magic));
+    }
+    if total < (FIXED_OVERHEAD_V1 - 1) as i32 {
+        return Err(RecordError::BadSize(total));
+    }
+    let record = buf.get(..total as usize).ok_or(RecordError::Truncated)?;
+    let mut r = Reader {
+        buf: record,
+        at: BODYCRC_AT,
+    };
+    let crc = r.i32()?;
+    debug_assert_eq!(r.at, QUEUEID_AT);
+    let queue_id = r.i32()?;
+    debug_assert_eq!(r.at, FLAG_AT);
+    let flag = r.i32()?;
+    debug_assert_eq!(r.at, QUEUEOFFSET_AT);
+    let queue_offset = r.i64()?;
+    debug_assert_eq!(r.at, PHYSICALOFFSET_AT);
+    let physical_offset = r.i64()?;
+    debug_assert_eq!(r.at, SYSFLAG_AT);
+    let sys_flag = r.i32()?;
+    debug_assert_eq!(r.at, BORNTIMESTAMP_AT);
+    let born_timestamp = r.i64()?;
+    debug_assert_eq!(r.at, BORNHOST_AT);
+    let born_host = r.host(sys_flag & SYSFLAG_BORNHOST_V6 != 0)?;
+    let store_timestamp = r.i64()?;
+    let store_host = r.host(sys_flag & SYSFLAG_STOREHOST_V6 != 0)?;
+    let reconsume_times = r.i32()?;
+    let prepared_tx_offset = r.i64()?;
+    let body_len = r.i32()?;
+    if body_len < 0 {
+        return Err(RecordError::BadLength("body", body_len as i64));
+    }
+    let body = r.take(body_len as usize)?;
+    let topic_len = if magic == MAGIC_V2 {
+        r.i16()? as i64
+    } else {
+        r.take(1)?[0] as i64
+    };
+    if topic_len <= 0 {
+        return Err(RecordError::BadLength("topic", topic_len));
+    }
+    let topic = r.take(topic_len as usize)?;
+    let prop_len = r.i16()?;
+    if prop_len < 0 {
+        return Err(RecordError::BadLength("properties", prop_len as i64));
+    }
+    let properties = r.take(prop_len as usize)?;
+    if r.at != total as usize {
+        return Err(RecordError::LengthMismatch {
+            total: total as usize,
+            computed: r.at,
+        });
+    }
+    if check_crc && body_crc(body) != crc {
+        return Err(RecordError::BadCrc {
+            stored: crc,
+            computed: body_crc(body),
+        });
+    }
+    Ok(Peeked::Record(RecordView {
+        total_size: total,
+        magic,
+        body_crc: crc,
+        queue_id,
+        flag,
+        queue_offset,
+        physical_offset,
+        sys_flag,
+        born_timestamp,
+        born_host,
+        store_timestamp,
+        store_host,
+        reconsume_times,
+        prepared_tx_offset,
+        body,
+        topic,
+        properties,
+    }))
+}
+
+/// Writes the END-OF-FILE blank header at the start of `out` (the rest stays as it is).
+pub fn encode_blank(out: &mut [u8], remaining: usize) {
+    out[TOTALSIZE_AT..4].copy_from_slice(&(remaining as i32).to_be_bytes());
+    out[MAGIC_AT..8].copy_from_slice(&BLANK_MAGIC.to_be_bytes());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn host(port: u16) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], port))
+    }
+
+    /// The golden vector is assembled field by field from SPEC §1, never by the encoder.
+    #[test]
+    fn golden_v1_record() {
+        let props = encode_properties([("TAGS", "tagA")]).unwrap();
+        let draft = MessageDraft {
+            topic: "T",
+            body: b"hi",
+            properties: &props,
+            queue_id: 3,
+            flag: 7,
+            sys_flag: 0,
+            born_timestamp: 0x0102030405060708,
+            born_host: SocketAddr::from(([10, 0, 0, 1], 4242)),
+            reconsume_times: 1,
+            prepared_tx_offset: 0,
+        };
+        let store = SocketAddr::from(([192, 168, 1, 2], 10911));
+        let mut expected = Vec::new();
+        let total: i32 = 91 + 2 + 1 + props.len() as i32;
+        expected.extend_from_slice(&total.to_be_bytes());
+        expected.extend_from_slice(&[0xDA, 0xA3, 0x20, 0xA7]);
+        let crc = crc32fast::hash(b"hi") & 0x7FFF_FFFF;
+        expected.extend_from_slice(&crc.to_be_bytes());
+        expected.extend_from_slice(&3i32.to_be_bytes());
+        expected.extend_from_slice(&7i32.to_be_bytes());
+        expected.extend_from_slice(&42i64.to_be_bytes()); // queue offset
+        expected.extend_from_slice(&4096i64.to_be_bytes()); // physical offset
+        expected.extend_from_slice(&0i32.to_be_bytes()); // sysflag
+        expected.extend_from_slice(&[1, 2, 3, 4, 5, 6, 7, 8]);
+        expected.extend_from_slice(&[10, 0, 0, 1, 0, 0, 0x10, 0x92]);
+        expected.extend_from_slice(&99i64.to_be_bytes()); // store timestamp
+        expected.extend_from_slice(&[192, 168, 1, 2, 0, 0, 0x2A, 0x9F]);
+        expected.extend_from_slice(&1i32.to_be_bytes());
+        expected.extend_from_slice(&0i64.to_be_bytes());
+        expected.extend_from_slice(&2i32.to_be_bytes());
+        expected.extend_from_slice(b"hi");
+        expected.push(1);
+        expected.push(b'T');
+        expected.extend_from_slice(&(props.len() as i16).to_be_bytes());
+        expected.extend_from_slice(b"TAGS\x01tagA\x02");
+
+        let mut out = vec![0u8; draft.encoded_len(&store)];
+        draft.encode_into(&mut out, 42, 4096, 99, &store);
+        assert_eq!(out, expected);
+        assert_eq!(
+            msg_id(&store, 4096),
+            "C0A801020000"
+                .chars()
+                .chain("2A9F0000000000001000".chars())
+                .collect::<String>()
+        );
+    }
+
+    #[test]
+    fn long_topic_uses_v2_with_two_byte_length() {
+        let topic = "t".repeat(200);
+        let draft = MessageDraft {
+            topic: &topic,
+            body: b"",
+            properties: b"",
+            queue_id: 0,
+            flag: 0,
+            sys_flag: 0,
+            born_timestamp: 0,
+            born_host: host(1),
+            reconsume_times: 0,
+            prepared_tx_offset: 0,
+        };
+        let mut out = vec![0u8; draft.encoded_len(&host(2))];
+        assert_eq!(out.len(), 92 + 200);
+        draft.encode_into(&mut out, 0, 0, 0, &host(2));
+        assert_eq!(&out[4..8], &[0xDA, 0xA3, 0x20, 0xAB]);
+        assert_eq!(&out[88..90], &200i16.to_be_bytes());
+        match decode(&out, true).unwrap() {
+            Peeked::Record(r) => assert_eq!(r.topic, topic.as_bytes()),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn java_hash_code() {
+        assert_eq!(tags_hash_code(""), 0);
+        assert_eq!(tags_hash_code("TagA"), 2598919);
+        // Overflows i32 like Java does; values from a JVM.
+        assert_eq!(tags_hash_code("a longer tag value"), -1_517_477_869);
+        assert_eq!(tags_hash_code("\u{e9}t\u{e9}"), 227_742);
+    }
+
+    #[test]
+    fn separators_in_properties_are_refused() {
+        assert!(encode_properties([("a\u{1}", "b")]).is_err());
+        assert!(encode_properties([("a", "b\u{2}")]).is_err());
+    }
+
+    #[test]
+    fn corrupt_bytes_are_detected() {
+        let draft = MessageDraft {
+            topic: "T",
+            body: b"payload",
+            properties: b"",
+            queue_id: 0,
+            flag: 0,
+            sys_flag: 0,
+            born_timestamp: 0,
+            born_host: host(1),
+            reconsume_times: 0,
+            prepared_tx_offset: 0,
+        };
+        let mut out = vec![0u8; draft.encoded_len(&host(2))];
+        draft.encode_into(&mut out, 0, 0, 0, &host(2));
+        let mut flipped = out.clone();
+        flipped[90] ^= 0x40;
+        assert!(matches!(
+            decode(&flipped, true),
+            Err(RecordError::BadCrc { .. })
+        ));
+        assert!(decode(&flipped, false).is_ok());
+        assert!(matches!(
+            decode(&out[..out.len() - 1], true),
+            Err(RecordError::Truncated)
+        ));
+    }
+
+    proptest! {
+        #[test]
+        fn round_trip(
+            topic in "[a-zA-Z0-9_%|-]{1,300}",
+            body in proptest::collection::vec(any::<u8>(), 0..2048),
+            props in proptest::collection::vec(("[a-zA-Z]{1,8}", "[ -~]{0,16}"), 0..4),
+            queue_id in 0i32..1024,
+            flag in any::<i32>(),
+            queue_offset in 0i64..i64::MAX,
+            v6 in any::<bool>(),
+        ) {
+            let props = encode_properties(props.iter().map(|(k, v)| (k.as_str(), v.as_str()))).unwrap();
+            let born: SocketAddr = if v6 { "[::1]:99".parse().unwrap() } else { host(99) };
+            let draft = MessageDraft {
+                topic: &topic, body: &body, properties: &props, queue_id, flag,
+                sys_flag: 0, born_timestamp: 5, born_host: born, reconsume_times: 2,
+                prepared_tx_offset: 0,
+            };
+            let store = host(10911);
+            let mut out = vec![0u8; draft.encoded_len(&store)];
+            draft.encode_into(&mut out, queue_offset, 777, 6, &store);
+            let Peeked::Record(r) = decode(&out, true).unwrap() else { panic!() };
+            prop_assert_eq!(r.topic, topic.as_bytes());
+            prop_assert_eq!(r.body, &body[..]);
+            prop_assert_eq!(r.properties, &props[..]);
+            prop_assert_eq!(r.queue_id, queue_id);
+            prop_assert_eq!(r.flag, flag);
+            prop_assert_eq!(r.queue_offset, queue_offset);
+            prop_assert_eq!(r.physical_offset, 777);
+            prop_assert_eq!(r.born_host, born);
+            prop_assert_eq!(r.total_size as usize, out.len());
+        }
+
+        #[test]
+        fn decode_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
+            let _ = decode(&bytes, true);
+        }
+    }
+}

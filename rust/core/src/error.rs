@@ -1,0 +1,124 @@
+//! Error enums of the core, one per concern; every message names the file, offset or limit.
+
+use std::io;
+use std::path::PathBuf;
+
+#[derive(Debug, Clone, thiserror::Error, PartialEq)]
+pub enum RecordError {
+    #[error("topic is empty")]
+    EmptyTopic,
+    #[error("topic is {0} bytes, more than the 32767 a record can hold")]
+    TopicTooLong(usize),
+    #[error("body is {0} bytes, more than maxMessageSize (4194304)")]
+    BodyTooLarge(usize),
+    #[error("properties encode to {0} bytes, more than the 32767 a record can hold")]
+    PropertiesTooLong(usize),
+    #[error("property {what} of {name:?} contains a separator byte (\\x01 or \\x02)")]
+    PropertySeparator { what: &'static str, name: String },
+    #[error("property name is empty")]
+    EmptyPropertyName,
+    #[error("queue id {0} is negative")]
+    NegativeQueueId(i32),
+    #[error("record is truncated")]
+    Truncated,
+    #[error("bad magic code {0:#010x}")]
+    BadMagic(i32),
+    #[error("bad record size {0}")]
+    BadSize(i32),
+    #[error("bad {0} length {1}")]
+    BadLength(&'static str, i64),
+    #[error("record size field says {total} bytes but its fields add up to {computed}")]
+    LengthMismatch { total: usize, computed: usize },
+    #[error("body CRC mismatch: stored {stored:#x}, computed {computed:#x}")]
+    BadCrc { stored: i32, computed: i32 },
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CommitLogError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("invalid message: {0}")]
+    Record(#[from] RecordError),
+    #[error("mapped file size {0} must be a multiple of 4096 and at least 65536")]
+    BadFileSize(u64),
+    #[error("record of {size} bytes does not fit a segment of {file_size} bytes")]
+    RecordTooLarge { size: usize, file_size: u64 },
+    #[error("{path}: segment is {actual} bytes but mappedFileSizeCommitLog is {expected}; open the store with the size it was written with")]
+    SegmentSizeMismatch {
+        path: PathBuf,
+        actual: u64,
+        expected: u64,
+    },
+    #[error("{path}: segment file name is not a 20-digit offset")]
+    BadSegmentName { path: PathBuf },
+    #[error("{path}: segment starts at {start} but the previous one ends at {expected}: a segment is missing")]
+    SegmentGap {
+        path: PathBuf,
+        start: u64,
+        expected: u64,
+    },
+    #[error("offset mismatch: data for offset {offset} but the commit log ends at {max_offset}; nothing written")]
+    OffsetMismatch { offset: u64, max_offset: u64 },
+    #[error("offset {offset} is outside the commit log [{min_offset}, {max_offset})")]
+    OffsetOutOfRange {
+        offset: u64,
+        min_offset: u64,
+        max_offset: u64,
+    },
+    #[error("commit log corrupted at offset {offset} in {path}: {reason}")]
+    Corrupted {
+        offset: u64,
+        path: PathBuf,
+        reason: RecordError,
+    },
+    #[error("store {path} is already open by another process (lock held on {path}/lock)")]
+    Locked { path: PathBuf },
+    #[error("store is read-only")]
+    ReadOnly,
+    #[error("store is closed")]
+    Closed,
+    #[error("flush of offset {0} did not complete within the timeout")]
+    FlushTimeout(u64),
+}
+
+impl CommitLogError {
+    #[cold]
+    pub(crate) fn io(path: impl Into<PathBuf>, source: io::Error) -> Self {
+        CommitLogError::Io {
+            path: path.into(),
+            source,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum FrameError {
+    #[error("frame body size {0} is negative")]
+    NegativeBodySize(i32),
+    #[error("frame body size {size} exceeds the limit of {limit} bytes")]
+    BodyTooLarge { size: i32, limit: usize },
+    #[error("frame offset {0} is negative")]
+    NegativeOffset(i64),
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum HaError {
+    #[error("HA socket {addr}: {source}")]
+    Io {
+        addr: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error(transparent)]
+    CommitLog(#[from] CommitLogError),
+    #[error(transparent)]
+    Frame(#[from] FrameError),
+    #[error("HA service is not running")]
+    NotRunning,
+    #[error("invalid master address {0:?}: expected host:port")]
+    BadAddress(String),
+}

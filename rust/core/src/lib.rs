@@ -1,0 +1,15 @@
+//! rocketha-core: RocketMQ's commit log and classic master/slave HA replication in pure Rust.
+//!
+//! The Python package drives this crate through the thin `rocketha-py` binding; everything here
+//! is usable and testable without Python.
+
+pub mod commitlog;
+pub mod consume_queue;
+pub mod error;
+pub mod ha;
+pub mod store;
+
+pub use commitlog::flush::FlushDiskType;
+pub use commitlog::record;
+pub use error::{CommitLogError, FrameError, HaError, RecordError};
+pub use store::{MessageStore, StoreConfig};

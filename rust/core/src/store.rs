@@ -1,0 +1,491 @@
+//! The message store: commit log + consume queues + flush policy, with RocketMQ's directory
+//! layout (`commitlog/`, `consumequeue/<topic>/<queueId>/`, `abort`, `checkpoint`, `lock`).
+
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions};
+use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use crate::commitlog::flush::{FlushDiskType, FlushService, FlushStats};
+use crate::commitlog::mapped_file::MappedFile;
+use crate::commitlog::record::{self, MessageDraft, PROPERTY_TAGS};
+use crate::commitlog::recover::RecoveryReport;
+use crate::commitlog::{AppendResult, CommitLog, OwnedRecord, RecordIter, DEFAULT_MAPPED_FILE_SIZE};
+use crate::consume_queue::{ConsumeQueue, ConsumeQueueTable, CqEntry, DEFAULT_CQ_ENTRIES_PER_FILE};
+use crate::error::CommitLogError;
+
+#[derive(Debug, Clone)]
+pub struct StoreConfig {
+    pub root: PathBuf,
+    pub mapped_file_size: u64,
+    pub cq_entries_per_file: usize,
+    pub flush_disk_type: FlushDiskType,
+    pub flush_interval: Duration,
+    pub store_host: SocketAddr,
+    /// Open without lock, recovery or writes: for readers of a store a broker is serving.
+    pub read_only: bool,
+}
+
+impl StoreConfig {
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        Self {
+            root: root.into(),
+            mapped_file_size: DEFAULT_MAPPED_FILE_SIZE,
+            cq_entries_per_file: DEFAULT_CQ_ENTRIES_PER_FILE,
+            flush_disk_type: FlushDiskType::AsyncFlush,
+            flush_interval: Duration::from_millis(500),
+            store_host: SocketAddr::from(([127, 0, 0, 1], 10911)),
+            read_only: false,
+        }
+    }
+}
+
+/// Writer-side state, guarded by the put lock.
+struct PutState {
+    /// Next queue offset and consume queue of every (topic, queue id): RocketMQ's
+    /// `topicQueueTable`.
+    queues: HashMap<String, HashMap<i32, (i64, Arc<ConsumeQueue>)>>,
+    /// Commit log offset up to which records were dispatched to consume queues (the reput
+    /// offset).
+    reput_offset: u64,
+}
+
+pub type AppendListener = Arc<dyn Fn(u64) + Send + Sync>;
+
+pub struct MessageStore {
+    config: StoreConfig,
+    commit_log: Arc<CommitLog>,
+    consume_queues: Arc<ConsumeQueueTable>,
+    /// The single-writer lock: appends, replica appends and dispatch happen under it so
+    /// records, queue offsets and consume queue entries stay in one order.
+    put: Mutex<PutState>,
+    flush: OnceLock<FlushService>,
+    /// Called after each publish with the new max offset (the HA master's wake-up).
+    listener: RwLock<Option<AppendListener>>,
+    recovery: RecoveryReport,
+    lock_file: Mutex<Option<File>>,
+    closed: AtomicBool,
+}
+
+pub fn now_millis() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+fn lock_store(root: &Path) -> Result<File, CommitLogError> {
+    let path = root.join("lock");
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(|e| CommitLogError::io(&path, e))?;
+    // SAFETY: flock on an fd we own; released when the file closes.
+    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if rc != 0 {
+        return Err(CommitLogError::Locked {
+            path: root.to_owned(),
+        });
+    }
+    Ok(file)
+}
+
+/// `checkpoint`: physic, logics and index timestamps as RocketMQ keeps them, then the commit log
+/// offset known flushed, which bounds how far back crash recovery must scan.
+fn read_checkpoint(root: &Path) -> Option<u64> {
+    let raw = std::fs::read(root.join("checkpoint")).ok()?;
+    let bytes: [u8; 8] = raw.get(24..32)?.try_into().ok()?;
+    Some(u64::from_be_bytes(bytes))
+}
+
+fn write_checkpoint(root: &Path, flushed: u64) -> Result<(), CommitLogError> {
+    let path = root.join("checkpoint");
+    let now = now_millis();
+    let mut raw = Vec::with_capacity(32);
+    for v in [now, now, now] {
+        raw.extend_from_slice(&v.to_be_bytes());
+    }
+    raw.extend_from_slice(&flushed.to_be_bytes());
+    let file = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(|e| CommitLogError::io(&path, e))?;
+    file.write_all_at(&raw, 0).map_err(|e| CommitLogError::io(&path, e))
+}
+
+impl MessageStore {
+    pub fn open(config: StoreConfig) -> Result<Self, CommitLogError> {
+        if config.read_only {
+            return Self::open_read_only(config);
+        }
+        std::fs::create_dir_all(&config.root).map_err(|e| CommitLogError::io(&config.root, e))?;
+        let lock_file = lock_store(&config.root)?;
+        let abort = config.root.join("abort");
+        let crashed = abort.exists();
+        let commit_log = Arc::new(CommitLog::open(&config.root, config.mapped_file_size, true, config.store_host)?);
+        let recovery = commit_log.recover(crashed, read_checkpoint(&config.root))?;
+        let consume_queues = Arc::new(ConsumeQueueTable::load(&config.root, config.cq_entries_per_file, true)?);
+        for cq in consume_queues.all() {
+            cq.truncate_dirty(recovery.max_offset)?;
+        }
+        File::create(&abort).map_err(|e| CommitLogError::io(&abort, e))?;
+
+        let store = Self {
+            commit_log: commit_log.clone(),
+            consume_queues: consume_queues.clone(),
+            put: Mutex::new(PutState {
+                queues: HashMap::new(),
+                reput_offset: recovery.scanned_from.max(commit_log.min_offset()),
+            }),
+            flush: OnceLock::new(),
+            listener: RwLock::new(None),
+            recovery,
+            lock_file: Mutex::new(Some(lock_file)),
+            closed: AtomicBool::new(false),
+            config,
+        };
+        {
+            let mut st = store.lock_put();
+            for cq in consume_queues.all() {
+                let next = cq.max_queue_offset();
+                st.queues
+                    .entry(cq.topic().to_owned())
+                    .or_default()
+                    .insert(cq.queue_id(), (next, cq));
+            }
+            // Replays records the consume queues may miss after a crash (idempotent).
+            store.reput(&mut st)?;
+        }
+        let flushed = commit_log.max_offset();
+        let root = store.config.root.clone();
+        let (log, cqs) = (commit_log, consume_queues);
+        let mut last_cq_flush = Instant::now();
+        let flush_fn = Box::new(move || {
+            let target = log.max_offset();
+            for f in log.files().files() {
+                let wrote = f.wrote();
+                if f.flushed() < wrote {
+                    f.flush(wrote)?;
+                }
+            }
+            // Consume queues can be rebuilt from the log, so they flush on RocketMQ's slower
+            // cadence rather than with every group commit.
+            if last_cq_flush.elapsed() >= Duration::from_secs(1) {
+                cqs.flush()?;
+                write_checkpoint(&root, target)?;
+                last_cq_flush = Instant::now();
+            }
+            Ok(target)
+        });
+        let _ = store
+            .flush
+            .set(FlushService::start(store.config.flush_interval, flush_fn, flushed));
+        Ok(store)
+    }
+
+    fn open_read_only(config: StoreConfig) -> Result<Self, CommitLogError> {
+        if !config.root.join("commitlog").is_dir() {
+            return Err(CommitLogError::io(
+                config.root.join("commitlog"),
+                std::io::Error::new(std::io::ErrorKind::NotFound, "not a rocketha store: no commitlog directory"),
+            ));
+        }
+        let commit_log = Arc::new(CommitLog::open(&config.root, config.mapped_file_size, false, config.store_host)?);
+        let consume_queues = Arc::new(ConsumeQueueTable::load(&config.root, config.cq_entries_per_file, false)?);
+        let store = Self {
+            commit_log,
+            consume_queues,
+            put: Mutex::new(PutState {
+                queues: HashMap::new(),
+                reput_offset: 0,
+            }),
+            flush: OnceLock::new(),
+            listener: RwLock::new(None),
+            recovery: RecoveryReport::default(),
+            lock_file: Mutex::new(None),
+            closed: AtomicBool::new(false),
+            config,
+        };
+        store.refresh()?;
+        Ok(store)
+    }
+
+    /// Read-only stores: picks up what a live writer appended since the last look, up to its
+    /// last complete valid record. Returns the new max offset.
+    pub fn refresh(&self) -> Result<u64, CommitLogError> {
+        let files = self.commit_log.files();
+        files.map_new_segments()?;
+        let all = files.files();
+        if all.is_empty() {
+            return Ok(0);
+        }
+        // Resume from the last segment holding data; a fresh open starts one segment earlier in
+        // case the last one is a preallocated, still empty segment.
+        let from = all.iter().rposition(|f| f.wrote() > 0 && !f.is_full()).unwrap_or(all.len().saturating_sub(2));
+        let pos = all[from].wrote() % all[from].size().max(1);
+        let pos = if all[from].is_full() { 0 } else { pos };
+        let scan = self.commit_log.scan_valid(&all, from, pos);
+        for (i, f) in all.iter().enumerate().skip(from) {
+            f.set_wrote(match i.cmp(&scan.index) {
+                std::cmp::Ordering::Less => f.size(),
+                std::cmp::Ordering::Equal => scan.pos,
+                std::cmp::Ordering::Greater => 0,
+            });
+        }
+        Ok(self.commit_log.max_offset())
+    }
+
+    fn lock_put(&self) -> std::sync::MutexGuard<'_, PutState> {
+        self.put.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn check_writable(&self) -> Result<(), CommitLogError> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(CommitLogError::Closed);
+        }
+        if self.config.read_only {
+            return Err(CommitLogError::ReadOnly);
+        }
+        Ok(())
+    }
+
+    pub fn config(&self) -> &StoreConfig {
+        &self.config
+    }
+    pub fn commit_log(&self) -> &CommitLog {
+        &self.commit_log
+    }
+    pub fn recovery(&self) -> &RecoveryReport {
+        &self.recovery
+    }
+    pub fn min_offset(&self) -> u64 {
+        self.commit_log.min_offset()
+    }
+    pub fn max_offset(&self) -> u64 {
+        self.commit_log.max_offset()
+    }
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    pub fn set_append_listener(&self, listener: Option<AppendListener>) {
+        *self.listener.write().unwrap_or_else(|p| p.into_inner()) = listener;
+    }
+
+    fn published(&self) {
+        if let Some(listener) = self.listener.read().unwrap_or_else(|p| p.into_inner()).as_ref() {
+            listener(self.commit_log.max_offset());
+        }
+    }
+
+    fn append_locked(&self, st: &mut PutState, draft: &MessageDraft<'_>, now: i64) -> Result<AppendResult, CommitLogError> {
+        let queues = match st.queues.get_mut(draft.topic) {
+            Some(q) => q,
+            None => st.queues.entry(draft.topic.to_owned()).or_default(),
+        };
+        let slot = match queues.get_mut(&draft.queue_id) {
+            Some(slot) => slot,
+            None => {
+                let cq = self.consume_queues.get_or_create(draft.topic, draft.queue_id)?;
+                queues.entry(draft.queue_id).or_insert((cq.max_queue_offset(), cq))
+            }
+        };
+        let result = self.commit_log.append(draft, slot.0, now)?;
+        slot.0 += 1;
+        let tags_code = record::find_property(draft.properties, PROPERTY_TAGS)
+            .map_or(0, |t| record::tags_hash_code(&String::from_utf8_lossy(t)));
+        st.reput_offset = result.next_offset();
+        slot.1.put(
+            result.queue_offset,
+            CqEntry {
+                commitlog_offset: result.offset as i64,
+                size: result.size as i32,
+                tags_code,
+            },
+        )?;
+        Ok(result)
+    }
+
+    /// Appends one message; with SYNC_FLUSH the caller then waits with [`Self::wait_flushed`].
+    pub fn put(&self, draft: &MessageDraft<'_>) -> Result<AppendResult, CommitLogError> {
+        draft.validate()?;
+        self.check_writable()?;
+        let result = {
+            let mut st = self.lock_put();
+            self.append_locked(&mut st, draft, now_millis())?
+        };
+        self.published();
+        Ok(result)
+    }
+
+    /// Appends many messages under one lock acquisition. Every draft is validated first, so an
+    /// invalid one fails the batch before anything is written.
+    pub fn put_batch(&self, drafts: &[MessageDraft<'_>]) -> Result<Vec<AppendResult>, CommitLogError> {
+        for d in drafts {
+            d.validate()?;
+        }
+        self.check_writable()?;
+        let now = now_millis();
+        let mut out = Vec::with_capacity(drafts.len());
+        {
+            let mut st = self.lock_put();
+            for d in drafts {
+                out.push(self.append_locked(&mut st, d, now)?);
+            }
+        }
+        self.published();
+        Ok(out)
+    }
+
+    /// A replica's append of bytes received from its master, then dispatch of every record
+    /// they complete.
+    pub fn append_raw(&self, offset: u64, data: &[u8]) -> Result<(), CommitLogError> {
+        self.check_writable()?;
+        {
+            let mut st = self.lock_put();
+            self.commit_log.append_raw(offset, data)?;
+            self.reput(&mut st)?;
+        }
+        self.published();
+        Ok(())
+    }
+
+    /// Dispatches complete records past the reput offset into consume queues.
+    fn reput(&self, st: &mut PutState) -> Result<(), CommitLogError> {
+        let mut iter: RecordIter<'_> = self.commit_log.iter_from(st.reput_offset, false);
+        let result = loop {
+            let Some(next) = iter.next() else { break Ok(()) };
+            let rec = match next {
+                Ok(rec) => rec,
+                Err(e) => break Err(e),
+            };
+            let r = rec.view();
+            let topic = String::from_utf8_lossy(r.topic);
+            let entry = CqEntry {
+                commitlog_offset: r.physical_offset,
+                size: r.total_size,
+                tags_code: r.tags_code(),
+            };
+            let slot = match st.queues.get_mut(topic.as_ref()).and_then(|q| q.get_mut(&r.queue_id)) {
+                Some(slot) => slot,
+                None => {
+                    let cq = self.consume_queues.get_or_create(&topic, r.queue_id)?;
+                    st.queues
+                        .entry(topic.into_owned())
+                        .or_default()
+                        .entry(r.queue_id)
+                        .or_insert((0, cq))
+                }
+            };
+            slot.1.put(r.queue_offset, entry)?;
+            slot.0 = slot.0.max(r.queue_offset + 1);
+        };
+        st.reput_offset = iter.offset();
+        result
+    }
+
+    /// SYNC_FLUSH: blocks until `offset` is on disk; `Ok(false)` after `timeout`.
+    pub fn wait_flushed(&self, offset: u64, timeout: Duration) -> Result<bool, CommitLogError> {
+        match self.flush.get() {
+            Some(f) => f.wait_flushed(offset, timeout),
+            None => Err(CommitLogError::ReadOnly),
+        }
+    }
+
+    pub fn flush_stats(&self) -> FlushStats {
+        self.flush.get().map(|f| f.stats()).unwrap_or_default()
+    }
+
+    /// Up to `max` complete bytes at `offset`, never crossing a segment.
+    pub fn read_raw(&self, offset: u64, max: usize) -> Option<(Arc<MappedFile>, usize, usize)> {
+        self.commit_log.read(offset, max)
+    }
+
+    pub fn iter_from(&self, offset: u64, check_crc: bool) -> RecordIter<'_> {
+        self.commit_log.iter_from(offset, check_crc)
+    }
+
+    /// Messages of one queue from `queue_offset`, through its consume queue.
+    pub fn get_messages(&self, topic: &str, queue_id: i32, queue_offset: i64, max: usize) -> Result<Vec<(i64, OwnedRecord)>, CommitLogError> {
+        let Some(cq) = self.consume_queues.get(topic, queue_id) else {
+            return Ok(Vec::new());
+        };
+        let mut out = Vec::new();
+        for (qo, entry) in cq.get(queue_offset, max) {
+            let offset = entry.commitlog_offset as u64;
+            if offset < self.min_offset() {
+                continue;
+            }
+            let Some(file) = self.commit_log.files().find(offset) else { break };
+            let pos = (offset - file.start()) as usize;
+            match record::decode(file.readable(pos), false) {
+                Ok(record::Peeked::Record(_)) => out.push((qo, OwnedRecord { file, pos })),
+                _ => break,
+            }
+        }
+        Ok(out)
+    }
+
+    /// (topic, queue id, min queue offset, max queue offset) of every consume queue.
+    pub fn queues(&self) -> Vec<(String, i32, i64, i64)> {
+        self.consume_queues
+            .all()
+            .iter()
+            .map(|cq| (cq.topic().to_owned(), cq.queue_id(), cq.min_queue_offset(), cq.max_queue_offset()))
+            .collect()
+    }
+
+    /// Cuts the log back to `offset` (a record boundary) and the consume queues with it.
+    pub fn truncate_to(&self, offset: u64) -> Result<Vec<PathBuf>, CommitLogError> {
+        self.check_writable()?;
+        let mut st = self.lock_put();
+        let deleted = self.commit_log.truncate_to(offset)?;
+        for cq in self.consume_queues.all() {
+            cq.truncate_dirty(offset)?;
+        }
+        for queues in st.queues.values_mut() {
+            for slot in queues.values_mut() {
+                slot.0 = slot.1.max_queue_offset();
+            }
+        }
+        st.reput_offset = st.reput_offset.min(offset);
+        Ok(deleted)
+    }
+
+    /// Flushes, writes the checkpoint, removes the abort marker and releases the lock.
+    pub fn close(&self) -> Result<(), CommitLogError> {
+        if self.closed.swap(true, Ordering::AcqRel) || self.config.read_only {
+            return Ok(());
+        }
+        let _st = self.lock_put();
+        if let Some(f) = self.flush.get() {
+            f.stop();
+        }
+        let files = self.commit_log.files();
+        files.discard_prepared();
+        for f in files.files() {
+            f.flush(f.wrote())?;
+        }
+        self.consume_queues.flush()?;
+        write_checkpoint(&self.config.root, self.commit_log.max_offset())?;
+        let abort = self.config.root.join("abort");
+        std::fs::remove_file(&abort).map_err(|e| CommitLogError::io(&abort, e))?;
+        self.lock_file.lock().unwrap_or_else(|p| p.into_inner()).take();
+        Ok(())
+    }
+}
+
+impl Drop for MessageStore {
+    fn drop(&mut self) {
+        let _ = self.close();
+    }
+}
