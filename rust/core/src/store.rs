@@ -15,7 +15,9 @@ use crate::commitlog::flush::{FlushDiskType, FlushService, FlushStats};
 use crate::commitlog::mapped_file::MappedFile;
 use crate::commitlog::record::{self, MessageDraft, PROPERTY_TAGS};
 use crate::commitlog::recover::RecoveryReport;
-use crate::commitlog::{AppendResult, CommitLog, OwnedRecord, RecordIter, DEFAULT_MAPPED_FILE_SIZE};
+use crate::commitlog::{
+    AppendResult, CommitLog, OwnedRecord, RecordIter, DEFAULT_MAPPED_FILE_SIZE,
+};
 use crate::consume_queue::{ConsumeQueue, ConsumeQueueTable, CqEntry, DEFAULT_CQ_ENTRIES_PER_FILE};
 use crate::error::CommitLogError;
 
@@ -119,7 +121,8 @@ fn write_checkpoint(root: &Path, flushed: u64) -> Result<(), CommitLogError> {
         .truncate(false)
         .open(&path)
         .map_err(|e| CommitLogError::io(&path, e))?;
-    file.write_all_at(&raw, 0).map_err(|e| CommitLogError::io(&path, e))
+    file.write_all_at(&raw, 0)
+        .map_err(|e| CommitLogError::io(&path, e))
 }
 
 impl MessageStore {
@@ -131,9 +134,18 @@ impl MessageStore {
         let lock_file = lock_store(&config.root)?;
         let abort = config.root.join("abort");
         let crashed = abort.exists();
-        let commit_log = Arc::new(CommitLog::open(&config.root, config.mapped_file_size, true, config.store_host)?);
+        let commit_log = Arc::new(CommitLog::open(
+            &config.root,
+            config.mapped_file_size,
+            true,
+            config.store_host,
+        )?);
         let recovery = commit_log.recover(crashed, read_checkpoint(&config.root))?;
-        let consume_queues = Arc::new(ConsumeQueueTable::load(&config.root, config.cq_entries_per_file, true)?);
+        let consume_queues = Arc::new(ConsumeQueueTable::load(
+            &config.root,
+            config.cq_entries_per_file,
+            true,
+        )?);
         for cq in consume_queues.all() {
             cq.truncate_dirty(recovery.max_offset)?;
         }
@@ -186,9 +198,11 @@ impl MessageStore {
             }
             Ok(target)
         });
-        let _ = store
-            .flush
-            .set(FlushService::start(store.config.flush_interval, flush_fn, flushed));
+        let _ = store.flush.set(FlushService::start(
+            store.config.flush_interval,
+            flush_fn,
+            flushed,
+        ));
         Ok(store)
     }
 
@@ -196,11 +210,23 @@ impl MessageStore {
         if !config.root.join("commitlog").is_dir() {
             return Err(CommitLogError::io(
                 config.root.join("commitlog"),
-                std::io::Error::new(std::io::ErrorKind::NotFound, "not a rocketha store: no commitlog directory"),
+                std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    "not a rocketha store: no commitlog directory",
+                ),
             ));
         }
-        let commit_log = Arc::new(CommitLog::open(&config.root, config.mapped_file_size, false, config.store_host)?);
-        let consume_queues = Arc::new(ConsumeQueueTable::load(&config.root, config.cq_entries_per_file, false)?);
+        let commit_log = Arc::new(CommitLog::open(
+            &config.root,
+            config.mapped_file_size,
+            false,
+            config.store_host,
+        )?);
+        let consume_queues = Arc::new(ConsumeQueueTable::load(
+            &config.root,
+            config.cq_entries_per_file,
+            false,
+        )?);
         let store = Self {
             commit_log,
             consume_queues,
@@ -230,7 +256,10 @@ impl MessageStore {
         }
         // Resume from the last segment holding data; a fresh open starts one segment earlier in
         // case the last one is a preallocated, still empty segment.
-        let from = all.iter().rposition(|f| f.wrote() > 0 && !f.is_full()).unwrap_or(all.len().saturating_sub(2));
+        let from = all
+            .iter()
+            .rposition(|f| f.wrote() > 0 && !f.is_full())
+            .unwrap_or(all.len().saturating_sub(2));
         let pos = all[from].wrote() % all[from].size().max(1);
         let pos = if all[from].is_full() { 0 } else { pos };
         let scan = self.commit_log.scan_valid(&all, from, pos);
@@ -282,12 +311,22 @@ impl MessageStore {
     }
 
     fn published(&self) {
-        if let Some(listener) = self.listener.read().unwrap_or_else(|p| p.into_inner()).as_ref() {
+        if let Some(listener) = self
+            .listener
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+        {
             listener(self.commit_log.max_offset());
         }
     }
 
-    fn append_locked(&self, st: &mut PutState, draft: &MessageDraft<'_>, now: i64) -> Result<AppendResult, CommitLogError> {
+    fn append_locked(
+        &self,
+        st: &mut PutState,
+        draft: &MessageDraft<'_>,
+        now: i64,
+    ) -> Result<AppendResult, CommitLogError> {
         let queues = match st.queues.get_mut(draft.topic) {
             Some(q) => q,
             None => st.queues.entry(draft.topic.to_owned()).or_default(),
@@ -295,8 +334,12 @@ impl MessageStore {
         let slot = match queues.get_mut(&draft.queue_id) {
             Some(slot) => slot,
             None => {
-                let cq = self.consume_queues.get_or_create(draft.topic, draft.queue_id)?;
-                queues.entry(draft.queue_id).or_insert((cq.max_queue_offset(), cq))
+                let cq = self
+                    .consume_queues
+                    .get_or_create(draft.topic, draft.queue_id)?;
+                queues
+                    .entry(draft.queue_id)
+                    .or_insert((cq.max_queue_offset(), cq))
             }
         };
         let result = self.commit_log.append(draft, slot.0, now)?;
@@ -329,7 +372,10 @@ impl MessageStore {
 
     /// Appends many messages under one lock acquisition. Every draft is validated first, so an
     /// invalid one fails the batch before anything is written.
-    pub fn put_batch(&self, drafts: &[MessageDraft<'_>]) -> Result<Vec<AppendResult>, CommitLogError> {
+    pub fn put_batch(
+        &self,
+        drafts: &[MessageDraft<'_>],
+    ) -> Result<Vec<AppendResult>, CommitLogError> {
         for d in drafts {
             d.validate()?;
         }
@@ -363,7 +409,9 @@ impl MessageStore {
     fn reput(&self, st: &mut PutState) -> Result<(), CommitLogError> {
         let mut iter: RecordIter<'_> = self.commit_log.iter_from(st.reput_offset, false);
         let result = loop {
-            let Some(next) = iter.next() else { break Ok(()) };
+            let Some(next) = iter.next() else {
+                break Ok(());
+            };
             let rec = match next {
                 Ok(rec) => rec,
                 Err(e) => break Err(e),
@@ -375,7 +423,11 @@ impl MessageStore {
                 size: r.total_size,
                 tags_code: r.tags_code(),
             };
-            let slot = match st.queues.get_mut(topic.as_ref()).and_then(|q| q.get_mut(&r.queue_id)) {
+            let slot = match st
+                .queues
+                .get_mut(topic.as_ref())
+                .and_then(|q| q.get_mut(&r.queue_id))
+            {
                 Some(slot) => slot,
                 None => {
                     let cq = self.consume_queues.get_or_create(&topic, r.queue_id)?;
@@ -415,7 +467,13 @@ impl MessageStore {
     }
 
     /// Messages of one queue from `queue_offset`, through its consume queue.
-    pub fn get_messages(&self, topic: &str, queue_id: i32, queue_offset: i64, max: usize) -> Result<Vec<(i64, OwnedRecord)>, CommitLogError> {
+    pub fn get_messages(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        queue_offset: i64,
+        max: usize,
+    ) -> Result<Vec<(i64, OwnedRecord)>, CommitLogError> {
         let Some(cq) = self.consume_queues.get(topic, queue_id) else {
             return Ok(Vec::new());
         };
@@ -425,7 +483,9 @@ impl MessageStore {
             if offset < self.min_offset() {
                 continue;
             }
-            let Some(file) = self.commit_log.files().find(offset) else { break };
+            let Some(file) = self.commit_log.files().find(offset) else {
+                break;
+            };
             let pos = (offset - file.start()) as usize;
             match record::decode(file.readable(pos), false) {
                 Ok(record::Peeked::Record(_)) => out.push((qo, OwnedRecord { file, pos })),
@@ -440,7 +500,14 @@ impl MessageStore {
         self.consume_queues
             .all()
             .iter()
-            .map(|cq| (cq.topic().to_owned(), cq.queue_id(), cq.min_queue_offset(), cq.max_queue_offset()))
+            .map(|cq| {
+                (
+                    cq.topic().to_owned(),
+                    cq.queue_id(),
+                    cq.min_queue_offset(),
+                    cq.max_queue_offset(),
+                )
+            })
             .collect()
     }
 
@@ -479,7 +546,10 @@ impl MessageStore {
         write_checkpoint(&self.config.root, self.commit_log.max_offset())?;
         let abort = self.config.root.join("abort");
         std::fs::remove_file(&abort).map_err(|e| CommitLogError::io(&abort, e))?;
-        self.lock_file.lock().unwrap_or_else(|p| p.into_inner()).take();
+        self.lock_file
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
         Ok(())
     }
 }

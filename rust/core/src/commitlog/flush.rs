@@ -120,11 +120,20 @@ impl FlushService {
             self.shared.work.notify_one();
         }
         while st.stats.flushed_offset < offset {
-            if st.stop && self.thread.lock().unwrap_or_else(|p| p.into_inner()).is_none() {
+            if st.stop
+                && self
+                    .thread
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .is_none()
+            {
                 return Err(CommitLogError::Closed);
             }
             if let Some(e) = &st.error {
-                return Err(CommitLogError::io("commitlog", std::io::Error::other(e.clone())));
+                return Err(CommitLogError::io(
+                    "commitlog",
+                    std::io::Error::other(e.clone()),
+                ));
             }
             let now = Instant::now();
             if now >= deadline {
@@ -141,12 +150,20 @@ impl FlushService {
     }
 
     pub fn stats(&self) -> FlushStats {
-        self.shared.state.lock().unwrap_or_else(|p| p.into_inner()).stats
+        self.shared
+            .state
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .stats
     }
 
     /// Runs a last flush, then ends the thread.
     pub fn stop(&self) {
-        self.shared.state.lock().unwrap_or_else(|p| p.into_inner()).stop = true;
+        self.shared
+            .state
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .stop = true;
         self.shared.work.notify_all();
         let thread = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(t) = thread {

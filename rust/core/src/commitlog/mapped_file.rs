@@ -26,7 +26,12 @@ pub struct MappedFile {
 impl MappedFile {
     /// Creates (or reuses) the segment, reserves its blocks so a full disk fails here and
     /// not on a page fault mid-append, and maps it.
-    pub fn create(dir: &Path, start: u64, size: usize, prefault: bool) -> Result<Self, CommitLogError> {
+    pub fn create(
+        dir: &Path,
+        start: u64,
+        size: usize,
+        prefault: bool,
+    ) -> Result<Self, CommitLogError> {
         let path = dir.join(segment_name(start));
         let file = OpenOptions::new()
             .read(true)
@@ -41,18 +46,28 @@ impl MappedFile {
         if prefault {
             options.populate();
         }
-        let map = options.map_raw(&file).map_err(|e| CommitLogError::io(&path, e))?;
+        let map = options
+            .map_raw(&file)
+            .map_err(|e| CommitLogError::io(&path, e))?;
         Ok(Self::new(path, start, size, map))
     }
 
     /// Maps an existing segment; `writable` is false for readers sharing a live store.
-    pub fn open(path: &Path, start: u64, size: usize, writable: bool) -> Result<Self, CommitLogError> {
+    pub fn open(
+        path: &Path,
+        start: u64,
+        size: usize,
+        writable: bool,
+    ) -> Result<Self, CommitLogError> {
         let file = OpenOptions::new()
             .read(true)
             .write(writable)
             .open(path)
             .map_err(|e| CommitLogError::io(path, e))?;
-        let actual = file.metadata().map_err(|e| CommitLogError::io(path, e))?.len();
+        let actual = file
+            .metadata()
+            .map_err(|e| CommitLogError::io(path, e))?
+            .len();
         if actual != size as u64 {
             return Err(CommitLogError::SegmentSizeMismatch {
                 path: path.to_owned(),
@@ -139,7 +154,11 @@ impl MappedFile {
     /// after `wrote`, so no reader can be looking at these bytes.
     #[allow(clippy::mut_from_ref)]
     pub unsafe fn writable(&self, pos: usize, len: usize) -> &mut [u8] {
-        assert!(pos + len <= self.size, "write past the end of {}", self.path.display());
+        assert!(
+            pos + len <= self.size,
+            "write past the end of {}",
+            self.path.display()
+        );
         std::slice::from_raw_parts_mut(self.map.as_mut_ptr().add(pos), len)
     }
 

@@ -49,7 +49,12 @@ pub struct CommitLog {
 }
 
 impl CommitLog {
-    pub fn open(root: &Path, file_size: u64, writable: bool, store_host: SocketAddr) -> Result<Self, CommitLogError> {
+    pub fn open(
+        root: &Path,
+        file_size: u64,
+        writable: bool,
+        store_host: SocketAddr,
+    ) -> Result<Self, CommitLogError> {
         let file_size = check_file_size(file_size)?;
         Ok(Self {
             files: MappedFileQueue::load(&root.join("commitlog"), file_size, writable, writable)?,
@@ -90,7 +95,10 @@ impl CommitLog {
                 let wrote = last.wrote();
                 let remaining = last.remaining();
                 // SAFETY: put lock held; `[wrote, size)` is unpublished.
-                record::encode_blank(unsafe { last.writable(wrote, END_FILE_MIN_BLANK_LENGTH) }, remaining);
+                record::encode_blank(
+                    unsafe { last.writable(wrote, END_FILE_MIN_BLANK_LENGTH) },
+                    remaining,
+                );
                 last.set_wrote(last.size());
                 self.files.roll(last.end())
             }
@@ -99,14 +107,25 @@ impl CommitLog {
     }
 
     /// Encodes one record at the end of the log and publishes it. Put lock held.
-    pub fn append(&self, draft: &MessageDraft<'_>, queue_offset: i64, store_timestamp: i64) -> Result<AppendResult, CommitLogError> {
+    pub fn append(
+        &self,
+        draft: &MessageDraft<'_>,
+        queue_offset: i64,
+        store_timestamp: i64,
+    ) -> Result<AppendResult, CommitLogError> {
         let size = draft.encoded_len(&self.store_host);
         let file = self.segment_for(size)?;
         let pos = file.wrote();
         let offset = file.start() + pos as u64;
         // SAFETY: put lock held; the bytes past `wrote` are unpublished.
         let out = unsafe { file.writable(pos, size) };
-        draft.encode_into(out, queue_offset, offset as i64, store_timestamp, &self.store_host);
+        draft.encode_into(
+            out,
+            queue_offset,
+            offset as i64,
+            store_timestamp,
+            &self.store_host,
+        );
         file.set_wrote(pos + size);
         Ok(AppendResult {
             offset,
@@ -123,7 +142,11 @@ impl CommitLog {
         let file_size = self.files.file_size() as u64;
         let max_offset = self.max_offset();
         let empty = self.files.last().is_none();
-        let ok = if empty { offset % file_size == 0 } else { offset == max_offset };
+        let ok = if empty {
+            offset % file_size == 0
+        } else {
+            offset == max_offset
+        };
         if !ok {
             return Err(CommitLogError::OffsetMismatch { offset, max_offset });
         }

@@ -100,11 +100,19 @@ impl MappedFileQueue {
     }
 
     pub fn first(&self) -> Option<Arc<MappedFile>> {
-        self.files.read().unwrap_or_else(|p| p.into_inner()).first().cloned()
+        self.files
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .first()
+            .cloned()
     }
 
     pub fn last(&self) -> Option<Arc<MappedFile>> {
-        self.files.read().unwrap_or_else(|p| p.into_inner()).last().cloned()
+        self.files
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .last()
+            .cloned()
     }
 
     /// The segment holding `offset` (segments are contiguous, so this is arithmetic).
@@ -114,7 +122,9 @@ impl MappedFileQueue {
         if offset < first {
             return None;
         }
-        files.get(((offset - first) / self.file_size as u64) as usize).cloned()
+        files
+            .get(((offset - first) / self.file_size as u64) as usize)
+            .cloned()
     }
 
     pub fn min_offset(&self) -> u64 {
@@ -144,7 +154,10 @@ impl MappedFileQueue {
             }
             let file = MappedFile::open(&path, next, self.file_size, self.writable)?;
             file.set_wrote(0);
-            self.files.write().unwrap_or_else(|p| p.into_inner()).push(Arc::new(file));
+            self.files
+                .write()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(Arc::new(file));
             added += 1;
         }
     }
@@ -200,7 +213,8 @@ impl MappedFileQueue {
         let mut deleted = Vec::new();
         while files.last().is_some_and(|f| f.start() >= offset) {
             if let Some(file) = files.pop() {
-                std::fs::remove_file(file.path()).map_err(|e| CommitLogError::io(file.path(), e))?;
+                std::fs::remove_file(file.path())
+                    .map_err(|e| CommitLogError::io(file.path(), e))?;
                 deleted.push(file.path().to_owned());
             }
         }
@@ -220,7 +234,8 @@ impl MappedFileQueue {
                 .iter()
                 .any(|f| f.start() == start);
             if !in_use {
-                let _ = std::fs::remove_file(self.dir.join(super::mapped_file::segment_name(start)));
+                let _ =
+                    std::fs::remove_file(self.dir.join(super::mapped_file::segment_name(start)));
             }
         }
     }

@@ -328,13 +328,19 @@ impl<'a> Reader<'a> {
         Ok(out)
     }
     fn i16(&mut self) -> Result<i16, RecordError> {
-        Ok(i16::from_be_bytes(self.take(2)?.try_into().unwrap_or_default()))
+        Ok(i16::from_be_bytes(
+            self.take(2)?.try_into().unwrap_or_default(),
+        ))
     }
     fn i32(&mut self) -> Result<i32, RecordError> {
-        Ok(i32::from_be_bytes(self.take(4)?.try_into().unwrap_or_default()))
+        Ok(i32::from_be_bytes(
+            self.take(4)?.try_into().unwrap_or_default(),
+        ))
     }
     fn i64(&mut self) -> Result<i64, RecordError> {
-        Ok(i64::from_be_bytes(self.take(8)?.try_into().unwrap_or_default()))
+        Ok(i64::from_be_bytes(
+            self.take(8)?.try_into().unwrap_or_default(),
+        ))
     }
     fn host(&mut self, v6: bool) -> Result<SocketAddr, RecordError> {
         let ip = if v6 {

@@ -45,7 +45,12 @@ pub struct ScanOutcome {
 impl CommitLog {
     /// Decodes and validates records from the start of `files[first]` on, over whole mappings
     /// (published or not), and reports where valid data ends.
-    pub fn scan_valid(&self, files: &[Arc<MappedFile>], first: usize, first_pos: usize) -> ScanOutcome {
+    pub fn scan_valid(
+        &self,
+        files: &[Arc<MappedFile>],
+        first: usize,
+        first_pos: usize,
+    ) -> ScanOutcome {
         let mut out = ScanOutcome {
             index: files.len().saturating_sub(1),
             pos: files.last().map_or(0, |f| f.size()),
@@ -86,7 +91,11 @@ impl CommitLog {
     }
 
     /// Scans from the chosen segment, fixes write positions, truncates the invalid tail.
-    pub fn recover(&self, crashed: bool, checkpoint_offset: Option<u64>) -> Result<RecoveryReport, CommitLogError> {
+    pub fn recover(
+        &self,
+        crashed: bool,
+        checkpoint_offset: Option<u64>,
+    ) -> Result<RecoveryReport, CommitLogError> {
         let files = self.files.files();
         let mut report = RecoveryReport::default();
         if files.is_empty() {
@@ -94,7 +103,8 @@ impl CommitLog {
         }
         let mut first = files.len().saturating_sub(3);
         if crashed {
-            let at_checkpoint = checkpoint_offset.and_then(|cp| files.iter().position(|f| f.start() <= cp && cp < f.end()));
+            let at_checkpoint = checkpoint_offset
+                .and_then(|cp| files.iter().position(|f| f.start() <= cp && cp < f.end()));
             first = first.min(at_checkpoint.unwrap_or(0));
         }
         report.scanned_from = files[first].start();

@@ -58,7 +58,13 @@ pub struct ConsumeQueue {
 }
 
 impl ConsumeQueue {
-    fn open(dir: &Path, topic: &str, queue_id: i32, entries_per_file: usize, writable: bool) -> Result<Self, CommitLogError> {
+    fn open(
+        dir: &Path,
+        topic: &str,
+        queue_id: i32,
+        entries_per_file: usize,
+        writable: bool,
+    ) -> Result<Self, CommitLogError> {
         let files = MappedFileQueue::load(dir, entries_per_file * CQ_ENTRY_SIZE, writable, false)?;
         let cq = Self {
             topic: topic.to_owned(),
@@ -78,7 +84,9 @@ impl ConsumeQueue {
 
     /// Sets the last file's end after the last non-empty entry (files load as full).
     fn find_end(&self) {
-        let Some(last) = self.files.last() else { return };
+        let Some(last) = self.files.last() else {
+            return;
+        };
         let whole = last.whole();
         let used = whole
             .chunks_exact(CQ_ENTRY_SIZE)
@@ -137,7 +145,9 @@ impl ConsumeQueue {
         let mut qo = queue_offset.max(self.min_queue_offset());
         while out.len() < max && qo < self.max_queue_offset() {
             let pos = qo as u64 * CQ_ENTRY_SIZE as u64;
-            let Some(file) = self.files.find(pos) else { break };
+            let Some(file) = self.files.find(pos) else {
+                break;
+            };
             let raw = file.readable((pos - file.start()) as usize);
             if raw.len() < CQ_ENTRY_SIZE {
                 break;
@@ -160,13 +170,16 @@ impl ConsumeQueue {
     /// truncated by recovery or repair).
     pub fn truncate_dirty(&self, max_commitlog_offset: u64) -> Result<(), CommitLogError> {
         loop {
-            let Some(last) = self.files.last() else { return Ok(()) };
+            let Some(last) = self.files.last() else {
+                return Ok(());
+            };
             let used = last.readable(0);
             let keep = used
                 .chunks_exact(CQ_ENTRY_SIZE)
                 .rposition(|e| {
                     let e = CqEntry::decode(e);
-                    !e.is_empty() && (e.commitlog_offset as u64 + e.size as u64) <= max_commitlog_offset
+                    !e.is_empty()
+                        && (e.commitlog_offset as u64 + e.size as u64) <= max_commitlog_offset
                 })
                 .map_or(0, |i| (i + 1) * CQ_ENTRY_SIZE);
             if keep == used.len() {
@@ -202,7 +215,11 @@ pub struct ConsumeQueueTable {
 
 impl ConsumeQueueTable {
     /// Loads the queues under `<root>/consumequeue/<topic>/<queueId>/`.
-    pub fn load(root: &Path, entries_per_file: usize, writable: bool) -> Result<Self, CommitLogError> {
+    pub fn load(
+        root: &Path,
+        entries_per_file: usize,
+        writable: bool,
+    ) -> Result<Self, CommitLogError> {
         let table = Self {
             root: root.join("consumequeue"),
             entries_per_file,
@@ -215,13 +232,24 @@ impl ConsumeQueueTable {
         let mut queues: HashMap<String, HashMap<i32, Arc<ConsumeQueue>>> = HashMap::new();
         for topic_dir in topics.flatten() {
             let topic = topic_dir.file_name().to_string_lossy().into_owned();
-            let Ok(ids) = std::fs::read_dir(topic_dir.path()) else { continue };
+            let Ok(ids) = std::fs::read_dir(topic_dir.path()) else {
+                continue;
+            };
             for id_dir in ids.flatten() {
                 let Ok(queue_id) = id_dir.file_name().to_string_lossy().parse::<i32>() else {
                     continue;
                 };
-                let cq = ConsumeQueue::open(&id_dir.path(), &topic, queue_id, entries_per_file, writable)?;
-                queues.entry(topic.clone()).or_default().insert(queue_id, Arc::new(cq));
+                let cq = ConsumeQueue::open(
+                    &id_dir.path(),
+                    &topic,
+                    queue_id,
+                    entries_per_file,
+                    writable,
+                )?;
+                queues
+                    .entry(topic.clone())
+                    .or_default()
+                    .insert(queue_id, Arc::new(cq));
             }
         }
         *table.queues.write().unwrap_or_else(|p| p.into_inner()) = queues;
@@ -237,12 +265,22 @@ impl ConsumeQueueTable {
             .cloned()
     }
 
-    pub fn get_or_create(&self, topic: &str, queue_id: i32) -> Result<Arc<ConsumeQueue>, CommitLogError> {
+    pub fn get_or_create(
+        &self,
+        topic: &str,
+        queue_id: i32,
+    ) -> Result<Arc<ConsumeQueue>, CommitLogError> {
         if let Some(cq) = self.get(topic, queue_id) {
             return Ok(cq);
         }
         let dir = self.root.join(topic).join(queue_id.to_string());
-        let cq = Arc::new(ConsumeQueue::open(&dir, topic, queue_id, self.entries_per_file, self.writable)?);
+        let cq = Arc::new(ConsumeQueue::open(
+            &dir,
+            topic,
+            queue_id,
+            self.entries_per_file,
+            self.writable,
+        )?);
         let mut queues = self.queues.write().unwrap_or_else(|p| p.into_inner());
         Ok(queues
             .entry(topic.to_owned())

@@ -1,0 +1,110 @@
+"""The message store: RocketMQ's commit log and consume queues on local disk.
+
+A store directory has RocketMQ's layout::
+
+    <path>/commitlog/00000000000000000000     segment files named by start offset
+    <path>/consumequeue/<topic>/<queueId>/... 20-byte index entries per queue
+    <path>/abort                              exists while the store is open
+    <path>/checkpoint                         last flushed offset
+    <path>/lock                               held by the process that has it open
+
+>>> with MessageStore(path) as store:
+...     result = store.put(Message("orders", b"hello", tags="new"))
+...     [m.body for m in store.messages()]
+[b'hello']
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator
+from types import TracebackType
+
+from rocketha import _core
+from rocketha._core import Message, MessageExt, PutResult
+from rocketha.roles import FlushDiskType
+
+log = logging.getLogger("rocketha.store")
+
+_READ_CHUNK = 1024
+
+
+class MessageStore(_core.MessageStore):
+    """Opens (creating if needed) and recovers the store at ``path``.
+
+    Keyword arguments mirror RocketMQ's keys: ``mapped_file_size`` is
+    ``mappedFileSizeCommitLog`` (1 GiB; any multiple of 4 KiB from 64 KiB), ``flush_disk_type``
+    is ``flushDiskType``. ``read_only=True`` opens a store another process is writing, without
+    taking its lock (how Spark readers attach to a live replica).
+    """
+
+    def __new__(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        mapped_file_size: int = 1 << 30,
+        flush_disk_type: FlushDiskType | str = FlushDiskType.ASYNC_FLUSH,
+        **kwargs: object,
+    ) -> MessageStore:
+        flush = FlushDiskType(flush_disk_type).value
+        self = super().__new__(
+            cls,
+            os.fspath(path),
+            mapped_file_size=mapped_file_size,
+            flush_disk_type=flush,
+            **kwargs,
+        )
+        self._log_recovery()
+        return self
+
+    def _log_recovery(self) -> None:
+        max_offset, scanned_from, checked, cut_at, reason, file, deleted = self.recovery_report()
+        if cut_at is not None:
+            log.warning(
+                "commit log recovery truncated %s at offset %d: %s (valid data ends there)",
+                file,
+                cut_at,
+                reason,
+            )
+        for path in deleted:
+            log.warning("commit log recovery deleted %s, which lay past the valid end", path)
+        if checked:
+            log.debug(
+                "recovered %s: checked %d records from offset %d, max offset %d",
+                self.path,
+                checked,
+                scanned_from,
+                max_offset,
+            )
+
+    def __enter__(self) -> MessageStore:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def messages(
+        self, start_offset: int | None = None, *, check_crc: bool = False
+    ) -> Iterator[MessageExt]:
+        """Yields every message from ``start_offset`` (a record boundary; default: the start)."""
+        offset = self.min_offset if start_offset is None else start_offset
+        while True:
+            batch, offset = self.read_messages(offset, _READ_CHUNK, check_crc)
+            yield from batch
+            if len(batch) < _READ_CHUNK:
+                return
+
+    def __repr__(self) -> str:
+        return (
+            f"MessageStore({str(self.path)!r}, min_offset={self.min_offset}, "
+            f"max_offset={self.max_offset})"
+        )
+
+
+__all__ = ["Message", "MessageExt", "MessageStore", "PutResult"]

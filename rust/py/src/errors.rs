@@ -1,0 +1,136 @@
+//! One Python exception hierarchy rooted at `RocketHAError`, and the mapping from core errors.
+
+use pyo3::exceptions::{PyException, PyOSError};
+use pyo3::prelude::*;
+use pyo3::{create_exception, PyErr};
+use rocketha_core::error::{CommitLogError, HaError};
+
+create_exception!(
+    rocketha._core,
+    RocketHAError,
+    PyException,
+    "Root of every rocketha error."
+);
+create_exception!(
+    rocketha._core,
+    ConfigError,
+    RocketHAError,
+    "A broker.conf key or value is invalid."
+);
+create_exception!(
+    rocketha._core,
+    InvalidMessageError,
+    RocketHAError,
+    "A message cannot be stored as given."
+);
+create_exception!(
+    rocketha._core,
+    CommitLogCorrupted,
+    RocketHAError,
+    "The commit log holds bytes that are not a valid record."
+);
+create_exception!(
+    rocketha._core,
+    OffsetMismatch,
+    RocketHAError,
+    "Replicated data does not start at the log's end offset."
+);
+create_exception!(
+    rocketha._core,
+    StoreLockedError,
+    RocketHAError,
+    "The store is open in another process."
+);
+create_exception!(
+    rocketha._core,
+    StoreClosedError,
+    RocketHAError,
+    "The store or service was closed."
+);
+create_exception!(
+    rocketha._core,
+    NotMasterError,
+    RocketHAError,
+    "A write was sent to a SLAVE broker."
+);
+create_exception!(
+    rocketha._core,
+    HAError,
+    RocketHAError,
+    "Replication failed."
+);
+create_exception!(
+    rocketha._core,
+    ForkedProcessError,
+    RocketHAError,
+    "A handle was used in a child process after fork."
+);
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add("RocketHAError", py.get_type::<RocketHAError>())?;
+    m.add("ConfigError", py.get_type::<ConfigError>())?;
+    m.add("InvalidMessageError", py.get_type::<InvalidMessageError>())?;
+    m.add("CommitLogCorrupted", py.get_type::<CommitLogCorrupted>())?;
+    m.add("OffsetMismatch", py.get_type::<OffsetMismatch>())?;
+    m.add("StoreLockedError", py.get_type::<StoreLockedError>())?;
+    m.add("StoreClosedError", py.get_type::<StoreClosedError>())?;
+    m.add("NotMasterError", py.get_type::<NotMasterError>())?;
+    m.add("HAError", py.get_type::<HAError>())?;
+    m.add("ForkedProcessError", py.get_type::<ForkedProcessError>())?;
+    Ok(())
+}
+
+/// Core errors become the matching Python class; I/O keeps its errno so `except
+/// FileNotFoundError` and friends work, with the path in the message.
+pub fn to_py(err: CommitLogError) -> PyErr {
+    let msg = err.to_string();
+    match err {
+        CommitLogError::Io { source, .. } => match source.raw_os_error() {
+            Some(errno) => PyOSError::new_err((errno, msg)),
+            None => PyOSError::new_err(msg),
+        },
+        CommitLogError::Record(_) | CommitLogError::RecordTooLarge { .. } => {
+            InvalidMessageError::new_err(msg)
+        }
+        CommitLogError::BadFileSize(_) | CommitLogError::SegmentSizeMismatch { .. } => {
+            ConfigError::new_err(msg)
+        }
+        CommitLogError::Corrupted { .. }
+        | CommitLogError::BadSegmentName { .. }
+        | CommitLogError::SegmentGap { .. } => CommitLogCorrupted::new_err(msg),
+        CommitLogError::OffsetMismatch { .. } | CommitLogError::OffsetOutOfRange { .. } => {
+            OffsetMismatch::new_err(msg)
+        }
+        CommitLogError::Locked { .. } => StoreLockedError::new_err(msg),
+        CommitLogError::Closed => StoreClosedError::new_err(msg),
+        CommitLogError::ReadOnly | CommitLogError::FlushTimeout(_) => RocketHAError::new_err(msg),
+    }
+}
+
+pub fn ha_to_py(err: HaError) -> PyErr {
+    match err {
+        HaError::CommitLog(e) => to_py(e),
+        HaError::BadAddress(_) => ConfigError::new_err(err.to_string()),
+        other => HAError::new_err(other.to_string()),
+    }
+}
+
+/// PySpark and multiprocessing fork workers; a mapped store or a running event loop does not
+/// survive that, so handles remember their process and refuse to be used from another.
+#[derive(Clone, Copy)]
+pub struct ForkGuard(u32);
+
+impl ForkGuard {
+    pub fn new() -> Self {
+        Self(std::process::id())
+    }
+    pub fn check(&self) -> PyResult<()> {
+        if std::process::id() != self.0 {
+            return Err(ForkedProcessError::new_err(
+                "this handle was created in another process (before a fork); open a new one in this process",
+            ));
+        }
+        Ok(())
+    }
+}
