@@ -1,1 +1,137 @@
-//! placeholder
+//! Master/slave replication of the commit log: RocketMQ's classic `DefaultHAService`,
+//! byte-compatible on the wire, driven by epoll (mio) instead of polling.
+//!
+//! The master runs one event loop thread for all slave connections (RocketMQ's
+//! AcceptSocketService plus every HAConnection's ReadSocketService and WriteSocketService);
+//! each slave runs one HAClient thread. Neither touches Python: the binding reads their state
+//! through [`HaEvents`], [`ack::AckTable`] and connection snapshots.
+
+pub mod ack;
+pub mod auth;
+pub mod dispatch;
+pub mod frame;
+pub mod master;
+pub mod slave;
+
+use std::collections::VecDeque;
+use std::sync::{Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+/// RocketMQ 5's `HAConnectionState`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HaState {
+    Ready,
+    Handshake,
+    Transfer,
+    Suspend,
+    Shutdown,
+}
+
+impl HaState {
+    pub fn name(&self) -> &'static str {
+        match self {
+            HaState::Ready => "READY",
+            HaState::Handshake => "HANDSHAKE",
+            HaState::Transfer => "TRANSFER",
+            HaState::Suspend => "SUSPEND",
+            HaState::Shutdown => "SHUTDOWN",
+        }
+    }
+}
+
+/// A state change or a closed connection, with the reason, for logging and callbacks.
+#[derive(Debug, Clone)]
+pub struct HaEvent {
+    pub addr: String,
+    pub state: HaState,
+    pub reason: String,
+    /// Warnings (a refused peer, a mismatch) as opposed to routine transitions.
+    pub problem: bool,
+}
+
+/// Events queued by the loops, drained by whoever observes the service.
+#[derive(Default)]
+pub struct HaEvents {
+    queue: Mutex<VecDeque<HaEvent>>,
+    ready: Condvar,
+}
+
+/// Enough to show the last events even if nobody drains them.
+const MAX_QUEUED_EVENTS: usize = 10_000;
+
+impl HaEvents {
+    pub fn push(
+        &self,
+        addr: impl Into<String>,
+        state: HaState,
+        reason: impl Into<String>,
+        problem: bool,
+    ) {
+        let mut q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
+        if q.len() >= MAX_QUEUED_EVENTS {
+            q.pop_front();
+        }
+        q.push_back(HaEvent {
+            addr: addr.into(),
+            state,
+            reason: reason.into(),
+            problem,
+        });
+        self.ready.notify_all();
+    }
+
+    /// Waits up to `timeout` for events and returns all queued ones.
+    pub fn drain(&self, timeout: Duration) -> Vec<HaEvent> {
+        let deadline = Instant::now() + timeout;
+        let mut q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
+        while q.is_empty() {
+            let now = Instant::now();
+            if now >= deadline {
+                break;
+            }
+            q = self
+                .ready
+                .wait_timeout(q, deadline - now)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+        q.drain(..).collect()
+    }
+
+    /// Wakes a drainer early (on shutdown).
+    pub fn wake(&self) {
+        self.ready.notify_all();
+    }
+}
+
+/// Timing and limits shared by both sides, with RocketMQ's defaults.
+#[derive(Debug, Clone)]
+pub struct HaConfig {
+    pub transfer_batch_size: usize,
+    pub heartbeat_interval: Duration,
+    pub housekeeping_interval: Duration,
+    /// Bytes a second per connection, headers and bodies; `None` without flow control.
+    pub max_transfer_bytes_per_second: Option<u64>,
+    pub sync_from_last_file: bool,
+    pub auth_secret: Option<Vec<u8>>,
+}
+
+impl Default for HaConfig {
+    fn default() -> Self {
+        Self {
+            transfer_batch_size: 32 * 1024,
+            heartbeat_interval: Duration::from_millis(5000),
+            housekeeping_interval: Duration::from_millis(20000),
+            max_transfer_bytes_per_second: None,
+            sync_from_last_file: false,
+            auth_secret: None,
+        }
+    }
+}
+
+impl HaConfig {
+    /// The handshake must finish well before housekeeping would notice a stuck peer.
+    pub fn handshake_timeout(&self) -> Duration {
+        self.housekeeping_interval.min(Duration::from_secs(5))
+    }
+}

@@ -1,0 +1,667 @@
+//! The master side: one mio event loop accepts slaves and drives every connection's read
+//! (offset reports) and write (header + body straight from the mmap) state machines.
+
+use std::collections::HashMap;
+use std::io::{self, IoSlice, Read, Write};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use mio::net::{TcpListener, TcpStream};
+use mio::{Events, Interest, Poll, Token, Waker};
+
+use super::ack::AckTable;
+use super::auth::{self, CHALLENGE_LEN, SLAVE_RESPONSE_LEN};
+use super::frame::{self, HEADER_LEN, REPORT_LEN};
+use super::{HaConfig, HaEvents, HaState};
+use crate::commitlog::mapped_file::MappedFile;
+use crate::error::HaError;
+use crate::store::{now_millis, MessageStore};
+
+const LISTENER: Token = Token(0);
+const WAKER: Token = Token(1);
+const FIRST_CONNECTION: usize = 2;
+
+/// A snapshot of one slave connection for status displays.
+#[derive(Debug, Clone)]
+pub struct ConnectionInfo {
+    pub id: u64,
+    pub addr: String,
+    pub state: HaState,
+    pub slave_ack_offset: u64,
+    pub next_transfer_from: Option<u64>,
+    pub bytes_sent: u64,
+    pub since_ms: i64,
+    pub authenticated: bool,
+}
+
+struct Shared {
+    store: Arc<MessageStore>,
+    config: HaConfig,
+    acks: AckTable,
+    events: HaEvents,
+    connections: Mutex<HashMap<u64, ConnectionInfo>>,
+    stop: AtomicBool,
+    /// Set by the loop before it sleeps with nothing to send; an append that finds it set
+    /// wakes the loop. Appends while the loop is busy cost no syscall.
+    idle: AtomicBool,
+    waker: Waker,
+}
+
+pub struct HaMaster {
+    shared: Arc<Shared>,
+    local_addr: SocketAddr,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+struct PendingWrite {
+    header: [u8; HEADER_LEN],
+    header_done: usize,
+    body: Option<(Arc<MappedFile>, usize, usize)>,
+    body_done: usize,
+}
+
+impl PendingWrite {
+    fn body(&self) -> &[u8] {
+        match &self.body {
+            Some((file, pos, len)) => &file.readable(*pos)[..*len],
+            None => &[],
+        }
+    }
+    fn body_len(&self) -> usize {
+        self.body.as_ref().map_or(0, |b| b.2)
+    }
+}
+
+enum Phase {
+    /// Sent the challenge, waiting for the slave's response.
+    Handshake {
+        challenge: [u8; CHALLENGE_LEN],
+        got: Vec<u8>,
+    },
+    Transfer,
+}
+
+struct Connection {
+    id: u64,
+    stream: TcpStream,
+    addr: String,
+    phase: Phase,
+    /// Bytes still to send before the classic protocol starts (challenge or proof).
+    control: Vec<u8>,
+    report_buf: [u8; REPORT_LEN],
+    report_len: usize,
+    slave_key: u64,
+    /// RocketMQ's `nextTransferFromWhere`: unset until the slave's first report.
+    next_transfer: Option<u64>,
+    write: Option<PendingWrite>,
+    last_read: Instant,
+    last_write: Instant,
+    accepted: Instant,
+    window_start: Instant,
+    window_bytes: u64,
+}
+
+/// Why a connection is closed, for the log.
+type Close = String;
+
+impl HaMaster {
+    /// Binds `listen` (port 0 = OS-chosen) and starts the event loop thread.
+    pub fn start(
+        store: Arc<MessageStore>,
+        listen: SocketAddr,
+        config: HaConfig,
+    ) -> Result<Self, HaError> {
+        let io_err = |source: io::Error| HaError::Io {
+            addr: listen.to_string(),
+            source,
+        };
+        let std_listener = std::net::TcpListener::bind(listen).map_err(io_err)?;
+        std_listener.set_nonblocking(true).map_err(io_err)?;
+        let local_addr = std_listener.local_addr().map_err(io_err)?;
+        let mut listener = TcpListener::from_std(std_listener);
+        let poll = Poll::new().map_err(io_err)?;
+        poll.registry()
+            .register(&mut listener, LISTENER, Interest::READABLE)
+            .map_err(io_err)?;
+        let waker = Waker::new(poll.registry(), WAKER).map_err(io_err)?;
+        let shared = Arc::new(Shared {
+            store: store.clone(),
+            config,
+            acks: AckTable::default(),
+            events: HaEvents::default(),
+            connections: Mutex::new(HashMap::new()),
+            stop: AtomicBool::new(false),
+            idle: AtomicBool::new(false),
+            waker,
+        });
+        let wake = shared.clone();
+        store.set_append_listener(Some(Arc::new(move |_| {
+            if wake.idle.swap(false, Ordering::SeqCst) {
+                let _ = wake.waker.wake();
+            }
+        })));
+        let worker = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("rocketha-ha-master".into())
+            .spawn(move || EventLoop::new(worker, poll, listener).run())
+            .map_err(io_err)?;
+        Ok(Self {
+            shared,
+            local_addr,
+            thread: Mutex::new(Some(thread)),
+        })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+    pub fn acks(&self) -> &AckTable {
+        &self.shared.acks
+    }
+    pub fn events(&self) -> &HaEvents {
+        &self.shared.events
+    }
+
+    pub fn connections(&self) -> Vec<ConnectionInfo> {
+        let mut all: Vec<_> = self
+            .shared
+            .connections
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .cloned()
+            .collect();
+        all.sort_by_key(|c| c.id);
+        all
+    }
+
+    pub fn is_running(&self) -> bool {
+        !self.shared.stop.load(Ordering::Acquire)
+    }
+
+    pub fn shutdown(&self) {
+        self.shared.stop.store(true, Ordering::SeqCst);
+        let _ = self.shared.waker.wake();
+        let thread = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(t) = thread {
+            let _ = t.join();
+        }
+        self.shared.store.set_append_listener(None);
+        self.shared.acks.notify();
+        self.shared.events.wake();
+    }
+}
+
+impl Drop for HaMaster {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+struct EventLoop {
+    shared: Arc<Shared>,
+    poll: Poll,
+    listener: TcpListener,
+    conns: HashMap<Token, Connection>,
+    next_id: u64,
+}
+
+impl EventLoop {
+    fn new(shared: Arc<Shared>, poll: Poll, listener: TcpListener) -> Self {
+        Self {
+            shared,
+            poll,
+            listener,
+            conns: HashMap::new(),
+            next_id: FIRST_CONNECTION as u64,
+        }
+    }
+
+    fn run(mut self) {
+        let mut events = Events::with_capacity(256);
+        while !self.shared.stop.load(Ordering::Acquire) {
+            let timeout = self.prepare_to_sleep();
+            if let Err(e) = self.poll.poll(&mut events, timeout) {
+                if e.kind() != io::ErrorKind::Interrupted {
+                    self.shared.events.push(
+                        "master",
+                        HaState::Shutdown,
+                        format!("epoll failed: {e}"),
+                        true,
+                    );
+                    break;
+                }
+            }
+            self.shared.idle.store(false, Ordering::SeqCst);
+            for event in events.iter() {
+                match event.token() {
+                    LISTENER => self.accept(),
+                    WAKER => {}
+                    token => {
+                        if event.is_readable() || event.is_read_closed() || event.is_error() {
+                            if let Err(reason) = self.on_readable(token) {
+                                self.close(token, reason, true);
+                            }
+                        }
+                    }
+                }
+            }
+            self.service_all();
+        }
+        let tokens: Vec<Token> = self.conns.keys().copied().collect();
+        for t in tokens {
+            self.close(t, "master shutting down".into(), false);
+        }
+    }
+
+    /// Chooses how long to sleep: until the nearest heartbeat, housekeeping or flow-control
+    /// deadline, or not at all when a connection has bytes to send.
+    fn prepare_to_sleep(&mut self) -> Option<Duration> {
+        let cfg = &self.shared.config;
+        let now = Instant::now();
+        let mut deadline = now + cfg.housekeeping_interval;
+        for c in self.conns.values() {
+            deadline = deadline.min(c.last_read + cfg.housekeeping_interval);
+            if matches!(c.phase, Phase::Handshake { .. }) {
+                deadline = deadline.min(c.accepted + cfg.handshake_timeout());
+            }
+            if c.next_transfer.is_some() {
+                deadline = deadline.min(c.last_write + cfg.heartbeat_interval);
+            }
+            if self.flow_limited(c, now) {
+                deadline = deadline.min(c.window_start + Duration::from_secs(1));
+            }
+        }
+        self.shared.idle.store(true, Ordering::SeqCst);
+        // Re-check after announcing idleness: an append published before the flag was set
+        // did not wake us, so look for its bytes now.
+        let max = self.shared.store.max_offset();
+        let busy = self.conns.values().any(|c| {
+            c.write.is_some()
+                || !c.control.is_empty()
+                || (c.next_transfer.is_some_and(|n| n < max) && !self.flow_limited(c, now))
+        });
+        if busy {
+            self.shared.idle.store(false, Ordering::SeqCst);
+            return Some(Duration::ZERO);
+        }
+        Some(deadline.saturating_duration_since(now))
+    }
+
+    fn flow_limited(&self, c: &Connection, now: Instant) -> bool {
+        match self.shared.config.max_transfer_bytes_per_second {
+            Some(limit) => now < c.window_start + Duration::from_secs(1) && c.window_bytes >= limit,
+            None => false,
+        }
+    }
+
+    fn accept(&mut self) {
+        loop {
+            match self.listener.accept() {
+                Ok((mut stream, addr)) => {
+                    let _ = stream.set_nodelay(true);
+                    let token = Token(self.next_id as usize);
+                    let id = self.next_id;
+                    self.next_id += 1;
+                    if let Err(e) = self.poll.registry().register(
+                        &mut stream,
+                        token,
+                        Interest::READABLE | Interest::WRITABLE,
+                    ) {
+                        self.shared.events.push(
+                            addr.to_string(),
+                            HaState::Shutdown,
+                            format!("register failed: {e}"),
+                            true,
+                        );
+                        continue;
+                    }
+                    let now = Instant::now();
+                    let (phase, control) = match &self.shared.config.auth_secret {
+                        Some(_) => {
+                            let challenge = auth::challenge();
+                            (
+                                Phase::Handshake {
+                                    challenge,
+                                    got: Vec::with_capacity(SLAVE_RESPONSE_LEN),
+                                },
+                                challenge.to_vec(),
+                            )
+                        }
+                        None => (Phase::Transfer, Vec::new()),
+                    };
+                    let state = if control.is_empty() {
+                        HaState::Ready
+                    } else {
+                        HaState::Handshake
+                    };
+                    let conn = Connection {
+                        id,
+                        stream,
+                        addr: addr.to_string(),
+                        phase,
+                        control,
+                        report_buf: [0; REPORT_LEN],
+                        report_len: 0,
+                        slave_key: id,
+                        next_transfer: None,
+                        write: None,
+                        last_read: now,
+                        last_write: now,
+                        accepted: now,
+                        window_start: now,
+                        window_bytes: 0,
+                    };
+                    self.shared
+                        .connections
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(
+                            id,
+                            ConnectionInfo {
+                                id,
+                                addr: conn.addr.clone(),
+                                state,
+                                slave_ack_offset: 0,
+                                next_transfer_from: None,
+                                bytes_sent: 0,
+                                since_ms: now_millis(),
+                                authenticated: false,
+                            },
+                        );
+                    self.shared
+                        .events
+                        .push(conn.addr.clone(), state, "slave connected", false);
+                    self.conns.insert(token, conn);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    // Out of file descriptors and the like: report and retry on the next event.
+                    self.shared.events.push(
+                        "master",
+                        HaState::Ready,
+                        format!("accept failed: {e}"),
+                        true,
+                    );
+                    return;
+                }
+            }
+        }
+    }
+
+    fn update_info(&self, c: &Connection, f: impl FnOnce(&mut ConnectionInfo)) {
+        if let Some(info) = self
+            .shared
+            .connections
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_mut(&c.id)
+        {
+            f(info);
+        }
+    }
+
+    fn on_readable(&mut self, token: Token) -> Result<(), Close> {
+        let secret = self.shared.config.auth_secret.clone();
+        let Some(c) = self.conns.get_mut(&token) else {
+            return Ok(());
+        };
+        let mut buf = [0u8; 4096];
+        let mut latest: Option<u64> = None;
+        loop {
+            match c.stream.read(&mut buf) {
+                Ok(0) => return Err("slave closed the connection".into()),
+                Ok(n) => {
+                    c.last_read = Instant::now();
+                    let mut data = &buf[..n];
+                    if let Phase::Handshake { challenge, got } = &mut c.phase {
+                        let take = (SLAVE_RESPONSE_LEN - got.len()).min(data.len());
+                        got.extend_from_slice(&data[..take]);
+                        data = &data[take..];
+                        if got.len() < SLAVE_RESPONSE_LEN {
+                            continue;
+                        }
+                        let mut response = [0u8; SLAVE_RESPONSE_LEN];
+                        response.copy_from_slice(got);
+                        let secret = secret.as_deref().unwrap_or_default();
+                        let Some(slave_id) = auth::verify_slave(secret, challenge, &response)
+                        else {
+                            return Err(
+                                "authentication failed: wrong or missing haAuthSecret".into()
+                            );
+                        };
+                        c.control
+                            .extend_from_slice(&auth::master_proof(secret, challenge));
+                        c.slave_key = slave_id;
+                        c.phase = Phase::Transfer;
+                    }
+                    // Only the last complete 8-byte report counts: acks coalesce.
+                    for &b in data {
+                        c.report_buf[c.report_len] = b;
+                        c.report_len += 1;
+                        if c.report_len == REPORT_LEN {
+                            c.report_len = 0;
+                            let offset = frame::decode_report(c.report_buf)
+                                .map_err(|e| format!("bad offset report: {e}"))?;
+                            latest = Some(offset);
+                        }
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(format!("read failed: {e}")),
+            }
+        }
+        let authenticated = secret.is_some() && matches!(c.phase, Phase::Transfer);
+        let slave_key = c.slave_key;
+        if authenticated {
+            // One slave, one connection: an older connection of the same slave is stale.
+            let stale: Vec<Token> = self
+                .conns
+                .iter()
+                .filter(|(t, o)| **t != token && o.slave_key == slave_key)
+                .map(|(t, _)| *t)
+                .collect();
+            for t in stale {
+                self.close(
+                    t,
+                    "replaced by a newer connection of the same slave".into(),
+                    false,
+                );
+            }
+        }
+        if let Some(offset) = latest {
+            self.on_report(token, offset)?;
+        }
+        Ok(())
+    }
+
+    /// A slave's offset report: the first one fixes where transfer starts; every one is an ack.
+    fn on_report(&mut self, token: Token, offset: u64) -> Result<(), Close> {
+        let store = &self.shared.store;
+        let (min, max) = (store.min_offset(), store.max_offset());
+        let Some(c) = self.conns.get_mut(&token) else {
+            return Ok(());
+        };
+        if offset > max {
+            return Err(format!(
+                "slave reported offset {offset} beyond the master's max offset {max}: refusing a fake or divergent ack"
+            ));
+        }
+        if c.next_transfer.is_none() {
+            let start = if offset == 0 {
+                if self.shared.config.sync_from_last_file {
+                    let size = store.commit_log().file_size() as u64;
+                    max - max % size
+                } else {
+                    min
+                }
+            } else if offset < min {
+                return Err(format!(
+                    "slave requested offset {offset}, older than the master's min offset {min}: the master no longer holds it"
+                ));
+            } else {
+                offset
+            };
+            c.next_transfer = Some(start);
+            let addr = c.addr.clone();
+            self.shared.events.push(
+                addr,
+                HaState::Transfer,
+                format!("transfer starts at offset {start} (slave reported {offset})"),
+                false,
+            );
+        }
+        let authenticated = self.shared.config.auth_secret.is_some();
+        let c = &self.conns[&token];
+        self.shared.acks.update(c.id, c.slave_key, offset);
+        self.update_info(c, |i| {
+            i.state = HaState::Transfer;
+            i.slave_ack_offset = offset;
+            i.next_transfer_from = c.next_transfer;
+            i.authenticated = authenticated;
+        });
+        Ok(())
+    }
+
+    fn service_all(&mut self) {
+        let now = Instant::now();
+        let tokens: Vec<Token> = self.conns.keys().copied().collect();
+        for token in tokens {
+            let Some(c) = self.conns.get(&token) else {
+                continue;
+            };
+            let cfg = &self.shared.config;
+            if now.duration_since(c.last_read) > cfg.housekeeping_interval {
+                let reason = format!(
+                    "housekeeping: nothing read from the slave for {} ms (haHousekeepingInterval)",
+                    cfg.housekeeping_interval.as_millis()
+                );
+                self.close(token, reason, true);
+                continue;
+            }
+            if matches!(c.phase, Phase::Handshake { .. })
+                && now.duration_since(c.accepted) > cfg.handshake_timeout()
+            {
+                self.close(
+                    token,
+                    "authentication timed out: the peer sent no valid response".into(),
+                    true,
+                );
+                continue;
+            }
+            if let Err(reason) = self.pump(token, now) {
+                self.close(token, reason, true);
+            }
+        }
+    }
+
+    /// Writes until the socket would block, the slave is caught up or flow control says wait.
+    fn pump(&mut self, token: Token, now: Instant) -> Result<(), Close> {
+        let store = self.shared.store.clone();
+        let batch = self.shared.config.transfer_batch_size;
+        let heartbeat = self.shared.config.heartbeat_interval;
+        let limit = self.shared.config.max_transfer_bytes_per_second;
+        let Some(c) = self.conns.get_mut(&token) else {
+            return Ok(());
+        };
+        while !c.control.is_empty() {
+            match c.stream.write(&c.control) {
+                Ok(n) => {
+                    c.control.drain(..n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(format!("write failed: {e}")),
+            }
+        }
+        let mut sent = 0u64;
+        loop {
+            if c.write.is_none() {
+                let Some(next) = c.next_transfer else { break };
+                if let Some(limit) = limit {
+                    if now >= c.window_start + Duration::from_secs(1) {
+                        c.window_start = now;
+                        c.window_bytes = 0;
+                    }
+                    if c.window_bytes >= limit {
+                        break;
+                    }
+                }
+                let allowance =
+                    limit.map_or(batch, |l| batch.min((l - c.window_bytes) as usize).max(1));
+                match store.read_raw(next, allowance) {
+                    Some((file, pos, len)) => {
+                        c.write = Some(PendingWrite {
+                            header: frame::encode_header(next, len),
+                            header_done: 0,
+                            body: Some((file, pos, len)),
+                            body_done: 0,
+                        });
+                    }
+                    None if now.duration_since(c.last_write) >= heartbeat => {
+                        c.write = Some(PendingWrite {
+                            header: frame::encode_header(next, 0),
+                            header_done: 0,
+                            body: None,
+                            body_done: 0,
+                        });
+                    }
+                    None => break,
+                }
+            }
+            let Some(w) = c.write.as_mut() else { break };
+            let body = w.body();
+            let slices = [
+                IoSlice::new(&w.header[w.header_done..]),
+                IoSlice::new(&body[w.body_done..]),
+            ];
+            match c.stream.write_vectored(&slices) {
+                Ok(n) => {
+                    let from_header = n.min(HEADER_LEN - w.header_done);
+                    w.header_done += from_header;
+                    w.body_done += n - from_header;
+                    c.window_bytes += n as u64;
+                    sent += n as u64;
+                    if w.header_done == HEADER_LEN && w.body_done == w.body_len() {
+                        let len = w.body_len() as u64;
+                        c.next_transfer = c.next_transfer.map(|n| n + len);
+                        c.last_write = now;
+                        c.write = None;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(format!("write failed: {e}")),
+            }
+        }
+        if sent > 0 {
+            let next = c.next_transfer;
+            let c = &self.conns[&token];
+            self.update_info(c, |i| {
+                i.bytes_sent += sent;
+                i.next_transfer_from = next;
+            });
+        }
+        Ok(())
+    }
+
+    fn close(&mut self, token: Token, reason: Close, problem: bool) {
+        if let Some(mut c) = self.conns.remove(&token) {
+            let _ = self.poll.registry().deregister(&mut c.stream);
+            self.shared.acks.remove(c.id);
+            self.shared
+                .connections
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&c.id);
+            self.shared
+                .events
+                .push(c.addr, HaState::Shutdown, reason, problem);
+        }
+    }
+}

@@ -1,0 +1,147 @@
+//! Master and slave in one process over loopback: the slave's log ends byte-identical.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rocketha_core::commitlog::record::{encode_properties, MessageDraft};
+use rocketha_core::ha::master::HaMaster;
+use rocketha_core::ha::slave::HaClient;
+use rocketha_core::ha::HaConfig;
+use rocketha_core::{MessageStore, StoreConfig};
+
+fn store(dir: &std::path::Path) -> Arc<MessageStore> {
+    let mut c = StoreConfig::new(dir);
+    c.mapped_file_size = 64 * 1024;
+    c.cq_entries_per_file = 1000;
+    Arc::new(MessageStore::open(c).unwrap())
+}
+
+fn put(store: &MessageStore, i: usize) {
+    let props = encode_properties([("TAGS", "t")]).unwrap();
+    let body = vec![(i % 251) as u8; (i * 7919) % 5000];
+    let draft = MessageDraft {
+        topic: if i % 3 == 0 { "A" } else { "B" },
+        body: &body,
+        properties: &props,
+        queue_id: (i % 4) as i32,
+        flag: 0,
+        sys_flag: 0,
+        born_timestamp: 0,
+        born_host: SocketAddr::from(([127, 0, 0, 1], 0)),
+        reconsume_times: 0,
+        prepared_tx_offset: 0,
+    };
+    store.put(&draft).unwrap();
+}
+
+fn log_bytes(store: &MessageStore) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut off = store.min_offset();
+    while let Some((file, pos, len)) = store.read_raw(off, usize::MAX) {
+        out.extend_from_slice(&file.readable(pos)[..len]);
+        off += len as u64;
+    }
+    out
+}
+
+fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn slave_converges_byte_identical_and_acks() {
+    let (md, sd) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let master = store(md.path());
+    for i in 0..300 {
+        put(&master, i);
+    }
+    let cfg = HaConfig::default();
+    let ha = HaMaster::start(master.clone(), "127.0.0.1:0".parse().unwrap(), cfg.clone()).unwrap();
+    let slave = store(sd.path());
+    let client = HaClient::start(slave.clone(), Some(ha.local_addr().to_string()), cfg, 1).unwrap();
+    for i in 300..1500 {
+        put(&master, i);
+    }
+    let target = master.max_offset();
+    assert!(ha.acks().wait_for_ack(target, 1, Duration::from_secs(60)));
+    wait_until("slave max offset", || slave.max_offset() == target);
+    assert_eq!(log_bytes(&slave), log_bytes(&master));
+    assert_eq!(slave.queues(), master.queues());
+    assert!(master.commit_log().files().files().len() >= 3);
+    client.shutdown();
+    wait_until("connection closed", || ha.connections().is_empty());
+    ha.shutdown();
+}
+
+#[test]
+fn mismatched_slave_writes_nothing() {
+    let (md, sd) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let master = store(md.path());
+    for i in 0..50 {
+        put(&master, i);
+    }
+    let slave = store(sd.path());
+    // A slave holding data the master never had at a larger offset than the master's.
+    for i in 0..200 {
+        put(&slave, i + 7);
+    }
+    let before = log_bytes(&slave);
+    let cfg = HaConfig::default();
+    let ha = HaMaster::start(master.clone(), "127.0.0.1:0".parse().unwrap(), cfg.clone()).unwrap();
+    let client = HaClient::start(slave.clone(), Some(ha.local_addr().to_string()), cfg, 1).unwrap();
+    let events = wait_for_event(&ha, "beyond the master's max offset");
+    assert!(events.problem);
+    client.shutdown();
+    ha.shutdown();
+    assert_eq!(log_bytes(&slave), before);
+}
+
+fn wait_for_event(ha: &HaMaster, text: &str) -> rocketha_core::ha::HaEvent {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        for e in ha.events().drain(Duration::from_millis(100)) {
+            if e.reason.contains(text) {
+                return e;
+            }
+        }
+        assert!(Instant::now() < deadline, "no event containing {text:?}");
+    }
+}
+
+#[test]
+fn wrong_secret_gets_no_log_bytes() {
+    let (md, sd) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let master = store(md.path());
+    for i in 0..50 {
+        put(&master, i);
+    }
+    let slave = store(sd.path());
+    let mcfg = HaConfig {
+        auth_secret: Some(b"right".to_vec()),
+        ..HaConfig::default()
+    };
+    let scfg = HaConfig {
+        auth_secret: Some(b"wrong".to_vec()),
+        ..HaConfig::default()
+    };
+    let ha = HaMaster::start(master.clone(), "127.0.0.1:0".parse().unwrap(), mcfg.clone()).unwrap();
+    let client =
+        HaClient::start(slave.clone(), Some(ha.local_addr().to_string()), scfg, 1).unwrap();
+    wait_for_event(&ha, "authentication failed");
+    client.shutdown();
+    assert_eq!(slave.max_offset(), 0);
+    // The right secret replicates.
+    let client =
+        HaClient::start(slave.clone(), Some(ha.local_addr().to_string()), mcfg, 1).unwrap();
+    assert!(ha
+        .acks()
+        .wait_for_ack(master.max_offset(), 1, Duration::from_secs(60)));
+    assert_eq!(log_bytes(&slave), log_bytes(&master));
+    client.shutdown();
+    ha.shutdown();
+}
