@@ -5,6 +5,8 @@ configured like RocketMQ's ``broker.conf``).
 """
 
 from rocketha._core import Message, MessageExt, PutResult, __version__
+from rocketha.broker import Broker, GetMessageResult
+from rocketha.config import BrokerConfig
 from rocketha.exceptions import (
     CommitLogCorrupted,
     ConfigError,
@@ -17,15 +19,21 @@ from rocketha.exceptions import (
     StoreClosedError,
     StoreLockedError,
 )
+from rocketha.ha import HAService
 from rocketha.roles import BrokerRole, FlushDiskType, PutStatus
 from rocketha.store import MessageStore
 
 __all__ = [
+    "Broker",
+    "BrokerConfig",
     "BrokerRole",
     "CommitLogCorrupted",
     "ConfigError",
     "FlushDiskType",
     "ForkedProcessError",
+    "GetMessageResult",
+    "HAError",
+    "HAService",
     "HAError",
     "InvalidMessageError",
     "Message",

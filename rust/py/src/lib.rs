@@ -4,6 +4,7 @@
 use pyo3::prelude::*;
 
 mod errors;
+mod ha;
 mod store;
 
 #[pymodule]
@@ -15,6 +16,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<store::MessageExt>()?;
     m.add_class::<store::SegmentSlice>()?;
     m.add_class::<store::PyMessageStore>()?;
+    m.add_class::<ha::HAMaster>()?;
+    m.add_class::<ha::HAClient>()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -34,6 +34,20 @@ pub enum PutStatus {
     SLAVE_NOT_AVAILABLE,
 }
 
+#[pymethods]
+impl PutStatus {
+    /// The status name, as `enum.Enum` members have it.
+    #[getter]
+    fn name(&self) -> &'static str {
+        match self {
+            PutStatus::PUT_OK => "PUT_OK",
+            PutStatus::FLUSH_DISK_TIMEOUT => "FLUSH_DISK_TIMEOUT",
+            PutStatus::FLUSH_SLAVE_TIMEOUT => "FLUSH_SLAVE_TIMEOUT",
+            PutStatus::SLAVE_NOT_AVAILABLE => "SLAVE_NOT_AVAILABLE",
+        }
+    }
+}
+
 /// A message to store. Tags and keys become the `TAGS` and `KEYS` properties, as in RocketMQ.
 #[pyclass(frozen, module = "rocketha._core")]
 pub struct Message {

@@ -107,6 +107,9 @@ struct Connection {
 /// Why a connection is closed, for the log.
 type Close = String;
 
+/// A slave going away is routine (it restarts, it is shut down), not a fault of the master.
+const CLOSED_BY_SLAVE: &str = "slave closed the connection";
+
 impl HaMaster {
     /// Binds `listen` (port 0 = OS-chosen) and starts the event loop thread.
     pub fn start(
@@ -243,7 +246,8 @@ impl EventLoop {
                     token => {
                         if event.is_readable() || event.is_read_closed() || event.is_error() {
                             if let Err(reason) = self.on_readable(token) {
-                                self.close(token, reason, true);
+                                let problem = reason != CLOSED_BY_SLAVE;
+                                self.close(token, reason, problem);
                             }
                         }
                     }
@@ -414,7 +418,7 @@ impl EventLoop {
         let mut latest: Option<u64> = None;
         loop {
             match c.stream.read(&mut buf) {
-                Ok(0) => return Err("slave closed the connection".into()),
+                Ok(0) => return Err(CLOSED_BY_SLAVE.into()),
                 Ok(n) => {
                     c.last_read = Instant::now();
                     let mut data = &buf[..n];

@@ -1,0 +1,5 @@
+import sys
+
+from rocketha.cli import main
+
+sys.exit(main())

@@ -1,0 +1,233 @@
+"""The ``rocketha`` command: ``demo``, ``broker``, ``status``, ``inspect``, ``repair``, ``bench``."""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import logging
+import os
+import signal
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from collections.abc import Sequence
+from pathlib import Path
+
+from rocketha import Message, MessageStore, PutStatus
+from rocketha.broker import Broker
+from rocketha.config import BrokerConfig
+from rocketha.exceptions import RocketHAError
+from rocketha.roles import BrokerRole
+
+log = logging.getLogger("rocketha.cli")
+
+
+def segment_checksums(store_dir: str | os.PathLike[str]) -> dict[str, str]:
+    """SHA-256 of the used bytes of every commit log segment, by file name."""
+    with MessageStore(store_dir, read_only=True, **_size_of(store_dir)) as store:
+        out = {}
+        for path, start, used in store.segments():
+            digest = hashlib.sha256()
+            offset = start
+            while offset < start + used:
+                chunk = store.read_raw(offset, 1 << 20)
+                if not len(chunk):
+                    break
+                digest.update(chunk)
+                offset += len(chunk)
+            out[Path(path).name] = digest.hexdigest()
+        return out
+
+
+def _size_of(store_dir: str | os.PathLike[str]) -> dict[str, int]:
+    """Opening a store read-only needs its segment size: take it from the files."""
+    segments = sorted((Path(store_dir) / "commitlog").glob("[0-9]" * 20))
+    return {"mapped_file_size": segments[0].stat().st_size} if segments else {}
+
+
+def _percentile(sorted_values: Sequence[float], q: float) -> float:
+    if not sorted_values:
+        return 0.0
+    return sorted_values[min(len(sorted_values) - 1, int(q * len(sorted_values)))]
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """A SYNC_MASTER and a SLAVE on loopback, N puts, a check that the replica is identical."""
+    from tqdm import tqdm
+
+    root = Path(args.store) if args.store else Path(tempfile.mkdtemp(prefix="rocketha-demo-"))
+    common = dict(
+        mapped_file_size_commit_log=args.segment_size,
+        ha_listen_address="127.0.0.1",
+        ha_listen_port=0,
+    )
+    master_conf = BrokerConfig(
+        broker_role=BrokerRole.SYNC_MASTER, store_path_root_dir=str(root / "master"), **common
+    )
+    body = os.urandom(args.size)
+    latencies: list[float] = []
+    statuses: dict[str, int] = {}
+    with Broker(master_conf) as master:
+        slave_conf = BrokerConfig(
+            broker_role=BrokerRole.SLAVE,
+            broker_id=1,
+            store_path_root_dir=str(root / "slave"),
+            ha_master_address=master.ha_address,
+            **common,
+        )
+        with Broker(slave_conf) as slave:
+            assert master.ha is not None
+            if not master.ha.wait_for_state(None, "TRANSFER", timeout=30):
+                print("the slave did not connect within 30 s", file=sys.stderr)
+                return 1
+            started = time.perf_counter()
+            for i in tqdm(range(args.messages), desc="put", unit="msg", disable=args.quiet):
+                t = time.perf_counter()
+                r = master.put(Message(args.topic, body, tags=f"tag{i % 8}", queue_id=i % 4))
+                latencies.append(time.perf_counter() - t)
+                statuses[r.status.name] = statuses.get(r.status.name, 0) + 1
+            elapsed = time.perf_counter() - started
+            target = master.max_offset
+            deadline = time.monotonic() + 60
+            while slave.max_offset < target and time.monotonic() < deadline:
+                time.sleep(0.01)
+            replicated = slave.max_offset
+            connection = master.ha.connections()
+    same = segment_checksums(root / "master") == segment_checksums(root / "slave")
+    latencies.sort()
+    ok = statuses.get(PutStatus.PUT_OK.name, 0) == args.messages and same and replicated == target
+    summary = {
+        "messages": args.messages,
+        "message_size": args.size,
+        "statuses": statuses,
+        "puts_per_second": round(args.messages / elapsed),
+        "put_latency_p50_us": round(_percentile(latencies, 0.50) * 1e6, 1),
+        "put_latency_p99_us": round(_percentile(latencies, 0.99) * 1e6, 1),
+        "bytes_replicated": replicated,
+        "slave_connections": len(connection),
+        "replica_byte_identical": same,
+        "store": str(root),
+    }
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        print("rocketha demo: SYNC_MASTER -> SLAVE on 127.0.0.1")
+        for key, value in summary.items():
+            print(f"  {key:24} {value}")
+        print("OK" if ok else "FAILED: see the figures above")
+    return 0 if ok else 1
+
+
+def cmd_broker(args: argparse.Namespace) -> int:
+    config = BrokerConfig.load(args.config)
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: object) -> None:
+        log.info("signal %d: shutting down", signum)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    with Broker(config) as broker:
+        info = {"role": config.broker_role.value, "store": config.store_path_root_dir}
+        if broker.role.is_master:
+            info["ha_listen_port"] = broker.ha_listen_port
+        if broker._metrics is not None:
+            info["metrics_port"] = broker._metrics.port
+        print(json.dumps({"started": info}), flush=True)
+        if args.produce_stdin and broker.role.is_master:
+            for line in sys.stdin:
+                if stop.is_set():
+                    break
+                r = broker.put(Message(args.topic, line.rstrip("\n").encode()))
+                print(json.dumps({"offset": r.offset, "status": r.status.name}), flush=True)
+        while not stop.wait(0.5):
+            pass
+    print(json.dumps({"stopped": True}), flush=True)
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    url = args.url.rstrip("/")
+    if not url.endswith("/metrics"):
+        url += "/metrics"
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        text = resp.read().decode()
+    for line in text.splitlines():
+        if line.startswith("rocketha_") and "_bucket" not in line:
+            print(line)
+    return 0
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    """Lists segments and records, verifying every CRC."""
+    with MessageStore(args.store, read_only=True, **_size_of(args.store)) as store:
+        print(f"store {args.store}: offsets [{store.min_offset}, {store.max_offset})")
+        for path, start, used in store.segments():
+            print(f"  segment {Path(path).name}  start {start}  used {used}")
+        count, topics = 0, {}
+        try:
+            for m in store.messages(check_crc=True):
+                count += 1
+                topics[m.topic] = topics.get(m.topic, 0) + 1
+                if args.records:
+                    print(
+                        f"  @{m.commitlog_offset} {m.topic}/{m.queue_id}#{m.queue_offset} "
+                        f"{len(m.body)} B tags={m.tags} msgId={m.msg_id}"
+                    )
+        except RocketHAError as e:
+            print(f"CORRUPT: {e}")
+            return 1
+        print(f"{count} records, every CRC verified; per topic: {topics}")
+        for topic, qid, lo, hi in store.queues():
+            print(f"  consume queue {topic}/{qid}: queue offsets [{lo}, {hi})")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="rocketha", description=__doc__)
+    parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    demo = sub.add_parser("demo", help="master + slave on loopback, N puts, a summary")
+    demo.add_argument("-n", "--messages", type=int, default=20_000)
+    demo.add_argument("--size", type=int, default=1024, help="body bytes")
+    demo.add_argument("--topic", default="DemoTopic")
+    demo.add_argument("--store", help="directory for both stores (default: a temp dir)")
+    demo.add_argument("--segment-size", type=int, default=16 << 20)
+    demo.add_argument("--json", action="store_true", help="print the summary as JSON")
+    demo.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    demo.set_defaults(func=cmd_demo)
+
+    broker = sub.add_parser("broker", help="run a broker in the foreground")
+    broker.add_argument("-c", "--config", required=True, help="broker.conf")
+    broker.add_argument("--produce-stdin", action="store_true", help="put one message per line")
+    broker.add_argument("--topic", default="StdinTopic")
+    broker.set_defaults(func=cmd_broker)
+
+    status = sub.add_parser("status", help="replication state from a metrics endpoint")
+    status.add_argument("url", help="http://host:metricsPort")
+    status.set_defaults(func=cmd_status)
+
+    inspect = sub.add_parser("inspect", help="list segments and records, verify CRCs")
+    inspect.add_argument("store")
+    inspect.add_argument("--records", action="store_true", help="print every record")
+    inspect.set_defaults(func=cmd_inspect)
+
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        return int(args.func(args))
+    except RocketHAError as e:
+        print(f"rocketha: {type(e).__name__}: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,306 @@
+"""Broker configuration with RocketMQ's ``broker.conf`` keys.
+
+:class:`BrokerConfig` has one snake_case field per RocketMQ key (``brokerRole`` ->
+``broker_role``) with RocketMQ's defaults. Load a properties file with
+:meth:`BrokerConfig.load`, or build one in code::
+
+    BrokerConfig(broker_role="SYNC_MASTER", store_path_root_dir="/data/store", ha_listen_port=0)
+
+Keys RocketMQ has but rocketha does not act on (``namesrvAddr``, ``deleteWhen``, ...) load and
+are listed in :attr:`BrokerConfig.ignored_keys`, so RocketMQ's own config files work unchanged.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import ipaddress
+import logging
+import os
+import re
+from dataclasses import dataclass, field, fields
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from rocketha.exceptions import ConfigError
+from rocketha.roles import BrokerRole, FlushDiskType
+
+log = logging.getLogger("rocketha.config")
+
+MiB = 1024 * 1024
+
+#: RocketMQ broker/store keys accepted and reported as ignored.
+IGNORED_KEYS = frozenset(
+    """
+    namesrvAddr deleteWhen fileReservedTime brokerIP2 autoCreateTopicEnable
+    autoCreateSubscriptionGroup enablePropertyFilter storePathCommitLog storePathConsumeQueue
+    storePathIndex storeCheckpoint abortFile sendMessageThreadPoolNums pullMessageThreadPoolNums
+    flushCommitLogLeastPages flushConsumeQueueLeastPages flushCommitLogThoroughInterval
+    flushConsumeQueueThoroughInterval flushIntervalConsumeQueue transientStorePoolEnable
+    transientStorePoolSize mapedFileSizeConsumeQueue diskMaxUsedSpaceRatio defaultTopicQueueNums
+    messageDelayLevel aclEnable traceTopicEnable useEpollNativeSelector
+    warmMapedFileEnable warmMappedFileEnable cleanResourceInterval destroyMapedFileIntervalForcibly
+    redeleteHangedFileInterval checkCRCOnRecover maxTransferBytesOnMessageInMemory
+    maxTransferCountOnMessageInMemory maxTransferBytesOnMessageInDisk
+    maxTransferCountOnMessageInDisk messageIndexEnable maxHashSlotNum maxIndexNum
+    duplicationEnable enableDLegerCommitLog enableControllerMode fetchNamesrvAddrByAddressServer
+    brokerPermission rejectTransactionMessage serverWorkerThreads serverSelectorThreads
+    clientWorkerThreads longPollingEnable shortPollingTimeMills notifyConsumerIdsChangedEnable
+    highSpeedMode commercialEnable osPageCacheBusyTimeOutMills defaultQueryMaxNum
+    transferMsgByHeap maxDelayTime timerWheelEnable enableScheduleMessageStats
+    """.split()
+)
+
+
+def _snake(key: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", key).lower()
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(p[:1].upper() + p[1:] for p in rest)
+
+
+@dataclass
+class BrokerConfig:
+    """One broker's settings; field names are RocketMQ's keys in snake_case."""
+
+    broker_cluster_name: str = "DefaultCluster"
+    broker_name: str = "broker-a"
+    broker_id: int = 0
+    broker_role: BrokerRole = BrokerRole.ASYNC_MASTER
+    flush_disk_type: FlushDiskType = FlushDiskType.ASYNC_FLUSH
+    store_path_root_dir: str = field(default_factory=lambda: str(Path.home() / "store"))
+    mapped_file_size_commit_log: int = 1024 * MiB
+    mapped_file_size_consume_queue: int = 300_000 * 20
+    #: With ``listenPort`` the store host recorded in every message (and in msg ids).
+    broker_ip1: str = "127.0.0.1"
+    listen_port: int = 10911
+    ha_listen_port: int = 10912
+    #: rocketha: the interface the HA port binds (RocketMQ binds all of them).
+    ha_listen_address: str = "0.0.0.0"
+    ha_master_address: str | None = None
+    ha_send_heartbeat_interval: int = 5000
+    ha_housekeeping_interval: int = 20000
+    ha_transfer_batch_size: int = 32 * 1024
+    slave_timeout: int = 3000
+    sync_flush_timeout: int = 5000
+    #: Replicas, the master included, that must hold a put; defaults to 2 for SYNC_MASTER.
+    in_sync_replicas: int | None = None
+    ha_max_gap_not_in_sync: int = 256 * MiB
+    ha_flow_control_enable: bool = False
+    max_ha_transfer_byte_in_second: int = 100 * MiB
+    sync_from_last_file: bool = False
+    slave_read_enable: bool = False
+    access_message_in_memory_max_ratio: int = 40
+    which_broker_when_consume_slowly: int = 1
+    flush_interval_commit_log: int = 500
+    max_message_size: int = 4 * MiB
+    #: rocketha: shared secret for the HA handshake; or read from a file or an env variable.
+    ha_auth_secret: str | None = dataclasses.field(default=None, repr=False)
+    ha_auth_secret_file: str | None = None
+    ha_auth_secret_env: str | None = None
+    #: rocketha: allow an HA port on a non-loopback address without a secret.
+    ha_allow_insecure: bool = False
+    #: rocketha: serve Prometheus metrics on this port (0 = OS-chosen; None = off).
+    metrics_port: int | None = None
+
+    #: Keys that were read but are not acted on.
+    ignored_keys: dict[str, str] = field(default_factory=dict, compare=False)
+    #: Where the values came from, for error messages.
+    source: str = field(default="<code>", compare=False)
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            if f.name in ("ignored_keys", "source"):
+                continue
+            setattr(self, f.name, self._coerce(f.name, getattr(self, f.name)))
+        if self.in_sync_replicas is None:
+            self.in_sync_replicas = 2 if self.broker_role is BrokerRole.SYNC_MASTER else 1
+        self.validate()
+
+    def _fail(self, name: str, problem: str) -> ConfigError:
+        return ConfigError(f"{self.source}: {_camel(name)}: {problem}")
+
+    def _coerce(self, name: str, value: Any) -> Any:
+        kind = _FIELD_TYPES[name]
+        if value is None:
+            if "None" in kind:
+                return None
+            raise self._fail(name, "a value is required")
+        if isinstance(value, Enum):
+            value = value.value
+        try:
+            if "BrokerRole" in kind:
+                return BrokerRole(str(value).strip().upper())
+            if "FlushDiskType" in kind:
+                return FlushDiskType(str(value).strip().upper())
+            if kind.startswith("bool"):
+                if isinstance(value, bool):
+                    return value
+                text = str(value).strip().lower()
+                if text not in ("true", "false"):
+                    raise ValueError
+                return text == "true"
+            if kind.startswith("int"):
+                if isinstance(value, bool):
+                    raise ValueError
+                return int(str(value).strip()) if not isinstance(value, int) else value
+            return str(value).strip() if "None" not in kind or str(value).strip() else None
+        except ValueError:
+            choices = ""
+            if "BrokerRole" in kind:
+                choices = f" (one of {', '.join(r.value for r in BrokerRole)})"
+            elif "FlushDiskType" in kind:
+                choices = f" (one of {', '.join(t.value for t in FlushDiskType)})"
+            raise self._fail(name, f"bad value {value!r}, expected {kind}{choices}") from None
+
+    def validate(self) -> None:
+        """Rejects settings that contradict each other, naming the key."""
+        role = self.broker_role
+        if role is BrokerRole.SLAVE and self.broker_id == 0:
+            raise self._fail("broker_id", "a SLAVE needs brokerId > 0 (0 is the master)")
+        if role.is_master and self.broker_id != 0:
+            raise self._fail("broker_id", f"a {role.value} must have brokerId 0")
+        if role is BrokerRole.SLAVE and not self.ha_master_address:
+            raise self._fail("ha_master_address", "a SLAVE needs the master's host:port")
+        if self.ha_master_address and not re.fullmatch(r"\S+:\d{1,5}", self.ha_master_address):
+            raise self._fail("ha_master_address", f"{self.ha_master_address!r} is not host:port")
+        if not 0 < self.ha_transfer_batch_size < 4 * MiB:
+            raise self._fail("ha_transfer_batch_size", "must be positive and below 4 MiB")
+        size = self.mapped_file_size_commit_log
+        if size < 64 * 1024 or size % 4096 or size > 2**31:
+            raise self._fail(
+                "mapped_file_size_commit_log", f"{size} must be a multiple of 4096 in [64 KiB, 2 GiB]"
+            )
+        if self.mapped_file_size_consume_queue % 20 or self.mapped_file_size_consume_queue < 20:
+            raise self._fail("mapped_file_size_consume_queue", "must be a multiple of 20")
+        if not 0 <= self.ha_listen_port <= 65535:
+            raise self._fail("ha_listen_port", "must be in [0, 65535]")
+        if self.in_sync_replicas is not None and self.in_sync_replicas < 1:
+            raise self._fail("in_sync_replicas", "must be at least 1 (the master itself)")
+        for name in (
+            "ha_send_heartbeat_interval",
+            "ha_housekeeping_interval",
+            "slave_timeout",
+            "sync_flush_timeout",
+            "flush_interval_commit_log",
+        ):
+            if getattr(self, name) <= 0:
+                raise self._fail(name, "must be a positive number of milliseconds")
+        if self.ha_housekeeping_interval <= self.ha_send_heartbeat_interval:
+            raise self._fail(
+                "ha_housekeeping_interval",
+                "must exceed haSendHeartbeatInterval, or idle links are closed between heartbeats",
+            )
+        if not 0 < self.max_message_size <= 4 * MiB:
+            raise self._fail("max_message_size", "must be in (0, 4 MiB]")
+        if not 0 < self.access_message_in_memory_max_ratio <= 100:
+            raise self._fail("access_message_in_memory_max_ratio", "must be a percentage")
+        try:
+            ipaddress.ip_address(self.ha_listen_address)
+        except ValueError:
+            raise self._fail("ha_listen_address", "must be an IP address") from None
+
+    # -- loading ---------------------------------------------------------------------------
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str], **overrides: Any) -> BrokerConfig:
+        """Reads a RocketMQ properties file; ``overrides`` (snake_case) win over the file."""
+        text = Path(path).read_text(encoding="utf-8")
+        return cls.from_properties(_parse_properties(text, str(path)), source=str(path), **overrides)
+
+    @classmethod
+    def from_properties(
+        cls, props: dict[str, str], *, source: str = "<properties>", **overrides: Any
+    ) -> BrokerConfig:
+        known = {_camel(n): n for n in _FIELD_TYPES}
+        kwargs: dict[str, Any] = {}
+        ignored: dict[str, str] = {}
+        for key, value in props.items():
+            if key in known:
+                kwargs[known[key]] = value
+            elif key in IGNORED_KEYS:
+                ignored[key] = value
+            else:
+                close = difflib.get_close_matches(key, [*known, *IGNORED_KEYS], n=1, cutoff=0.7)
+                hint = f"; did you mean {close[0]!r}?" if close else ""
+                raise ConfigError(f"{source}: unknown key {key!r}{hint}")
+        kwargs.update(overrides)
+        config = cls(**kwargs, ignored_keys=ignored, source=source)
+        if ignored:
+            log.info("%s: keys rocketha ignores: %s", source, ", ".join(sorted(ignored)))
+        return config
+
+    # -- derived ---------------------------------------------------------------------------
+
+    @property
+    def store_host(self) -> str:
+        return f"{self.broker_ip1}:{self.listen_port}"
+
+    @property
+    def slave_acks_required(self) -> int:
+        """Distinct slaves a SYNC_MASTER put waits for."""
+        return max(0, (self.in_sync_replicas or 1) - 1)
+
+    def auth_secret(self) -> bytes | None:
+        """The HA secret from ``haAuthSecret``, ``haAuthSecretFile`` or ``haAuthSecretEnv``."""
+        if self.ha_auth_secret:
+            return self.ha_auth_secret.encode()
+        if self.ha_auth_secret_file:
+            try:
+                secret = Path(self.ha_auth_secret_file).read_text(encoding="utf-8").strip()
+            except OSError as e:
+                raise self._fail("ha_auth_secret_file", f"cannot read: {e}") from None
+            if not secret:
+                raise self._fail("ha_auth_secret_file", "the file is empty")
+            return secret.encode()
+        if self.ha_auth_secret_env:
+            secret = os.environ.get(self.ha_auth_secret_env, "")
+            if not secret:
+                raise self._fail("ha_auth_secret_env", f"${self.ha_auth_secret_env} is not set")
+            return secret.encode()
+        return None
+
+    def to_properties(self) -> str:
+        """The config as a broker.conf text (secrets left out)."""
+        lines = []
+        for f in fields(self):
+            if f.name in ("ignored_keys", "source", "ha_auth_secret"):
+                continue
+            value = getattr(self, f.name)
+            if value is None:
+                continue
+            if isinstance(value, Enum):
+                value = value.value
+            elif isinstance(value, bool):
+                value = str(value).lower()
+            lines.append(f"{_camel(f.name)}={value}")
+        return "\n".join(lines) + "\n"
+
+
+_FIELD_TYPES: dict[str, str] = {
+    f.name: str(f.type) for f in fields(BrokerConfig) if f.name not in ("ignored_keys", "source")
+}
+
+
+def _parse_properties(text: str, source: str) -> dict[str, str]:
+    """Java properties, the subset broker.conf files use: ``key=value``, ``key = value``,
+    ``key: value``, ``#`` and ``!`` comments, blank lines."""
+    props: dict[str, str] = {}
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line[0] in "#!":
+            continue
+        m = re.match(r"([^=:\s]+)\s*[=:\s]\s*(.*)$", line)
+        if not m:
+            raise ConfigError(f"{source}:{number}: cannot parse {raw!r} (expected key=value)")
+        key, value = m.group(1), m.group(2).strip()
+        if key in props:
+            log.warning("%s:%d: %s set twice; the last value wins", source, number, key)
+        props[key] = value
+    return props
+
+
+__all__ = ["IGNORED_KEYS", "BrokerConfig"]

@@ -1,0 +1,112 @@
+"""GroupTransferService: how a SYNC_MASTER put waits for its slaves.
+
+Producers add a request (the offset their record ends at, how many slaves must ack it, a
+deadline) to the *write* list. The service thread swaps it into the *read* list and resolves
+every request whose offset enough distinct slaves have acked, or whose deadline passed. It sleeps
+in the Rust ack table until an ack changes or a request arrives, never on a polling timer, and
+resolves all requests in one pass, so a slow request never holds back the ones behind it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+
+from rocketha import _core
+
+log = logging.getLogger("rocketha.group_transfer")
+
+#: Longest sleep without any event, so shutdown is noticed.
+_IDLE_WAIT = 1.0
+
+
+@dataclass(order=True)
+class TransferRequest:
+    deadline: float
+    next_offset: int
+    acks: int = field(compare=False)
+    future: Future[bool] = field(compare=False, default_factory=Future)
+
+
+class GroupTransferService:
+    """Resolves ``Future[bool]`` per request: True when acked in time, False on timeout."""
+
+    def __init__(self, master: _core.HAMaster) -> None:
+        self._master = master
+        self._lock = threading.Lock()
+        self._requests_write: list[TransferRequest] = []
+        self._requests_read: list[TransferRequest] = []
+        self._running = False
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> GroupTransferService:
+        self._running = True
+        self._thread = threading.Thread(
+            target=self._run, name="rocketha-group-transfer", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def shutdown(self) -> None:
+        self._running = False
+        self._master.notify()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        with self._lock:
+            pending = self._requests_write + self._requests_read
+            self._requests_write, self._requests_read = [], []
+        for req in pending:
+            if not req.future.done():
+                req.future.set_result(False)
+
+    def submit(self, next_offset: int, acks: int, timeout: float) -> Future[bool]:
+        """Queues a wait for ``acks`` distinct slaves to hold ``next_offset``."""
+        req = TransferRequest(time.monotonic() + timeout, next_offset, acks)
+        if self._covered(acks) >= next_offset:
+            req.future.set_result(True)
+            return req.future
+        with self._lock:
+            self._requests_write.append(req)
+        self._master.notify()
+        return req.future
+
+    def _covered(self, acks: int) -> int:
+        """The highest offset that at least ``acks`` distinct slaves hold."""
+        if acks <= 0:
+            return 1 << 62
+        offsets = sorted(self._master.slave_ack_offsets(), reverse=True)
+        return offsets[acks - 1] if len(offsets) >= acks else -1
+
+    def _swap_requests(self) -> None:
+        with self._lock:
+            if self._requests_write:
+                self._requests_read.extend(self._requests_write)
+                self._requests_write = []
+
+    def _run(self) -> None:
+        seen = self._master.ack_version
+        while self._running:
+            self._swap_requests()
+            now = time.monotonic()
+            covered: dict[int, int] = {}
+            waiting: list[TransferRequest] = []
+            for req in self._requests_read:
+                if req.acks not in covered:
+                    covered[req.acks] = self._covered(req.acks)
+                if covered[req.acks] >= req.next_offset:
+                    req.future.set_result(True)
+                elif now >= req.deadline:
+                    req.future.set_result(False)
+                else:
+                    waiting.append(req)
+            self._requests_read = waiting
+            timeout = _IDLE_WAIT
+            if waiting:
+                timeout = min(timeout, max(0.0, min(r.deadline for r in waiting) - now))
+            seen = self._master.wait_ack_change(seen, timeout)
+
+
+__all__ = ["GroupTransferService", "TransferRequest"]

@@ -1,0 +1,213 @@
+"""Replication between a master and its slaves: RocketMQ's ``HAService``.
+
+On a master, :class:`HAService` listens on ``haListenPort`` and pushes the commit log to every
+slave that connects; on a slave it runs the ``HAClient`` that connects to ``haMasterAddress``.
+Both run on Rust threads (epoll); this class observes them: every state change and every closed
+connection is logged through :mod:`logging` with its reason, delivered to callbacks, and can be
+waited for (RocketMQ 5's ``HAConnectionStateNotificationService``).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from rocketha import _core
+from rocketha.store import MessageStore
+
+log = logging.getLogger("rocketha.ha")
+
+#: ``callback(address, state, reason)``
+StateCallback = Callable[[str, str, str], None]
+
+READY, HANDSHAKE, TRANSFER, SHUTDOWN = "READY", "HANDSHAKE", "TRANSFER", "SHUTDOWN"
+
+
+class HAService:
+    """The master side (``master=True``) or the slave client of one store."""
+
+    def __init__(
+        self,
+        store: MessageStore,
+        *,
+        master: bool,
+        listen: str = "127.0.0.1:0",
+        master_address: str | None = None,
+        slave_id: int = 1,
+        transfer_batch_size: int = 32 * 1024,
+        heartbeat_interval_ms: int = 5000,
+        housekeeping_interval_ms: int = 20000,
+        max_transfer_bytes_per_second: int | None = None,
+        sync_from_last_file: bool = False,
+        auth_secret: bytes | None = None,
+    ) -> None:
+        self.store = store
+        self.is_master = master
+        self._args: dict[str, Any] = dict(
+            listen=listen,
+            master_address=master_address,
+            slave_id=slave_id,
+            transfer_batch_size=transfer_batch_size,
+            heartbeat_interval_ms=heartbeat_interval_ms,
+            housekeeping_interval_ms=housekeeping_interval_ms,
+            max_transfer_bytes_per_second=max_transfer_bytes_per_second,
+            sync_from_last_file=sync_from_last_file,
+            auth_secret=auth_secret,
+        )
+        self.master: _core.HAMaster | None = None
+        self.client: _core.HAClient | None = None
+        self._callbacks: list[StateCallback] = []
+        self._states: dict[str, str] = {}
+        self._changed = threading.Condition()
+        self._pump: threading.Thread | None = None
+        self._running = False
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def start(self) -> HAService:
+        a = self._args
+        if self.is_master:
+            self.master = _core.HAMaster(
+                self.store,
+                a["listen"],
+                transfer_batch_size=a["transfer_batch_size"],
+                heartbeat_interval_ms=a["heartbeat_interval_ms"],
+                housekeeping_interval_ms=a["housekeeping_interval_ms"],
+                max_transfer_bytes_per_second=a["max_transfer_bytes_per_second"],
+                sync_from_last_file=a["sync_from_last_file"],
+                auth_secret=a["auth_secret"],
+            )
+            log.info("HA master listening on %s", self.master.listen_address)
+        else:
+            self.client = _core.HAClient(
+                self.store,
+                a["master_address"],
+                slave_id=a["slave_id"],
+                heartbeat_interval_ms=a["heartbeat_interval_ms"],
+                housekeeping_interval_ms=a["housekeeping_interval_ms"],
+                auth_secret=a["auth_secret"],
+            )
+            log.info("HA client replicating from %s", a["master_address"])
+        self._running = True
+        self._pump = threading.Thread(target=self._pump_events, name="rocketha-ha-events", daemon=True)
+        self._pump.start()
+        return self
+
+    def shutdown(self) -> None:
+        if not self._running:
+            return
+        self._running = False
+        handle = self.master or self.client
+        if handle is not None:
+            handle.shutdown()
+        if self._pump is not None:
+            self._pump.join(timeout=5)
+        self._drain(0)
+
+    def __enter__(self) -> HAService:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+    # -- events ----------------------------------------------------------------------------
+
+    def add_state_listener(self, callback: StateCallback) -> None:
+        """Calls ``callback(address, state, reason)`` on every state change (event thread)."""
+        self._callbacks.append(callback)
+
+    def _pump_events(self) -> None:
+        while self._running:
+            self._drain(0.5)
+
+    def _drain(self, timeout: float) -> None:
+        handle = self.master or self.client
+        if handle is None:
+            return
+        for address, state, reason, problem in handle.next_events(timeout):
+            level = logging.WARNING if problem else logging.INFO
+            log.log(level, "HA %s %s: %s", address, state, reason)
+            with self._changed:
+                self._states[address] = state
+                self._changed.notify_all()
+            for callback in list(self._callbacks):
+                try:
+                    callback(address, state, reason)
+                except Exception:
+                    log.exception("HA state callback %r failed", callback)
+
+    def wait_for_state(self, address: str | None, state: str, timeout: float) -> bool:
+        """Waits until the connection with ``address`` (any connection if None; the master's
+        address on a slave) reaches ``state``. False on timeout."""
+        deadline = time.monotonic() + timeout
+
+        def reached() -> bool:
+            if self.client is not None and (address is None or address == self.master_address):
+                return self.client.state == state
+            if address is None:
+                return state in self._states.values()
+            return self._states.get(address) == state
+
+        with self._changed:
+            while not reached():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._changed.wait(min(left, 0.1) if self.client is not None else left)
+        return True
+
+    # -- master side -----------------------------------------------------------------------
+
+    def _require_master(self) -> _core.HAMaster:
+        if self.master is None:
+            raise RuntimeError("this HAService is a slave client; the call needs the master side")
+        return self.master
+
+    @property
+    def listen_port(self) -> int:
+        """The real HA port (useful when configured as 0)."""
+        return self._require_master().listen_port
+
+    @property
+    def push2slave_max_offset(self) -> int:
+        return self._require_master().push2slave_max_offset
+
+    def connections(self) -> list[dict[str, Any]]:
+        """One dict per slave connection: address, state, slave_ack_offset, lag_bytes,
+        bytes_sent, since (epoch seconds), authenticated."""
+        if self.master is None:
+            return []
+        max_offset = self.store.max_offset
+        out = []
+        for c in self.master.connections():
+            c["lag_bytes"] = max(0, max_offset - c["slave_ack_offset"])
+            c["since"] = c.pop("since_ms") / 1000
+            out.append(c)
+        return out
+
+    def wait_for_ack(self, offset: int, count: int, timeout: float) -> bool:
+        return self._require_master().wait_for_ack(offset, count, timeout)
+
+    # -- slave side ------------------------------------------------------------------------
+
+    @property
+    def master_address(self) -> str | None:
+        return self.client.master_address if self.client is not None else None
+
+    @property
+    def state(self) -> str:
+        """The slave client's state (READY, HANDSHAKE, TRANSFER, SHUTDOWN)."""
+        if self.client is None:
+            return TRANSFER if self._running else SHUTDOWN
+        return self.client.state
+
+    def update_master_address(self, address: str | None) -> None:
+        if self.client is None:
+            raise RuntimeError("update_master_address is for slaves")
+        self.client.update_master_address(address)
+
+
+__all__ = ["HANDSHAKE", "READY", "SHUTDOWN", "TRANSFER", "HAService", "StateCallback"]

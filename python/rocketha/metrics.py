@@ -1,0 +1,76 @@
+"""Prometheus metrics of a broker (``metricsPort``), read from live state at scrape time."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client import CollectorRegistry, Histogram, start_http_server
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+if TYPE_CHECKING:
+    from rocketha.broker import Broker
+
+
+class BrokerMetrics(Collector):
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.registry = CollectorRegistry()
+        self.put_latency = Histogram(
+            "rocketha_put_latency_seconds",
+            "Broker put latency by status",
+            ["status"],
+            registry=self.registry,
+            buckets=(5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 5e-2, 0.1, 1, 5),
+        )
+        self.registry.register(self)
+        self._server: Any = None
+        self.port: int | None = None
+
+    def serve(self, port: int) -> BrokerMetrics:
+        self._server, _thread = start_http_server(port, registry=self.registry)
+        self.port = self._server.server_port
+        return self
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+
+    def collect(self) -> Iterator[Metric]:
+        status = self.broker.ha_status()
+        labels = ["broker", "role"]
+        base = [status["broker_name"], status["role"]]
+        for name, doc in (("max_offset", "Commit log max offset"), ("min_offset", "Min offset")):
+            g = GaugeMetricFamily(f"rocketha_{name}", doc, labels=labels)
+            g.add_metric(base, status[name])
+            yield g
+        if "connections" in status:
+            push = GaugeMetricFamily(
+                "rocketha_push2slave_max_offset", "Highest offset a slave acked", labels=labels
+            )
+            push.add_metric(base, status["push2slave_max_offset"])
+            yield push
+            keys = ["slave"]
+            ack = GaugeMetricFamily("rocketha_slave_ack_offset", "Slave ack offset", labels=keys)
+            lag = GaugeMetricFamily("rocketha_slave_lag_bytes", "Bytes behind master", labels=keys)
+            sent = GaugeMetricFamily("rocketha_bytes_replicated", "Bytes sent", labels=keys)
+            state = GaugeMetricFamily(
+                "rocketha_ha_connection_state", "1 for the connection's state", labels=[*keys, "state"]
+            )
+            for c in status["connections"]:
+                ack.add_metric([c["address"]], c["slave_ack_offset"])
+                lag.add_metric([c["address"]], c["lag_bytes"])
+                sent.add_metric([c["address"]], c["bytes_sent"])
+                state.add_metric([c["address"], c["state"]], 1)
+            yield from (ack, lag, sent, state)
+        else:
+            recv = GaugeMetricFamily("rocketha_bytes_replicated", "Bytes received", labels=labels)
+            recv.add_metric(base, status.get("bytes_received", 0))
+            yield recv
+            state = GaugeMetricFamily(
+                "rocketha_ha_connection_state", "1 for the client's state", labels=[*labels, "state"]
+            )
+            state.add_metric([*base, status.get("state", "")], 1)
+            yield state
