@@ -237,7 +237,10 @@ class Broker:
         self._check_master()
         started = time.perf_counter()
         result = self.store.put(msg)
-        if self.group_transfer is not None or self.config.flush_disk_type is FlushDiskType.SYNC_FLUSH:
+        if (
+            self.group_transfer is not None
+            or self.config.flush_disk_type is FlushDiskType.SYNC_FLUSH
+        ):
             status = self._verdict(result.next_offset, self._replication(result.next_offset))
             if status is not PutStatus.PUT_OK:
                 result = result.with_status(status)

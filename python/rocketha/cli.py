@@ -181,6 +181,14 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         except RocketHAError as e:
             print(f"CORRUPT: {e}")
             return 1
+        scan_error = store.scan_error()
+        if scan_error is not None:
+            at, reason = scan_error
+            print(
+                f"CORRUPT: valid data ends at offset {at}: {reason} "
+                "(a torn last record is expected while a broker is writing)"
+            )
+            return 1
         print(f"{count} records, every CRC verified; per topic: {topics}")
         for topic, qid, lo, hi in store.queues():
             print(f"  consume queue {topic}/{qid}: queue offsets [{lo}, {hi})")

@@ -172,7 +172,8 @@ class BrokerConfig:
         size = self.mapped_file_size_commit_log
         if size < 64 * 1024 or size % 4096 or size > 2**31:
             raise self._fail(
-                "mapped_file_size_commit_log", f"{size} must be a multiple of 4096 in [64 KiB, 2 GiB]"
+                "mapped_file_size_commit_log",
+                f"{size} must be a multiple of 4096 in [64 KiB, 2 GiB]",
             )
         if self.mapped_file_size_consume_queue % 20 or self.mapped_file_size_consume_queue < 20:
             raise self._fail("mapped_file_size_consume_queue", "must be a multiple of 20")
@@ -209,7 +210,9 @@ class BrokerConfig:
     def load(cls, path: str | os.PathLike[str], **overrides: Any) -> BrokerConfig:
         """Reads a RocketMQ properties file; ``overrides`` (snake_case) win over the file."""
         text = Path(path).read_text(encoding="utf-8")
-        return cls.from_properties(_parse_properties(text, str(path)), source=str(path), **overrides)
+        return cls.from_properties(
+            _parse_properties(text, str(path)), source=str(path), **overrides
+        )
 
     @classmethod
     def from_properties(

@@ -92,7 +92,9 @@ class HAService:
             )
             log.info("HA client replicating from %s", a["master_address"])
         self._running = True
-        self._pump = threading.Thread(target=self._pump_events, name="rocketha-ha-events", daemon=True)
+        self._pump = threading.Thread(
+            target=self._pump_events, name="rocketha-ha-events", daemon=True
+        )
         self._pump.start()
         return self
 

@@ -57,7 +57,9 @@ class BrokerMetrics(Collector):
             lag = GaugeMetricFamily("rocketha_slave_lag_bytes", "Bytes behind master", labels=keys)
             sent = GaugeMetricFamily("rocketha_bytes_replicated", "Bytes sent", labels=keys)
             state = GaugeMetricFamily(
-                "rocketha_ha_connection_state", "1 for the connection's state", labels=[*keys, "state"]
+                "rocketha_ha_connection_state",
+                "1 for the connection's state",
+                labels=[*keys, "state"],
             )
             for c in status["connections"]:
                 ack.add_metric([c["address"]], c["slave_ack_offset"])
@@ -70,7 +72,9 @@ class BrokerMetrics(Collector):
             recv.add_metric(base, status.get("bytes_received", 0))
             yield recv
             state = GaugeMetricFamily(
-                "rocketha_ha_connection_state", "1 for the client's state", labels=[*labels, "state"]
+                "rocketha_ha_connection_state",
+                "1 for the client's state",
+                labels=[*labels, "state"],
             )
             state.add_metric([*base, status.get("state", "")], 1)
             yield state

@@ -9,6 +9,8 @@ pub enum RecordError {
     EmptyTopic,
     #[error("topic is {0} bytes, more than the 32767 a record can hold")]
     TopicTooLong(usize),
+    #[error("topic contains {0:?}; topics use only letters, digits and %|_-")]
+    BadTopicChar(char),
     #[error("body is {0} bytes, more than maxMessageSize (4194304)")]
     BodyTooLarge(usize),
     #[error("properties encode to {0} bytes, more than the 32767 a record can hold")]

@@ -70,6 +70,8 @@ pub struct MessageStore {
     /// Called after each publish with the new max offset (the HA master's wake-up).
     listener: RwLock<Option<AppendListener>>,
     recovery: RecoveryReport,
+    /// Read-only stores: why the last refresh stopped before the bytes ran out, if it did.
+    scan_error: Mutex<Option<(u64, PathBuf, crate::error::RecordError)>>,
     lock_file: Mutex<Option<File>>,
     closed: AtomicBool,
 }
@@ -161,6 +163,7 @@ impl MessageStore {
             flush: OnceLock::new(),
             listener: RwLock::new(None),
             recovery,
+            scan_error: Mutex::new(None),
             lock_file: Mutex::new(Some(lock_file)),
             closed: AtomicBool::new(false),
             config,
@@ -237,6 +240,7 @@ impl MessageStore {
             flush: OnceLock::new(),
             listener: RwLock::new(None),
             recovery: RecoveryReport::default(),
+            scan_error: Mutex::new(None),
             lock_file: Mutex::new(None),
             closed: AtomicBool::new(false),
             config,
@@ -263,6 +267,7 @@ impl MessageStore {
         let pos = all[from].wrote() % all[from].size().max(1);
         let pos = if all[from].is_full() { 0 } else { pos };
         let scan = self.commit_log.scan_valid(&all, from, pos);
+        *self.scan_error.lock().unwrap_or_else(|p| p.into_inner()) = scan.error.clone();
         for (i, f) in all.iter().enumerate().skip(from) {
             f.set_wrote(match i.cmp(&scan.index) {
                 std::cmp::Ordering::Less => f.size(),
@@ -296,6 +301,15 @@ impl MessageStore {
     pub fn recovery(&self) -> &RecoveryReport {
         &self.recovery
     }
+    /// Read-only stores: where and why valid data ended at the last refresh, when that was an
+    /// invalid record rather than zeroed space (a writer mid-append, or corruption).
+    pub fn scan_error(&self) -> Option<(u64, PathBuf, crate::error::RecordError)> {
+        self.scan_error
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
     pub fn min_offset(&self) -> u64 {
         self.commit_log.min_offset()
     }

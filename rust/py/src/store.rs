@@ -24,8 +24,8 @@ use crate::errors::{to_py, ForkGuard, InvalidMessageError};
 const DETACH_ABOVE: usize = 64 * 1024;
 
 /// The outcome of a put, as RocketMQ's `PutMessageStatus` names it.
-#[pyclass(eq, eq_int, frozen, module = "rocketha._core")]
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[pyclass(eq, eq_int, frozen, hash, module = "rocketha._core")]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 #[allow(non_camel_case_types)]
 pub enum PutStatus {
     PUT_OK,
@@ -679,6 +679,15 @@ impl PyMessageStore {
     fn refresh(&self, py: Python<'_>) -> PyResult<u64> {
         let store = self.store()?.clone();
         py.detach(|| store.refresh()).map_err(to_py)
+    }
+
+    /// Read-only stores: `(offset, reason)` where the last refresh found an invalid record, or
+    /// None when valid data ran up to zeroed space.
+    fn scan_error(&self) -> PyResult<Option<(u64, String)>> {
+        Ok(self
+            .store()?
+            .scan_error()
+            .map(|(at, _, reason)| (at, reason.to_string())))
     }
 
     /// Cuts the log (and consume queues) back to `offset`, a record boundary.

@@ -33,14 +33,18 @@ impl MappedFile {
         prefault: bool,
     ) -> Result<Self, CommitLogError> {
         let path = dir.join(segment_name(start));
+        // Built under a temporary name and renamed when complete, so a crash mid-creation never
+        // leaves a short segment that would stop the store from opening.
+        let tmp = dir.join(format!("{}.tmp", segment_name(start)));
         let file = OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(false)
-            .open(&path)
-            .map_err(|e| CommitLogError::io(&path, e))?;
-        reserve(&file, size).map_err(|e| CommitLogError::io(&path, e))?;
+            .open(&tmp)
+            .map_err(|e| CommitLogError::io(&tmp, e))?;
+        reserve(&file, size).map_err(|e| CommitLogError::io(&tmp, e))?;
+        std::fs::rename(&tmp, &path).map_err(|e| CommitLogError::io(&path, e))?;
         let mut options = MmapOptions::new();
         options.len(size);
         if prefault {

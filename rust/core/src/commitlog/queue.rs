@@ -47,6 +47,11 @@ impl MappedFileQueue {
             let path = entry.path();
             let name = entry.file_name();
             let name = name.to_string_lossy();
+            if name.ends_with(".tmp") && writable {
+                // A segment whose creation a crash interrupted: never part of the log.
+                let _ = std::fs::remove_file(&path);
+                continue;
+            }
             if name.starts_with('.') || name.ends_with(".tmp") {
                 continue;
             }

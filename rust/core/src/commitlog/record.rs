@@ -147,6 +147,14 @@ impl MessageDraft<'_> {
         if self.topic.len() > MAX_TOPIC_LEN {
             return Err(RecordError::TopicTooLong(self.topic.len()));
         }
+        // RocketMQ's topic charset; it also keeps consume queue paths inside the store.
+        if let Some(bad) = self
+            .topic
+            .chars()
+            .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '%' | '|' | '_' | '-')))
+        {
+            return Err(RecordError::BadTopicChar(bad));
+        }
         if self.body.len() > MAX_BODY_SIZE {
             return Err(RecordError::BodyTooLarge(self.body.len()));
         }

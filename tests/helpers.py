@@ -1,0 +1,100 @@
+"""Shared helpers of the test suite: brokers in child processes, waiting, log comparison."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from rocketha.cli import segment_checksums
+
+SEGMENT = 64 * 1024
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 60.0, what: str = "condition") -> Any:
+    """Polls ``predicate`` until truthy; a generous timeout only turns a hang into a failure."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.01)
+
+
+def write_conf(path: Path, **keys: Any) -> Path:
+    lines = [f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in keys.items()]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+class BrokerProcess:
+    """``rocketha broker -c CONF`` in a child process."""
+
+    def __init__(self, conf: Path, *extra: str) -> None:
+        self.conf = conf
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "rocketha", "-v", "broker", "-c", str(conf), *extra],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line:
+            raise AssertionError(f"broker failed to start: {self.proc.stderr.read()}")  # type: ignore[union-attr]
+        self.started = json.loads(line)["started"]
+
+    def kill(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=30)
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout=30)
+        finally:
+            for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+                if stream is not None:
+                    stream.close()
+
+    def stderr(self) -> str:
+        assert self.proc.stderr is not None
+        return self.proc.stderr.read()
+
+
+def start_slave(tmp: Path, name: str, master_address: str, **keys: Any) -> BrokerProcess:
+    conf = write_conf(
+        tmp / f"{name}.properties",
+        brokerName="broker-a",
+        brokerId=keys.pop("brokerId", 1),
+        brokerRole="SLAVE",
+        storePathRootDir=tmp / name,
+        haMasterAddress=master_address,
+        mappedFileSizeCommitLog=keys.pop("mappedFileSizeCommitLog", SEGMENT),
+        **keys,
+    )
+    return BrokerProcess(conf)
+
+
+def same_log(a: Path, b: Path) -> bool:
+    return segment_checksums(a) == segment_checksums(b)
+
+
+__all__ = [
+    "SEGMENT",
+    "BrokerProcess",
+    "same_log",
+    "start_slave",
+    "wait_for",
+    "write_conf",
+]

@@ -1,0 +1,298 @@
+"""The commit log seen from Python: round trips, reopen, recovery, bad input."""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+import zlib
+from pathlib import Path
+
+import pytest
+from helpers import SEGMENT
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import rocketha
+from rocketha import InvalidMessageError, Message, MessageStore, PutStatus
+
+
+def open_store(path: Path, **kw: object) -> MessageStore:
+    return MessageStore(path, mapped_file_size=SEGMENT, **kw)
+
+
+def test_put_and_read_back_every_field(tmp_path: Path) -> None:
+    with open_store(tmp_path) as store:
+        r = store.put(
+            Message(
+                "orders",
+                b"hello",
+                tags="new",
+                keys=["k1", "k2"],
+                properties={"a": "1"},
+                queue_id=3,
+                flag=9,
+            )
+        )
+        assert (r.status, r.offset, r.queue_offset) == (PutStatus.PUT_OK, 0, 0)
+        assert r.next_offset == r.size == store.max_offset
+        [m] = list(store.messages())
+        assert (m.topic, m.body, m.tags, m.keys) == ("orders", b"hello", "new", ["k1", "k2"])
+        assert m.properties == {"a": "1", "TAGS": "new", "KEYS": "k1 k2"}
+        assert (m.queue_id, m.queue_offset, m.flag, m.commitlog_offset) == (3, 0, 9, 0)
+        assert m.body_crc == zlib.crc32(b"hello") & 0x7FFFFFFF
+        assert m.msg_id == r.msg_id == "7F00000100002A9F0000000000000000"
+        assert m.store_host == "127.0.0.1:10911"
+        assert m.store_timestamp >= m.born_timestamp > 0
+        assert (
+            m.store_size
+            == r.size
+            == 91 + 5 + len("orders") + len("a\x011\x02TAGS\x01new\x02KEYS\x01k1 k2\x02")
+        )
+
+
+@settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    msgs=st.lists(
+        st.tuples(
+            st.text("abcXYZ019%|_-", min_size=1, max_size=200),
+            st.binary(max_size=3000),
+            st.integers(0, 7),
+        ),
+        min_size=1,
+        max_size=60,
+    )
+)
+def test_round_trip_across_segments_and_reopen(
+    tmp_path_factory: pytest.TempPathFactory, msgs: list
+) -> None:
+    path = tmp_path_factory.mktemp("rt")
+    with open_store(path) as store:
+        results = store.put_batch([Message(t, b, queue_id=q) for t, b, q in msgs])
+    with open_store(path) as store:
+        got = list(store.messages())
+        assert [(m.topic, m.body, m.queue_id) for m in got] == [(t, b, q) for t, b, q in msgs]
+        assert [m.commitlog_offset for m in got] == [r.offset for r in results]
+        # Queue offsets count per topic and queue.
+        seen: dict[tuple[str, int], int] = {}
+        for m in got:
+            key = (m.topic, m.queue_id)
+            assert m.queue_offset == seen.get(key, 0)
+            seen[key] = m.queue_offset + 1
+            [via_cq] = store.get_messages(m.topic, m.queue_id, m.queue_offset, 1)
+            assert via_cq.commitlog_offset == m.commitlog_offset
+
+
+def test_records_never_span_segments_and_blank_pads(tmp_path: Path) -> None:
+    with open_store(tmp_path) as store:
+        store.put_batch([Message("T", os.urandom(10_000)) for _ in range(20)])
+        segments = store.segments()
+        assert len(segments) >= 3
+        first_end = segments[1][1]
+        tail = bytes(store.read_raw(0, SEGMENT))
+        assert len(tail) == SEGMENT
+    blank_at = max(
+        m.next_offset
+        for m in MessageStore(tmp_path, mapped_file_size=SEGMENT).messages()
+        if m.commitlog_offset < first_end
+    )
+    # The padding header: remaining size, then the BLANK magic 0xCBD43194.
+    assert tail[blank_at + 4 : blank_at + 8] == bytes.fromhex("CBD43194")
+    assert int.from_bytes(tail[blank_at : blank_at + 4], "big") == SEGMENT - blank_at
+
+
+def test_read_raw_is_zero_copy_memoryview(tmp_path: Path) -> None:
+    with open_store(tmp_path) as store:
+        store.put(Message("T", b"abc"))
+        view = store.read_raw(0, 1 << 20)
+        assert isinstance(view, memoryview) and view.readonly
+        assert len(view) == store.max_offset
+        with pytest.raises(TypeError):
+            view[0] = 1  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    ("make", "text"),
+    [
+        (lambda: Message("", b"x"), "topic is empty"),
+        (lambda: Message("t" * 32768, b"x"), "32767"),
+        (lambda: Message("T", b"x" * (4 * 1024 * 1024 + 1)), "maxMessageSize"),
+        (lambda: Message("T", b"x", queue_id=-1), "negative"),
+        (lambda: Message("../etc", b"x"), "topics use only"),
+    ],
+)
+def test_bad_messages_are_refused_and_write_nothing(tmp_path: Path, make, text: str) -> None:
+    with open_store(tmp_path) as store:
+        store.put(Message("T", b"ok"))
+        before = store.max_offset
+        with pytest.raises(InvalidMessageError, match=text):
+            store.put(make())
+        with pytest.raises(InvalidMessageError, match=text):
+            store.put_batch([Message("T", b"fine"), make()])
+        assert store.max_offset == before
+
+
+def test_separator_bytes_in_properties_are_refused() -> None:
+    with pytest.raises(InvalidMessageError, match="separator"):
+        Message("T", b"x", properties={"k": "a\x02b"})
+    with pytest.raises(InvalidMessageError, match="separator"):
+        Message("T", b"x", tags="a\x01")
+
+
+def test_wrong_segment_size_on_reopen(tmp_path: Path) -> None:
+    with open_store(tmp_path) as store:
+        store.put(Message("T", b"x"))
+    with pytest.raises(rocketha.ConfigError, match="mappedFileSizeCommitLog"):
+        MessageStore(tmp_path, mapped_file_size=2 * SEGMENT)
+    with pytest.raises(rocketha.ConfigError, match="multiple of 4096"):
+        MessageStore(tmp_path / "other", mapped_file_size=70_000)
+
+
+def test_store_open_twice_is_refused(tmp_path: Path) -> None:
+    with open_store(tmp_path):
+        with pytest.raises(rocketha.StoreLockedError, match="already open"):
+            open_store(tmp_path)
+        code = (
+            f"import rocketha; rocketha.MessageStore({str(tmp_path)!r}, mapped_file_size={SEGMENT})"
+        )
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        assert proc.returncode != 0 and "StoreLockedError" in proc.stderr
+    # Released on close.
+    open_store(tmp_path).close()
+
+
+def test_flipped_byte_in_tail_is_truncated_with_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with open_store(tmp_path) as store:
+        results = store.put_batch([Message("T", b"payload-%d" % i) for i in range(50)])
+    victim = results[40]
+    segment = tmp_path / "commitlog" / f"{0:020d}"
+    raw = bytearray(segment.read_bytes())
+    raw[victim.offset + 88 + 2] ^= 0xFF  # the body starts at byte 88: its CRC no longer matches
+    segment.write_bytes(raw)
+    with caplog.at_level(logging.WARNING, logger="rocketha.store"):
+        store = open_store(tmp_path)
+    assert store.max_offset == victim.offset
+    assert f"offset {victim.offset}" in caplog.text and "CRC" in caplog.text
+    assert len(list(store.messages())) == 40
+    assert [q[3] for q in store.queues()] == [40]
+    # Appending continues right after the valid prefix.
+    assert store.put(Message("T", b"after")).offset == victim.offset
+    store.close()
+
+
+CHILD = textwrap.dedent(
+    """
+    import os, sys, rocketha
+    store = rocketha.MessageStore(sys.argv[1], mapped_file_size={segment})
+    print("ready", flush=True)
+    i = 0
+    while True:
+        body = os.urandom(1 + (i * 7919) % 6000)
+        store.put(rocketha.Message("T%d" % (i % 3), body, tags="t", queue_id=i % 2))
+        i += 1
+    """
+)
+
+
+@pytest.mark.parametrize("trial", range(20))
+def test_sigkill_mid_append_recovers_a_valid_prefix(tmp_path: Path, trial: int) -> None:
+    rng = random.Random(trial)
+    for round_ in range(2):
+        proc = subprocess.Popen(
+            [sys.executable, "-c", CHILD.format(segment=SEGMENT), str(tmp_path)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        import time
+
+        time.sleep(rng.uniform(0.01, 0.3))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        proc.stdout.close()
+        assert (tmp_path / "abort").exists(), "the abort marker shows the crash"
+        with open_store(tmp_path) as store:
+            count = 0
+            for m in store.messages(check_crc=True):
+                assert m.body_crc == zlib.crc32(m.body) & 0x7FFFFFFF
+                count += 1
+            assert count > 0 or round_ == 0
+            # Consume queues agree with the log after recovery.
+            total = sum(hi - lo for _, _, lo, hi in store.queues())
+            assert total == count
+        assert not (tmp_path / "abort").exists()
+
+
+def test_sync_flush_group_commit(tmp_path: Path) -> None:
+    import threading
+
+    with MessageStore(
+        tmp_path, mapped_file_size=SEGMENT * 16, flush_disk_type="SYNC_FLUSH"
+    ) as store:
+        results: list = []
+
+        def producer() -> None:
+            for _ in range(200):
+                results.append(store.put(Message("T", b"x" * 100)))
+
+        threads = [threading.Thread(target=producer) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(results) == 1600 and {r.status for r in results} == {PutStatus.PUT_OK}
+        msyncs, requests, flushed = store.flush_stats()
+        assert flushed >= max(r.next_offset for r in results)
+        assert requests >= 1 and msyncs >= 1
+
+
+def test_read_only_open_sees_a_live_writer(tmp_path: Path) -> None:
+    with open_store(tmp_path) as store:
+        store.put_batch([Message("T", b"a" * 500) for _ in range(300)])
+        reader = open_store(tmp_path, read_only=True)
+        assert reader.max_offset == store.max_offset
+        store.put(Message("T", b"later"))
+        assert reader.refresh() == store.max_offset
+        assert list(reader.messages())[-1].body == b"later"
+        with pytest.raises(rocketha.RocketHAError, match="read-only"):
+            reader.put(Message("T", b"x"))
+
+
+def test_inspect_cli_verifies_crcs(tmp_path: Path) -> None:
+    with open_store(tmp_path) as store:
+        store.put_batch([Message("T", b"x" * 100, tags="a") for _ in range(10)])
+    out = subprocess.run(
+        [sys.executable, "-m", "rocketha", "inspect", str(tmp_path)], capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+    assert "10 records, every CRC verified" in out.stdout
+    segment = tmp_path / "commitlog" / f"{0:020d}"
+    raw = bytearray(segment.read_bytes())
+    raw[150] ^= 0xFF
+    segment.write_bytes(raw)
+    out = subprocess.run(
+        [sys.executable, "-m", "rocketha", "inspect", str(tmp_path)], capture_output=True, text=True
+    )
+    assert out.returncode == 1 and "CORRUPT" in out.stdout and "offset" in out.stdout
+
+
+def test_handle_refuses_use_after_fork(tmp_path: Path) -> None:
+    store = open_store(tmp_path)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            store.max_offset
+        except rocketha.ForkedProcessError:
+            os._exit(0)
+        os._exit(1)
+    _, status = os.waitpid(pid, 0)
+    store.close()
+    assert os.WEXITSTATUS(status) == 0
