@@ -13,11 +13,10 @@ import zlib
 from pathlib import Path
 
 import pytest
+import rocketha
 from helpers import SEGMENT
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-import rocketha
 from rocketha import InvalidMessageError, Message, MessageStore, PutStatus
 
 
@@ -289,7 +288,7 @@ def test_handle_refuses_use_after_fork(tmp_path: Path) -> None:
     pid = os.fork()
     if pid == 0:
         try:
-            store.max_offset
+            _ = store.max_offset
         except rocketha.ForkedProcessError:
             os._exit(0)
         os._exit(1)

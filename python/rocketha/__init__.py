@@ -34,7 +34,6 @@ __all__ = [
     "GetMessageResult",
     "HAError",
     "HAService",
-    "HAError",
     "InvalidMessageError",
     "Message",
     "MessageExt",

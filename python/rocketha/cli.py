@@ -1,4 +1,4 @@
-"""The ``rocketha`` command: ``demo``, ``broker``, ``status``, ``inspect``, ``repair``, ``bench``."""
+"""The ``rocketha`` command: ``demo``, ``broker``, ``status``, ``inspect``."""
 
 from __future__ import annotations
 

@@ -32,24 +32,69 @@ MiB = 1024 * 1024
 
 #: RocketMQ broker/store keys accepted and reported as ignored.
 IGNORED_KEYS = frozenset(
-    """
-    namesrvAddr deleteWhen fileReservedTime brokerIP2 autoCreateTopicEnable
-    autoCreateSubscriptionGroup enablePropertyFilter storePathCommitLog storePathConsumeQueue
-    storePathIndex storeCheckpoint abortFile sendMessageThreadPoolNums pullMessageThreadPoolNums
-    flushCommitLogLeastPages flushConsumeQueueLeastPages flushCommitLogThoroughInterval
-    flushConsumeQueueThoroughInterval flushIntervalConsumeQueue transientStorePoolEnable
-    transientStorePoolSize mapedFileSizeConsumeQueue diskMaxUsedSpaceRatio defaultTopicQueueNums
-    messageDelayLevel aclEnable traceTopicEnable useEpollNativeSelector
-    warmMapedFileEnable warmMappedFileEnable cleanResourceInterval destroyMapedFileIntervalForcibly
-    redeleteHangedFileInterval checkCRCOnRecover maxTransferBytesOnMessageInMemory
-    maxTransferCountOnMessageInMemory maxTransferBytesOnMessageInDisk
-    maxTransferCountOnMessageInDisk messageIndexEnable maxHashSlotNum maxIndexNum
-    duplicationEnable enableDLegerCommitLog enableControllerMode fetchNamesrvAddrByAddressServer
-    brokerPermission rejectTransactionMessage serverWorkerThreads serverSelectorThreads
-    clientWorkerThreads longPollingEnable shortPollingTimeMills notifyConsumerIdsChangedEnable
-    highSpeedMode commercialEnable osPageCacheBusyTimeOutMills defaultQueryMaxNum
-    transferMsgByHeap maxDelayTime timerWheelEnable enableScheduleMessageStats
-    """.split()
+    [
+        "namesrvAddr",
+        "deleteWhen",
+        "fileReservedTime",
+        "brokerIP2",
+        "autoCreateTopicEnable",
+        "autoCreateSubscriptionGroup",
+        "enablePropertyFilter",
+        "storePathCommitLog",
+        "storePathConsumeQueue",
+        "storePathIndex",
+        "storeCheckpoint",
+        "abortFile",
+        "sendMessageThreadPoolNums",
+        "pullMessageThreadPoolNums",
+        "flushCommitLogLeastPages",
+        "flushConsumeQueueLeastPages",
+        "flushCommitLogThoroughInterval",
+        "flushConsumeQueueThoroughInterval",
+        "flushIntervalConsumeQueue",
+        "transientStorePoolEnable",
+        "transientStorePoolSize",
+        "mapedFileSizeConsumeQueue",
+        "diskMaxUsedSpaceRatio",
+        "defaultTopicQueueNums",
+        "messageDelayLevel",
+        "aclEnable",
+        "traceTopicEnable",
+        "useEpollNativeSelector",
+        "warmMapedFileEnable",
+        "warmMappedFileEnable",
+        "cleanResourceInterval",
+        "destroyMapedFileIntervalForcibly",
+        "redeleteHangedFileInterval",
+        "checkCRCOnRecover",
+        "maxTransferBytesOnMessageInMemory",
+        "maxTransferCountOnMessageInMemory",
+        "maxTransferBytesOnMessageInDisk",
+        "maxTransferCountOnMessageInDisk",
+        "messageIndexEnable",
+        "maxHashSlotNum",
+        "maxIndexNum",
+        "duplicationEnable",
+        "enableDLegerCommitLog",
+        "enableControllerMode",
+        "fetchNamesrvAddrByAddressServer",
+        "brokerPermission",
+        "rejectTransactionMessage",
+        "serverWorkerThreads",
+        "serverSelectorThreads",
+        "clientWorkerThreads",
+        "longPollingEnable",
+        "shortPollingTimeMills",
+        "notifyConsumerIdsChangedEnable",
+        "highSpeedMode",
+        "commercialEnable",
+        "osPageCacheBusyTimeOutMills",
+        "defaultQueryMaxNum",
+        "transferMsgByHeap",
+        "maxDelayTime",
+        "timerWheelEnable",
+        "enableScheduleMessageStats",
+    ]
 )
 
 

@@ -1,11 +1,11 @@
 """The enums of RocketMQ's broker configuration and of a put's outcome."""
 
-from enum import Enum
+from enum import StrEnum
 
 from rocketha._core import PutStatus
 
 
-class BrokerRole(str, Enum):
+class BrokerRole(StrEnum):
     """``brokerRole``: how a broker takes part in replication."""
 
     ASYNC_MASTER = "ASYNC_MASTER"
@@ -20,7 +20,7 @@ class BrokerRole(str, Enum):
         return self is not BrokerRole.SLAVE
 
 
-class FlushDiskType(str, Enum):
+class FlushDiskType(StrEnum):
     """``flushDiskType``: when a put counts as stored on disk."""
 
     ASYNC_FLUSH = "ASYNC_FLUSH"
