@@ -98,11 +98,13 @@ IGNORED_KEYS = frozenset(
 )
 
 
-def _snake(key: str) -> str:
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", key).lower()
+#: Keys whose RocketMQ spelling is not plain camelCase.
+_IRREGULAR = {"broker_ip1": "brokerIP1"}
 
 
 def _camel(name: str) -> str:
+    if name in _IRREGULAR:
+        return _IRREGULAR[name]
     head, *rest = name.split("_")
     return head + "".join(p[:1].upper() + p[1:] for p in rest)
 

@@ -1,0 +1,79 @@
+"""broker.conf loading and validation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from helpers import write_conf
+from rocketha import BrokerConfig, BrokerRole, ConfigError, FlushDiskType
+
+EXAMPLES = sorted((Path(__file__).parent.parent / "examples" / "conf").rglob("*.properties")) + [
+    Path(__file__).parent.parent / "examples" / "conf" / "broker.conf"
+]
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.parent.name + "/" + p.name)
+def test_every_example_config_loads(path: Path) -> None:
+    config = BrokerConfig.load(path)
+    assert config.broker_name.startswith("broker-")
+    assert "deleteWhen" in config.ignored_keys
+
+
+def test_keys_map_to_fields_with_rocketmq_defaults(tmp_path: Path) -> None:
+    conf = write_conf(
+        tmp_path / "b.conf",
+        brokerRole="SYNC_MASTER",
+        flushDiskType="SYNC_FLUSH",
+        haListenPort=0,
+        slaveTimeout=1500,
+        namesrvAddr="127.0.0.1:9876",
+    )
+    c = BrokerConfig.load(conf)
+    assert c.broker_role is BrokerRole.SYNC_MASTER
+    assert c.flush_disk_type is FlushDiskType.SYNC_FLUSH
+    assert (c.ha_listen_port, c.slave_timeout, c.in_sync_replicas) == (0, 1500, 2)
+    assert (c.ha_send_heartbeat_interval, c.ha_housekeeping_interval) == (5000, 20000)
+    assert c.ha_transfer_batch_size == 32768 and c.ha_max_gap_not_in_sync == 256 * 1024 * 1024
+    assert c.ignored_keys == {"namesrvAddr": "127.0.0.1:9876"}
+    assert BrokerConfig(broker_role="ASYNC_MASTER").in_sync_replicas == 1
+
+
+def test_spacing_and_comments(tmp_path: Path) -> None:
+    conf = tmp_path / "b.conf"
+    conf.write_text("# comment\n! also a comment\n\nbrokerName = x\nbrokerId:0\n")
+    assert BrokerConfig.load(conf).broker_name == "x"
+
+
+@pytest.mark.parametrize(
+    ("keys", "message"),
+    [
+        ({"brokerRol": "SLAVE"}, "unknown key 'brokerRol'; did you mean 'brokerRole'"),
+        ({"brokerRole": "MASTER"}, "brokerRole: bad value 'MASTER'"),
+        ({"haListenPort": "ten"}, "haListenPort: bad value"),
+        ({"brokerRole": "SLAVE", "haMasterAddress": "h:1"}, "brokerId: a SLAVE needs brokerId > 0"),
+        ({"brokerId": 2}, "brokerId: a ASYNC_MASTER must have brokerId 0"),
+        ({"haTransferBatchSize": 4 * 1024 * 1024}, "haTransferBatchSize"),
+        ({"brokerRole": "SLAVE", "brokerId": 1}, "haMasterAddress: a SLAVE needs"),
+        ({"mappedFileSizeCommitLog": 1000}, "mappedFileSizeCommitLog"),
+        ({"slaveReadEnable": "yes"}, "slaveReadEnable: bad value 'yes'"),
+        ({"haHousekeepingInterval": 100}, "haHousekeepingInterval"),
+    ],
+)
+def test_errors_name_the_key_and_file(tmp_path: Path, keys: dict, message: str) -> None:
+    conf = write_conf(tmp_path / "bad.conf", **keys)
+    with pytest.raises(ConfigError) as err:
+        BrokerConfig.load(conf)
+    assert message in str(err.value)
+    assert str(conf) in str(err.value)
+
+
+def test_secret_sources(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "secret").write_text("s3cret\n")
+    assert BrokerConfig(ha_auth_secret_file=str(tmp_path / "secret")).auth_secret() == b"s3cret"
+    monkeypatch.setenv("HA_SECRET", "fromenv")
+    assert BrokerConfig(ha_auth_secret_env="HA_SECRET").auth_secret() == b"fromenv"
+    with pytest.raises(ConfigError, match="haAuthSecretEnv"):
+        BrokerConfig(ha_auth_secret_env="NOPE_NOT_SET").auth_secret()
+    assert "s3cret" not in repr(BrokerConfig(ha_auth_secret="s3cret"))
+    assert "s3cret" not in BrokerConfig(ha_auth_secret="s3cret").to_properties()

@@ -1,0 +1,178 @@
+"""Replication between real processes on 127.0.0.1: convergence, restarts, bad peers, auth."""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import socket
+import struct
+import time
+from pathlib import Path
+
+import pytest
+from helpers import SEGMENT, same_log, start_slave, wait_for
+from rocketha import Broker, BrokerConfig, Message, MessageStore
+
+
+def master_config(tmp: Path, **kw: object) -> BrokerConfig:
+    return BrokerConfig(
+        broker_role=kw.pop("broker_role", "ASYNC_MASTER"),
+        store_path_root_dir=str(tmp / "master"),
+        mapped_file_size_commit_log=SEGMENT,
+        ha_listen_address="127.0.0.1",
+        ha_listen_port=0,
+        **kw,
+    )
+
+
+def random_messages(n: int, seed: int) -> list[Message]:
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        roll = rng.random()
+        # Mostly small; some larger than haTransferBatchSize (32 KiB); sizes that hit segment ends.
+        size = rng.randint(33_000, 40_000) if roll < 0.003 else rng.randint(0, 600)
+        out.append(Message(f"T{i % 5}", rng.randbytes(size), tags=f"t{i % 3}", queue_id=i % 4))
+    return out
+
+
+def acked(master: Broker) -> list[int]:
+    assert master.ha is not None and master.ha.master is not None
+    return sorted(master.ha.master.slave_ack_offsets())
+
+
+def queues_of(path: Path) -> list:
+    with MessageStore(path, mapped_file_size=SEGMENT, read_only=True) as s:
+        return s.queues()
+
+
+def test_two_slaves_converge_byte_identical_with_100k_messages(tmp_path: Path) -> None:
+    msgs = random_messages(100_000, seed=1)
+    with Broker(master_config(tmp_path)) as master:
+        master.put_batch(msgs[:30_000])
+        slaves = [
+            start_slave(tmp_path, f"s{i}", master.ha_address, brokerId=i + 1) for i in range(2)
+        ]
+        try:
+            for i in range(30_000, 100_000, 1000):
+                master.put_batch(msgs[i : i + 1000])
+            target = master.max_offset
+            wait_for(lambda: acked(master) == [target, target], 120, "both slaves to ack")
+            assert len(master.store.segments()) > 50
+        finally:
+            for s in slaves:
+                assert s.stop() == 0
+    for i in range(2):
+        assert same_log(tmp_path / "master", tmp_path / f"s{i}")
+        assert queues_of(tmp_path / f"s{i}") == queues_of(tmp_path / "master")
+
+
+def test_killed_slave_resumes_from_its_own_max_offset(tmp_path: Path) -> None:
+    msgs = random_messages(20_000, seed=2)
+    with Broker(master_config(tmp_path)) as master:
+        slave = start_slave(tmp_path, "s", master.ha_address)
+        master.put_batch(msgs[:10_000])
+        wait_for(lambda: acked(master) and acked(master)[0] > 0, 60, "some replication")
+        slave.kill()
+        master.put_batch(msgs[10_000:])
+        with MessageStore(tmp_path / "s", mapped_file_size=SEGMENT) as recovered:
+            resumed_from = recovered.max_offset
+        assert 0 < resumed_from < master.max_offset
+        slave = start_slave(tmp_path, "s", master.ha_address)
+        try:
+            target = master.max_offset
+            wait_for(lambda: acked(master) == [target], 60, "the restarted slave to catch up")
+            starts = [c["next_transfer_from"] for c in master.ha.connections()]  # type: ignore[union-attr]
+            assert starts and starts[0] >= resumed_from
+        finally:
+            assert slave.stop() == 0
+    assert same_log(tmp_path / "master", tmp_path / "s")
+
+
+@pytest.mark.parametrize("last_file_only", [False, True])
+def test_empty_slave_gets_full_history_or_last_segment(
+    tmp_path: Path, last_file_only: bool
+) -> None:
+    with Broker(master_config(tmp_path, sync_from_last_file=last_file_only)) as master:
+        while len(master.store.segments()) < 3:
+            master.put_batch([Message("T", os.urandom(1000)) for _ in range(20)])
+        last_start = master.store.segments()[-1][1]
+        slave = start_slave(tmp_path, "s", master.ha_address)
+        try:
+            target = master.max_offset
+            wait_for(lambda: acked(master) == [target], 60, "catch-up")
+        finally:
+            assert slave.stop() == 0
+    with MessageStore(tmp_path / "s", mapped_file_size=SEGMENT, read_only=True) as s:
+        assert s.min_offset == (last_start if last_file_only else 0)
+        assert s.max_offset == target
+    if not last_file_only:
+        assert same_log(tmp_path / "master", tmp_path / "s")
+
+
+def test_bad_peers_do_not_hurt_the_healthy_slave(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="rocketha.ha")
+    with Broker(master_config(tmp_path)) as master:
+        assert master.ha is not None
+        slave = start_slave(tmp_path, "s", master.ha_address)
+        try:
+            master.put_batch([Message("T", b"x" * 100) for _ in range(1000)])
+            host, port = "127.0.0.1", master.ha_listen_port
+            wait_for(lambda: len(master.ha.connections()) == 1, 30, "the healthy slave")
+
+            def peer(payload: bytes, linger: float = 0.0) -> None:
+                with socket.create_connection((host, port)) as s:
+                    s.sendall(payload)
+                    time.sleep(linger)
+
+            peer(os.urandom(64), 0.2)  # garbage: read as offsets, most beyond max or negative
+            peer(struct.pack(">q", master.max_offset + 10**9), 0.2)  # ack beyond max offset
+            peer(struct.pack(">q", -5), 0.2)  # negative offset
+            peer(b"\x00\x00\x00", 0.0)  # half a report, then close
+            for _ in range(200):
+                socket.create_connection((host, port)).close()
+            master.put_batch([Message("T", b"y" * 100) for _ in range(1000)])
+            target = master.max_offset
+            wait_for(lambda: acked(master) == [target], 60, "the healthy slave to keep up")
+            wait_for(lambda: len(master.ha.connections()) == 1, 30, "bad connections to close")
+        finally:
+            assert slave.stop() == 0
+    assert "beyond the master's max offset" in caplog.text
+    assert "negative" in caplog.text
+    assert same_log(tmp_path / "master", tmp_path / "s")
+
+
+@pytest.mark.parametrize("slave_secret", [None, "wrong"])
+def test_wrong_or_missing_secret_gets_zero_log_bytes(
+    tmp_path: Path, slave_secret: str | None
+) -> None:
+    with Broker(master_config(tmp_path, ha_auth_secret="right")) as master:
+        assert master.ha is not None
+        master.put_batch([Message("T", b"x" * 100) for _ in range(100)])
+        keys = {"haAuthSecret": slave_secret} if slave_secret else {}
+        slave = start_slave(tmp_path, "s", master.ha_address, **keys)
+        try:
+            wait_for(
+                lambda: any(e == "SHUTDOWN" for e in master.ha._states.values()), 30, "refusal"
+            )
+            assert all(c["bytes_sent"] <= 36 + 32 for c in master.ha.connections())
+        finally:
+            slave.stop()
+    with MessageStore(tmp_path / "s", mapped_file_size=SEGMENT, read_only=True) as s:
+        assert s.max_offset == 0
+
+
+def test_right_secret_replicates(tmp_path: Path) -> None:
+    with Broker(master_config(tmp_path, ha_auth_secret="right")) as master:
+        master.put_batch([Message("T", b"x" * 100) for _ in range(100)])
+        slave = start_slave(tmp_path, "s", master.ha_address, haAuthSecret="right")
+        try:
+            target = master.max_offset
+            wait_for(lambda: acked(master) == [target], 30, "replication")
+            assert [c["authenticated"] for c in master.ha.connections()] == [True]  # type: ignore[union-attr]
+        finally:
+            assert slave.stop() == 0
+    assert same_log(tmp_path / "master", tmp_path / "s")
