@@ -26,12 +26,12 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from rocketha._core import Message, MessageExt, PutResult, PutStatus
+from rocketha._core import Message, MessageExt, PutResult
 from rocketha.config import BrokerConfig
 from rocketha.exceptions import ConfigError, NotMasterError
 from rocketha.group_transfer import GroupTransferService
 from rocketha.ha import HAService
-from rocketha.roles import BrokerRole, FlushDiskType
+from rocketha.roles import BrokerRole, FlushDiskType, PutStatus
 from rocketha.store import MessageStore
 
 log = logging.getLogger("rocketha.broker")

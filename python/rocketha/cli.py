@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import logging
@@ -121,16 +122,27 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
+class _Stopped(Exception):
+    """Raised by the SIGINT/SIGTERM handler to leave a blocking stdin read."""
+
+
 def cmd_broker(args: argparse.Namespace) -> int:
     config = BrokerConfig.load(args.config)
-    stop = threading.Event()
 
     def on_signal(signum: int, _frame: object) -> None:
         log.info("signal %d: shutting down", signum)
-        stop.set()
+        raise _Stopped
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    with contextlib.suppress(_Stopped):
+        _serve(config, args)
+    print(json.dumps({"stopped": True}), flush=True)
+    return 0
+
+
+def _serve(config: BrokerConfig, args: argparse.Namespace) -> None:
+    """Runs until a signal; the ``with`` block flushes and closes on the way out."""
     with Broker(config) as broker:
         info = {"role": config.broker_role.value, "store": config.store_path_root_dir}
         if broker.role.is_master:
@@ -140,14 +152,9 @@ def cmd_broker(args: argparse.Namespace) -> int:
         print(json.dumps({"started": info}), flush=True)
         if args.produce_stdin and broker.role.is_master:
             for line in sys.stdin:
-                if stop.is_set():
-                    break
                 r = broker.put(Message(args.topic, line.rstrip("\n").encode()))
                 print(json.dumps({"offset": r.offset, "status": r.status.name}), flush=True)
-        while not stop.wait(0.5):
-            pass
-    print(json.dumps({"stopped": True}), flush=True)
-    return 0
+        threading.Event().wait()
 
 
 def cmd_status(args: argparse.Namespace) -> int:

@@ -2,8 +2,6 @@
 
 from enum import StrEnum
 
-from rocketha._core import PutStatus
-
 
 class BrokerRole(StrEnum):
     """``brokerRole``: how a broker takes part in replication."""
@@ -27,6 +25,18 @@ class FlushDiskType(StrEnum):
     """A background thread msyncs every ``flushIntervalCommitLog`` ms."""
     SYNC_FLUSH = "SYNC_FLUSH"
     """A put returns after the msync that covers it (group commit)."""
+
+
+class PutStatus(StrEnum):
+    """How a put ended (RocketMQ's ``PutMessageStatus``)."""
+
+    PUT_OK = "PUT_OK"
+    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
+    """SYNC_FLUSH: the msync did not finish within ``syncFlushTimeout``."""
+    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"
+    """SYNC_MASTER: stored on the master, not acknowledged within ``slaveTimeout``."""
+    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
+    """SYNC_MASTER: stored on the master; no slave connected, or too far behind."""
 
 
 __all__ = ["BrokerRole", "FlushDiskType", "PutStatus"]

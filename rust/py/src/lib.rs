@@ -10,7 +10,6 @@ mod store;
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
-    m.add_class::<store::PutStatus>()?;
     m.add_class::<store::Message>()?;
     m.add_class::<store::PutResult>()?;
     m.add_class::<store::MessageExt>()?;

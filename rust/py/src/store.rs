@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use pyo3::exceptions::{PyBufferError, PyValueError};
 use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyDict, PyList};
 use rocketha_core::commitlog::mapped_file::MappedFile;
 use rocketha_core::commitlog::record::{
@@ -23,9 +24,9 @@ use crate::errors::{to_py, ForkGuard, InvalidMessageError};
 /// cost of releasing and re-taking the GIL.
 const DETACH_ABOVE: usize = 64 * 1024;
 
-/// The outcome of a put, as RocketMQ's `PutMessageStatus` names it.
-#[pyclass(eq, eq_int, frozen, hash, module = "rocketha._core")]
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+/// The outcome of a put, as RocketMQ's `PutMessageStatus` names it. Python sees the members
+/// of the `rocketha.PutStatus` enum, so `result.status is PutStatus.PUT_OK` holds.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
 #[allow(non_camel_case_types)]
 pub enum PutStatus {
     PUT_OK,
@@ -34,10 +35,14 @@ pub enum PutStatus {
     SLAVE_NOT_AVAILABLE,
 }
 
-#[pymethods]
+const PUT_STATUSES: [PutStatus; 4] = [
+    PutStatus::PUT_OK,
+    PutStatus::FLUSH_DISK_TIMEOUT,
+    PutStatus::FLUSH_SLAVE_TIMEOUT,
+    PutStatus::SLAVE_NOT_AVAILABLE,
+];
+
 impl PutStatus {
-    /// The status name, as `enum.Enum` members have it.
-    #[getter]
     fn name(&self) -> &'static str {
         match self {
             PutStatus::PUT_OK => "PUT_OK",
@@ -45,6 +50,26 @@ impl PutStatus {
             PutStatus::FLUSH_SLAVE_TIMEOUT => "FLUSH_SLAVE_TIMEOUT",
             PutStatus::SLAVE_NOT_AVAILABLE => "SLAVE_NOT_AVAILABLE",
         }
+    }
+
+    fn to_py<'py>(self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        static ENUM: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+        let class = ENUM.get_or_try_init(py, || {
+            Ok::<_, PyErr>(py.import("rocketha.roles")?.getattr("PutStatus")?.unbind())
+        })?;
+        class.bind(py).getattr(self.name())
+    }
+}
+
+impl<'a, 'py> FromPyObject<'a, 'py> for PutStatus {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
+        let name: String = obj.getattr("name")?.extract()?;
+        PUT_STATUSES
+            .into_iter()
+            .find(|s| s.name() == name)
+            .ok_or_else(|| PyValueError::new_err(format!("{name:?} is not a PutStatus")))
     }
 }
 
@@ -184,7 +209,6 @@ fn host_string(addr: &SocketAddr) -> String {
 #[pyclass(frozen, module = "rocketha._core")]
 #[derive(Clone)]
 pub struct PutResult {
-    #[pyo3(get)]
     status: PutStatus,
     #[pyo3(get)]
     offset: u64,
@@ -212,6 +236,11 @@ impl PutResult {
 
 #[pymethods]
 impl PutResult {
+    #[getter]
+    fn status<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        self.status.to_py(py)
+    }
+
     /// The commit log offset just past this record: what a replica must ack.
     #[getter]
     fn next_offset(&self) -> u64 {
@@ -233,8 +262,11 @@ impl PutResult {
 
     fn __repr__(&self) -> String {
         format!(
-            "PutResult(status={:?}, offset={}, size={}, queue_offset={})",
-            self.status, self.offset, self.size, self.queue_offset
+            "PutResult(status={}, offset={}, size={}, queue_offset={})",
+            self.status.name(),
+            self.offset,
+            self.size,
+            self.queue_offset
         )
     }
 }

@@ -522,13 +522,14 @@ impl EventLoop {
         }
         let authenticated = self.shared.config.auth_secret.is_some();
         let c = &self.conns[&token];
-        self.shared.acks.update(c.id, c.slave_key, offset);
+        // The snapshot first: a put woken by the ack may read it at once.
         self.update_info(c, |i| {
             i.state = HaState::Transfer;
             i.slave_ack_offset = offset;
             i.next_transfer_from = c.next_transfer;
             i.authenticated = authenticated;
         });
+        self.shared.acks.update(c.id, c.slave_key, offset);
         Ok(())
     }
 

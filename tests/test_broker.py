@@ -1,0 +1,230 @@
+"""Brokers by role: SYNC_MASTER acknowledgement, timeouts, producers, the CLI."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from helpers import SEGMENT, BrokerProcess, start_slave, wait_for, write_conf
+from rocketha import (
+    Broker,
+    BrokerConfig,
+    ConfigError,
+    Message,
+    MessageStore,
+    NotMasterError,
+    PutStatus,
+)
+
+
+def sync_master(tmp: Path, **kw: object) -> BrokerConfig:
+    return BrokerConfig(
+        broker_role="SYNC_MASTER",
+        store_path_root_dir=str(tmp / "master"),
+        mapped_file_size_commit_log=SEGMENT,
+        ha_listen_address="127.0.0.1",
+        ha_listen_port=0,
+        **kw,
+    )
+
+
+def slave_config(tmp: Path, master: Broker, broker_id: int = 1) -> BrokerConfig:
+    return BrokerConfig(
+        broker_role="SLAVE",
+        broker_id=broker_id,
+        store_path_root_dir=str(tmp / f"slave{broker_id}"),
+        mapped_file_size_commit_log=SEGMENT,
+        ha_master_address=master.ha_address,
+    )
+
+
+def connected(master: Broker, n: int) -> None:
+    assert master.ha is not None
+    wait_for(lambda: len(master.ha.master.slave_ack_offsets()) >= n, 30, f"{n} slaves")  # type: ignore[union-attr]
+
+
+def test_put_ok_means_the_slave_already_has_it(tmp_path: Path) -> None:
+    with Broker(sync_master(tmp_path)) as master, Broker(slave_config(tmp_path, master)) as slave:
+        connected(master, 1)
+        for i in range(300):
+            r = master.put(Message("T", b"m%d" % i, queue_id=i % 2))
+            assert r.status is PutStatus.PUT_OK
+            # Acked means stored on the slave: it is readable there right now.
+            assert slave.max_offset >= r.next_offset
+            [m] = slave.store.get_messages("T", i % 2, r.queue_offset, 1)
+            assert m.body == b"m%d" % i
+        results = master.put_batch([Message("T", b"b%d" % i) for i in range(50)])
+        assert {r.status for r in results} == {PutStatus.PUT_OK}
+        assert slave.max_offset >= results[-1].next_offset
+        fut = master.put_async(Message("T", b"async"))
+        assert fut.result(timeout=30).status is PutStatus.PUT_OK
+
+
+def test_without_slave_puts_fail_fast_and_stay_stored(tmp_path: Path) -> None:
+    with Broker(sync_master(tmp_path, slave_timeout=300)) as master:
+        r = master.put(Message("T", b"lonely"))
+        assert r.status is PutStatus.SLAVE_NOT_AVAILABLE
+        assert [m.body for m in master.messages()] == [b"lonely"]
+        with Broker(slave_config(tmp_path, master)) as slave:
+            connected(master, 1)
+            assert master.put(Message("T", b"ok")).status is PutStatus.PUT_OK
+            slave_store = slave.store
+        # The slave is gone: either refused at once or timed out after slaveTimeout.
+        statuses = {master.put(Message("T", b"after-%d" % i)).status for i in range(5)}
+        assert statuses <= {PutStatus.SLAVE_NOT_AVAILABLE, PutStatus.FLUSH_SLAVE_TIMEOUT}
+        assert slave_store.closed
+        assert [m.body for m in master.messages()][-5:] == [b"after-%d" % i for i in range(5)]
+
+
+def test_stalled_slave_gives_flush_slave_timeout(tmp_path: Path) -> None:
+    with Broker(sync_master(tmp_path, slave_timeout=200)) as master:
+        slave = start_slave(tmp_path, "s", master.ha_address)
+        connected(master, 1)
+        slave.proc.send_signal(signal.SIGSTOP)
+        try:
+            started = time.monotonic()
+            r = master.put(Message("T", b"x"))
+            assert r.status is PutStatus.FLUSH_SLAVE_TIMEOUT
+            assert time.monotonic() - started >= 0.2
+            assert master.store.max_offset == r.next_offset
+        finally:
+            slave.proc.send_signal(signal.SIGCONT)
+            slave.stop()
+
+
+def test_in_sync_replicas_three_needs_both_slaves(tmp_path: Path) -> None:
+    with Broker(sync_master(tmp_path, in_sync_replicas=3, slave_timeout=300)) as master:
+        with Broker(slave_config(tmp_path, master, 1)):
+            connected(master, 1)
+            assert master.put(Message("T", b"one")).status is PutStatus.SLAVE_NOT_AVAILABLE
+            with Broker(slave_config(tmp_path, master, 2)) as second:
+                connected(master, 2)
+                r = master.put(Message("T", b"two"))
+                assert r.status is PutStatus.PUT_OK
+                assert second.max_offset >= r.next_offset
+
+
+def test_eight_producers_all_resolve(tmp_path: Path) -> None:
+    with Broker(sync_master(tmp_path)) as master, Broker(slave_config(tmp_path, master)):
+        connected(master, 1)
+        statuses: list[PutStatus] = []
+        lock = threading.Lock()
+
+        def produce(p: int) -> None:
+            for _i in range(2000):
+                s = master.put(Message(f"P{p}", b"x" * 64)).status
+                with lock:
+                    statuses.append(s)
+
+        threads = [threading.Thread(target=produce, args=(p,)) for p in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(statuses) == 16_000
+        assert set(statuses) == {PutStatus.PUT_OK}
+
+
+def test_sync_flush_sync_master(tmp_path: Path) -> None:
+    with Broker(sync_master(tmp_path, flush_disk_type="SYNC_FLUSH")) as master:
+        with Broker(slave_config(tmp_path, master)):
+            connected(master, 1)
+            r = master.put(Message("T", b"durable"))
+            assert r.status is PutStatus.PUT_OK
+            assert master.store.flush_stats()[2] >= r.next_offset
+
+
+def test_slave_refuses_puts_and_serves_reads(tmp_path: Path) -> None:
+    with Broker(sync_master(tmp_path)) as master, Broker(slave_config(tmp_path, master)) as slave:
+        connected(master, 1)
+        master.put(Message("T", b"x", queue_id=1))
+        with pytest.raises(NotMasterError, match="SLAVE"):
+            slave.put(Message("T", b"nope"))
+        res = slave.get_messages("T", 1, 0, 10)
+        assert [m.body for m in res.messages] == [b"x"] and res.next_begin_offset == 1
+        assert slave.ha_status()["state"] == "TRANSFER"
+        assert master.ha_status()["connections"][0]["lag_bytes"] == 0
+
+
+def test_insecure_listen_address_is_refused(tmp_path: Path) -> None:
+    conf = BrokerConfig(store_path_root_dir=str(tmp_path), ha_listen_port=0)
+    with pytest.raises(ConfigError, match="haAllowInsecure"):
+        Broker(conf).start()
+    Broker(
+        BrokerConfig(store_path_root_dir=str(tmp_path), ha_listen_port=0, ha_allow_insecure=True)
+    ).start().shutdown()
+
+
+def test_metrics_endpoint_and_status_cli(tmp_path: Path) -> None:
+    with (
+        Broker(sync_master(tmp_path, metrics_port=0)) as master,
+        Broker(slave_config(tmp_path, master)),
+    ):
+        connected(master, 1)
+        master.put(Message("T", b"x"))
+        url = f"http://127.0.0.1:{master._metrics.port}"
+        out = subprocess.run(
+            [sys.executable, "-m", "rocketha", "status", url],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert out.returncode == 0, out.stderr
+        assert "rocketha_slave_ack_offset" in out.stdout and "rocketha_max_offset" in out.stdout
+        import urllib.request
+
+        body = urllib.request.urlopen(url + "/metrics", timeout=10).read().decode()
+        assert 'rocketha_put_latency_seconds_count{status="PUT_OK"} 1.0' in body
+
+
+def test_demo_cli_exits_zero_with_summary(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rocketha",
+            "demo",
+            "-n",
+            "2000",
+            "-q",
+            "--json",
+            "--store",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    summary = json.loads(out.stdout)
+    assert summary["statuses"] == {"PUT_OK": 2000}
+    assert summary["replica_byte_identical"] is True
+    assert summary["bytes_replicated"] > 2000 * 1024
+
+
+def test_broker_cli_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
+    conf = write_conf(
+        tmp_path / "m.conf",
+        brokerRole="ASYNC_MASTER",
+        storePathRootDir=tmp_path / "m",
+        mappedFileSizeCommitLog=SEGMENT,
+        haListenAddress="127.0.0.1",
+        haListenPort=0,
+    )
+    proc = BrokerProcess(conf, "--produce-stdin", "--topic", "Lines")
+    assert proc.proc.stdin is not None and proc.proc.stdout is not None
+    proc.proc.stdin.write("hello\nworld\n")
+    proc.proc.stdin.flush()
+    assert json.loads(proc.proc.stdout.readline())["status"] == "PUT_OK"
+    assert json.loads(proc.proc.stdout.readline())["status"] == "PUT_OK"
+    assert (tmp_path / "m" / "abort").exists()
+    assert proc.stop() == 0
+    assert not (tmp_path / "m" / "abort").exists(), "a clean stop leaves no abort marker"
+    with MessageStore(tmp_path / "m", mapped_file_size=SEGMENT) as store:
+        assert [m.body for m in store.messages()] == [b"hello", b"world"]
