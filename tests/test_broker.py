@@ -99,15 +99,15 @@ def test_stalled_slave_gives_flush_slave_timeout(tmp_path: Path) -> None:
 
 
 def test_in_sync_replicas_three_needs_both_slaves(tmp_path: Path) -> None:
-    with Broker(sync_master(tmp_path, in_sync_replicas=3, slave_timeout=300)) as master:
-        with Broker(slave_config(tmp_path, master, 1)):
-            connected(master, 1)
-            assert master.put(Message("T", b"one")).status is PutStatus.SLAVE_NOT_AVAILABLE
-            with Broker(slave_config(tmp_path, master, 2)) as second:
-                connected(master, 2)
-                r = master.put(Message("T", b"two"))
-                assert r.status is PutStatus.PUT_OK
-                assert second.max_offset >= r.next_offset
+    config = sync_master(tmp_path, in_sync_replicas=3, slave_timeout=300)
+    with Broker(config) as master, Broker(slave_config(tmp_path, master, 1)):
+        connected(master, 1)
+        assert master.put(Message("T", b"one")).status is PutStatus.SLAVE_NOT_AVAILABLE
+        with Broker(slave_config(tmp_path, master, 2)) as second:
+            connected(master, 2)
+            r = master.put(Message("T", b"two"))
+            assert r.status is PutStatus.PUT_OK
+            assert second.max_offset >= r.next_offset
 
 
 def test_eight_producers_all_resolve(tmp_path: Path) -> None:
@@ -132,12 +132,12 @@ def test_eight_producers_all_resolve(tmp_path: Path) -> None:
 
 
 def test_sync_flush_sync_master(tmp_path: Path) -> None:
-    with Broker(sync_master(tmp_path, flush_disk_type="SYNC_FLUSH")) as master:
-        with Broker(slave_config(tmp_path, master)):
-            connected(master, 1)
-            r = master.put(Message("T", b"durable"))
-            assert r.status is PutStatus.PUT_OK
-            assert master.store.flush_stats()[2] >= r.next_offset
+    config = sync_master(tmp_path, flush_disk_type="SYNC_FLUSH")
+    with Broker(config) as master, Broker(slave_config(tmp_path, master)):
+        connected(master, 1)
+        r = master.put(Message("T", b"durable"))
+        assert r.status is PutStatus.PUT_OK
+        assert master.store.flush_stats()[2] >= r.next_offset
 
 
 def test_slave_refuses_puts_and_serves_reads(tmp_path: Path) -> None:

@@ -8,7 +8,8 @@ import pytest
 from helpers import write_conf
 from rocketha import BrokerConfig, BrokerRole, ConfigError, FlushDiskType
 
-EXAMPLES = [*sorted((Path(__file__).parent.parent / "examples" / "conf").rglob("*.properties")), Path(__file__).parent.parent / "examples" / "conf" / "broker.conf"]
+CONF = Path(__file__).parent.parent / "examples" / "conf"
+EXAMPLES = [*sorted(CONF.rglob("*.properties")), CONF / "broker.conf"]
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.parent.name + "/" + p.name)

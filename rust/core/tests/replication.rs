@@ -21,7 +21,7 @@ fn put(store: &MessageStore, i: usize) {
     let props = encode_properties([("TAGS", "t")]).unwrap();
     let body = vec![(i % 251) as u8; (i * 7919) % 5000];
     let draft = MessageDraft {
-        topic: if i % 3 == 0 { "A" } else { "B" },
+        topic: if i.is_multiple_of(3) { "A" } else { "B" },
         body: &body,
         properties: &props,
         queue_id: (i % 4) as i32,
