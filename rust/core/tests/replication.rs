@@ -145,3 +145,67 @@ fn wrong_secret_gets_no_log_bytes() {
     client.shutdown();
     ha.shutdown();
 }
+
+/// A hand-driven slave: heartbeats arrive while idle, and a slave that stops reporting is
+/// closed by housekeeping. Short intervals keep the test quick; nothing asserts on timing.
+#[test]
+fn heartbeats_flow_and_silent_slaves_are_closed() {
+    use std::io::{Read, Write};
+    let md = tempfile::tempdir().unwrap();
+    let master = store(md.path());
+    put(&master, 1);
+    let cfg = HaConfig {
+        heartbeat_interval: Duration::from_millis(20),
+        housekeeping_interval: Duration::from_millis(300),
+        ..HaConfig::default()
+    };
+    let ha = HaMaster::start(master.clone(), "127.0.0.1:0".parse().unwrap(), cfg).unwrap();
+    let mut sock = std::net::TcpStream::connect(ha.local_addr()).unwrap();
+    sock.write_all(&0i64.to_be_bytes()).unwrap();
+    // First the log, then heartbeats: 12-byte headers with size 0 at the end offset.
+    let max = master.max_offset();
+    let mut header = [0u8; 12];
+    sock.read_exact(&mut header).unwrap();
+    let size = i32::from_be_bytes(header[8..].try_into().unwrap()) as usize;
+    let mut body = vec![0u8; size];
+    sock.read_exact(&mut body).unwrap();
+    assert_eq!(size as u64, max);
+    for _ in 0..3 {
+        sock.read_exact(&mut header).unwrap();
+        assert_eq!(
+            i64::from_be_bytes(header[..8].try_into().unwrap()) as u64,
+            max
+        );
+        assert_eq!(&header[8..], &[0, 0, 0, 0]);
+    }
+    // Silent from here on: housekeeping closes the connection (read returns 0 eventually).
+    let closed = wait_for_event(&ha, "housekeeping");
+    assert!(closed.problem);
+    sock.set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let mut rest = Vec::new();
+    let _ = sock.read_to_end(&mut rest);
+    assert!(ha.connections().is_empty());
+    ha.shutdown();
+}
+
+#[test]
+fn next_segment_is_preallocated_before_rollover() {
+    let md = tempfile::tempdir().unwrap();
+    let master = store(md.path());
+    let mut i = 0;
+    while master.max_offset() < 40 * 1024 {
+        put(&master, i);
+        i += 1;
+    }
+    let next = md
+        .path()
+        .join("commitlog")
+        .join(format!("{:020}", 64 * 1024));
+    wait_until("the next segment file", || next.exists());
+    assert_eq!(std::fs::metadata(&next).unwrap().len(), 64 * 1024);
+    assert_eq!(master.commit_log().files().files().len(), 1);
+    drop(master);
+    // Closing discards the unused preallocated segment, so a reopen ends where data ends.
+    assert!(!next.exists());
+}

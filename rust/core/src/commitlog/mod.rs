@@ -127,6 +127,7 @@ impl CommitLog {
             &self.store_host,
         );
         file.set_wrote(pos + size);
+        self.files.prepare_after(&file);
         Ok(AppendResult {
             offset,
             size,
@@ -162,6 +163,7 @@ impl CommitLog {
             // SAFETY: put lock held; writing past the published position only.
             unsafe { file.writable(pos, n) }.copy_from_slice(&data[..n]);
             file.set_wrote(pos + n);
+            self.files.prepare_after(&file);
             data = &data[n..];
             at += n as u64;
         }

@@ -5,6 +5,7 @@
 //! so an append that rolls over finds it ready instead of stalling on fallocate and page faults.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
 
@@ -23,6 +24,8 @@ pub struct MappedFileQueue {
     files: RwLock<Vec<Arc<MappedFile>>>,
     /// The segment being prepared ahead of the writer.
     next: Mutex<Option<Prealloc>>,
+    /// Start offset of the last segment preparation requested (only the writer touches it).
+    prepared: AtomicU64,
 }
 
 impl MappedFileQueue {
@@ -87,6 +90,7 @@ impl MappedFileQueue {
             preallocate,
             files: RwLock::new(files),
             next: Mutex::new(None),
+            prepared: AtomicU64::new(u64::MAX),
         })
     }
 
@@ -194,10 +198,22 @@ impl MappedFileQueue {
             .write()
             .unwrap_or_else(|p| p.into_inner())
             .push(file.clone());
-        if self.preallocate {
-            self.prepare(start + self.file_size as u64);
-        }
         Ok(file)
+    }
+
+    /// Starts preparing the segment after `current` once the writer is half way through it:
+    /// early enough to be ready at rollover, late enough that a store that never fills its
+    /// segment never pays for prefaulting the next one. Cheap when already requested.
+    pub fn prepare_after(&self, current: &MappedFile) {
+        let next = current.end();
+        if !self.preallocate
+            || current.wrote() < current.size() / 2
+            || self.prepared.load(Ordering::Relaxed) == next
+        {
+            return;
+        }
+        self.prepared.store(next, Ordering::Relaxed);
+        self.prepare(next);
     }
 
     fn prepare(&self, start: u64) {
@@ -229,6 +245,7 @@ impl MappedFileQueue {
     /// Removes a preallocated segment nobody wrote to, so a reopened store does not mistake
     /// it for the end of the log.
     pub fn discard_prepared(&self) {
+        self.prepared.store(u64::MAX, Ordering::Relaxed);
         let prepared = self.next.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some((start, handle)) = prepared {
             let _ = handle.join();

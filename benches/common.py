@@ -1,0 +1,126 @@
+"""What every scenario shares: repeated runs, median and spread, ratios to a baseline measured
+in the same run, a printed table and ``results.json``."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import rocketha
+
+
+@dataclass
+class Figure:
+    """One measured figure, beside its baseline from the same run."""
+
+    scenario: str
+    name: str
+    unit: str
+    runs: list[float]
+    baseline_name: str | None = None
+    baseline_runs: list[float] = field(default_factory=list)
+    #: True when bigger is better (throughput), False for latencies.
+    higher_is_better: bool = True
+    target: str | None = None
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.runs)
+
+    @property
+    def spread(self) -> float:
+        return (max(self.runs) - min(self.runs)) / 2 if len(self.runs) > 1 else 0.0
+
+    @property
+    def baseline(self) -> float | None:
+        return statistics.median(self.baseline_runs) if self.baseline_runs else None
+
+    @property
+    def ratio(self) -> float | None:
+        """ours / baseline; for latencies baseline-relative cost (ours / baseline) as well."""
+        b = self.baseline
+        return self.median / b if b else None
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        d.update(median=self.median, spread=self.spread, baseline=self.baseline, ratio=self.ratio)
+        return d
+
+
+def repeat(fn: Callable[[], float], runs: int) -> list[float]:
+    return [fn() for _ in range(runs)]
+
+
+def machine() -> dict:
+    def version(cmd: list[str]) -> str:
+        try:
+            return subprocess.run(cmd, capture_output=True, text=True, timeout=10).stdout.strip()
+        except OSError:
+            return "unknown"
+
+    return {
+        "cores": os.cpu_count(),
+        "kernel": platform.release(),
+        "python": sys.version.split()[0],
+        "rustc": version(["rustc", "--version"]),
+        "rocketha": rocketha.__version__,
+        "machine": platform.machine(),
+        "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+
+
+def fmt(v: float | None) -> str:
+    if v is None:
+        return "-"
+    if v >= 100:
+        return f"{v:,.0f}"
+    return f"{v:.3g}"
+
+
+def print_table(figures: list[Figure]) -> None:
+    head = ("scenario", "figure", "median", "±", "unit", "baseline", "ratio", "target")
+    rows = [
+        (
+            f.scenario,
+            f.name,
+            fmt(f.median),
+            fmt(f.spread),
+            f.unit,
+            f"{f.baseline_name}: {fmt(f.baseline)}" if f.baseline_name else "-",
+            fmt(f.ratio),
+            f.target or "",
+        )
+        for f in figures
+    ]
+    widths = [max(len(str(r[i])) for r in [head, *rows]) for i in range(len(head))]
+    for r in [head, *rows]:
+        print("  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)))
+
+
+def write_results(out: Path, figures: list[Figure], skipped: dict[str, str]) -> Path:
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "results.json"
+    path.write_text(
+        json.dumps(
+            {
+                "machine": machine(),
+                "figures": [f.as_dict() for f in figures],
+                "skipped": skipped,
+            },
+            indent=2,
+        )
+    )
+    return path
+
+
+def percentile(values: list[float], q: float) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, int(q * len(s)))]

@@ -1,0 +1,92 @@
+"""Replication throughput master -> slave on loopback (issue 3): 1 KiB messages, async master,
+vs a raw loopback TCP copy of the same bytes (target >= 0.8); catch-up time of an empty slave;
+the ack round trip (append -> ack seen) p50/p99."""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+
+from rocketha import Message, MessageStore, _core
+from rocketha.ha import HAService
+
+from benches.common import Figure, percentile
+
+SEGMENT = 1 << 30
+
+
+def _wait_acked(ha: HAService, offset: int, timeout: float = 600) -> None:
+    if not ha.wait_for_ack(offset, 1, timeout):
+        raise RuntimeError(f"slave did not ack {offset} within {timeout} s")
+
+
+def run(quick: bool, runs: int) -> list[Figure]:
+    total = (128 if quick else 1024) << 20
+    n = total // 1024
+    live, catch_up, tcp, rtts = [], [], [], []
+    msgs = [Message("BenchTopic", b"r" * (1024 - 101)) for _ in range(1000)]  # 1 KiB records
+    for _ in range(runs):
+        with tempfile.TemporaryDirectory() as d:
+            root = Path(d)
+            master = MessageStore(root / "m", mapped_file_size=SEGMENT)
+            with HAService(master, master=True) as ha:
+                addr = f"127.0.0.1:{ha.listen_port}"
+                slave = MessageStore(root / "s", mapped_file_size=SEGMENT)
+                with HAService(slave, master=False, master_address=addr):
+                    _wait_acked(ha, 0)
+                    started = time.perf_counter()
+                    for _ in range(n // 1000):
+                        master.put_batch(msgs)
+                    _wait_acked(ha, master.max_offset)
+                    live.append(master.max_offset / (time.perf_counter() - started) / 1e6)
+                    for _ in range(200 if quick else 1000):
+                        r = master.put(msgs[0])
+                        t = time.perf_counter()
+                        _wait_acked(ha, r.next_offset)
+                        rtts.append(time.perf_counter() - t)
+                slave.close()
+                empty = MessageStore(root / "e", mapped_file_size=SEGMENT)
+                started = time.perf_counter()
+                with HAService(empty, master=False, master_address=addr):
+                    _wait_acked(ha, master.max_offset)
+                    catch_up.append(time.perf_counter() - started)
+                empty.close()
+            tcp.append(
+                master.max_offset / _core.baseline_tcp_copy(master.max_offset, 32 * 1024) / 1e6
+            )
+            master.close()
+    mb = total >> 20
+    return [
+        Figure(
+            "replicate",
+            f"live replication {mb} MiB",
+            "MB/s",
+            live,
+            "raw TCP copy",
+            tcp,
+            target=">= 0.8",
+        ),
+        Figure(
+            "replicate",
+            f"empty slave catch-up {mb} MiB",
+            "MB/s",
+            [total / t / 1e6 for t in catch_up],
+            "raw TCP copy",
+            tcp,
+        ),
+        Figure(
+            "replicate",
+            "ack round trip p50",
+            "us",
+            [percentile(rtts, 0.5) * 1e6],
+            higher_is_better=False,
+        ),
+        Figure(
+            "replicate",
+            "ack round trip p99",
+            "us",
+            [percentile(rtts, 0.99) * 1e6],
+            higher_is_better=False,
+        ),
+    ]

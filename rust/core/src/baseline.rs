@@ -1,0 +1,112 @@
+//! Baselines the benchmarks compare against, measured in the same run: what the hardware does
+//! without rocketha's logic in the way.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use memmap2::MmapOptions;
+
+/// Copies `data` over and over into a preallocated, prefaulted mmap of `total` bytes: the
+/// ceiling of an append path.
+pub fn mmap_memcpy(dir: &Path, data: &[u8], total: usize) -> std::io::Result<Duration> {
+    let path = dir.join("baseline.mmap");
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&path)?;
+    file.set_len(total as u64)?;
+    // SAFETY: the file is ours alone and outlives the map.
+    let mut map = unsafe { MmapOptions::new().len(total).populate().map_mut(&file)? };
+    let started = Instant::now();
+    let mut at = 0;
+    while at + data.len() <= total {
+        map[at..at + data.len()].copy_from_slice(data);
+        at += data.len();
+    }
+    let took = started.elapsed();
+    drop(map);
+    let _ = std::fs::remove_file(&path);
+    Ok(took)
+}
+
+fn pair() -> std::io::Result<(TcpStream, TcpStream)> {
+    let listener = TcpListener::bind("127.0.0.1:0")?;
+    let client = TcpStream::connect(listener.local_addr()?)?;
+    let (server, _) = listener.accept()?;
+    client.set_nodelay(true)?;
+    server.set_nodelay(true)?;
+    Ok((client, server))
+}
+
+/// Sends `total` bytes in `chunk`-sized writes over loopback TCP to a reader thread: the
+/// ceiling of replication throughput.
+pub fn tcp_copy(total: usize, chunk: usize) -> std::io::Result<Duration> {
+    let (mut tx, mut rx) = pair()?;
+    let reader = std::thread::spawn(move || -> std::io::Result<usize> {
+        let mut buf = vec![0u8; 4 * 1024 * 1024];
+        let mut got = 0;
+        loop {
+            match rx.read(&mut buf)? {
+                0 => return Ok(got),
+                n => got += n,
+            }
+        }
+    });
+    let data = vec![7u8; chunk];
+    let started = Instant::now();
+    let mut sent = 0;
+    while sent < total {
+        let n = chunk.min(total - sent);
+        tx.write_all(&data[..n])?;
+        sent += n;
+    }
+    drop(tx);
+    let got = reader
+        .join()
+        .map_err(|_| std::io::Error::other("reader panicked"))??;
+    if got != total {
+        return Err(std::io::Error::other("short copy"));
+    }
+    Ok(started.elapsed())
+}
+
+/// Round trips of an 8-byte message over loopback TCP between two threads.
+pub fn tcp_ping_pong(rounds: usize) -> std::io::Result<Vec<Duration>> {
+    let (mut a, mut b) = pair()?;
+    let echo = std::thread::spawn(move || -> std::io::Result<()> {
+        let mut buf = [0u8; 8];
+        for _ in 0..rounds {
+            b.read_exact(&mut buf)?;
+            b.write_all(&buf)?;
+        }
+        Ok(())
+    });
+    let mut out = Vec::with_capacity(rounds);
+    let mut buf = [0u8; 8];
+    for i in 0..rounds {
+        let t = Instant::now();
+        a.write_all(&(i as u64).to_be_bytes())?;
+        a.read_exact(&mut buf)?;
+        out.push(t.elapsed());
+    }
+    echo.join()
+        .map_err(|_| std::io::Error::other("echo panicked"))??;
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn baselines_run() {
+        let dir = tempfile::tempdir().unwrap();
+        mmap_memcpy(dir.path(), &[1u8; 1000], 1 << 20).unwrap();
+        tcp_copy(1 << 20, 4096).unwrap();
+        assert_eq!(tcp_ping_pong(10).unwrap().len(), 10);
+    }
+}

@@ -1,0 +1,43 @@
+//! The benchmark baselines, callable from the Python harness (GIL released while they run).
+
+use std::path::PathBuf;
+
+use pyo3::exceptions::PyOSError;
+use pyo3::prelude::*;
+use rocketha_core::baseline;
+
+/// Seconds to memcpy `data` repeatedly into a preallocated mmap of `total` bytes in `dir`.
+#[pyfunction]
+fn baseline_mmap_memcpy(
+    py: Python<'_>,
+    dir: PathBuf,
+    data: Vec<u8>,
+    total: usize,
+) -> PyResult<f64> {
+    py.detach(|| baseline::mmap_memcpy(&dir, &data, total))
+        .map(|d| d.as_secs_f64())
+        .map_err(|e| PyOSError::new_err(e.to_string()))
+}
+
+/// Seconds to copy `total` bytes over loopback TCP in `chunk`-byte writes.
+#[pyfunction]
+fn baseline_tcp_copy(py: Python<'_>, total: usize, chunk: usize) -> PyResult<f64> {
+    py.detach(|| baseline::tcp_copy(total, chunk.max(1)))
+        .map(|d| d.as_secs_f64())
+        .map_err(|e| PyOSError::new_err(e.to_string()))
+}
+
+/// Loopback TCP round trips of 8 bytes, in seconds each.
+#[pyfunction]
+fn baseline_tcp_ping_pong(py: Python<'_>, rounds: usize) -> PyResult<Vec<f64>> {
+    py.detach(|| baseline::tcp_ping_pong(rounds))
+        .map(|v| v.iter().map(|d| d.as_secs_f64()).collect())
+        .map_err(|e| PyOSError::new_err(e.to_string()))
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(baseline_mmap_memcpy, m)?)?;
+    m.add_function(wrap_pyfunction!(baseline_tcp_copy, m)?)?;
+    m.add_function(wrap_pyfunction!(baseline_tcp_ping_pong, m)?)?;
+    Ok(())
+}
