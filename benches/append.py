@@ -76,24 +76,26 @@ def run(quick: bool, runs: int) -> list[Figure]:
     )
 
     def group_commit() -> tuple[float, float]:
-        with tempfile.TemporaryDirectory() as d:
-            with _store(Path(d), flush_disk_type="SYNC_FLUSH") as store:
-                per_thread = 500 if quick else 2000
-                msg = Message("BenchTopic", b"x" * 1024)
+        per_thread = 500 if quick else 2000
+        msg = Message("BenchTopic", b"x" * 1024)
+        with (
+            tempfile.TemporaryDirectory() as d,
+            _store(Path(d), flush_disk_type="SYNC_FLUSH") as store,
+        ):
 
-                def producer() -> None:
-                    for _ in range(per_thread):
-                        store.put(msg)
+            def producer() -> None:
+                for _ in range(per_thread):
+                    store.put(msg)
 
-                threads = [threading.Thread(target=producer) for _ in range(8)]
-                started = time.perf_counter()
-                for t in threads:
-                    t.start()
-                for t in threads:
-                    t.join()
-                took = time.perf_counter() - started
-                msyncs, _requests, _ = store.flush_stats()
-                return 8 * per_thread / took, 8 * per_thread / max(1, msyncs)
+            threads = [threading.Thread(target=producer) for _ in range(8)]
+            started = time.perf_counter()
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            took = time.perf_counter() - started
+            msyncs, _requests, _ = store.flush_stats()
+            return 8 * per_thread / took, 8 * per_thread / max(1, msyncs)
 
     gc = [group_commit() for _ in range(runs)]
     figures.append(Figure("append", "SYNC_FLUSH 8 producers", "puts/s", [g[0] for g in gc]))
