@@ -176,3 +176,87 @@ def test_right_secret_replicates(tmp_path: Path) -> None:
         finally:
             assert slave.stop() == 0
     assert same_log(tmp_path / "master", tmp_path / "s")
+
+
+def test_frame_crc_extension_replicates(tmp_path: Path) -> None:
+    with Broker(master_config(tmp_path, ha_auth_secret="k")) as master:
+        master.put_batch(random_messages(3000, seed=3))
+        slave = start_slave(tmp_path, "s", master.ha_address, haAuthSecret="k", haTransferCrc=True)
+        try:
+            target = master.max_offset
+            wait_for(lambda: acked(master) == [target], 60, "replication with CRC frames")
+        finally:
+            assert slave.stop() == 0
+    assert same_log(tmp_path / "master", tmp_path / "s")
+
+
+def test_crc_without_secret_is_a_config_error(tmp_path: Path) -> None:
+    from rocketha import ConfigError
+
+    with pytest.raises(ConfigError, match="haTransferCrc"):
+        BrokerConfig(
+            broker_role="SLAVE", broker_id=1, ha_master_address="h:1", ha_transfer_crc=True
+        )
+
+
+def _log_bytes(path: Path) -> bytes:
+    with MessageStore(path, mapped_file_size=SEGMENT, read_only=True) as s:
+        out, offset = b"", s.min_offset
+        while offset < s.max_offset:
+            chunk = bytes(s.read_raw(offset, 1 << 20))
+            out += chunk
+            offset += len(chunk)
+        return out
+
+
+def test_divergent_slave_is_detected_not_written_and_repaired(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    import shutil
+    import subprocess
+    import sys
+
+    caplog.set_level(logging.INFO, logger="rocketha.ha")
+    shared = random_messages(500, seed=4)
+    with Broker(master_config(tmp_path)) as master:
+        master.put_batch(shared)
+        common = master.max_offset
+    # The slave once replicated everything up to `common`, then was written to on its own
+    # (an old master's tail, or a mistaken producer): seed 003's dirty slave.
+    shutil.copytree(tmp_path / "master", tmp_path / "s")
+    with MessageStore(tmp_path / "s", mapped_file_size=SEGMENT) as dirty:
+        dirty.put_batch([Message("Stray", b"not on the master %d" % i) for i in range(30)])
+    before = _log_bytes(tmp_path / "s")
+    with Broker(master_config(tmp_path)) as master:
+        master.put_batch([Message("T", b"new on the master %d" % i) for i in range(30)])
+        slave = start_slave(tmp_path, "s", master.ha_address)
+        try:
+            wait_for(lambda: (tmp_path / "s" / "divergence").exists(), 30, "divergence detection")
+        finally:
+            slave.stop()
+        assert _log_bytes(tmp_path / "s") == before, "a divergent slave is not written to"
+        marker = (tmp_path / "s" / "divergence").read_text()
+        # The first differing byte lies inside the first record the two logs do not share.
+        parted = int(marker.split()[0].removeprefix("offset="))
+        assert common <= parted < common + 91 + 40
+        out = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "rocketha",
+                "repair",
+                "--truncate-to-common-prefix",
+                str(tmp_path / "s"),
+            ],
+            capture_output=True,
+            text=True,
+        )
+        assert out.returncode == 0, out.stderr
+        assert f"to offset {common}" in out.stdout
+        slave = start_slave(tmp_path, "s", master.ha_address)
+        try:
+            target = master.max_offset
+            wait_for(lambda: acked(master) == [target], 60, "replication after repair")
+        finally:
+            assert slave.stop() == 0
+    assert same_log(tmp_path / "master", tmp_path / "s")

@@ -114,6 +114,7 @@ class Broker:
                 max_transfer_bytes_per_second=flow,
                 sync_from_last_file=c.sync_from_last_file,
                 auth_secret=secret,
+                frame_crc=c.ha_transfer_crc,
             ).start()
             if self.role is BrokerRole.SYNC_MASTER and self.ha.master is not None:
                 self.group_transfer = GroupTransferService(self.ha.master).start()

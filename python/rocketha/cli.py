@@ -1,4 +1,4 @@
-"""The ``rocketha`` command: ``demo``, ``broker``, ``status``, ``inspect``."""
+"""The ``rocketha`` command: ``demo``, ``broker``, ``status``, ``inspect``, ``repair``."""
 
 from __future__ import annotations
 
@@ -202,6 +202,61 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     return 0
 
 
+def _divergence_offset(args: argparse.Namespace) -> int:
+    """Where the logs part: given, found by comparing with the master's store, or recorded by
+    the HA client when it detected the divergence."""
+    if args.to is not None:
+        return int(args.to)
+    if args.master_store:
+        with (
+            MessageStore(args.store, read_only=True, **_size_of(args.store)) as mine,
+            MessageStore(
+                args.master_store, read_only=True, **_size_of(args.master_store)
+            ) as theirs,
+        ):
+            offset = max(mine.min_offset, theirs.min_offset)
+            end = min(mine.max_offset, theirs.max_offset)
+            while offset < end:
+                a, b = mine.read_raw(offset, 1 << 20), theirs.read_raw(offset, 1 << 20)
+                n = min(len(a), len(b))
+                if n == 0:
+                    break
+                if a[:n] != b[:n]:
+                    return offset + next(i for i in range(n) if a[i] != b[i])
+                offset += n
+            return offset
+    marker = Path(args.store) / "divergence"
+    if not marker.exists():
+        raise RocketHAError(
+            f"{marker} not found: no divergence was recorded; "
+            "pass --master-store DIR or --to OFFSET"
+        )
+    fields = dict(line.split("=", 1) for line in marker.read_text().split())
+    return int(fields["offset"])
+
+
+def cmd_repair(args: argparse.Namespace) -> int:
+    """Truncates a divergent replica to the last record boundary before the logs part."""
+    if not args.truncate_to_common_prefix:
+        print("rocketha repair: say what to do: --truncate-to-common-prefix", file=sys.stderr)
+        return 2
+    diverges_at = _divergence_offset(args)
+    with MessageStore(args.store, **_size_of(args.store)) as store:
+        boundary = store.min_offset
+        for m in store.messages():
+            if m.next_offset > diverges_at:
+                break
+            boundary = m.next_offset
+        dropped = store.max_offset - boundary
+        deleted = store.truncate_to(boundary)
+    (Path(args.store) / "divergence").unlink(missing_ok=True)
+    print(
+        f"truncated {args.store} to offset {boundary} (logs part at {diverges_at}): "
+        f"dropped {dropped} bytes, deleted {len(deleted)} segment files"
+    )
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="rocketha", description=__doc__)
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO")
@@ -231,6 +286,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     inspect.add_argument("store")
     inspect.add_argument("--records", action="store_true", help="print every record")
     inspect.set_defaults(func=cmd_inspect)
+
+    repair = sub.add_parser("repair", help="repair a divergent (dirty) replica, explicitly")
+    repair.add_argument("store")
+    repair.add_argument(
+        "--truncate-to-common-prefix",
+        action="store_true",
+        help="cut the log back to the last record both logs share",
+    )
+    repair.add_argument("--master-store", help="compare with this copy of the master's store")
+    repair.add_argument("--to", type=int, help="the offset where the logs part, if known")
+    repair.set_defaults(func=cmd_repair)
 
     args = parser.parse_args(argv)
     logging.basicConfig(

@@ -148,6 +148,8 @@ class BrokerConfig:
     ha_auth_secret: str | None = dataclasses.field(default=None, repr=False)
     ha_auth_secret_file: str | None = None
     ha_auth_secret_env: str | None = None
+    #: rocketha, slave: ask the master for a CRC32 on every frame (needs haAuthSecret).
+    ha_transfer_crc: bool = False
     #: rocketha: allow an HA port on a non-loopback address without a secret.
     ha_allow_insecure: bool = False
     #: rocketha: serve Prometheus metrics on this port (0 = OS-chosen; None = off).
@@ -241,6 +243,11 @@ class BrokerConfig:
             raise self._fail(
                 "ha_housekeeping_interval",
                 "must exceed haSendHeartbeatInterval, or idle links are closed between heartbeats",
+            )
+        has_secret = self.ha_auth_secret or self.ha_auth_secret_file or self.ha_auth_secret_env
+        if self.ha_transfer_crc and not has_secret:
+            raise self._fail(
+                "ha_transfer_crc", "is negotiated in the auth handshake: set haAuthSecret too"
             )
         if not 0 < self.max_message_size <= 4 * MiB:
             raise self._fail("max_message_size", "must be in (0, 4 MiB]")

@@ -43,6 +43,7 @@ class HAService:
         max_transfer_bytes_per_second: int | None = None,
         sync_from_last_file: bool = False,
         auth_secret: bytes | None = None,
+        frame_crc: bool = False,
     ) -> None:
         self.store = store
         self.is_master = master
@@ -56,6 +57,7 @@ class HAService:
             max_transfer_bytes_per_second=max_transfer_bytes_per_second,
             sync_from_last_file=sync_from_last_file,
             auth_secret=auth_secret,
+            frame_crc=frame_crc,
         )
         self.master: _core.HAMaster | None = None
         self.client: _core.HAClient | None = None
@@ -89,6 +91,7 @@ class HAService:
                 heartbeat_interval_ms=a["heartbeat_interval_ms"],
                 housekeeping_interval_ms=a["housekeeping_interval_ms"],
                 auth_secret=a["auth_secret"],
+                frame_crc=a["frame_crc"],
             )
             log.info("HA client replicating from %s", a["master_address"])
         self._running = True

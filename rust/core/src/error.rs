@@ -105,6 +105,8 @@ pub enum FrameError {
     BodyTooLarge { size: i32, limit: usize },
     #[error("frame offset {0} is negative")]
     NegativeOffset(i64),
+    #[error("frame at offset {offset} failed its CRC32 check: corrupted in transit")]
+    BadCrc { offset: u64 },
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -24,8 +24,10 @@ fn ha_config(
     max_transfer_bytes_per_second: Option<u64>,
     sync_from_last_file: bool,
     auth_secret: Option<Vec<u8>>,
+    frame_crc: bool,
 ) -> HaConfig {
     HaConfig {
+        frame_crc,
         transfer_batch_size: transfer_batch_size.max(1),
         heartbeat_interval: Duration::from_millis(heartbeat_interval_ms.max(1)),
         housekeeping_interval: Duration::from_millis(housekeeping_interval_ms.max(1)),
@@ -76,6 +78,7 @@ impl HAMaster {
             max_transfer_bytes_per_second,
             sync_from_last_file,
             auth_secret,
+            false,
         );
         let inner = py
             .detach(|| HaMaster::start(store, listen, config))
@@ -192,7 +195,8 @@ pub struct HAClient {
 #[pymethods]
 impl HAClient {
     #[new]
-    #[pyo3(signature = (store, master_address=None, *, slave_id=1, heartbeat_interval_ms=5000, housekeeping_interval_ms=20000, auth_secret=None))]
+    #[pyo3(signature = (store, master_address=None, *, slave_id=1, heartbeat_interval_ms=5000, housekeeping_interval_ms=20000, auth_secret=None, frame_crc=false))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         store: PyRef<'_, PyMessageStore>,
@@ -201,6 +205,7 @@ impl HAClient {
         heartbeat_interval_ms: u64,
         housekeeping_interval_ms: u64,
         auth_secret: Option<Vec<u8>>,
+        frame_crc: bool,
     ) -> PyResult<Self> {
         let store = store.store()?.clone();
         let config = ha_config(
@@ -210,6 +215,7 @@ impl HAClient {
             None,
             false,
             auth_secret,
+            frame_crc,
         );
         let inner = py
             .detach(|| HaClient::start(store, master_address, config, slave_id))

@@ -4,7 +4,7 @@
 
 use std::io::{self, Read};
 
-use super::frame::{self, HEADER_LEN};
+use super::frame::{self, CRC_LEN, HEADER_LEN};
 use crate::error::FrameError;
 
 pub const READ_BUFFER_SIZE: usize = 4 * 1024 * 1024;
@@ -17,6 +17,8 @@ pub struct FrameDispatcher {
     /// Start of the first frame not yet dispatched.
     dispatch_pos: usize,
     swaps: u64,
+    /// The CRC extension was negotiated: every frame ends in a CRC32 trailer.
+    crc: bool,
 }
 
 /// What the dispatcher hands to its sink: a body to append, or a heartbeat.
@@ -33,7 +35,13 @@ impl FrameDispatcher {
             read_pos: 0,
             dispatch_pos: 0,
             swaps: 0,
+            crc: false,
         }
+    }
+
+    /// Expects (and checks) the CRC32 trailer on every frame from now on.
+    pub fn set_crc(&mut self, crc: bool) {
+        self.crc = crc;
     }
 
     pub fn swaps(&self) -> u64 {
@@ -89,21 +97,29 @@ impl FrameDispatcher {
         &mut self,
         mut sink: impl FnMut(Frame<'_>) -> Result<(), E>,
     ) -> Result<usize, E> {
-        let max_body = self.buf.len() - HEADER_LEN;
+        let trailer = if self.crc { CRC_LEN } else { 0 };
+        let max_body = self.buf.len() - HEADER_LEN - trailer;
         let mut frames = 0;
         while self.read_pos - self.dispatch_pos >= HEADER_LEN {
             let mut header = [0u8; HEADER_LEN];
             header.copy_from_slice(&self.buf[self.dispatch_pos..self.dispatch_pos + HEADER_LEN]);
             let (offset, size) = frame::decode_header(&header, max_body)?;
             let body_at = self.dispatch_pos + HEADER_LEN;
-            if self.read_pos - body_at < size {
+            if self.read_pos - body_at < size + trailer {
                 break;
+            }
+            let end = body_at + size;
+            if self.crc
+                && frame::crc_trailer(&[&self.buf[self.dispatch_pos..end]])[..]
+                    != self.buf[end..end + CRC_LEN]
+            {
+                return Err(FrameError::BadCrc { offset }.into());
             }
             sink(Frame {
                 offset,
-                body: &self.buf[body_at..body_at + size],
+                body: &self.buf[body_at..end],
             })?;
-            self.dispatch_pos = body_at + size;
+            self.dispatch_pos = end + trailer;
             frames += 1;
         }
         Ok(frames)
@@ -181,6 +197,30 @@ mod tests {
                 "cut at {cut}"
             );
         }
+    }
+
+    #[test]
+    fn crc_trailer_catches_a_flipped_body_byte() {
+        let mut bytes = stream(&[(0, vec![5; 40])]);
+        let crc = frame::crc_trailer(&[&bytes]);
+        bytes.extend_from_slice(&crc);
+        let mut d = FrameDispatcher::new(256);
+        d.set_crc(true);
+        d.feed(&bytes);
+        assert_eq!(d.dispatch::<FrameError>(|_| Ok(())), Ok(1));
+        bytes[HEADER_LEN + 3] ^= 1;
+        let mut d = FrameDispatcher::new(256);
+        d.set_crc(true);
+        d.feed(&bytes);
+        let mut written = 0;
+        assert_eq!(
+            d.dispatch::<FrameError>(|_| {
+                written += 1;
+                Ok(())
+            }),
+            Err(FrameError::BadCrc { offset: 0 })
+        );
+        assert_eq!(written, 0);
     }
 
     #[test]

@@ -14,7 +14,7 @@ use mio::{Events, Interest, Poll, Token, Waker};
 
 use super::ack::AckTable;
 use super::auth::{self, CHALLENGE_LEN, SLAVE_RESPONSE_LEN};
-use super::frame::{self, HEADER_LEN, REPORT_LEN};
+use super::frame::{self, CRC_LEN, HEADER_LEN, REPORT_LEN};
 use super::{HaConfig, HaEvents, HaState};
 use crate::commitlog::mapped_file::MappedFile;
 use crate::error::HaError;
@@ -56,14 +56,32 @@ pub struct HaMaster {
     thread: Mutex<Option<JoinHandle<()>>>,
 }
 
+/// One frame being written: header, body straight from the mmap, and the CRC trailer when the
+/// extension is on. `done` counts bytes written so far across the three.
 struct PendingWrite {
     header: [u8; HEADER_LEN],
-    header_done: usize,
     body: Option<(Arc<MappedFile>, usize, usize)>,
-    body_done: usize,
+    trailer: [u8; CRC_LEN],
+    trailer_len: usize,
+    done: usize,
 }
 
 impl PendingWrite {
+    fn new(offset: u64, body: Option<(Arc<MappedFile>, usize, usize)>, crc: bool) -> Self {
+        let len = body.as_ref().map_or(0, |b| b.2);
+        let mut w = Self {
+            header: frame::encode_header(offset, len),
+            body,
+            trailer: [0; CRC_LEN],
+            trailer_len: 0,
+            done: 0,
+        };
+        if crc {
+            w.trailer = frame::crc_trailer(&[&w.header, w.body()]);
+            w.trailer_len = CRC_LEN;
+        }
+        w
+    }
     fn body(&self) -> &[u8] {
         match &self.body {
             Some((file, pos, len)) => &file.readable(*pos)[..*len],
@@ -72,6 +90,23 @@ impl PendingWrite {
     }
     fn body_len(&self) -> usize {
         self.body.as_ref().map_or(0, |b| b.2)
+    }
+    fn total(&self) -> usize {
+        HEADER_LEN + self.body_len() + self.trailer_len
+    }
+    /// The unwritten rest, as up to three slices for one writev.
+    fn remaining(&self) -> [IoSlice<'_>; 3] {
+        let parts = [
+            &self.header[..],
+            self.body(),
+            &self.trailer[..self.trailer_len],
+        ];
+        let mut skip = self.done;
+        parts.map(|p| {
+            let from = skip.min(p.len());
+            skip -= from;
+            IoSlice::new(&p[from..])
+        })
     }
 }
 
@@ -91,8 +126,10 @@ struct Connection {
     phase: Phase,
     /// Bytes still to send before the classic protocol starts (challenge or proof).
     control: Vec<u8>,
-    report_buf: [u8; REPORT_LEN],
+    report_buf: [u8; REPORT_LEN + CRC_LEN],
     report_len: usize,
+    /// The CRC extension was negotiated for this connection.
+    crc: bool,
     slave_key: u64,
     /// RocketMQ's `nextTransferFromWhere`: unset until the slave's first report.
     next_transfer: Option<u64>,
@@ -348,8 +385,9 @@ impl EventLoop {
                         addr: addr.to_string(),
                         phase,
                         control,
-                        report_buf: [0; REPORT_LEN],
+                        report_buf: [0; REPORT_LEN + CRC_LEN],
                         report_len: 0,
+                        crc: false,
                         slave_key: id,
                         next_transfer: None,
                         write: None,
@@ -432,24 +470,33 @@ impl EventLoop {
                         let mut response = [0u8; SLAVE_RESPONSE_LEN];
                         response.copy_from_slice(got);
                         let secret = secret.as_deref().unwrap_or_default();
-                        let Some(slave_id) = auth::verify_slave(secret, challenge, &response)
+                        let Some((slave_id, flags)) =
+                            auth::verify_slave(secret, challenge, &response)
                         else {
                             return Err(
                                 "authentication failed: wrong or missing haAuthSecret".into()
                             );
                         };
-                        c.control
-                            .extend_from_slice(&auth::master_proof(secret, challenge));
+                        let proof = auth::master_proof(secret, challenge, flags);
+                        c.control.extend_from_slice(&proof);
+                        c.crc = flags & auth::FLAG_FRAME_CRC != 0;
                         c.slave_key = slave_id;
                         c.phase = Phase::Transfer;
                     }
-                    // Only the last complete 8-byte report counts: acks coalesce.
+                    // Only the last complete report counts: acks coalesce.
+                    let report_len = REPORT_LEN + if c.crc { CRC_LEN } else { 0 };
                     for &b in data {
                         c.report_buf[c.report_len] = b;
                         c.report_len += 1;
-                        if c.report_len == REPORT_LEN {
+                        if c.report_len == report_len {
                             c.report_len = 0;
-                            let offset = frame::decode_report(c.report_buf)
+                            let (report, trailer) = c.report_buf.split_at(REPORT_LEN);
+                            if c.crc && frame::crc_trailer(&[report])[..] != trailer[..CRC_LEN] {
+                                return Err("offset report failed its CRC32 check".into());
+                            }
+                            let mut raw = [0u8; REPORT_LEN];
+                            raw.copy_from_slice(report);
+                            let offset = frame::decode_report(raw)
                                 .map_err(|e| format!("bad offset report: {e}"))?;
                             latest = Some(offset);
                         }
@@ -600,39 +647,20 @@ impl EventLoop {
                 let allowance =
                     limit.map_or(batch, |l| batch.min((l - c.window_bytes) as usize).max(1));
                 match store.read_raw(next, allowance) {
-                    Some((file, pos, len)) => {
-                        c.write = Some(PendingWrite {
-                            header: frame::encode_header(next, len),
-                            header_done: 0,
-                            body: Some((file, pos, len)),
-                            body_done: 0,
-                        });
-                    }
+                    Some(body) => c.write = Some(PendingWrite::new(next, Some(body), c.crc)),
                     None if now.duration_since(c.last_write) >= heartbeat => {
-                        c.write = Some(PendingWrite {
-                            header: frame::encode_header(next, 0),
-                            header_done: 0,
-                            body: None,
-                            body_done: 0,
-                        });
+                        c.write = Some(PendingWrite::new(next, None, c.crc));
                     }
                     None => break,
                 }
             }
             let Some(w) = c.write.as_mut() else { break };
-            let body = w.body();
-            let slices = [
-                IoSlice::new(&w.header[w.header_done..]),
-                IoSlice::new(&body[w.body_done..]),
-            ];
-            match c.stream.write_vectored(&slices) {
+            match c.stream.write_vectored(&w.remaining()) {
                 Ok(n) => {
-                    let from_header = n.min(HEADER_LEN - w.header_done);
-                    w.header_done += from_header;
-                    w.body_done += n - from_header;
+                    w.done += n;
                     c.window_bytes += n as u64;
                     sent += n as u64;
-                    if w.header_done == HEADER_LEN && w.body_done == w.body_len() {
+                    if w.done == w.total() {
                         let len = w.body_len() as u64;
                         c.next_transfer = c.next_transfer.map(|n| n + len);
                         c.last_write = now;

@@ -114,6 +114,8 @@ pub struct HaConfig {
     pub max_transfer_bytes_per_second: Option<u64>,
     pub sync_from_last_file: bool,
     pub auth_secret: Option<Vec<u8>>,
+    /// Slave: ask for the per-frame CRC32 extension (needs `auth_secret`).
+    pub frame_crc: bool,
 }
 
 impl Default for HaConfig {
@@ -125,6 +127,7 @@ impl Default for HaConfig {
             max_transfer_bytes_per_second: None,
             sync_from_last_file: false,
             auth_secret: None,
+            frame_crc: false,
         }
     }
 }

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token, Waker};
 
-use super::auth::{self, CHALLENGE_LEN, MAC_LEN};
+use super::auth::{self, CHALLENGE_LEN, MASTER_PROOF_LEN};
 use super::dispatch::{FrameDispatcher, READ_BUFFER_SIZE};
 use super::frame;
 use super::{HaConfig, HaEvents, HaState};
@@ -180,7 +180,16 @@ impl Ended {
 
 enum DispatchError {
     Frame(FrameError),
-    Mismatch { master: u64, slave: u64 },
+    Mismatch {
+        master: u64,
+        slave: u64,
+    },
+    /// The master's bytes differ from ours at `at`, inside what we already hold.
+    Divergent {
+        at: u64,
+        slave_max: u64,
+        master_offset: u64,
+    },
     Store(CommitLogError),
 }
 
@@ -381,6 +390,7 @@ impl Client {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .connects += 1;
+        let mut crc = false;
         if let Some(secret) = self.shared.config.auth_secret.clone() {
             self.set_state(
                 HaState::Handshake,
@@ -395,30 +405,49 @@ impl Client {
             {
                 return e;
             }
-            let Some(response) = auth::slave_response(&secret, &challenge, self.shared.slave_id)
+            let flags = if self.shared.config.frame_crc {
+                auth::FLAG_FRAME_CRC
+            } else {
+                0
+            };
+            let Some(response) =
+                auth::slave_response(&secret, &challenge, self.shared.slave_id, flags)
             else {
                 return Ended::problem("the master's first bytes are not an authentication challenge; is haAuthSecret set on the master?");
             };
             if let Err(e) = self.write_all(stream, &response) {
                 return e;
             }
-            let mut proof = [0u8; MAC_LEN];
+            let mut proof = [0u8; MASTER_PROOF_LEN];
             if let Err(e) = self.read_exact(stream, &mut proof, deadline, "authentication proof") {
                 return e;
             }
-            if !auth::verify_master(&secret, &challenge, &proof) {
+            let Some(accepted) = auth::verify_master(&secret, &challenge, &proof) else {
                 return Ended::problem("the master failed authentication: different haAuthSecret");
+            };
+            crc = accepted & auth::FLAG_FRAME_CRC != 0;
+            if self.shared.config.frame_crc && !crc {
+                return Ended::problem("the master refused the per-frame CRC extension");
             }
         }
+        dispatcher.set_crc(crc);
         let store = self.shared.store.clone();
-        let mut reported = store.max_offset();
-        if let Err(e) = self.write_all(stream, &frame::encode_report(reported)) {
+        let mut check = PrefixCheck::new(&store);
+        let first = check.as_ref().map_or(store.max_offset(), |c| c.from);
+        if let Err(e) = self.write_all(stream, &report(first, crc)) {
             return e;
         }
+        let mut reported = store.max_offset();
         self.set_state(
             HaState::Transfer,
             master,
-            format!("connected, reported max offset {reported}"),
+            match &check {
+                Some(c) => format!(
+                    "connected; verifying bytes [{}, {}) against the master before resuming",
+                    c.from, c.until
+                ),
+                None => format!("connected, reported max offset {reported}"),
+            },
             false,
         );
         let cfg = self.shared.config.clone();
@@ -463,17 +492,28 @@ impl Client {
                     Err(e) => return Ended::problem(format!("read failed: {e}")),
                 }
                 let dispatched = dispatcher.dispatch(|f| {
+                    let body = match check.as_mut() {
+                        Some(c) => {
+                            let rest = c.verify(&store, f.offset, f.body)?;
+                            if !c.done() {
+                                // Still inside bytes we hold: nothing to append yet.
+                                return Ok(());
+                            }
+                            check = None;
+                            rest
+                        }
+                        None => f.body,
+                    };
+                    let at = f.offset + (f.body.len() - body.len()) as u64;
                     let max = store.max_offset();
-                    if max != 0 && max != f.offset {
+                    if max != 0 && max != at {
                         return Err(DispatchError::Mismatch {
-                            master: f.offset,
+                            master: at,
                             slave: max,
                         });
                     }
-                    if !f.body.is_empty() {
-                        store
-                            .append_raw(f.offset, f.body)
-                            .map_err(DispatchError::Store)?;
+                    if !body.is_empty() {
+                        store.append_raw(at, body).map_err(DispatchError::Store)?;
                     }
                     Ok(())
                 });
@@ -488,12 +528,19 @@ impl Client {
                             "master pushed offset not equal the max phy offset in slave, SLAVE: {s} MASTER: {m}; nothing written"
                         ))
                     }
-                    Err(DispatchError::Frame(e)) => return Ended::problem(format!("bad frame from master: {e}")),
+                    Err(DispatchError::Divergent { at, slave_max, master_offset }) => {
+                        let reason = divergence_reason(at, slave_max, master_offset);
+                        record_divergence(&store, at, slave_max, master);
+                        return Ended::problem(reason);
+                    }
+                    Err(DispatchError::Frame(e)) => {
+                        return Ended::problem(format!("bad frame from master: {e}; nothing written"))
+                    }
                     Err(DispatchError::Store(e)) => return Ended::problem(format!("append failed: {e}")),
                 }
                 let max = store.max_offset();
-                if max > reported {
-                    if let Err(e) = self.write_all(stream, &frame::encode_report(max)) {
+                if max > reported && check.is_none() {
+                    if let Err(e) = self.write_all(stream, &report(max, crc)) {
                         return e;
                     }
                     reported = max;
@@ -501,13 +548,121 @@ impl Client {
                 }
             }
             if last_report.elapsed() >= cfg.heartbeat_interval {
-                let max = store.max_offset();
-                if let Err(e) = self.write_all(stream, &frame::encode_report(max)) {
+                let max = if check.is_some() {
+                    first
+                } else {
+                    store.max_offset()
+                };
+                if let Err(e) = self.write_all(stream, &report(max, crc)) {
                     return e;
                 }
-                reported = max;
+                reported = reported.max(max);
                 last_report = Instant::now();
             }
         }
     }
+}
+
+/// How far back a reconnecting slave re-reads its own log from the master to prove the two
+/// agree before it appends anything (seed 003's "dirty slave").
+const PREFIX_CHECK_WINDOW: u64 = 64 * 1024;
+
+/// A reconnecting slave asks for bytes it already has, `[from, until)`, and compares them with
+/// its own before resuming at `until`. A plain RocketMQ master serves this unchanged: it is
+/// just an earlier offset request.
+struct PrefixCheck {
+    from: u64,
+    until: u64,
+    /// The next offset a frame must start at.
+    next: u64,
+}
+
+impl PrefixCheck {
+    fn new(store: &MessageStore) -> Option<Self> {
+        let until = store.max_offset();
+        let min = store.min_offset();
+        if until <= min {
+            return None;
+        }
+        // Stay inside the segment that holds the last byte, which the master must hold too.
+        let size = store.commit_log().file_size() as u64;
+        let segment_start = (until - 1) - (until - 1) % size;
+        let from = until
+            .saturating_sub(PREFIX_CHECK_WINDOW)
+            .max(segment_start)
+            .max(min);
+        Some(Self {
+            from,
+            until,
+            next: from,
+        })
+    }
+
+    fn done(&self) -> bool {
+        self.next >= self.until
+    }
+
+    /// Compares the part of a frame we already hold; returns the part past it.
+    fn verify<'a>(
+        &mut self,
+        store: &MessageStore,
+        offset: u64,
+        body: &'a [u8],
+    ) -> Result<&'a [u8], DispatchError> {
+        let divergent = |at: u64| DispatchError::Divergent {
+            at,
+            slave_max: self.until,
+            master_offset: offset,
+        };
+        if offset != self.next {
+            return Err(DispatchError::Mismatch {
+                master: offset,
+                slave: self.next,
+            });
+        }
+        if body.is_empty() {
+            // A heartbeat before we reached our end: the master holds less than we do.
+            return Err(divergent(offset));
+        }
+        let overlap = ((self.until - offset) as usize).min(body.len());
+        let mut at = offset;
+        let mut mine_done = 0;
+        while mine_done < overlap {
+            let Some((file, pos, len)) = store.read_raw(at, overlap - mine_done) else {
+                return Err(divergent(at));
+            };
+            let mine = &file.readable(pos)[..len];
+            let theirs = &body[mine_done..mine_done + len];
+            if let Some(i) = mine.iter().zip(theirs).position(|(a, b)| a != b) {
+                return Err(divergent(at + i as u64));
+            }
+            mine_done += len;
+            at += len as u64;
+        }
+        self.next = offset + body.len() as u64;
+        Ok(&body[overlap..])
+    }
+}
+
+fn report(offset: u64, crc: bool) -> Vec<u8> {
+    let mut out = frame::encode_report(offset).to_vec();
+    if crc {
+        let trailer = frame::crc_trailer(&[&out]);
+        out.extend_from_slice(&trailer);
+    }
+    out
+}
+
+fn divergence_reason(at: u64, slave_max: u64, master_offset: u64) -> String {
+    format!(
+        "divergent slave: its log differs from the master's at offset {at} (slave max offset \
+         {slave_max}, master frame at {master_offset}); nothing written. Inspect it, then run \
+         `rocketha repair --truncate-to-common-prefix STORE`"
+    )
+}
+
+/// Leaves the finding in the store, so `rocketha repair` knows where the logs part.
+fn record_divergence(store: &MessageStore, at: u64, slave_max: u64, master: &str) {
+    let text = format!("offset={at}\nslave_max_offset={slave_max}\nmaster={master}\n");
+    let _ = std::fs::write(store.config().root.join("divergence"), text);
 }
