@@ -3,12 +3,14 @@
 
 use pyo3::prelude::*;
 
+mod arrow;
 mod errors;
 mod store;
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
+    arrow::register(m)?;
     m.add_class::<store::PutStatus>()?;
     m.add_class::<store::Message>()?;
     m.add_class::<store::PutResult>()?;

@@ -22,7 +22,7 @@ use crate::error::{CommitLogError, RecordError};
 pub const DEFAULT_MAPPED_FILE_SIZE: u64 = 1024 * 1024 * 1024;
 
 pub fn check_file_size(size: u64) -> Result<usize, CommitLogError> {
-    if size < 64 * 1024 || size % 4096 != 0 || size > i32::MAX as u64 + 1 {
+    if size < 64 * 1024 || !size.is_multiple_of(4096) || size > i32::MAX as u64 + 1 {
         return Err(CommitLogError::BadFileSize(size));
     }
     Ok(size as usize)
@@ -143,7 +143,7 @@ impl CommitLog {
         let max_offset = self.max_offset();
         let empty = self.files.last().is_none();
         let ok = if empty {
-            offset % file_size == 0
+            offset.is_multiple_of(file_size)
         } else {
             offset == max_offset
         };
