@@ -9,6 +9,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
+use std::net::SocketAddr;
 
 use crate::commitlog::record::{self, RecordView, PROPERTY_KEYS};
 use crate::commitlog::CommitLog;
@@ -25,6 +26,8 @@ pub struct VarColumn {
     data: Vec<u8>,
     validity: Vec<u8>,
     nulls: usize,
+    /// Host columns: the address of the last value, which nearly every row repeats.
+    last_host: Option<SocketAddr>,
 }
 
 impl VarColumn {
@@ -78,6 +81,20 @@ impl VarColumn {
             self.validity.push(0);
         }
         self.nulls += 1;
+    }
+
+    /// `ip:port`, formatted once per run of equal addresses (formatting dominates otherwise).
+    fn push_host(&mut self, addr: SocketAddr) {
+        let start = self.data.len();
+        if self.last_host == Some(addr) {
+            let prev = self.offsets[self.len() - 1] as usize;
+            self.data.extend_from_within(prev..start);
+        } else {
+            // Writing into a Vec cannot fail.
+            let _ = write!(self.data, "{addr}");
+            self.last_host = Some(addr);
+        }
+        self.end_value();
     }
 
     fn push_opt_str(&mut self, value: Option<&[u8]>) {
@@ -186,20 +203,18 @@ impl ColumnBatch {
         self.tags.push_opt_str(r.tags());
         self.keys
             .push_opt_str(record::find_property(r.properties, PROPERTY_KEYS));
-        for (name, value) in record::decode_properties(r.properties) {
-            self.property_keys.push(name.as_bytes());
-            self.property_values.push(value.as_bytes());
+        for (name, value) in record::property_pairs(r.properties) {
+            self.property_keys.push_str(name);
+            self.property_values.push_str(value);
         }
         self.property_offsets.push(self.property_keys.len() as i32);
         self.born_timestamp.push(millis_to_micros(r.born_timestamp));
         self.store_timestamp
             .push(millis_to_micros(r.store_timestamp));
-        // Writing into a Vec cannot fail.
-        let _ = write!(self.born_host.data, "{}", r.born_host);
-        self.born_host.end_value();
-        let _ = write!(self.store_host.data, "{}", r.store_host);
-        self.store_host.end_value();
-        self.msg_id.push(r.msg_id().as_bytes());
+        self.born_host.push_host(r.born_host);
+        self.store_host.push_host(r.store_host);
+        record::msg_id_into(&mut self.msg_id.data, &r.store_host, r.physical_offset);
+        self.msg_id.end_value();
         self.flag.push(r.flag);
         self.sys_flag.push(r.sys_flag);
         self.reconsume_times.push(r.reconsume_times);
@@ -469,7 +484,6 @@ mod tests {
     use crate::commitlog::record::encode_properties;
     use crate::commitlog::record::MessageDraft;
     use crate::store::{MessageStore, StoreConfig};
-    use std::net::SocketAddr;
 
     fn store_with(n: usize) -> (tempfile::TempDir, MessageStore) {
         let dir = tempfile::tempdir().unwrap();
@@ -549,6 +563,7 @@ mod tests {
             let offsets = i64s(bufs[8]);
             let tags_validity = bufs[12];
             let born = i64s(bufs[26]);
+            let (host_offsets, id_offsets) = (i32s(bufs[33]), i32s(bufs[36]));
             for i in 0..b.num_rows() {
                 let r = expected[row].view();
                 let topic = &bufs[2][topic_offsets[i] as usize..topic_offsets[i + 1] as usize];
@@ -556,6 +571,10 @@ mod tests {
                 assert_eq!(queue_ids[i], r.queue_id);
                 assert_eq!(offsets[i], r.physical_offset);
                 assert_eq!(born[i], r.born_timestamp * 1000);
+                let host = &bufs[34][host_offsets[i] as usize..host_offsets[i + 1] as usize];
+                assert_eq!(host, r.store_host.to_string().as_bytes());
+                let id = &bufs[37][id_offsets[i] as usize..id_offsets[i + 1] as usize];
+                assert_eq!(id, r.msg_id().as_bytes());
                 let valid = tags_validity[i / 8] & (1 << (i % 8)) != 0;
                 assert_eq!(valid, r.tags().is_some());
                 row += 1;
