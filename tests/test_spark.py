@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 from pathlib import Path
 
 import pytest
@@ -205,3 +206,20 @@ def test_restart_on_checkpoint_while_store_grows_reads_each_record_once(spark, t
         assert third == [10]
     rows = spark.read.parquet(str(out)).select("commitLogOffset").collect()
     assert sorted(r.commitLogOffset for r in rows) == [r.offset for _, r in put]
+
+
+def test_offsets_below_min_offset_fail_or_skip_per_fail_on_data_loss(
+    spark, store_dir, tmp_path
+) -> None:
+    path, put = store_dir
+    trimmed = tmp_path / "trimmed"
+    shutil.copytree(path, trimmed)
+    # What retention does: the oldest segment is gone, the min offset moves up.
+    (trimmed / "commitlog" / f"{0:020d}").unlink()
+    reader = spark.read.format("rocketha").option("startingCommitLogOffset", 0)
+    with pytest.raises(Exception, match="failOnDataLoss"):
+        reader.load(str(trimmed)).count()
+    got = reader.option("failOnDataLoss", "false").load(str(trimmed)).select("commitLogOffset")
+    assert sorted(r.commitLogOffset for r in got.collect()) == [
+        r.offset for _, r in put if r.offset >= 65536
+    ]
