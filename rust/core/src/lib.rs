@@ -3,6 +3,7 @@
 //! The Python package drives this crate through the thin `rocketha-py` binding; everything here
 //! is usable and testable without Python.
 
+pub mod arrow;
 pub mod baseline;
 pub mod commitlog;
 pub mod consume_queue;

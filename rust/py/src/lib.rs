@@ -3,6 +3,7 @@
 
 use pyo3::prelude::*;
 
+mod arrow;
 mod baseline;
 mod errors;
 mod ha;
@@ -11,6 +12,7 @@ mod store;
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
+    arrow::register(m)?;
     m.add_class::<store::Message>()?;
     m.add_class::<store::PutResult>()?;
     m.add_class::<store::MessageExt>()?;

@@ -93,16 +93,24 @@ where
     Ok(out)
 }
 
-/// Splits an encoded properties block back into pairs (lossy UTF-8, as Java would decode it).
-pub fn decode_properties(raw: &[u8]) -> Vec<(String, String)> {
+/// The `(name, value)` byte pairs of an encoded properties block, borrowed, in order.
+pub fn property_pairs(raw: &[u8]) -> impl Iterator<Item = (&[u8], &[u8])> {
     raw.split(|&b| b == PROPERTY_SEPARATOR)
         .filter(|pair| !pair.is_empty())
         .filter_map(|pair| {
             let at = pair.iter().position(|&b| b == NAME_VALUE_SEPARATOR)?;
-            Some((
-                String::from_utf8_lossy(&pair[..at]).into_owned(),
-                String::from_utf8_lossy(&pair[at + 1..]).into_owned(),
-            ))
+            Some((&pair[..at], &pair[at + 1..]))
+        })
+}
+
+/// Splits an encoded properties block back into pairs (lossy UTF-8, as Java would decode it).
+pub fn decode_properties(raw: &[u8]) -> Vec<(String, String)> {
+    property_pairs(raw)
+        .map(|(name, value)| {
+            (
+                String::from_utf8_lossy(name).into_owned(),
+                String::from_utf8_lossy(value).into_owned(),
+            )
         })
         .collect()
 }
@@ -297,20 +305,27 @@ impl RecordView<'_> {
 }
 
 pub fn msg_id(store_host: &SocketAddr, physical_offset: i64) -> String {
+    let mut out = Vec::with_capacity(56);
+    msg_id_into(&mut out, store_host, physical_offset);
+    // Only hex digits were written.
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Appends the offset message id to `out` without allocating: for columnar readers.
+pub fn msg_id_into(out: &mut Vec<u8>, store_host: &SocketAddr, physical_offset: i64) {
     const HEX: &[u8; 16] = b"0123456789ABCDEF";
-    let mut raw = Vec::with_capacity(28);
+    let mut hex = |raw: &[u8]| {
+        for &b in raw {
+            out.push(HEX[(b >> 4) as usize]);
+            out.push(HEX[(b & 15) as usize]);
+        }
+    };
     match store_host.ip() {
-        IpAddr::V4(ip) => raw.extend_from_slice(&ip.octets()),
-        IpAddr::V6(ip) => raw.extend_from_slice(&ip.octets()),
+        IpAddr::V4(ip) => hex(&ip.octets()),
+        IpAddr::V6(ip) => hex(&ip.octets()),
     }
-    raw.extend_from_slice(&(store_host.port() as i32).to_be_bytes());
-    raw.extend_from_slice(&physical_offset.to_be_bytes());
-    let mut out = String::with_capacity(raw.len() * 2);
-    for b in raw {
-        out.push(HEX[(b >> 4) as usize] as char);
-        out.push(HEX[(b & 15) as usize] as char);
-    }
-    out
+    hex(&(store_host.port() as i32).to_be_bytes());
+    hex(&physical_offset.to_be_bytes());
 }
 
 /// What the bytes at a record position hold.

@@ -1,0 +1,240 @@
+"""Spark ingest throughput of the rocketha source against two baselines measured in the same run.
+
+Usage::
+
+    python benches/spark_ingest.py [--messages N] [--body-size B] [--store DIR]
+
+Writes N messages (default 5,000,000 of 200 bytes, over 8 topics) into a fresh store, then times
+two queries, ``count()`` and a per-topic aggregate (messages and body bytes), three ways:
+
+- ``rocketha``: this source (records decoded in Rust into Arrow batches);
+- ``parquet``: Spark reading the same rows from Parquet (written once from this source, untimed);
+  the target is at least 0.5 of its rows/s. Its ``count()`` reads only Parquet footers, so that
+  ratio is shown but is not comparable;
+- ``python rows``: a row-at-a-time Python data source yielding tuples from the same store; the
+  target is at least 20x it;
+- ``arrow ceiling``: a Python data source yielding one prebuilt Arrow batch of this schema over
+  and over (no decoding at all): the most any Python data source can deliver here, since every
+  batch still crosses from the Python worker into the JVM and becomes rows there.
+
+Each query runs once to warm up (page cache, Python workers), then the best of ``--repeat`` runs
+counts. Prints a table of rows/s and the ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+
+import rocketha.spark
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.types import StructType
+from rocketha import Message, MessageStore, _core
+from rocketha.spark import BATCH_ROWS, SCHEMA, RangePartition
+from rocketha.spark._arrow import to_record_batch
+
+TOPICS = [f"topic{i}" for i in range(8)]
+SEGMENT = 256 << 20
+# Read tasks for both Python sources: two per core, as Parquet gets from its 128 MiB splits.
+PARTITIONS = 4
+
+
+def fill(path: str, messages: int, body_size: int) -> None:
+    body = b"x" * body_size
+    batch = 10_000
+    with MessageStore(path, mapped_file_size=SEGMENT) as store:
+        for first in range(0, messages, batch):
+            n = min(batch, messages - first)
+            store.put_batch(
+                [
+                    Message(TOPICS[i % len(TOPICS)], body, tags="t", queue_id=i % 4)
+                    for i in range(first, first + n)
+                ]
+            )
+
+
+class RowSource(DataSource):
+    """The baseline: the same partitions, but one Python tuple per record."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "rocketha_rows"
+
+    def schema(self) -> StructType:
+        return SCHEMA
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return RowReader(self.options["path"])
+
+
+class RowReader(DataSourceReader):
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def partitions(self) -> list[InputPartition]:
+        store = MessageStore(self.path, mapped_file_size=SEGMENT, read_only=True)
+        points = _core.split_points(store, store.min_offset, store.max_offset, PARTITIONS)
+        return [RangePartition(lo, hi) for lo, hi in itertools.pairwise(points)]
+
+    def read(self, partition: InputPartition) -> Iterator[tuple]:
+        from datetime import UTC, datetime
+
+        assert isinstance(partition, RangePartition)
+        store = MessageStore(self.path, mapped_file_size=SEGMENT, read_only=True)
+        for m in store.messages(partition.start):
+            if m.commitlog_offset >= partition.end:
+                return
+            yield (
+                m.topic,
+                m.queue_id,
+                m.queue_offset,
+                m.commitlog_offset,
+                m.body,
+                m.tags,
+                " ".join(m.keys) or None,
+                m.properties,
+                datetime.fromtimestamp(m.born_timestamp / 1000, UTC),
+                datetime.fromtimestamp(m.store_timestamp / 1000, UTC),
+                m.born_host,
+                m.store_host,
+                m.msg_id,
+                m.flag,
+                m.sys_flag,
+                m.reconsume_times,
+            )
+
+
+class CeilingSource(DataSource):
+    """Transport only: the first decoded batch, repeated until each partition has its rows."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "rocketha_ceiling"
+
+    def schema(self) -> StructType:
+        return SCHEMA
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return CeilingReader(self.options["path"], int(self.options["rows"]))
+
+
+class CeilingReader(DataSourceReader):
+    def __init__(self, path: str, rows: int) -> None:
+        self.path, self.rows = path, rows
+
+    def partitions(self) -> list[InputPartition]:
+        share = self.rows // PARTITIONS
+        return [InputPartition(share + (i < self.rows % PARTITIONS)) for i in range(PARTITIONS)]
+
+    def read(self, partition: InputPartition) -> Iterator:
+        store = MessageStore(self.path, mapped_file_size=SEGMENT, read_only=True)
+        filter_ = _core.RecordFilter()
+        reader = _core.ArrowReader(
+            store,
+            store.min_offset,
+            store.max_offset,
+            filter_,
+            max_rows=BATCH_ROWS,
+            max_bytes=1 << 30,
+        )
+        batch = to_record_batch(reader.next_batch())
+        left = partition.value
+        while left > 0:
+            yield batch.slice(0, min(left, batch.num_rows))
+            left -= batch.num_rows
+
+
+def per_topic(df: DataFrame) -> list:
+    return df.groupBy("topic").agg(F.count("*"), F.sum(F.length("body"))).collect()
+
+
+def timed(run: Callable[[], object], repeat: int) -> float:
+    run()
+    best = float("inf")
+    for _ in range(repeat):
+        t = time.perf_counter()
+        run()
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--messages", type=int, default=5_000_000)
+    parser.add_argument("--body-size", type=int, default=200)
+    parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--store", help="reuse or create the store here (default: a temp dir)")
+    args = parser.parse_args()
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    work = tempfile.mkdtemp(prefix="rocketha-bench-")
+    store_dir = args.store or os.path.join(work, "store")
+    if not os.path.isdir(os.path.join(store_dir, "commitlog")):
+        t = time.perf_counter()
+        fill(store_dir, args.messages, args.body_size)
+        print(f"wrote {args.messages:,} messages in {time.perf_counter() - t:.1f} s")
+
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("rocketha-bench")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.driver.memory", "4g")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    rocketha.spark.register(spark)
+    spark.dataSource.register(RowSource)
+    spark.dataSource.register(CeilingSource)
+    ours = spark.read.format("rocketha").option("minPartitions", PARTITIONS).load(store_dir)
+    rows = ours.count()
+    parquet_dir = os.path.join(work, "parquet")
+    ours.write.parquet(parquet_dir)
+    parquet = spark.read.parquet(parquet_dir)
+    python_rows = spark.read.format("rocketha_rows").load(store_dir)
+    ceiling = spark.read.format("rocketha_ceiling").option("rows", rows).load(store_dir)
+
+    results: dict[tuple[str, str], float] = {}
+    sources = (
+        ("rocketha", ours),
+        ("parquet", parquet),
+        ("python rows", python_rows),
+        ("arrow ceiling", ceiling),
+    )
+    for name, df in sources:
+        repeat = 1 if name == "python rows" else args.repeat
+        results[name, "count"] = rows / timed(df.count, repeat)
+        results[name, "per-topic"] = rows / timed(lambda df=df: per_topic(df), repeat)
+
+    print(f"\n{rows:,} rows of {args.body_size}-byte bodies, local[2]")
+    print(f"{'rows/s':>42}")
+    header = ["query", "rocketha", "parquet", "python rows", "arrow ceiling"]
+    print("".join(h.rjust(14) for h in header) + "  vs parquet  vs python  vs ceiling")
+    for query in ("count", "per-topic"):
+        rates = [results[name, query] for name, _ in sources]
+        ours_rate = rates[0]
+        print(
+            f"{query:>14}"
+            + "".join(f"{r:>14,.0f}" for r in rates)
+            + f"{ours_rate / rates[1]:>11.2f}x{ours_rate / rates[2]:>9.1f}x"
+            + f"{ours_rate / rates[3]:>11.2f}x"
+        )
+    print(
+        "targets: >= 0.5x parquet (per-topic; parquet's count() reads only footers and its "
+        "aggregate only the two columns it needs), >= 20x python rows"
+    )
+    spark.stop()
+    shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
