@@ -109,7 +109,9 @@ fuzz_target!(|input: Input| {
     let mut offered = 0usize;
     let mut error = None;
     'reading: loop {
-        let n = dispatcher.read_from(&mut reader).expect("in-memory reads cannot fail");
+        let n = dispatcher
+            .read_from(&mut reader)
+            .expect("in-memory reads cannot fail");
         loop {
             let result = dispatcher.dispatch(|f| {
                 let index = offered;

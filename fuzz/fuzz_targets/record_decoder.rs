@@ -37,7 +37,10 @@ fn check_decode(data: &[u8]) {
     let total = usize::try_from(r.total_size).expect("accepted size is positive");
     assert!(total <= data.len());
     assert_eq!(record::body_crc(r.body), r.body_crc);
-    assert_eq!(record::decode(&data[..total], true), Ok(Peeked::Record(r.clone())));
+    assert_eq!(
+        record::decode(&data[..total], true),
+        Ok(Peeked::Record(r.clone()))
+    );
     assert_eq!(record::decode(data, false), Ok(Peeked::Record(r)));
 }
 
