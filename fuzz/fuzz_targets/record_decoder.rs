@@ -25,6 +25,9 @@ struct Input {
     read_only: bool,
     /// Where the bytes start in the first segment, so records can sit anywhere.
     at: u16,
+    /// Patches the CRC and physical offset of every record that otherwise decodes, so the
+    /// fuzzer reaches past the checks it cannot solve by mutation into deeper recovery paths.
+    fix_up: bool,
     /// The second segment starts with these bytes (none: a single segment).
     second: Option<Vec<u8>>,
     first: Vec<u8>,
@@ -44,10 +47,25 @@ fn check_decode(data: &[u8]) {
     assert_eq!(record::decode(data, false), Ok(Peeked::Record(r)));
 }
 
-fn segment(bytes: &[u8], at: usize) -> Vec<u8> {
+/// Field positions in the record layout (see `commitlog::record`).
+const BODYCRC_AT: usize = 8;
+const PHYSICALOFFSET_AT: usize = 28;
+
+fn segment(bytes: &[u8], at: usize, start: u64, fix_up: bool) -> Vec<u8> {
     let mut out = vec![0u8; SEGMENT];
     let n = bytes.len().min(SEGMENT - at);
     out[at..at + n].copy_from_slice(&bytes[..n]);
+    let mut pos = at;
+    while fix_up {
+        let Ok(Peeked::Record(r)) = record::decode(&out[pos..], false) else {
+            break;
+        };
+        let (crc, total) = (record::body_crc(r.body), r.total_size as usize);
+        out[pos + BODYCRC_AT..][..4].copy_from_slice(&crc.to_be_bytes());
+        let offset = (start + pos as u64) as i64;
+        out[pos + PHYSICALOFFSET_AT..][..8].copy_from_slice(&offset.to_be_bytes());
+        pos += total;
+    }
     out
 }
 
@@ -56,10 +74,12 @@ fn check_recovery(input: &Input) {
     let log_dir = dir.path().join("commitlog");
     fs::create_dir_all(&log_dir).expect("commitlog dir");
     let at = usize::from(input.at) % SEGMENT;
-    fs::write(log_dir.join(segment_name(0)), segment(&input.first, at)).expect("segment");
+    let first = segment(&input.first, at, 0, input.fix_up);
+    fs::write(log_dir.join(segment_name(0)), first).expect("segment");
     if let Some(second) = &input.second {
-        let name = segment_name(SEGMENT as u64);
-        fs::write(log_dir.join(name), segment(second, 0)).expect("segment");
+        let start = SEGMENT as u64;
+        let data = segment(second, 0, start, input.fix_up);
+        fs::write(log_dir.join(segment_name(start)), data).expect("segment");
     }
     if input.crashed {
         fs::write(dir.path().join("abort"), b"").expect("abort marker");
