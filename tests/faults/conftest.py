@@ -1,0 +1,63 @@
+"""Fault injection: SIGKILLs, a TCP fault proxy, hostile HA peers, a full disk.
+
+Every test in this directory is marked ``faults``. The default run is short enough for CI;
+``pytest tests/faults --long`` runs the trial counts of issue 7. The session ends with a table
+of what the trials found.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from common import FaultReport
+
+HERE = Path(__file__).parent
+
+
+REPORT_KEY = pytest.StashKey[FaultReport]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--long", action="store_true", help="fault tests: run the long trial counts (minutes)"
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.stash[REPORT_KEY] = FaultReport()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.is_relative_to(HERE):
+            item.add_marker(pytest.mark.faults)
+
+
+@pytest.fixture
+def long_run(request: pytest.FixtureRequest) -> bool:
+    return bool(request.config.getoption("--long", default=False))
+
+
+@pytest.fixture
+def fault_report(request: pytest.FixtureRequest) -> FaultReport:
+    return request.config.stash[REPORT_KEY]
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    rows = terminalreporter.config.stash[REPORT_KEY].rows
+    if not rows:
+        return
+    header = ("scenario", "trials", "acked-lost", "corrupt records", "converged", "errors")
+    table = [header] + [
+        (name, str(s.trials), str(s.acked_lost), str(s.corrupt), str(s.converged), str(s.errors))
+        for name, s in sorted(rows.items())
+    ]
+    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
+    terminalreporter.write_sep("=", "fault injection summary")
+    for i, row in enumerate(table):
+        numbers = zip(row[1:], widths[1:], strict=True)
+        cells = [row[0].ljust(widths[0])] + [c.rjust(w) for c, w in numbers]
+        terminalreporter.write_line("  ".join(cells))
+        if i == 0:
+            terminalreporter.write_line("  ".join("-" * w for w in widths))

@@ -1,0 +1,147 @@
+"""Hostile peers on the HA port: garbage, impossible offsets, connection floods, a slow-loris.
+The master keeps serving its healthy slave, logs every bad peer with a reason, and returns to
+its baseline connection count and memory."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+import struct
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from common import HA_TIMERS, FaultReport, is_log_prefix
+from helpers import SEGMENT, same_log, start_slave, wait_for
+from rocketha import Broker, BrokerConfig, Message
+
+#: Memory the attack may leave behind: allocator slack and logging, not per-peer buffers.
+RSS_SLACK = 64 << 20
+
+
+def rss() -> int:
+    """Resident memory of this process, which hosts the master."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS in /proc/self/status")
+
+
+class Peer:
+    """One hostile connection; remembers its address as the master sees it."""
+
+    def __init__(self, port: int) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port))
+        host, local_port = self.sock.getsockname()
+        self.address = f"{host}:{local_port}"
+
+    def send(self, payload: bytes) -> None:
+        # The master may close first: exactly what it should do.
+        with contextlib.suppress(OSError):
+            self.sock.sendall(payload)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def slow_loris(port: int, stop: threading.Event, out: list[Peer]) -> None:
+    """Connects and sends one byte a second until told to stop."""
+    peer = Peer(port)
+    out.append(peer)
+    while not stop.wait(1.0):
+        peer.send(b"\x00")
+    peer.close()
+
+
+def test_bad_peers_on_the_ha_port(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, long_run: bool, fault_report: FaultReport
+) -> None:
+    caplog.set_level(logging.INFO, logger="rocketha.ha")
+    config = BrokerConfig(
+        broker_role="ASYNC_MASTER",
+        store_path_root_dir=str(tmp_path / "master"),
+        mapped_file_size_commit_log=SEGMENT,
+        ha_listen_address="127.0.0.1",
+        ha_listen_port=0,
+        ha_send_heartbeat_interval=HA_TIMERS["haSendHeartbeatInterval"],
+        ha_housekeeping_interval=HA_TIMERS["haHousekeepingInterval"],
+    )
+    with Broker(config) as master:
+        assert master.ha is not None and master.ha.master is not None
+        ha = master.ha
+        port = master.ha_listen_port
+        slave = start_slave(tmp_path, "s", master.ha_address, **HA_TIMERS)
+        try:
+            master.put_batch([Message("T", os.urandom(200)) for _ in range(2000)])
+            target = master.max_offset
+            wait_for(lambda: target in ha.master.slave_ack_offsets(), 60, "the healthy slave")
+            baseline_conns = len(ha.connections())
+            baseline_rss = rss()
+
+            stop_loris = threading.Event()
+            loris: list[Peer] = []
+            loris_thread = threading.Thread(target=slow_loris, args=(port, stop_loris, loris))
+            loris_thread.start()
+            peers: list[Peer] = []
+            rapid: list[str] = []
+            for round_ in range(10 if long_run else 2):
+                payloads = [
+                    os.urandom(64),
+                    os.urandom(1 << 20),
+                    struct.pack(">q", -1),
+                    struct.pack(">q", -(1 << 63)),
+                    struct.pack(">q", (1 << 63) - 1),
+                    # A master -> slave header sent the wrong way, with an oversized body size.
+                    struct.pack(">qi", 0, 0x7FFFFFFF) + b"\x00" * 4,
+                    struct.pack(">qi", 0, -1) + b"\x00" * 4,
+                    struct.pack(">q", master.max_offset + 1),
+                    struct.pack(">q", master.max_offset + (1 << 40)),
+                ]
+                for payload in payloads:
+                    peer = Peer(port)
+                    peer.send(payload)
+                    peers.append(peer)
+                for _ in range(1000 if round_ == 0 else 100):
+                    peer = Peer(port)
+                    peer.close()
+                    rapid.append(peer.address)
+                # The healthy slave keeps receiving while all this goes on.
+                master.put_batch([Message("T", os.urandom(200)) for _ in range(500)])
+            target = master.max_offset
+            wait_for(lambda: target in ha.master.slave_ack_offsets(), 60, "the slave under attack")
+
+            wait_for(lambda: loris and len(ha.connections()) > baseline_conns, 30, "the loris")
+            time.sleep(0.1)
+            stop_loris.set()
+            loris_thread.join()
+            for peer in peers:
+                peer.close()
+            wait_for(
+                lambda: len(ha.connections()) == baseline_conns, 60, "connections back to baseline"
+            )
+            grown = rss() - baseline_rss
+            # Every hostile connection was closed with a logged reason.
+            closed = {
+                r.args[0]: r.args[2]
+                for r in caplog.records
+                if isinstance(r.args, tuple) and len(r.args) == 3 and r.args[1] == "SHUTDOWN"
+            }
+            everyone = [*rapid, *(p.address for p in [*peers, *loris])]
+            unexplained = [a for a in everyone if not closed.get(a)]
+            refused = [closed.get(p.address, "") for p in peers]
+        finally:
+            assert slave.stop() == 0
+    converged = same_log(tmp_path / "master", tmp_path / "s")
+    fault_report.trial(
+        "d. bad peers on the HA port",
+        corrupt=not is_log_prefix(tmp_path / "s", tmp_path / "master"),
+        converged=converged,
+    )
+    assert converged
+    assert not unexplained, f"bad peers closed without a logged reason: {unexplained[:5]}"
+    assert any("negative" in r for r in refused)
+    assert any("beyond the master's max offset" in r for r in refused)
+    assert grown < RSS_SLACK, f"RSS grew by {grown >> 20} MiB"
