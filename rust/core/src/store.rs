@@ -412,7 +412,7 @@ impl MessageStore {
         self.check_writable()?;
         {
             let mut st = self.lock_put();
-            self.commit_log.append_raw(offset, data)?;
+            self.commit_log.append_raw(offset, st.reput_offset, data)?;
             self.reput(&mut st)?;
         }
         self.published();

@@ -68,7 +68,8 @@ fn slave_converges_byte_identical_and_acks() {
         put(&master, i);
     }
     let target = master.max_offset();
-    assert!(ha.acks().wait_for_ack(target, 1, Duration::from_secs(60)));
+    let acked = ha.acks().wait_for_ack(target, 1, Duration::from_secs(60));
+    assert!(acked, "{:?}", client.events().drain(Duration::ZERO));
     wait_until("slave max offset", || slave.max_offset() == target);
     assert_eq!(log_bytes(&slave), log_bytes(&master));
     assert_eq!(slave.queues(), master.queues());

@@ -139,7 +139,17 @@ impl CommitLog {
     /// Copies replicated bytes to the end of the log: `offset` must be the current max offset
     /// (or, on an empty log, the start of a segment). Put lock held. Nothing is written on a
     /// mismatch.
-    pub fn append_raw(&self, offset: u64, mut data: &[u8]) -> Result<(), CommitLogError> {
+    ///
+    /// `record_start` is where the first incomplete record begins (the reput offset). The bytes
+    /// are copied into the unpublished part of the segment and every record they complete is
+    /// validated there (size, magic, CRC, physical offset) before they are published, so bytes
+    /// corrupted in transit are refused even without the CRC frame extension.
+    pub fn append_raw(
+        &self,
+        offset: u64,
+        record_start: u64,
+        mut data: &[u8],
+    ) -> Result<(), CommitLogError> {
         let file_size = self.files.file_size() as u64;
         let max_offset = self.max_offset();
         let empty = self.files.last().is_none();
@@ -162,6 +172,25 @@ impl CommitLog {
             let n = data.len().min(file.size() - pos);
             // SAFETY: put lock held; writing past the published position only.
             unsafe { file.writable(pos, n) }.copy_from_slice(&data[..n]);
+            // Validate from the first incomplete record on; bytes before it were checked with
+            // earlier frames, and padding after a blank (the reput offset jumped past it) has
+            // no records to check.
+            let from = (record_start.max(file.start()) - file.start()) as usize;
+            let checked = match file.whole().get(from..pos + n) {
+                Some(fresh) => {
+                    record::check_incoming(fresh, file.start() + from as u64, file.end())
+                }
+                None => Ok(()),
+            };
+            if let Err((bad, reason)) = checked {
+                // SAFETY: put lock held; these bytes were never published.
+                unsafe { file.writable(pos, n) }.fill(0);
+                return Err(CommitLogError::Corrupted {
+                    offset: bad,
+                    path: file.path().to_owned(),
+                    reason,
+                });
+            }
             file.set_wrote(pos + n);
             self.files.prepare_after(&file);
             data = &data[n..];

@@ -484,6 +484,51 @@ pub fn decode(buf: &[u8], check_crc: bool) -> Result<Peeked<'_>, RecordError> {
     }))
 }
 
+/// Checks bytes a replica received before they are published. `buf` starts at a record
+/// boundary `base`; `segment_end` is where its segment ends. Every complete record must decode
+/// with a valid CRC at its own physical offset, a blank must pad exactly to the segment end, and
+/// a trailing partial record must have a plausible size and magic. Returns the offset and reason
+/// of the first problem.
+pub fn check_incoming(buf: &[u8], base: u64, segment_end: u64) -> Result<(), (u64, RecordError)> {
+    let mut pos = 0usize;
+    while let Some((size, magic)) = peek_size_magic(&buf[pos..]) {
+        let offset = base + pos as u64;
+        let room = segment_end - offset;
+        if magic == BLANK_MAGIC {
+            return if size as u64 == room {
+                Ok(())
+            } else {
+                Err((offset, RecordError::BadSize(size)))
+            };
+        }
+        if magic != MAGIC_V1 && magic != MAGIC_V2 {
+            return Err((offset, RecordError::BadMagic(magic)));
+        }
+        // A record always leaves room for the blank that ends its segment.
+        if size < (FIXED_OVERHEAD_V1 - 1) as i32
+            || size as u64 + END_FILE_MIN_BLANK_LENGTH as u64 > room
+        {
+            return Err((offset, RecordError::BadSize(size)));
+        }
+        let size = size as usize;
+        if buf.len() - pos < size {
+            return Ok(());
+        }
+        match decode(&buf[pos..], true) {
+            Ok(Peeked::Record(r)) if r.physical_offset == offset as i64 => pos += size,
+            Ok(Peeked::Record(r)) => {
+                return Err((
+                    offset,
+                    RecordError::BadLength("physical offset field", r.physical_offset),
+                ))
+            }
+            Ok(_) => return Err((offset, RecordError::BadMagic(magic))),
+            Err(e) => return Err((offset, e)),
+        }
+    }
+    Ok(())
+}
+
 /// Writes the END-OF-FILE blank header at the start of `out` (the rest stays as it is).
 pub fn encode_blank(out: &mut [u8], remaining: usize) {
     out[TOTALSIZE_AT..4].copy_from_slice(&(remaining as i32).to_be_bytes());
@@ -620,6 +665,48 @@ mod tests {
             decode(&out[..out.len() - 1], true),
             Err(RecordError::Truncated)
         ));
+    }
+
+    #[test]
+    fn incoming_bytes_are_checked_record_by_record() {
+        let draft = MessageDraft {
+            topic: "T",
+            body: b"payload",
+            properties: b"",
+            queue_id: 0,
+            flag: 0,
+            sys_flag: 0,
+            born_timestamp: 0,
+            born_host: host(1),
+            reconsume_times: 0,
+            prepared_tx_offset: 0,
+        };
+        let len = draft.encoded_len(&host(2));
+        let mut log = vec![0u8; 2 * len];
+        draft.encode_into(&mut log[..len], 0, 1000, 0, &host(2));
+        draft.encode_into(&mut log[len..], 1, 1000 + len as i64, 0, &host(2));
+        assert_eq!(check_incoming(&log, 1000, 1 << 20), Ok(()));
+        // Any prefix is fine: the rest of a record may come with the next frame.
+        for cut in 0..log.len() {
+            assert_eq!(
+                check_incoming(&log[..cut], 1000, 1 << 20),
+                Ok(()),
+                "cut {cut}"
+            );
+        }
+        let mut flipped = log.clone();
+        flipped[len + 90] ^= 1;
+        assert!(
+            matches!(check_incoming(&flipped, 1000, 1 << 20), Err((o, RecordError::BadCrc { .. })) if o == 1000 + len as u64)
+        );
+        // A size grown in flight runs into the next header: caught.
+        let mut grown = log.clone();
+        grown[3] = grown[3].wrapping_add(12);
+        assert!(check_incoming(&grown, 1000, 1 << 20).is_err());
+        // Wrong position: the physical offset field disagrees.
+        assert!(check_incoming(&log, 2000, 1 << 20).is_err());
+        // A record that would not leave room for the end-of-file blank.
+        assert!(check_incoming(&log, 1000, 1000 + len as u64).is_err());
     }
 
     proptest! {

@@ -1,10 +1,14 @@
 //! Optional challenge-response before any log byte flows (`haAuthSecret` on both sides).
 //!
 //! ```text
-//! master -> slave: "RHA1" | nonce[32]
-//! slave -> master: HMAC(secret, nonce | "slave" | slave_id | flags)[32] | slave_id u64 | flags u32
-//! master -> slave: HMAC(secret, nonce | "master" | accepted flags)[32] | accepted flags u32
+//! master -> slave: "RHA1" | master_nonce[32]
+//! slave -> master: HMAC(secret, master_nonce | "slave" | slave_id | flags | slave_nonce)[32]
+//!                  | slave_id u64 | flags u32 | slave_nonce[32]
+//! master -> slave: HMAC(secret, master_nonce | slave_nonce | "master" | accepted)[32]
+//!                  | accepted flags u32
 //! ```
+//! Each side proves knowledge of the secret over a nonce the *other* side just chose, so a
+//! recorded handshake replays to neither.
 //! Then the classic protocol, with the extensions both sides accepted. The slave id lets the
 //! master count one slave once however many connections it has had. Without a secret none of
 //! this happens and the wire is exactly RocketMQ's.
@@ -16,7 +20,7 @@ pub const CHALLENGE_MAGIC: &[u8; 4] = b"RHA1";
 pub const NONCE_LEN: usize = 32;
 pub const CHALLENGE_LEN: usize = 4 + NONCE_LEN;
 pub const MAC_LEN: usize = 32;
-pub const SLAVE_RESPONSE_LEN: usize = MAC_LEN + 8 + 4;
+pub const SLAVE_RESPONSE_LEN: usize = MAC_LEN + 8 + 4 + NONCE_LEN;
 pub const MASTER_PROOF_LEN: usize = MAC_LEN + 4;
 
 /// Extension: every frame and report carries a CRC32 trailer (see [`super::frame`]).
@@ -28,33 +32,49 @@ fn hmac(secret: &[u8]) -> Hmac<Sha256> {
     <Hmac<Sha256> as Mac>::new_from_slice(secret).unwrap_or_else(|_| unreachable!())
 }
 
+fn nonce(out: &mut [u8]) {
+    // The OS RNG failing leaves us without a safe nonce; refuse rather than reuse zeros.
+    getrandom::fill(out).unwrap_or_else(|e| panic!("no OS randomness for the HA nonce: {e}"));
+}
+
 pub fn challenge() -> [u8; CHALLENGE_LEN] {
     let mut out = [0u8; CHALLENGE_LEN];
     out[..4].copy_from_slice(CHALLENGE_MAGIC);
-    // The OS RNG failing leaves us without a safe nonce; refuse rather than reuse zeros.
-    getrandom::fill(&mut out[4..])
-        .unwrap_or_else(|e| panic!("no OS randomness for the HA nonce: {e}"));
+    nonce(&mut out[4..]);
     out
 }
 
-fn slave_mac(secret: &[u8], challenge: &[u8; CHALLENGE_LEN], id: u64, flags: u32) -> Hmac<Sha256> {
+const SLAVE_NONCE_AT: usize = MAC_LEN + 8 + 4;
+
+/// The MAC of a slave response covers everything after the MAC itself.
+fn slave_mac(
+    secret: &[u8],
+    challenge: &[u8; CHALLENGE_LEN],
+    response: &[u8; SLAVE_RESPONSE_LEN],
+) -> Hmac<Sha256> {
     let mut m = hmac(secret);
     m.update(&challenge[4..]);
     m.update(b"slave");
-    m.update(&id.to_be_bytes());
-    m.update(&flags.to_be_bytes());
+    m.update(&response[MAC_LEN..]);
     m
 }
 
-fn master_mac(secret: &[u8], challenge: &[u8; CHALLENGE_LEN], flags: u32) -> Hmac<Sha256> {
+fn master_mac(
+    secret: &[u8],
+    challenge: &[u8; CHALLENGE_LEN],
+    response: &[u8; SLAVE_RESPONSE_LEN],
+    flags: u32,
+) -> Hmac<Sha256> {
     let mut m = hmac(secret);
     m.update(&challenge[4..]);
+    m.update(&response[SLAVE_NONCE_AT..]);
     m.update(b"master");
     m.update(&flags.to_be_bytes());
     m
 }
 
-/// The slave's answer; `None` when the bytes are not a challenge (a master without a secret).
+/// The slave's answer, with a fresh slave nonce; `None` when the bytes are not a challenge
+/// (a master without a secret).
 pub fn slave_response(
     secret: &[u8],
     challenge: &[u8; CHALLENGE_LEN],
@@ -65,13 +85,11 @@ pub fn slave_response(
         return None;
     }
     let mut out = [0u8; SLAVE_RESPONSE_LEN];
-    out[..MAC_LEN].copy_from_slice(
-        &slave_mac(secret, challenge, slave_id, flags)
-            .finalize()
-            .into_bytes(),
-    );
     out[MAC_LEN..MAC_LEN + 8].copy_from_slice(&slave_id.to_be_bytes());
-    out[MAC_LEN + 8..].copy_from_slice(&flags.to_be_bytes());
+    out[MAC_LEN + 8..SLAVE_NONCE_AT].copy_from_slice(&flags.to_be_bytes());
+    nonce(&mut out[SLAVE_NONCE_AT..]);
+    let mac = slave_mac(secret, challenge, &out).finalize().into_bytes();
+    out[..MAC_LEN].copy_from_slice(&mac);
     Some(out)
 }
 
@@ -81,24 +99,25 @@ pub fn verify_slave(
     challenge: &[u8; CHALLENGE_LEN],
     response: &[u8; SLAVE_RESPONSE_LEN],
 ) -> Option<(u64, u32)> {
-    let id = u64::from_be_bytes(response[MAC_LEN..MAC_LEN + 8].try_into().ok()?);
-    let flags = u32::from_be_bytes(response[MAC_LEN + 8..].try_into().ok()?);
-    slave_mac(secret, challenge, id, flags)
+    slave_mac(secret, challenge, response)
         .verify_slice(&response[..MAC_LEN])
         .ok()?;
+    let id = u64::from_be_bytes(response[MAC_LEN..MAC_LEN + 8].try_into().ok()?);
+    let flags = u32::from_be_bytes(response[MAC_LEN + 8..SLAVE_NONCE_AT].try_into().ok()?);
     Some((id, flags))
 }
 
-/// The master's proof, accepting the flags it supports out of those requested.
+/// The master's proof over both nonces, accepting the flags it supports out of those requested.
 pub fn master_proof(
     secret: &[u8],
     challenge: &[u8; CHALLENGE_LEN],
+    response: &[u8; SLAVE_RESPONSE_LEN],
     requested: u32,
 ) -> [u8; MASTER_PROOF_LEN] {
     let accepted = requested & KNOWN_FLAGS;
     let mut out = [0u8; MASTER_PROOF_LEN];
     out[..MAC_LEN].copy_from_slice(
-        &master_mac(secret, challenge, accepted)
+        &master_mac(secret, challenge, response, accepted)
             .finalize()
             .into_bytes(),
     );
@@ -106,14 +125,15 @@ pub fn master_proof(
     out
 }
 
-/// Checks the master's proof; returns the flags it accepted.
+/// Checks the master's proof against the response this slave sent; returns the accepted flags.
 pub fn verify_master(
     secret: &[u8],
     challenge: &[u8; CHALLENGE_LEN],
+    response: &[u8; SLAVE_RESPONSE_LEN],
     proof: &[u8; MASTER_PROOF_LEN],
 ) -> Option<u32> {
     let accepted = u32::from_be_bytes(proof[MAC_LEN..].try_into().ok()?);
-    master_mac(secret, challenge, accepted)
+    master_mac(secret, challenge, response, accepted)
         .verify_slice(&proof[..MAC_LEN])
         .ok()?;
     Some(accepted)
@@ -129,9 +149,9 @@ mod tests {
         let r = slave_response(b"s3cret", &c, 7, FLAG_FRAME_CRC).unwrap();
         assert_eq!(verify_slave(b"s3cret", &c, &r), Some((7, FLAG_FRAME_CRC)));
         assert_eq!(verify_slave(b"other", &c, &r), None);
-        let p = master_proof(b"s3cret", &c, FLAG_FRAME_CRC | 0x80);
-        assert_eq!(verify_master(b"s3cret", &c, &p), Some(FLAG_FRAME_CRC));
-        assert_eq!(verify_master(b"nope", &c, &p), None);
+        let p = master_proof(b"s3cret", &c, &r, FLAG_FRAME_CRC | 0x80);
+        assert_eq!(verify_master(b"s3cret", &c, &r, &p), Some(FLAG_FRAME_CRC));
+        assert_eq!(verify_master(b"nope", &c, &r, &p), None);
         let mut bad = c;
         bad[0] = b'X';
         assert!(slave_response(b"s3cret", &bad, 7, 0).is_none());
@@ -141,10 +161,23 @@ mod tests {
     fn flags_cannot_be_changed_in_flight() {
         let c = challenge();
         let mut r = slave_response(b"k", &c, 1, FLAG_FRAME_CRC).unwrap();
-        r[SLAVE_RESPONSE_LEN - 1] = 0; // an attacker strips the CRC request
+        let p = master_proof(b"k", &c, &r, FLAG_FRAME_CRC);
+        let mut stripped = p;
+        stripped[MASTER_PROOF_LEN - 1] = 0;
+        assert_eq!(verify_master(b"k", &c, &r, &stripped), None);
+        r[SLAVE_NONCE_AT - 1] = 0; // an attacker strips the CRC request
         assert_eq!(verify_slave(b"k", &c, &r), None);
-        let mut p = master_proof(b"k", &c, FLAG_FRAME_CRC);
-        p[MASTER_PROOF_LEN - 1] = 0;
-        assert_eq!(verify_master(b"k", &c, &p), None);
+    }
+
+    /// A master's proof recorded from one handshake does not verify in another: the slave's
+    /// fresh nonce is part of it.
+    #[test]
+    fn recorded_master_proof_does_not_replay() {
+        let c = challenge();
+        let first = slave_response(b"k", &c, 1, 0).unwrap();
+        let recorded = master_proof(b"k", &c, &first, 0);
+        let second = slave_response(b"k", &c, 1, 0).unwrap();
+        assert_eq!(verify_master(b"k", &c, &first, &recorded), Some(0));
+        assert_eq!(verify_master(b"k", &c, &second, &recorded), None);
     }
 }

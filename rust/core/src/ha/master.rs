@@ -477,7 +477,7 @@ impl EventLoop {
                                 "authentication failed: wrong or missing haAuthSecret".into()
                             );
                         };
-                        let proof = auth::master_proof(secret, challenge, flags);
+                        let proof = auth::master_proof(secret, challenge, &response, flags);
                         c.control.extend_from_slice(&proof);
                         c.crc = flags & auth::FLAG_FRAME_CRC != 0;
                         c.slave_key = slave_id;

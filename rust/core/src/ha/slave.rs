@@ -422,7 +422,7 @@ impl Client {
             if let Err(e) = self.read_exact(stream, &mut proof, deadline, "authentication proof") {
                 return e;
             }
-            let Some(accepted) = auth::verify_master(&secret, &challenge, &proof) else {
+            let Some(accepted) = auth::verify_master(&secret, &challenge, &response, &proof) else {
                 return Ended::problem("the master failed authentication: different haAuthSecret");
             };
             crc = accepted & auth::FLAG_FRAME_CRC != 0;
