@@ -1,40 +1,93 @@
-"""``python -m benches [SCENARIO ...] [--quick] [--runs N] [--out DIR]``: runs the scenarios,
-prints a table and writes ``results.json``."""
+"""``python -m benches [SCENARIO ...] [--quick] [--runs N] [--out DIR]`` (or ``rocketha bench``):
+runs the scenarios, prints a table and writes ``results.json`` and PNG plots."""
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
+import sys
+import time
+from collections.abc import Sequence
 from pathlib import Path
 
-from benches.common import Figure, print_table, write_results
+from tqdm import tqdm
+
+from benches.common import Figure, Skipped, print_table, write_results
 
 SCENARIOS = {
     "append": "benches.append",
     "replicate": "benches.replicate",
     "sync-put": "benches.sync_put",
+    "peer-redis": "benches.peer_redis",
+    "seed-python": "benches.seed_python",
+    # Built on another branch: used when this checkout has it.
+    "spark-ingest": "benches.spark_ingest",
+    "lag": "benches.lag",
 }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m benches", description=__doc__)
-    parser.add_argument("scenarios", nargs="*", choices=[*SCENARIOS, []], default=[])
+def _run_scenario(name: str, quick: bool, runs: int) -> list[Figure]:
+    module_name = SCENARIOS[name]
+    if importlib.util.find_spec(module_name) is None:
+        raise Skipped(f"{module_name} is not available in this checkout")
+    module = importlib.import_module(module_name)
+    if not callable(getattr(module, "run", None)):
+        raise Skipped(f"{module_name} has no run(quick, runs) function")
+    return module.run(quick, runs)
+
+
+def main(argv: Sequence[str] | None = None, prog: str = "python -m benches") -> int:
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__)
+    parser.add_argument("scenarios", nargs="*", metavar="SCENARIO", help=", ".join(SCENARIOS))
     parser.add_argument("--quick", action="store_true", help="small sizes, for CI smoke runs")
     parser.add_argument("--runs", type=int, default=None, help="repetitions (default 5; quick 3)")
     parser.add_argument("--out", type=Path, default=Path("bench-results"))
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    unknown = [s for s in args.scenarios if s not in SCENARIOS]
+    if unknown:
+        parser.error(f"unknown scenario {', '.join(unknown)}; choose from {', '.join(SCENARIOS)}")
     runs = args.runs or (3 if args.quick else 5)
     figures: list[Figure] = []
-    for name in args.scenarios or list(SCENARIOS):
-        module = importlib.import_module(SCENARIOS[name])
-        print(f"== {name}", flush=True)
-        figs = module.run(args.quick, runs)
-        print_table(figs)
-        figures += figs
+    skipped: dict[str, str] = {}
+    failed = False
+    names = args.scenarios or list(SCENARIOS)
+    # disable=None: a bar on a terminal, plain lines in CI logs.
+    with tqdm(names, desc="bench", unit="scenario", file=sys.stderr, disable=None) as bar:
+        for name in bar:
+            bar.set_postfix_str(name)
+            started = time.perf_counter()
+            try:
+                figs = _run_scenario(name, args.quick, runs)
+            except Skipped as e:
+                skipped[name] = str(e)
+                bar.write(f"== {name}: skipped: {e}")
+                continue
+            except Exception as e:
+                # One broken scenario must not throw away the others' results; the exit code
+                # still says something failed.
+                skipped[name] = f"failed: {type(e).__name__}: {e}"
+                failed = True
+                bar.write(f"== {name}: FAILED: {type(e).__name__}: {e}")
+                continue
+            with tqdm.external_write_mode(file=sys.stdout):
+                print(f"== {name} ({time.perf_counter() - started:.0f} s)")
+                print_table(figs)
+            figures += figs
     print("\n== all")
     print_table(figures)
-    print(f"\nwrote {write_results(args.out, figures, {})}")
+    for name, reason in skipped.items():
+        print(f"skipped {name}: {reason}")
+    print(f"\nwrote {write_results(args.out, figures, skipped)}")
+    try:
+        from benches.plots import write_plots
+    except ImportError as e:
+        print(f"no plots: {e} (pip install '.[bench]')")
+    else:
+        for path in write_plots(args.out, figures):
+            print(f"wrote {path}")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -15,6 +15,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import rocketha
+from rocketha import Broker, BrokerConfig
+
+
+class Skipped(Exception):
+    """Raised by a scenario that cannot run here; the message says why and how to fix it."""
 
 
 @dataclass
@@ -30,6 +35,9 @@ class Figure:
     #: True when bigger is better (throughput), False for latencies.
     higher_is_better: bool = True
     target: str | None = None
+    #: Raw data for the plots, by name: latency quantiles (``latency_us``, ``baseline_latency_us``
+    #: for CDFs) or a time series (``t_s`` with ``lag_bytes``), from one representative run.
+    series: dict[str, list[float]] = field(default_factory=dict)
 
     @property
     def median(self) -> float:
@@ -124,3 +132,34 @@ def write_results(out: Path, figures: list[Figure], skipped: dict[str, str]) -> 
 def percentile(values: list[float], q: float) -> float:
     s = sorted(values)
     return s[min(len(s) - 1, int(q * len(s)))]
+
+
+def cdf_points(seconds: list[float], points: int = 1000) -> list[float]:
+    """Latencies in us at ``points`` evenly spaced quantiles: enough for a CDF plot, while a
+    full sample of every put would bloat ``results.json``."""
+    s = sorted(seconds)
+    return [s[min(len(s) - 1, i * len(s) // points)] * 1e6 for i in range(points + 1)]
+
+
+def broker_pair(root: Path, role: str) -> tuple[Broker, Broker]:
+    """A started master with ``role`` and a SLAVE of it under ``root``, the slave connected."""
+    common = dict(
+        ha_listen_address="127.0.0.1", ha_listen_port=0, mapped_file_size_commit_log=1 << 30
+    )
+    master = Broker(
+        BrokerConfig(broker_role=role, store_path_root_dir=str(root / "m"), **common)
+    ).start()
+    slave = Broker(
+        BrokerConfig(
+            broker_role="SLAVE",
+            broker_id=1,
+            store_path_root_dir=str(root / "s"),
+            ha_master_address=master.ha_address,
+            **common,
+        )
+    ).start()
+    assert master.ha is not None and master.ha.master is not None
+    master.ha.wait_for_state(None, "TRANSFER", 30)
+    while not master.ha.master.slave_ack_offsets():
+        time.sleep(0.01)
+    return master, slave

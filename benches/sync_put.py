@@ -1,6 +1,7 @@
-"""SYNC_MASTER put latency and acked puts/s (issue 4): 1 KiB messages, 1 and 8 producers,
-beside ASYNC_MASTER, and vs the loopback round trip measured in the same run (target: p50 <= 3x
-the round trip; 8 producers >= 100,000 acked puts/s)."""
+"""SYNC_MASTER put latency and acked puts/s (issues 4 and 6), 1 KiB messages: p50/p90/p99/p999
+of one producer vs the loopback round trip, and acked puts/s of 1, 8 and 32 producers vs
+ASYNC_MASTER, both measured in the same run (targets: p50 <= 3x the round trip; 8 producers
+>= 100,000 acked puts/s)."""
 
 from __future__ import annotations
 
@@ -9,32 +10,12 @@ import threading
 import time
 from pathlib import Path
 
-from rocketha import Broker, BrokerConfig, Message, PutStatus, _core
+from rocketha import Broker, Message, PutStatus, _core
 
-from benches.common import Figure, percentile
+from benches.common import Figure, broker_pair, cdf_points, percentile
 
-
-def _pair(root: Path, role: str) -> tuple[Broker, Broker]:
-    common = dict(
-        ha_listen_address="127.0.0.1", ha_listen_port=0, mapped_file_size_commit_log=1 << 30
-    )
-    master = Broker(
-        BrokerConfig(broker_role=role, store_path_root_dir=str(root / "m"), **common)
-    ).start()
-    slave = Broker(
-        BrokerConfig(
-            broker_role="SLAVE",
-            broker_id=1,
-            store_path_root_dir=str(root / "s"),
-            ha_master_address=master.ha_address,
-            **common,
-        )
-    ).start()
-    assert master.ha is not None
-    master.ha.wait_for_state(None, "TRANSFER", 30)
-    while not master.ha.master.slave_ack_offsets():  # type: ignore[union-attr]
-        time.sleep(0.01)
-    return master, slave
+PRODUCERS = (1, 8, 32)
+QUANTILES = {"p50": 0.5, "p90": 0.9, "p99": 0.99, "p999": 0.999}
 
 
 def _produce(master: Broker, producers: int, per_producer: int) -> tuple[float, list[float]]:
@@ -64,47 +45,53 @@ def _produce(master: Broker, producers: int, per_producer: int) -> tuple[float, 
 
 
 def run(quick: bool, runs: int) -> list[Figure]:
-    n1 = 2000 if quick else 20_000
-    n8 = 1000 if quick else 5000
+    # Puts per producer: about the same total work for every producer count.
+    total = 4000 if quick else 32_000
     out: dict[tuple[str, str], list[float]] = {}
     rtt_runs = []
+    last_lat: dict[str, list[float]] = {}
     for _ in range(runs):
         rtt_runs.append(percentile(_core.baseline_tcp_ping_pong(5000), 0.5) * 1e6)
         for role in ("SYNC_MASTER", "ASYNC_MASTER"):
             with tempfile.TemporaryDirectory() as d:
-                master, slave = _pair(Path(d), role)
+                master, slave = broker_pair(Path(d), role)
                 try:
-                    rate1, lat1 = _produce(master, 1, n1)
-                    rate8, _ = _produce(master, 8, n8)
+                    for producers in PRODUCERS:
+                        rate, lat = _produce(master, producers, total // producers)
+                        out.setdefault((role, f"{producers}p"), []).append(rate)
+                        if producers == 1:
+                            last_lat[role] = lat
+                            for q, v in QUANTILES.items():
+                                out.setdefault((role, q), []).append(percentile(lat, v) * 1e6)
                 finally:
                     slave.shutdown()
                     master.shutdown()
-            out.setdefault((role, "p50"), []).append(percentile(lat1, 0.5) * 1e6)
-            out.setdefault((role, "p99"), []).append(percentile(lat1, 0.99) * 1e6)
-            out.setdefault((role, "1p"), []).append(rate1)
-            out.setdefault((role, "8p"), []).append(rate8)
     figs = []
     for role in ("SYNC_MASTER", "ASYNC_MASTER"):
-        sync = role == "SYNC_MASTER"
-        figs += [
+        for q in QUANTILES:
+            figs.append(
+                Figure(
+                    "sync-put",
+                    f"{role} put {q}, 1 producer",
+                    "us",
+                    out[(role, q)],
+                    "loopback round trip",
+                    rtt_runs,
+                    higher_is_better=False,
+                    target="<= 3" if role == "SYNC_MASTER" and q == "p50" else None,
+                    series={"latency_us": cdf_points(last_lat[role])} if q == "p50" else {},
+                )
+            )
+    for producers in PRODUCERS:
+        figs.append(
             Figure(
                 "sync-put",
-                f"{role} put p50",
-                "us",
-                out[(role, "p50")],
-                "loopback round trip",
-                rtt_runs,
-                higher_is_better=False,
-                target="<= 3" if sync else None,
-            ),
-            Figure("sync-put", f"{role} put p99", "us", out[(role, "p99")], higher_is_better=False),
-            Figure("sync-put", f"{role} 1 producer", "puts/s", out[(role, "1p")]),
-            Figure(
-                "sync-put",
-                f"{role} 8 producers",
+                f"SYNC_MASTER {producers} producer{'s' if producers > 1 else ''}",
                 "puts/s",
-                out[(role, "8p")],
-                target=">= 100,000" if sync else None,
-            ),
-        ]
+                out[("SYNC_MASTER", f"{producers}p")],
+                "ASYNC_MASTER",
+                out[("ASYNC_MASTER", f"{producers}p")],
+                target=">= 100,000" if producers == 8 else None,
+            )
+        )
     return figs
