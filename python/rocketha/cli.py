@@ -1,4 +1,5 @@
-"""The ``rocketha`` command: ``demo``, ``broker``, ``status``, ``inspect``, ``repair``."""
+"""The ``rocketha`` command: ``demo``, ``broker``, ``status``, ``inspect``, ``repair``,
+``bench``."""
 
 from __future__ import annotations
 
@@ -257,6 +258,31 @@ def cmd_repair(args: argparse.Namespace) -> int:
     return 0
 
 
+def _benches_root() -> Path | None:
+    """The checkout holding ``benches/``: ``$ROCKETHA_BENCHES``, else the current directory or
+    the nearest parent with one."""
+    configured = os.environ.get("ROCKETHA_BENCHES")
+    candidates = [Path(configured)] if configured else [Path.cwd(), *Path.cwd().parents]
+    return next((p for p in candidates if (p / "benches" / "__main__.py").is_file()), None)
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    # The harness is not part of the installed package (it needs Redis, plots, a checkout).
+    root = _benches_root()
+    if root is None:
+        where = os.environ.get("ROCKETHA_BENCHES") or f"{Path.cwd()} or its parents"
+        print(
+            f"rocketha bench: no benches/ in {where}: run it from a rocketha repository "
+            "checkout, or set ROCKETHA_BENCHES to the checkout's root",
+            file=sys.stderr,
+        )
+        return 2
+    sys.path.insert(0, str(root))
+    from benches.__main__ import main as bench_main
+
+    return bench_main(args.bench_args, prog="rocketha bench")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="rocketha", description=__doc__)
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO")
@@ -299,6 +325,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     repair.set_defaults(func=cmd_repair)
 
     args = parser.parse_args(argv)
+
+    # Its options belong to the harness (python -m benches), which parses them itself.
+    bench = sub.add_parser(
+        "bench", help="run the benchmarks (from a repo checkout)", add_help=False
+    )
+    bench.set_defaults(func=cmd_bench)
+
+    args, rest = parser.parse_known_args(argv)
+    if args.command != "bench" and rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    args.bench_args = rest
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
