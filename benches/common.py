@@ -10,7 +10,6 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -61,10 +60,6 @@ class Figure:
         d = asdict(self)
         d.update(median=self.median, spread=self.spread, baseline=self.baseline, ratio=self.ratio)
         return d
-
-
-def repeat(fn: Callable[[], float], runs: int) -> list[float]:
-    return [fn() for _ in range(runs)]
 
 
 def machine() -> dict:

@@ -1,6 +1,6 @@
 """Replication throughput master -> slave on loopback (issue 3): 1 KiB messages, async master,
 vs a raw loopback TCP copy of the same bytes (target >= 0.8); catch-up time of an empty slave;
-the ack round trip (append -> ack seen) p50/p99."""
+the ack round trip (append -> ack seen) p50/p99 vs a raw loopback ping-pong's."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def _wait_acked(ha: HAService, offset: int, timeout: float = 600) -> None:
 def run(quick: bool, runs: int) -> list[Figure]:
     total = (128 if quick else 1024) << 20
     n = total // 1024
-    live, catch_up, tcp, rtts = [], [], [], []
+    live, catch_up, tcp, rtts, ping_pong = [], [], [], [], []
     msgs = [Message("BenchTopic", b"r" * (1024 - 101)) for _ in range(1000)]  # 1 KiB records
     for _ in range(runs):
         with tempfile.TemporaryDirectory() as d:
@@ -55,6 +55,7 @@ def run(quick: bool, runs: int) -> list[Figure]:
             tcp.append(
                 master.max_offset / _core.baseline_tcp_copy(master.max_offset, 32 * 1024) / 1e6
             )
+            ping_pong += _core.baseline_tcp_ping_pong(1000)
             master.close()
     mb = total >> 20
     return [
@@ -80,6 +81,8 @@ def run(quick: bool, runs: int) -> list[Figure]:
             "ack round trip p50",
             "us",
             [percentile(rtts, 0.5) * 1e6],
+            "loopback round trip",
+            [percentile(ping_pong, 0.5) * 1e6],
             higher_is_better=False,
         ),
         Figure(
@@ -87,6 +90,8 @@ def run(quick: bool, runs: int) -> list[Figure]:
             "ack round trip p99",
             "us",
             [percentile(rtts, 0.99) * 1e6],
+            "loopback round trip",
+            [percentile(ping_pong, 0.99) * 1e6],
             higher_is_better=False,
         ),
     ]
