@@ -46,7 +46,8 @@ def serve(server: socket.socket, log_path: Path, max_offset: int) -> float:
     conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     conn.setblocking(False)
     sel = selectors.DefaultSelector()
-    sel.register(conn, selectors.EVENT_READ)
+    interest = selectors.EVENT_READ
+    sel.register(conn, interest)
     with (
         conn,
         sel,
@@ -79,13 +80,14 @@ def serve(server: socket.socket, log_path: Path, max_offset: int) -> float:
                         body = log[next_transfer_from_where : next_transfer_from_where + size]
                         pending = memoryview(HEADER.pack(next_transfer_from_where, size) + body)
                         next_transfer_from_where += size
-                    if pending:
+                    if pending and events & selectors.EVENT_WRITE:
                         pending = pending[conn.send(pending) :]
-                    # Ask for writability only while there is something to write.
-                    want = selectors.EVENT_READ | (selectors.EVENT_WRITE if pending else 0)
-                    if next_transfer_from_where < max_offset:
-                        want |= selectors.EVENT_WRITE
-                    sel.modify(conn, want)
+                    # Ask for writability only while there is something left to write.
+                    more = bool(pending) or next_transfer_from_where < max_offset
+                    want = selectors.EVENT_READ | (selectors.EVENT_WRITE if more else 0)
+                    if want != interest:
+                        sel.modify(conn, want)
+                        interest = want
         return time.perf_counter() - started
 
 
