@@ -13,6 +13,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from rocketha import Message, MessageStore, _core
 
@@ -21,7 +22,7 @@ from benches.common import Figure
 SEGMENT = 1 << 30
 
 
-def _store(dir: Path, **kw: object) -> MessageStore:
+def _store(dir: Path, **kw: Any) -> MessageStore:
     return MessageStore(dir, mapped_file_size=SEGMENT, **kw)
 
 

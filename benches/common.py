@@ -12,9 +12,10 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import rocketha
-from rocketha import Broker, BrokerConfig
+from rocketha import Broker, BrokerConfig, BrokerRole
 
 
 class Skipped(Exception):
@@ -138,15 +139,15 @@ def cdf_points(seconds: list[float], points: int = 1000) -> list[float]:
 
 def broker_pair(root: Path, role: str) -> tuple[Broker, Broker]:
     """A started master with ``role`` and a SLAVE of it under ``root``, the slave connected."""
-    common = dict(
+    common: dict[str, Any] = dict(
         ha_listen_address="127.0.0.1", ha_listen_port=0, mapped_file_size_commit_log=1 << 30
     )
     master = Broker(
-        BrokerConfig(broker_role=role, store_path_root_dir=str(root / "m"), **common)
+        BrokerConfig(broker_role=BrokerRole(role), store_path_root_dir=str(root / "m"), **common)
     ).start()
     slave = Broker(
         BrokerConfig(
-            broker_role="SLAVE",
+            broker_role=BrokerRole.SLAVE,
             broker_id=1,
             store_path_root_dir=str(root / "s"),
             ha_master_address=master.ha_address,

@@ -128,7 +128,10 @@ def redis_pair(binary: str, root: Path) -> Iterator[Resp]:
             servers.append(subprocess.Popen(args, stdout=subprocess.DEVNULL))
             clients.append(_connect(port, servers[-1], d / "log"))
         deadline = time.monotonic() + 15
-        while b"master_link_status:up" not in clients[1].call("INFO", "replication"):  # type: ignore[operator]
+        while True:
+            info = clients[1].call("INFO", "replication")
+            if isinstance(info, bytes) and b"master_link_status:up" in info:
+                break
             if time.monotonic() > deadline:
                 raise RuntimeError("the Redis replica did not connect to its master")
             time.sleep(0.05)
