@@ -2,7 +2,9 @@
 
 Usage::
 
-    python benches/spark_ingest.py [--messages N] [--body-size B] [--store DIR]
+    python -m benches.spark_ingest [--messages N] [--body-size B] [--store DIR]
+
+or as the ``spark-ingest`` scenario of ``rocketha bench`` (1,000,000 rows; ``--quick`` 200,000).
 
 Writes N messages (default 5,000,000 of 200 bytes, over 8 topics) into a fresh store, then times
 two queries, ``count()`` and a per-topic aggregate (messages and body bytes), three ways:
@@ -40,6 +42,8 @@ from pyspark.sql.types import StructType
 from rocketha import Message, MessageStore, _core
 from rocketha.spark import BATCH_ROWS, SCHEMA, RangePartition
 from rocketha.spark._arrow import to_record_batch
+
+from benches.common import Figure
 
 TOPICS = [f"topic{i}" for i in range(8)]
 SEGMENT = 256 << 20
@@ -156,32 +160,30 @@ def per_topic(df: DataFrame) -> list:
     return df.groupBy("topic").agg(F.count("*"), F.sum(F.length("body"))).collect()
 
 
-def timed(run: Callable[[], object], repeat: int) -> float:
+def timed(run: Callable[[], object], repeat: int) -> list[float]:
+    """Seconds of each of ``repeat`` runs, after one warm-up run."""
     run()
-    best = float("inf")
+    out = []
     for _ in range(repeat):
         t = time.perf_counter()
         run()
-        best = min(best, time.perf_counter() - t)
-    return best
+        out.append(time.perf_counter() - t)
+    return out
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--messages", type=int, default=5_000_000)
-    parser.add_argument("--body-size", type=int, default=200)
-    parser.add_argument("--repeat", type=int, default=2)
-    parser.add_argument("--store", help="reuse or create the store here (default: a temp dir)")
-    args = parser.parse_args()
+SOURCES = ("rocketha", "parquet", "python rows", "arrow ceiling")
+QUERIES = ("count", "per-topic")
 
+
+def measure(
+    messages: int, body_size: int, repeat: int, store: str | None = None
+) -> tuple[int, dict[tuple[str, str], list[float]]]:
+    """Rows in the store, and rows/s of every repetition per (source, query)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     work = tempfile.mkdtemp(prefix="rocketha-bench-")
-    store_dir = args.store or os.path.join(work, "store")
+    store_dir = store or os.path.join(work, "store")
     if not os.path.isdir(os.path.join(store_dir, "commitlog")):
-        t = time.perf_counter()
-        fill(store_dir, args.messages, args.body_size)
-        print(f"wrote {args.messages:,} messages in {time.perf_counter() - t:.1f} s")
-
+        fill(store_dir, messages, body_size)
     spark = (
         SparkSession.builder.master("local[2]")
         .appName("rocketha-bench")
@@ -192,35 +194,72 @@ def main() -> None:
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
-    rocketha.spark.register(spark)
-    spark.dataSource.register(RowSource)
-    spark.dataSource.register(CeilingSource)
-    ours = spark.read.format("rocketha").option("minPartitions", PARTITIONS).load(store_dir)
-    rows = ours.count()
-    parquet_dir = os.path.join(work, "parquet")
-    ours.write.parquet(parquet_dir)
-    parquet = spark.read.parquet(parquet_dir)
-    python_rows = spark.read.format("rocketha_rows").load(store_dir)
-    ceiling = spark.read.format("rocketha_ceiling").option("rows", rows).load(store_dir)
+    try:
+        rocketha.spark.register(spark)
+        spark.dataSource.register(RowSource)
+        spark.dataSource.register(CeilingSource)
+        ours = spark.read.format("rocketha").option("minPartitions", PARTITIONS).load(store_dir)
+        rows = ours.count()
+        parquet_dir = os.path.join(work, "parquet")
+        ours.write.parquet(parquet_dir)
+        frames = {
+            "rocketha": ours,
+            "parquet": spark.read.parquet(parquet_dir),
+            "python rows": spark.read.format("rocketha_rows").load(store_dir),
+            "arrow ceiling": spark.read.format("rocketha_ceiling")
+            .option("rows", rows)
+            .load(store_dir),
+        }
+        results: dict[tuple[str, str], list[float]] = {}
+        for name, df in frames.items():
+            n = 1 if name == "python rows" else repeat
+            results[name, "count"] = [rows / t for t in timed(df.count, n)]
+            results[name, "per-topic"] = [rows / t for t in timed(lambda df=df: per_topic(df), n)]
+        return rows, results
+    finally:
+        spark.stop()
+        shutil.rmtree(work, ignore_errors=True)
 
-    results: dict[tuple[str, str], float] = {}
-    sources = (
-        ("rocketha", ours),
-        ("parquet", parquet),
-        ("python rows", python_rows),
-        ("arrow ceiling", ceiling),
-    )
-    for name, df in sources:
-        repeat = 1 if name == "python rows" else args.repeat
-        results[name, "count"] = rows / timed(df.count, repeat)
-        results[name, "per-topic"] = rows / timed(lambda df=df: per_topic(df), repeat)
 
+def run(quick: bool, runs: int) -> list[Figure]:
+    """The harness scenario: our rows/s beside Parquet and the row-at-a-time Python source."""
+    rows, results = measure(200_000 if quick else 1_000_000, 200, max(1, runs))
+    figures = []
+    for query in QUERIES:
+        for baseline, target in (
+            ("parquet", ">= 0.5"),
+            ("python rows", ">= 20"),
+            ("arrow ceiling", None),
+        ):
+            figures.append(
+                Figure(
+                    "spark-ingest",
+                    f"{query}, {rows:,} rows vs {baseline}",
+                    "rows/s",
+                    results["rocketha", query],
+                    baseline,
+                    results[baseline, query],
+                    target=target,
+                )
+            )
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--messages", type=int, default=5_000_000)
+    parser.add_argument("--body-size", type=int, default=200)
+    parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--store", help="reuse or create the store here (default: a temp dir)")
+    args = parser.parse_args()
+    rows, results = measure(args.messages, args.body_size, args.repeat, args.store)
+    best = {key: max(rates) for key, rates in results.items()}
     print(f"\n{rows:,} rows of {args.body_size}-byte bodies, local[2]")
     print(f"{'rows/s':>42}")
-    header = ["query", "rocketha", "parquet", "python rows", "arrow ceiling"]
+    header = ["query", *SOURCES]
     print("".join(h.rjust(14) for h in header) + "  vs parquet  vs python  vs ceiling")
-    for query in ("count", "per-topic"):
-        rates = [results[name, query] for name, _ in sources]
+    for query in QUERIES:
+        rates = [best[name, query] for name in SOURCES]
         ours_rate = rates[0]
         print(
             f"{query:>14}"
@@ -232,8 +271,6 @@ def main() -> None:
         "targets: >= 0.5x parquet (per-topic; parquet's count() reads only footers and its "
         "aggregate only the two columns it needs), >= 20x python rows"
     )
-    spark.stop()
-    shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

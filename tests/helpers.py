@@ -36,40 +36,51 @@ def write_conf(path: Path, **keys: Any) -> Path:
 
 
 class BrokerProcess:
-    """``rocketha broker -c CONF`` in a child process."""
+    """``rocketha broker -c CONF`` in a child process; its log goes to ``CONF.log`` (a file, not
+    a pipe: an undrained pipe would block a chatty broker)."""
 
     def __init__(self, conf: Path, *extra: str) -> None:
         self.conf = conf
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "rocketha", "-v", "broker", "-c", str(conf), *extra],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        self.log = conf.with_suffix(".log")
+        with self.log.open("a") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "rocketha", "-v", "broker", "-c", str(conf), *extra],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                text=True,
+            )
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
         if not line:
-            raise AssertionError(f"broker failed to start: {self.proc.stderr.read()}")  # type: ignore[union-attr]
+            self.proc.wait(timeout=30)
+            raise AssertionError(f"broker failed to start: {self.stderr()}")
         self.started = json.loads(line)["started"]
 
     def kill(self) -> None:
         self.proc.send_signal(signal.SIGKILL)
         self.proc.wait(timeout=30)
+        self._close()
 
     def stop(self) -> int:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
         try:
             return self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(
+                f"broker ignored SIGTERM for 30 s; its log:\n{self.stderr()}"
+            ) from None
         finally:
-            for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
-                if stream is not None:
-                    stream.close()
+            self._close()
+
+    def _close(self) -> None:
+        for stream in (self.proc.stdin, self.proc.stdout):
+            if stream is not None:
+                stream.close()
 
     def stderr(self) -> str:
-        assert self.proc.stderr is not None
-        return self.proc.stderr.read()
+        return self.log.read_text()
 
 
 def start_slave(tmp: Path, name: str, master_address: str, **keys: Any) -> BrokerProcess:

@@ -136,15 +136,31 @@ def cmd_broker(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    with contextlib.suppress(_Stopped):
+    try:
         _serve(config, args)
+    except _Stopped:
+        pass
     print(json.dumps({"stopped": True}), flush=True)
     return 0
 
 
+_STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+
+
 def _serve(config: BrokerConfig, args: argparse.Namespace) -> None:
-    """Runs until a signal; the ``with`` block flushes and closes on the way out."""
-    with Broker(config) as broker:
+    """Runs until a signal; the ``with`` block flushes and closes on the way out.
+
+    The broker's threads (Rust event loops, flusher, group transfer) are started with SIGINT and
+    SIGTERM blocked, so they inherit that mask and the kernel delivers those signals to the main
+    thread, the only one that can run a Python handler; a signal landing on another thread
+    would leave the main thread asleep.
+    """
+    signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+    try:
+        broker = Broker(config).start()
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
+    with broker:
         info = {"role": config.broker_role.value, "store": config.store_path_root_dir}
         if broker.role.is_master:
             info["ha_listen_port"] = broker.ha_listen_port

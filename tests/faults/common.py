@@ -59,17 +59,22 @@ class ProducerProcess:
 
     def __init__(self, store: Path, *, role: str, threads: int = 4) -> None:
         self.store = store
-        self.proc = subprocess.Popen(
-            [sys.executable, PRODUCER, f"--store={store}", f"--role={role}", f"-t{threads}"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        # A log file, not a pipe nobody drains, so a chatty child never blocks on stderr.
+        self.log = store.parent / f"{store.name}.log"
+        store.parent.mkdir(parents=True, exist_ok=True)
+        with self.log.open("a") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, PRODUCER, f"--store={store}", f"--role={role}", f"-t{threads}"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                text=True,
+            )
         assert self.proc.stdout is not None
         first = self.proc.stdout.readline()
         if not first:
-            raise AssertionError(f"producer failed to start: {self.proc.stderr.read()}")  # type: ignore[union-attr]
+            self.proc.wait(timeout=30)
+            raise AssertionError(f"producer failed to start: {self.log.read_text()}")
         self.ha_address: str = json.loads(first)["ha"]
         #: (offset, sha256 of the body) of every PUT_OK the producer reported.
         self.acks: list[tuple[int, str]] = []
@@ -113,7 +118,7 @@ class ProducerProcess:
         code = self.proc.wait(timeout=60)
         # Everything the producer printed before it died is an acknowledgement a client saw.
         self._reader.join(timeout=30)
-        for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+        for stream in (self.proc.stdin, self.proc.stdout):
             if stream is not None:
                 stream.close()
         return code

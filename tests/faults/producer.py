@@ -78,7 +78,10 @@ def main() -> int:
                     emit(json.dumps({"max_offset": broker.max_offset}))
 
         threading.Thread(target=commands, daemon=True).start()
-        done.wait()
+        # Timed waits: SIGTERM may land on a Rust thread, and the Python handler runs only
+        # when the main thread next executes bytecode.
+        while not done.wait(0.5):
+            pass
         stop.set()
         for w in workers:
             w.join()
