@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import logging
@@ -135,10 +136,8 @@ def cmd_broker(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    try:
+    with contextlib.suppress(_Stopped):
         _serve(config, args)
-    except _Stopped:
-        pass
     print(json.dumps({"stopped": True}), flush=True)
     return 0
 
