@@ -25,7 +25,7 @@ def test_quick_run_writes_results_and_plots(tmp_path: Path) -> None:
     out = tmp_path / "results"
     env = {**os.environ, "ROCKETHA_REDIS_SERVER": str(tmp_path / "missing" / "redis-server")}
     env.pop("ROCKETHA_BENCHES", None)
-    scenarios = ["seed-python", "sync-put", "peer-redis", "spark-ingest"]
+    scenarios = ["seed-python", "sync-put", "peer-redis"]
     options = ["--quick", "--runs", "1", "--out", str(out)]
     proc = subprocess.run(
         [sys.executable, "-m", "rocketha", "bench", *scenarios, *options],
@@ -50,10 +50,9 @@ def test_quick_run_writes_results_and_plots(tmp_path: Path) -> None:
         assert 0 < f["ratio"] < math.inf, f
 
     skipped = results["skipped"]
-    assert set(skipped) == {"peer-redis", "spark-ingest"}
+    assert set(skipped) == {"peer-redis"}
     assert "ROCKETHA_REDIS_SERVER" in skipped["peer-redis"]
     assert "apt-get install redis-server" in skipped["peer-redis"]
-    assert "not available in this checkout" in skipped["spark-ingest"]
 
     for plot in ("throughput.png", "latency_cdf.png"):
         assert (out / plot).read_bytes().startswith(b"\x89PNG"), plot

@@ -338,8 +338,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     repair.add_argument("--to", type=int, help="the offset where the logs part, if known")
     repair.set_defaults(func=cmd_repair)
 
-    args = parser.parse_args(argv)
-
     # Its options belong to the harness (python -m benches), which parses them itself.
     bench = sub.add_parser(
         "bench", help="run the benchmarks (from a repo checkout)", add_help=False

@@ -39,6 +39,8 @@ class GroupTransferService:
         self._lock = threading.Lock()
         self._requests_write: list[TransferRequest] = []
         self._requests_read: list[TransferRequest] = []
+        #: True while the service sleeps with no request to watch (no deadline to wake it).
+        self._idle = True
         self._running = False
         self._thread: threading.Thread | None = None
 
@@ -65,12 +67,14 @@ class GroupTransferService:
     def submit(self, next_offset: int, acks: int, timeout: float) -> Future[bool]:
         """Queues a wait for ``acks`` distinct slaves to hold ``next_offset``."""
         req = TransferRequest(time.monotonic() + timeout, next_offset, acks)
-        if self._covered(acks) >= next_offset:
-            req.future.set_result(True)
-            return req.future
         with self._lock:
             self._requests_write.append(req)
-        self._master.notify()
+            wake, self._idle = self._idle, False
+        # A busy service picks the request up at the next ack change or earlier deadline (all
+        # requests share one timeout, so a new one never expires first); only an idle one,
+        # asleep without any deadline, needs waking.
+        if wake:
+            self._master.notify()
         return req.future
 
     def _covered(self, acks: int) -> int:
@@ -106,6 +110,12 @@ class GroupTransferService:
             timeout = _IDLE_WAIT
             if waiting:
                 timeout = min(timeout, max(0.0, min(r.deadline for r in waiting) - now))
+            else:
+                with self._lock:
+                    # Nothing to watch: the next submit must wake us.
+                    self._idle = not self._requests_write
+                if not self._idle:
+                    continue  # a request came in meanwhile: swap it in now
             seen = self._master.wait_ack_change(seen, timeout)
 
 
