@@ -68,6 +68,11 @@ class Broker:
         self.group_transfer: GroupTransferService | None = None
         self._executor: ThreadPoolExecutor | None = None
         self._metrics: Any = None
+        self._is_slave = not self.role.is_master
+        self._acks_required = 0
+        self._slave_timeout = 0.0
+        self._flush_timeout: float | None = None
+        self._blocking = False
         self._started = False
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -125,6 +130,14 @@ class Broker:
         except BaseException:
             self._close_parts()
             raise
+        # Decided once here so the put path does not re-derive them per message.
+        self._is_slave = not self.role.is_master
+        self._acks_required = c.slave_acks_required if self.group_transfer is not None else 0
+        self._slave_timeout = c.slave_timeout / 1000
+        self._flush_timeout = (
+            c.sync_flush_timeout / 1000 if c.flush_disk_type is FlushDiskType.SYNC_FLUSH else None
+        )
+        self._blocking = bool(self._acks_required) or self._flush_timeout is not None
         self._started = True
         log.info(
             "broker %s (id %d, %s) started on %s, max offset %d",
@@ -210,7 +223,8 @@ class Broker:
         return next_offset - max(offsets) < self.config.ha_max_gap_not_in_sync
 
     def _replication(self, next_offset: int) -> Future[bool] | PutStatus:
-        """Starts the replication wait; a status when it cannot even start."""
+        """Queues an asynchronous replication wait with the GroupTransferService; a status
+        when it cannot even start."""
         if self.group_transfer is None:
             done: Future[bool] = Future()
             done.set_result(True)
@@ -221,28 +235,43 @@ class Broker:
             next_offset, self.config.slave_acks_required, self.config.slave_timeout / 1000
         )
 
-    def _verdict(self, next_offset: int, replication: Future[bool] | PutStatus) -> PutStatus:
+    def _wait(self, next_offset: int, started: float) -> PutStatus:
+        """A blocking put's verdict. The flush thread and the HA loop make progress on their
+        own, so checking one wait after the other costs the longer of the two, not the sum;
+        each has its own deadline from the moment of the put.
+
+        The replication wait parks this thread on the Rust ack table itself (GIL released),
+        woken only by the ack that covers ``next_offset``; a hop through the GroupTransferService
+        thread would add two GIL handoffs to every put."""
         status = PutStatus.PUT_OK
-        if self.config.flush_disk_type is FlushDiskType.SYNC_FLUSH and not self.store.wait_flushed(
-            next_offset, self.config.sync_flush_timeout / 1000
+        if self._flush_timeout is not None and not self.store.wait_flushed(
+            next_offset, max(0.0, self._flush_timeout - (time.perf_counter() - started))
         ):
             status = PutStatus.FLUSH_DISK_TIMEOUT
-        if isinstance(replication, PutStatus):
-            return replication if status is PutStatus.PUT_OK else status
-        if not replication.result() and status is PutStatus.PUT_OK:
-            status = PutStatus.FLUSH_SLAVE_TIMEOUT
+        if self._acks_required:
+            assert self.ha is not None and self.ha.master is not None
+            if not self._slave_ok(next_offset):
+                replicated = PutStatus.SLAVE_NOT_AVAILABLE
+            elif self.ha.master.wait_for_ack(
+                next_offset,
+                self._acks_required,
+                max(0.0, self._slave_timeout - (time.perf_counter() - started)),
+            ):
+                replicated = PutStatus.PUT_OK
+            else:
+                replicated = PutStatus.FLUSH_SLAVE_TIMEOUT
+            if status is PutStatus.PUT_OK:
+                status = replicated
         return status
 
     def put(self, msg: Message) -> PutResult:
         """Stores one message and waits as the role and flush type require."""
-        self._check_master()
+        if self._is_slave:
+            self._check_master()
         started = time.perf_counter()
         result = self.store.put(msg)
-        if (
-            self.group_transfer is not None
-            or self.config.flush_disk_type is FlushDiskType.SYNC_FLUSH
-        ):
-            status = self._verdict(result.next_offset, self._replication(result.next_offset))
+        if self._blocking:
+            status = self._wait(result.next_offset, started)
             if status is not PutStatus.PUT_OK:
                 result = result.with_status(status)
         if self._metrics is not None:
@@ -254,27 +283,30 @@ class Broker:
     def put_batch(self, msgs: Sequence[Message]) -> list[PutResult]:
         """Stores messages in one append and waits once, for the last of them."""
         self._check_master()
+        started = time.perf_counter()
         results = self.store.put_batch(list(msgs))
         if not results:
             return results
-        next_offset = results[-1].next_offset
-        status = self._verdict(next_offset, self._replication(next_offset))
+        status = self._wait(results[-1].next_offset, started)
         if status is PutStatus.PUT_OK:
             return results
         return [r.with_status(status) for r in results]
 
     def put_async(self, msg: Message) -> Future[PutResult]:
-        """Stores the message now; the future resolves when its waits are over."""
+        """Stores the message now; the future resolves when its waits are over. Replication
+        is watched by the GroupTransferService, so no thread blocks per message."""
         self._check_master()
+        started = time.perf_counter()
         result = self.store.put(msg)
         out: Future[PutResult] = Future()
-        replication = self._replication(result.next_offset)
         if self.config.flush_disk_type is FlushDiskType.SYNC_FLUSH:
+            # The msync wait has no callback form: a worker thread blocks on it.
             if self._executor is None:
                 self._executor = ThreadPoolExecutor(4, thread_name_prefix="rocketha-put-async")
             return self._executor.submit(
-                lambda: result.with_status(self._verdict(result.next_offset, replication))
+                lambda: result.with_status(self._wait(result.next_offset, started))
             )
+        replication = self._replication(result.next_offset)
         if isinstance(replication, PutStatus):
             out.set_result(result.with_status(replication))
             return out

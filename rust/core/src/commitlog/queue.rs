@@ -188,12 +188,22 @@ impl MappedFileQueue {
                 None => None,
             }
         };
-        let file = match ready {
-            Some(Ok(file)) => file,
+        let (file, prepared) = match ready {
+            Some(Ok(file)) => (Arc::new(file), true),
             // Preallocation failing (a full disk) is reported by the synchronous retry.
-            _ => MappedFile::create(&self.dir, start, self.file_size, false)?,
+            _ => (
+                Arc::new(MappedFile::create(&self.dir, start, self.file_size, false)?),
+                false,
+            ),
         };
-        let file = Arc::new(file);
+        if !prepared && self.preallocate {
+            // Nobody prepared this one (the first segment, or a writer that outran the
+            // allocator): prefault it behind the writer's back rather than stall the append.
+            let behind = file.clone();
+            let _ = std::thread::Builder::new()
+                .name("rocketha-prefault".into())
+                .spawn(move || behind.prefault_for_write());
+        }
         self.files
             .write()
             .unwrap_or_else(|p| p.into_inner())

@@ -2,8 +2,23 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
+
+/// One blocked `wait_for_ack` call: woken alone, when its offset is covered.
+struct Waiter {
+    target: u64,
+    count: usize,
+    done: Mutex<bool>,
+    woken: Condvar,
+}
+
+impl Waiter {
+    fn finish(&self) {
+        *self.done.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        self.woken.notify_one();
+    }
+}
 
 #[derive(Default)]
 struct Acks {
@@ -11,6 +26,9 @@ struct Acks {
     /// the connection id without authentication.
     by_connection: HashMap<u64, (u64, u64)>,
     version: u64,
+    /// Blocked puts. An ack change wakes only those it satisfies: waking every producer on
+    /// every ack would have them all fight for the GIL to find most still unsatisfied.
+    waiters: Vec<Arc<Waiter>>,
 }
 
 #[derive(Default)]
@@ -23,17 +41,36 @@ pub struct AckTable {
 }
 
 impl Acks {
+    /// Each distinct slave's best ack, highest first.
+    fn covered(&self) -> Vec<u64> {
+        let mut best: HashMap<u64, u64> = HashMap::new();
+        for (k, off) in self.by_connection.values() {
+            let e = best.entry(*k).or_default();
+            *e = (*e).max(*off);
+        }
+        let mut offsets: Vec<u64> = best.into_values().collect();
+        offsets.sort_unstable_by(|a, b| b.cmp(a));
+        offsets
+    }
+
     /// Distinct slaves whose ack covers `target`.
     fn count_at_least(&self, target: u64) -> usize {
-        let mut keys: Vec<u64> = self
-            .by_connection
-            .values()
-            .filter(|(_, off)| *off >= target)
-            .map(|(k, _)| *k)
-            .collect();
-        keys.sort_unstable();
-        keys.dedup();
-        keys.len()
+        self.covered().iter().take_while(|o| **o >= target).count()
+    }
+
+    /// Finishes the waiters the current acks satisfy.
+    fn wake_satisfied(&mut self) {
+        if self.waiters.is_empty() {
+            return;
+        }
+        let covered = self.covered();
+        self.waiters.retain(|w| {
+            let ok = w.count == 0 || covered.get(w.count - 1).is_some_and(|o| *o >= w.target);
+            if ok {
+                w.finish();
+            }
+            !ok
+        });
     }
 }
 
@@ -49,6 +86,7 @@ impl AckTable {
             a.version += 1;
             self.push2slave_max_offset
                 .fetch_max(offset, Ordering::AcqRel);
+            a.wake_satisfied();
             self.changed.notify_all();
         }
     }
@@ -69,35 +107,50 @@ impl AckTable {
         self.lock().count_at_least(target)
     }
 
-    /// Acked offsets of live slaves (one per distinct slave, its best).
+    /// Acked offsets of live slaves (one per distinct slave, its best), highest first.
     pub fn slave_offsets(&self) -> Vec<u64> {
-        let a = self.lock();
-        let mut best: HashMap<u64, u64> = HashMap::new();
-        for (k, off) in a.by_connection.values() {
-            let e = best.entry(*k).or_default();
-            *e = (*e).max(*off);
-        }
-        best.into_values().collect()
+        self.lock().covered()
     }
 
-    /// Blocks until `count` distinct slaves acked `target`; false on timeout.
+    /// Blocks until `count` distinct slaves acked `target`; false on timeout. Only an ack that
+    /// satisfies this call wakes it.
     pub fn wait_for_ack(&self, target: u64, count: usize, timeout: Duration) -> bool {
         let deadline = Instant::now() + timeout;
-        let mut a = self.lock();
-        loop {
+        let waiter = {
+            let mut a = self.lock();
             if a.count_at_least(target) >= count {
                 return true;
             }
+            let w = Arc::new(Waiter {
+                target,
+                count,
+                done: Mutex::new(false),
+                woken: Condvar::new(),
+            });
+            a.waiters.push(w.clone());
+            w
+        };
+        let mut done = waiter.done.lock().unwrap_or_else(|p| p.into_inner());
+        while !*done {
             let now = Instant::now();
             if now >= deadline {
-                return false;
+                break;
             }
-            a = self
-                .changed
-                .wait_timeout(a, deadline - now)
+            done = waiter
+                .woken
+                .wait_timeout(done, deadline - now)
                 .unwrap_or_else(|p| p.into_inner())
                 .0;
         }
+        if *done {
+            return true;
+        }
+        drop(done);
+        let mut a = self.lock();
+        a.waiters.retain(|w| !Arc::ptr_eq(w, &waiter));
+        // An ack may have landed between the timeout and taking the lock.
+        let finished = *waiter.done.lock().unwrap_or_else(|p| p.into_inner());
+        finished
     }
 
     /// Blocks until the table changed since `seen` (or `notify` was called); returns the new
@@ -134,7 +187,6 @@ impl AckTable {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
 
     #[test]
     fn distinct_slaves_are_counted_once() {
@@ -150,6 +202,31 @@ mod tests {
     }
 
     #[test]
+    fn only_satisfied_waiters_wake() {
+        let t = Arc::new(AckTable::default());
+        let spawn = |target: u64, count: usize| {
+            let t = t.clone();
+            std::thread::spawn(move || t.wait_for_ack(target, count, Duration::from_secs(30)))
+        };
+        let (near, far, two) = (spawn(10, 1), spawn(20, 1), spawn(10, 2));
+        while t.lock().waiters.len() < 3 {
+            std::thread::yield_now();
+        }
+        t.update(1, 1, 15);
+        assert!(near.join().unwrap());
+        assert_eq!(
+            t.lock().waiters.len(),
+            2,
+            "the far and the two-slave waiters still wait"
+        );
+        t.update(2, 2, 12);
+        assert!(two.join().unwrap());
+        t.update(1, 1, 20);
+        assert!(far.join().unwrap());
+        assert!(t.lock().waiters.is_empty());
+    }
+
+    #[test]
     fn waiters_wake_on_ack() {
         let t = Arc::new(AckTable::default());
         let t2 = t.clone();
@@ -158,6 +235,8 @@ mod tests {
         t.update(1, 1, 10);
         assert!(h.join().unwrap());
         assert!(!t.wait_for_ack(11, 1, Duration::from_millis(1)));
+        // A timed-out waiter leaves nothing behind.
+        assert!(t.lock().waiters.is_empty());
         let v = t.version();
         t.notify();
         assert_eq!(t.wait_changed(v, Duration::from_secs(30)), v + 1);

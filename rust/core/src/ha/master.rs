@@ -130,6 +130,9 @@ struct Connection {
     report_len: usize,
     /// The CRC extension was negotiated for this connection.
     crc: bool,
+    /// The socket said WouldBlock: nothing more can be written until its writable edge, so the
+    /// loop sleeps instead of retrying (which would spin a core the slave needs).
+    write_blocked: bool,
     slave_key: u64,
     /// RocketMQ's `nextTransferFromWhere`: unset until the slave's first report.
     next_transfer: Option<u64>,
@@ -281,6 +284,11 @@ impl EventLoop {
                     LISTENER => self.accept(),
                     WAKER => {}
                     token => {
+                        if event.is_writable() {
+                            if let Some(c) = self.conns.get_mut(&token) {
+                                c.write_blocked = false;
+                            }
+                        }
                         if event.is_readable() || event.is_read_closed() || event.is_error() {
                             if let Err(reason) = self.on_readable(token) {
                                 let problem = reason != CLOSED_BY_SLAVE;
@@ -321,9 +329,10 @@ impl EventLoop {
         // did not wake us, so look for its bytes now.
         let max = self.shared.store.max_offset();
         let busy = self.conns.values().any(|c| {
-            c.write.is_some()
-                || !c.control.is_empty()
-                || (c.next_transfer.is_some_and(|n| n < max) && !self.flow_limited(c, now))
+            !c.write_blocked
+                && (c.write.is_some()
+                    || !c.control.is_empty()
+                    || (c.next_transfer.is_some_and(|n| n < max) && !self.flow_limited(c, now)))
         });
         if busy {
             self.shared.idle.store(false, Ordering::SeqCst);
@@ -388,6 +397,7 @@ impl EventLoop {
                         report_buf: [0; REPORT_LEN + CRC_LEN],
                         report_len: 0,
                         crc: false,
+                        write_blocked: false,
                         slave_key: id,
                         next_transfer: None,
                         write: None,
@@ -621,12 +631,18 @@ impl EventLoop {
         let Some(c) = self.conns.get_mut(&token) else {
             return Ok(());
         };
+        if c.write_blocked {
+            return Ok(());
+        }
         while !c.control.is_empty() {
             match c.stream.write(&c.control) {
                 Ok(n) => {
                     c.control.drain(..n);
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    c.write_blocked = true;
+                    return Ok(());
+                }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(format!("write failed: {e}")),
             }
@@ -667,7 +683,10 @@ impl EventLoop {
                         c.write = None;
                     }
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    c.write_blocked = true;
+                    break;
+                }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(format!("write failed: {e}")),
             }
