@@ -93,6 +93,10 @@ def test_stalled_slave_gives_flush_slave_timeout(tmp_path: Path) -> None:
             assert r.status is PutStatus.FLUSH_SLAVE_TIMEOUT
             assert time.monotonic() - started >= 0.2
             assert master.store.max_offset == r.next_offset
+            # The GroupTransferService expires asynchronous puts the same way.
+            futures = [master.put_async(Message("T", b"a%d" % i)) for i in range(20)]
+            statuses = {f.result(timeout=30).status for f in futures}
+            assert statuses == {PutStatus.FLUSH_SLAVE_TIMEOUT}
         finally:
             slave.proc.send_signal(signal.SIGCONT)
             slave.stop()
@@ -108,6 +112,15 @@ def test_in_sync_replicas_three_needs_both_slaves(tmp_path: Path) -> None:
             r = master.put(Message("T", b"two"))
             assert r.status is PutStatus.PUT_OK
             assert second.max_offset >= r.next_offset
+
+
+def test_many_async_puts_resolve_through_group_transfer(tmp_path: Path) -> None:
+    with Broker(sync_master(tmp_path)) as master, Broker(slave_config(tmp_path, master)) as slave:
+        connected(master, 1)
+        futures = [master.put_async(Message("T", b"f%d" % i)) for i in range(2000)]
+        results = [f.result(timeout=60) for f in futures]
+        assert {r.status for r in results} == {PutStatus.PUT_OK}
+        assert slave.max_offset >= max(r.next_offset for r in results)
 
 
 def test_eight_producers_all_resolve(tmp_path: Path) -> None:
