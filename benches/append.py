@@ -10,14 +10,13 @@
 from __future__ import annotations
 
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 from rocketha import Message, MessageStore, _core
 
-from benches.common import Figure
+from benches.common import Figure, run_threads
 
 SEGMENT = 1 << 30
 
@@ -92,17 +91,11 @@ def run(quick: bool, runs: int) -> list[Figure]:
             _store(Path(d), flush_disk_type=flush_disk_type) as store,
         ):
 
-            def producer() -> None:
+            def producer(_: int) -> None:
                 for _ in range(per_thread):
                     store.put(msg)
 
-            threads = [threading.Thread(target=producer) for _ in range(8)]
-            started = time.perf_counter()
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
-            took = time.perf_counter() - started
+            took = run_threads(producer, 8)
             msyncs, _requests, _ = store.flush_stats()
             return 8 * per_thread / took, 8 * per_thread / max(1, msyncs)
 

@@ -9,7 +9,9 @@ import platform
 import statistics
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -123,6 +125,17 @@ def write_results(out: Path, figures: list[Figure], skipped: dict[str, str]) -> 
         )
     )
     return path
+
+
+def run_threads(target: Callable[[int], object], count: int) -> float:
+    """Runs ``target(i)`` on ``count`` threads at once; seconds until the last one ends."""
+    threads = [threading.Thread(target=target, args=(i,)) for i in range(count)]
+    started = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return time.perf_counter() - started
 
 
 def percentile(values: list[float], q: float) -> float:

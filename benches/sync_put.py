@@ -6,13 +6,12 @@ ASYNC_MASTER, both measured in the same run (targets: p50 <= 3x the round trip; 
 from __future__ import annotations
 
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 from rocketha import Broker, Message, PutStatus, _core
 
-from benches.common import Figure, broker_pair, cdf_points, percentile
+from benches.common import Figure, broker_pair, cdf_points, percentile, run_threads
 
 PRODUCERS = (1, 8, 32)
 QUANTILES = {"p50": 0.5, "p90": 0.9, "p99": 0.99, "p999": 0.999}
@@ -32,13 +31,7 @@ def _produce(master: Broker, producers: int, per_producer: int) -> tuple[float, 
             if r.status is not PutStatus.PUT_OK:
                 bad.append(r.status)
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(producers)]
-    started = time.perf_counter()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    took = time.perf_counter() - started
+    took = run_threads(work, producers)
     if bad:
         raise RuntimeError(f"{len(bad)} puts not acked: {set(bad)}")
     return producers * per_producer / took, [x for lat in latencies for x in lat]

@@ -6,7 +6,7 @@ use std::os::raw::c_int;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use pyo3::exceptions::{PyBufferError, PyIndexError};
+use pyo3::exceptions::PyIndexError;
 use pyo3::prelude::*;
 use rocketha_core::arrow::{self, ColumnBatch, Limits};
 use rocketha_core::MessageStore;
@@ -88,12 +88,6 @@ impl ArrowBuffer {
         view: *mut pyo3::ffi::Py_buffer,
         flags: c_int,
     ) -> PyResult<()> {
-        if view.is_null() {
-            return Err(PyBufferError::new_err("view is null"));
-        }
-        if (flags & pyo3::ffi::PyBUF_WRITABLE) == pyo3::ffi::PyBUF_WRITABLE {
-            return Err(PyBufferError::new_err("Arrow batch buffers are read-only"));
-        }
         let this = slf.get();
         let bytes = this
             .batch
@@ -101,10 +95,17 @@ impl ArrowBuffer {
             .get(this.index)
             .copied()
             .ok_or_else(|| PyIndexError::new_err(format!("no buffer {}", this.index)))?;
-        // SAFETY: `view` is non-null and provided by CPython; the bytes belong to the batch,
-        // which is never mutated after decoding and stays alive through `slf`, owned by the view.
-        unsafe { fill_readonly_buffer(view, flags, slf.clone().into_any(), bytes) };
-        Ok(())
+        // SAFETY: `view` comes from CPython; the bytes belong to the batch, which is never
+        // mutated after decoding and stays alive through `slf`, owned by the view.
+        unsafe {
+            fill_readonly_buffer(
+                view,
+                flags,
+                slf.clone().into_any(),
+                bytes,
+                "Arrow batch buffers",
+            )
+        }
     }
 
     fn __len__(&self) -> usize {

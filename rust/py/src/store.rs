@@ -391,18 +391,19 @@ impl SegmentSlice {
         view: *mut pyo3::ffi::Py_buffer,
         flags: c_int,
     ) -> PyResult<()> {
-        if view.is_null() {
-            return Err(PyBufferError::new_err("view is null"));
-        }
-        if (flags & pyo3::ffi::PyBUF_WRITABLE) == pyo3::ffi::PyBUF_WRITABLE {
-            return Err(PyBufferError::new_err("commit log bytes are read-only"));
-        }
         let this = slf.get();
         let bytes = &this.file.readable(this.pos)[..this.len];
-        // SAFETY: `view` is non-null and provided by CPython; the bytes live in a mapping kept
-        // alive by `slf`, which the view owns.
-        unsafe { fill_readonly_buffer(view, flags, slf.clone().into_any(), bytes) };
-        Ok(())
+        // SAFETY: `view` comes from CPython; the bytes live in a mapping kept alive by `slf`,
+        // which the view owns.
+        unsafe {
+            fill_readonly_buffer(
+                view,
+                flags,
+                slf.clone().into_any(),
+                bytes,
+                "commit log bytes",
+            )
+        }
     }
 
     fn __len__(&self) -> usize {
@@ -421,7 +422,14 @@ pub unsafe fn fill_readonly_buffer(
     flags: c_int,
     owner: Bound<'_, PyAny>,
     bytes: &[u8],
-) {
+    what: &str,
+) -> PyResult<()> {
+    if view.is_null() {
+        return Err(PyBufferError::new_err("view is null"));
+    }
+    if (flags & pyo3::ffi::PyBUF_WRITABLE) == pyo3::ffi::PyBUF_WRITABLE {
+        return Err(PyBufferError::new_err(format!("{what} are read-only")));
+    }
     // SAFETY: the caller guarantees `view` is valid; the view takes a reference to `owner`,
     // which keeps `bytes` alive until CPython releases the view.
     unsafe {
@@ -449,6 +457,7 @@ pub unsafe fn fill_readonly_buffer(
         (*view).suboffsets = std::ptr::null_mut();
         (*view).internal = std::ptr::null_mut();
     }
+    Ok(())
 }
 
 fn flush_disk_type(name: &str) -> PyResult<FlushDiskType> {
