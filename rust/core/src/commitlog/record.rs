@@ -544,6 +544,22 @@ mod tests {
         SocketAddr::from(([127, 0, 0, 1], port))
     }
 
+    /// A small record to corrupt in various ways.
+    fn payload_draft() -> MessageDraft<'static> {
+        MessageDraft {
+            topic: "T",
+            body: b"payload",
+            properties: b"",
+            queue_id: 0,
+            flag: 0,
+            sys_flag: 0,
+            born_timestamp: 0,
+            born_host: host(1),
+            reconsume_times: 0,
+            prepared_tx_offset: 0,
+        }
+    }
+
     /// The golden vector is assembled field by field from SPEC §1, never by the encoder.
     #[test]
     fn golden_v1_record() {
@@ -640,18 +656,7 @@ mod tests {
 
     #[test]
     fn corrupt_bytes_are_detected() {
-        let draft = MessageDraft {
-            topic: "T",
-            body: b"payload",
-            properties: b"",
-            queue_id: 0,
-            flag: 0,
-            sys_flag: 0,
-            born_timestamp: 0,
-            born_host: host(1),
-            reconsume_times: 0,
-            prepared_tx_offset: 0,
-        };
+        let draft = payload_draft();
         let mut out = vec![0u8; draft.encoded_len(&host(2))];
         draft.encode_into(&mut out, 0, 0, 0, &host(2));
         let mut flipped = out.clone();
@@ -669,18 +674,7 @@ mod tests {
 
     #[test]
     fn incoming_bytes_are_checked_record_by_record() {
-        let draft = MessageDraft {
-            topic: "T",
-            body: b"payload",
-            properties: b"",
-            queue_id: 0,
-            flag: 0,
-            sys_flag: 0,
-            born_timestamp: 0,
-            born_host: host(1),
-            reconsume_times: 0,
-            prepared_tx_offset: 0,
-        };
+        let draft = payload_draft();
         let len = draft.encoded_len(&host(2));
         let mut log = vec![0u8; 2 * len];
         draft.encode_into(&mut log[..len], 0, 1000, 0, &host(2));
