@@ -83,8 +83,6 @@ pub enum CommitLogError {
     ReadOnly,
     #[error("store is closed")]
     Closed,
-    #[error("flush of offset {0} did not complete within the timeout")]
-    FlushTimeout(u64),
 }
 
 impl CommitLogError {
@@ -121,8 +119,6 @@ pub enum HaError {
     CommitLog(#[from] CommitLogError),
     #[error(transparent)]
     Frame(#[from] FrameError),
-    #[error("HA service is not running")]
-    NotRunning,
     #[error("invalid master address {0:?}: expected host:port")]
     BadAddress(String),
 }

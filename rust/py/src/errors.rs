@@ -104,7 +104,7 @@ pub fn to_py(err: CommitLogError) -> PyErr {
         }
         CommitLogError::Locked { .. } => StoreLockedError::new_err(msg),
         CommitLogError::Closed => StoreClosedError::new_err(msg),
-        CommitLogError::ReadOnly | CommitLogError::FlushTimeout(_) => RocketHAError::new_err(msg),
+        CommitLogError::ReadOnly => RocketHAError::new_err(msg),
     }
 }
 

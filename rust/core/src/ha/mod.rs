@@ -23,7 +23,6 @@ pub enum HaState {
     Ready,
     Handshake,
     Transfer,
-    Suspend,
     Shutdown,
 }
 
@@ -33,7 +32,6 @@ impl HaState {
             HaState::Ready => "READY",
             HaState::Handshake => "HANDSHAKE",
             HaState::Transfer => "TRANSFER",
-            HaState::Suspend => "SUSPEND",
             HaState::Shutdown => "SHUTDOWN",
         }
     }
