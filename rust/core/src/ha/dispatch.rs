@@ -48,6 +48,11 @@ impl FrameDispatcher {
         self.swaps
     }
 
+    /// Bytes read but not yet dispatched (a partial frame); the fuzzer's oracle checks it.
+    pub fn pending(&self) -> usize {
+        self.read_pos - self.dispatch_pos
+    }
+
     fn reallocate(&mut self) {
         let tail = self.read_pos - self.dispatch_pos;
         self.backup[..tail].copy_from_slice(&self.buf[self.dispatch_pos..self.read_pos]);
