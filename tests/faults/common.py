@@ -158,12 +158,18 @@ def _segments(store: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted((store / "commitlog").glob("[0-9]" * 20))}
 
 
-def is_log_prefix(replica: Path, master: Path) -> bool:
+def is_log_prefix(replica: Path, master: Path, upto: int | None = None) -> bool:
     """The replica's segment files hold exactly the master's bytes up to their last non-zero
-    byte: raw files, so a corrupt byte anywhere fails, whatever the store API would show."""
+    byte: raw files, so a corrupt byte anywhere fails, whatever the store API would show.
+
+    A replica still writing needs ``upto``, an offset it had fully written before the call: a
+    raw read copies page by page, so it can see a later page written and an earlier one not yet.
+    """
     theirs = _segments(master)
     for name, data in _segments(replica).items():
         used = len(data.rstrip(b"\0"))
+        if upto is not None:
+            used = min(used, max(0, upto - int(name)))
         if used and theirs.get(name, b"")[:used] != data[:used]:
             return False
     return True
