@@ -1,6 +1,7 @@
 //! The message store: commit log + consume queues + flush policy, with RocketMQ's directory
 //! layout (`commitlog/`, `consumequeue/<topic>/<queueId>/`, `abort`, `checkpoint`, `lock`).
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::net::SocketAddr;
@@ -13,7 +14,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::commitlog::flush::{FlushDiskType, FlushService, FlushStats};
 use crate::commitlog::mapped_file::MappedFile;
-use crate::commitlog::record::{self, MessageDraft, PROPERTY_TAGS};
+use crate::commitlog::record::{self, MessageDraft, RecordView, PROPERTY_TAGS};
 use crate::commitlog::recover::RecoveryReport;
 use crate::commitlog::{
     AppendResult, CommitLog, OwnedRecord, RecordIter, DEFAULT_MAPPED_FILE_SIZE,
@@ -48,10 +49,11 @@ impl StoreConfig {
 }
 
 /// Writer-side state, guarded by the put lock.
+/// Next queue offset and consume queue of every (topic, queue id): RocketMQ's `topicQueueTable`.
+type TopicQueueTable = HashMap<String, HashMap<i32, (i64, Arc<ConsumeQueue>)>>;
+
 struct PutState {
-    /// Next queue offset and consume queue of every (topic, queue id): RocketMQ's
-    /// `topicQueueTable`.
-    queues: HashMap<String, HashMap<i32, (i64, Arc<ConsumeQueue>)>>,
+    queues: TopicQueueTable,
     /// Commit log offset up to which records were dispatched to consume queues (the reput
     /// offset).
     reput_offset: u64,
@@ -412,8 +414,12 @@ impl MessageStore {
         self.check_writable()?;
         {
             let mut st = self.lock_put();
-            self.commit_log.append_raw(offset, st.reput_offset, data)?;
-            self.reput(&mut st)?;
+            let PutState {
+                queues,
+                reput_offset,
+            } = &mut *st;
+            self.commit_log
+                .append_raw(offset, reput_offset, data, |r| self.dispatch(queues, r))?;
         }
         self.published();
         Ok(())
@@ -423,40 +429,52 @@ impl MessageStore {
     fn reput(&self, st: &mut PutState) -> Result<(), CommitLogError> {
         let mut iter: RecordIter<'_> = self.commit_log.iter_from(st.reput_offset, false);
         let result = loop {
-            let Some(next) = iter.next() else {
-                break Ok(());
-            };
-            let rec = match next {
-                Ok(rec) => rec,
-                Err(e) => break Err(e),
-            };
-            let r = rec.view();
-            let topic = String::from_utf8_lossy(r.topic);
-            let entry = CqEntry {
-                commitlog_offset: r.physical_offset,
-                size: r.total_size,
-                tags_code: r.tags_code(),
-            };
-            let slot = match st
-                .queues
-                .get_mut(topic.as_ref())
-                .and_then(|q| q.get_mut(&r.queue_id))
-            {
-                Some(slot) => slot,
-                None => {
-                    let cq = self.consume_queues.get_or_create(&topic, r.queue_id)?;
-                    st.queues
-                        .entry(topic.into_owned())
-                        .or_default()
-                        .entry(r.queue_id)
-                        .or_insert((0, cq))
+            match iter.next() {
+                None => break Ok(()),
+                Some(Ok(rec)) => {
+                    if let Err(e) = self.dispatch(&mut st.queues, &rec.view()) {
+                        break Err(e);
+                    }
                 }
-            };
-            slot.1.put(r.queue_offset, entry)?;
-            slot.0 = slot.0.max(r.queue_offset + 1);
+                Some(Err(e)) => break Err(e),
+            }
         };
         st.reput_offset = iter.offset();
         result
+    }
+
+    /// Writes the consume queue entry of one record (RocketMQ's `CommitLogDispatcher`).
+    fn dispatch(
+        &self,
+        queues: &mut TopicQueueTable,
+        r: &RecordView<'_>,
+    ) -> Result<(), CommitLogError> {
+        let topic = match std::str::from_utf8(r.topic) {
+            Ok(t) => Cow::Borrowed(t),
+            Err(_) => String::from_utf8_lossy(r.topic),
+        };
+        let entry = CqEntry {
+            commitlog_offset: r.physical_offset,
+            size: r.total_size,
+            tags_code: r.tags_code(),
+        };
+        let slot = match queues
+            .get_mut(topic.as_ref())
+            .and_then(|q| q.get_mut(&r.queue_id))
+        {
+            Some(slot) => slot,
+            None => {
+                let cq = self.consume_queues.get_or_create(&topic, r.queue_id)?;
+                queues
+                    .entry(topic.into_owned())
+                    .or_default()
+                    .entry(r.queue_id)
+                    .or_insert((0, cq))
+            }
+        };
+        slot.1.put(r.queue_offset, entry)?;
+        slot.0 = slot.0.max(r.queue_offset + 1);
+        Ok(())
     }
 
     /// SYNC_FLUSH: blocks until `offset` is on disk; `Ok(false)` after `timeout`.

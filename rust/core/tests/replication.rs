@@ -210,3 +210,43 @@ fn next_segment_is_preallocated_before_rollover() {
     // Closing discards the unused preallocated segment, so a reopen ends where data ends.
     assert!(!next.exists());
 }
+
+#[test]
+fn replica_takes_back_a_record_found_damaged_frames_after_it_began() {
+    let (md, sd) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let master = store(md.path());
+    for i in 0..40 {
+        put(&master, i);
+    }
+    let log = log_bytes(&master);
+    // A byte inside a record spanning several 1000-byte frames.
+    let (start, size) = master
+        .iter_from(0, false)
+        .map(|r| r.unwrap())
+        .map(|r| (r.offset() as usize, r.view().total_size as usize))
+        .find(|&(_, size)| size > 2500)
+        .unwrap();
+    let mut damaged = log.clone();
+    damaged[start + size / 2] ^= 0x20;
+    let slave = store(sd.path());
+    let cut = 1000;
+    let refused = damaged
+        .chunks(cut)
+        .enumerate()
+        .find_map(|(i, frame)| slave.append_raw((i * cut) as u64, frame).err())
+        .unwrap();
+    assert!(refused.to_string().contains("corrupt"), "{refused}");
+    // Its first bytes, published with earlier frames, are taken back: the slave resumes at the
+    // record's start and the master resends it whole.
+    assert_eq!(slave.max_offset(), start as u64);
+    let segment = std::fs::read(sd.path().join("commitlog").join(format!("{:020}", 0))).unwrap();
+    assert!(
+        segment[start..].iter().all(|&b| b == 0),
+        "damaged bytes kept"
+    );
+    for (i, frame) in log[start..].chunks(cut).enumerate() {
+        slave.append_raw((start + i * cut) as u64, frame).unwrap();
+    }
+    assert_eq!(log_bytes(&slave), log);
+    assert_eq!(slave.queues(), master.queues());
+}

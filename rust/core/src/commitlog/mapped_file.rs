@@ -1,6 +1,7 @@
 //! One fixed-size segment file mapped into memory: RocketMQ's `MappedFile`.
 
 use std::fs::{File, OpenOptions};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -17,6 +18,7 @@ pub struct MappedFile {
     path: PathBuf,
     start: u64,
     size: usize,
+    file: File,
     map: MmapRaw,
     /// Bytes of this segment that hold complete data; readers never look past it.
     wrote: AtomicUsize,
@@ -50,7 +52,7 @@ impl MappedFile {
         let map = options
             .map_raw(&file)
             .map_err(|e| CommitLogError::io(&path, e))?;
-        let file = Self::new(path, start, size, map);
+        let file = Self::new(path, start, size, file, map);
         if prefault {
             file.prefault_for_write();
         }
@@ -88,14 +90,15 @@ impl MappedFile {
             options.map_raw_read_only(&file)
         }
         .map_err(|e| CommitLogError::io(path, e))?;
-        Ok(Self::new(path.to_owned(), start, size, map))
+        Ok(Self::new(path.to_owned(), start, size, file, map))
     }
 
-    fn new(path: PathBuf, start: u64, size: usize, map: MmapRaw) -> Self {
+    fn new(path: PathBuf, start: u64, size: usize, file: File, map: MmapRaw) -> Self {
         Self {
             path,
             start,
             size,
+            file,
             map,
             wrote: AtomicUsize::new(0),
             flushed: AtomicUsize::new(0),
@@ -165,6 +168,24 @@ impl MappedFile {
             self.path.display()
         );
         std::slice::from_raw_parts_mut(self.map.as_mut_ptr().add(pos), len)
+    }
+
+    /// Writes `data` at `pos` through the file rather than the mapping: a replica's bytes arrive
+    /// in a buffer anyway, and a write into pages nobody mapped skips the zero fill and
+    /// first-write faults a store through the mapping pays (and the TLB shootdowns of cleaning
+    /// mapped pages at flush). The mapping shares the page cache, so readers see the bytes.
+    ///
+    /// # Safety
+    /// As for [`MappedFile::writable`].
+    pub unsafe fn write_at(&self, pos: usize, data: &[u8]) -> Result<(), CommitLogError> {
+        assert!(
+            pos + data.len() <= self.size,
+            "write past the end of {}",
+            self.path.display()
+        );
+        self.file
+            .write_all_at(data, pos as u64)
+            .map_err(|e| CommitLogError::io(&self.path, e))
     }
 
     /// msyncs `[flushed, up_to)` and returns how many bytes that covered.

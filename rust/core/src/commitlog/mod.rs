@@ -140,15 +140,17 @@ impl CommitLog {
     /// (or, on an empty log, the start of a segment). Put lock held. Nothing is written on a
     /// mismatch.
     ///
-    /// `record_start` is where the first incomplete record begins (the reput offset). The bytes
-    /// are copied into the unpublished part of the segment and every record they complete is
-    /// validated there (size, magic, CRC, physical offset) before they are published, so bytes
-    /// corrupted in transit are refused even without the CRC frame extension.
+    /// `record_start` is where the first incomplete record begins (the reput offset). Every
+    /// record the bytes complete is validated (size, magic, CRC, physical offset) before
+    /// anything is written, so bytes corrupted in transit are refused even without the CRC
+    /// frame extension; once written and published, each is passed to `dispatch` and
+    /// `record_start` moves past it.
     pub fn append_raw(
         &self,
         offset: u64,
-        record_start: u64,
+        record_start: &mut u64,
         mut data: &[u8],
+        mut dispatch: impl FnMut(&RecordView<'_>) -> Result<(), CommitLogError>,
     ) -> Result<(), CommitLogError> {
         let file_size = self.files.file_size() as u64;
         let max_offset = self.max_offset();
@@ -161,40 +163,66 @@ impl CommitLog {
         if !ok {
             return Err(CommitLogError::OffsetMismatch { offset, max_offset });
         }
-        let mut at = offset;
+        self.files.stop_prefaulting();
         while !data.is_empty() {
             let file = match self.files.last() {
                 Some(last) if !last.is_full() => last,
                 Some(last) => self.files.roll(last.end())?,
-                None => self.files.roll(at)?,
+                None => self.files.roll(offset)?,
             };
             let pos = file.wrote();
-            let n = data.len().min(file.size() - pos);
-            // SAFETY: put lock held; writing past the published position only.
-            unsafe { file.writable(pos, n) }.copy_from_slice(&data[..n]);
-            // Validate from the first incomplete record on; bytes before it were checked with
-            // earlier frames, and padding after a blank (the reput offset jumped past it) has
-            // no records to check.
-            let from = (record_start.max(file.start()) - file.start()) as usize;
-            let checked = match file.whole().get(from..pos + n) {
-                Some(fresh) => {
-                    record::check_incoming(fresh, file.start() + from as u64, file.end())
-                }
-                None => Ok(()),
+            let (chunk, rest) = data.split_at(data.len().min(file.size() - pos));
+            let at = file.start() + pos as u64;
+            // An empty replica may start at a later segment than its reput offset.
+            let from = (*record_start).max(file.start());
+            let corrupted = |(offset, reason)| CommitLogError::Corrupted {
+                offset,
+                path: file.path().to_owned(),
+                reason,
             };
-            if let Err((bad, reason)) = checked {
-                // SAFETY: put lock held; these bytes were never published.
-                unsafe { file.writable(pos, n) }.fill(0);
-                return Err(CommitLogError::Corrupted {
-                    offset: bad,
-                    path: file.path().to_owned(),
-                    reason,
-                });
+            // The record the last append left incomplete, whole where this chunk completes it.
+            let straddler = if from < at {
+                let head = file.readable((from - file.start()) as usize);
+                straddling_record(head, chunk)
+            } else {
+                Vec::new()
+            };
+            let mut accepted = Vec::new();
+            let mut next = from;
+            if !straddler.is_empty() {
+                match record::check_incoming(&straddler, from, file.end(), &mut accepted) {
+                    Ok(n) => next = n,
+                    Err(bad) => {
+                        // Earlier frames published the damaged record's first bytes, but it
+                        // never completed, so nothing refers to them: take them back, so the
+                        // slave reports the record's start and the master resends it whole.
+                        let head = (from - file.start()) as usize;
+                        // SAFETY: put lock held; no reader can decode an incomplete record.
+                        unsafe { file.zero_from(head) };
+                        file.set_wrote(head);
+                        return Err(corrupted(bad));
+                    }
+                }
             }
-            file.set_wrote(pos + n);
+            let taken = straddler.len().saturating_sub((at - from.min(at)) as usize);
+            let fresh_at = at + taken as u64;
+            // Past a blank the rest of the segment is padding, with no records to check.
+            let fresh = if next == fresh_at {
+                &chunk[taken..]
+            } else {
+                &[]
+            };
+            next = record::check_incoming(fresh, next, file.end(), &mut accepted)
+                .map_err(corrupted)?;
+            // SAFETY: put lock held; writing past the published position only.
+            unsafe { file.write_at(pos, chunk) }?;
+            file.set_wrote(pos + chunk.len());
             self.files.prepare_after(&file);
-            data = &data[n..];
-            at += n as u64;
+            *record_start = next;
+            for r in &accepted {
+                dispatch(r)?;
+            }
+            data = rest;
         }
         Ok(())
     }
@@ -279,4 +307,20 @@ impl Iterator for RecordIter<'_> {
             }
         }
     }
+}
+
+/// The record that began in published bytes `head` (ending where `chunk` starts) as far as
+/// `chunk` continues it: the whole record when `chunk` completes it.
+fn straddling_record(head: &[u8], chunk: &[u8]) -> Vec<u8> {
+    let mut size = [0u8; 4];
+    for (i, b) in head.iter().chain(chunk).take(4).enumerate() {
+        size[i] = *b;
+    }
+    let need = (i32::from_be_bytes(size).max(0) as usize).saturating_sub(head.len());
+    let take = if head.len() + chunk.len() < 4 {
+        chunk.len()
+    } else {
+        need.min(chunk.len())
+    };
+    [head, &chunk[..take]].concat()
 }

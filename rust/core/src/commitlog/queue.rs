@@ -5,7 +5,7 @@
 //! so an append that rolls over finds it ready instead of stalling on fallocate and page faults.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
 
@@ -19,6 +19,9 @@ pub struct MappedFileQueue {
     file_size: usize,
     writable: bool,
     preallocate: bool,
+    /// Whether new segments are prefaulted for writes through the mapping; a replica, which
+    /// writes through the file, turns it off.
+    prefault: AtomicBool,
     /// Readers clone an `Arc` out under the read lock and drop the lock before touching bytes;
     /// only rollover and truncation take the write lock.
     files: RwLock<Vec<Arc<MappedFile>>>,
@@ -88,6 +91,7 @@ impl MappedFileQueue {
             file_size,
             writable,
             preallocate,
+            prefault: AtomicBool::new(preallocate),
             files: RwLock::new(files),
             next: Mutex::new(None),
             prepared: AtomicU64::new(u64::MAX),
@@ -196,7 +200,7 @@ impl MappedFileQueue {
                 false,
             ),
         };
-        if !prepared && self.preallocate {
+        if !prepared && self.prefault.load(Ordering::Relaxed) {
             // Nobody prepared this one (the first segment, or a writer that outran the
             // allocator): prefault it behind the writer's back rather than stall the append.
             let behind = file.clone();
@@ -226,12 +230,19 @@ impl MappedFileQueue {
         self.prepare(next);
     }
 
+    /// For a writer that stores through [`MappedFile::write_at`]: prefaulting its segments for
+    /// writes through the mapping would only zero pages it then overwrites.
+    pub fn stop_prefaulting(&self) {
+        self.prefault.store(false, Ordering::Relaxed);
+    }
+
     fn prepare(&self, start: u64) {
         let dir = self.dir.clone();
         let size = self.file_size;
+        let prefault = self.prefault.load(Ordering::Relaxed);
         let handle = std::thread::Builder::new()
             .name("rocketha-allocate".into())
-            .spawn(move || MappedFile::create(&dir, start, size, true));
+            .spawn(move || MappedFile::create(&dir, start, size, prefault));
         if let Ok(handle) = handle {
             *self.next.lock().unwrap_or_else(|p| p.into_inner()) = Some((start, handle));
         }

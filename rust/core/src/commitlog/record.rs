@@ -487,16 +487,23 @@ pub fn decode(buf: &[u8], check_crc: bool) -> Result<Peeked<'_>, RecordError> {
 /// Checks bytes a replica received before they are published. `buf` starts at a record
 /// boundary `base`; `segment_end` is where its segment ends. Every complete record must decode
 /// with a valid CRC at its own physical offset, a blank must pad exactly to the segment end, and
-/// a trailing partial record must have a plausible size and magic. Returns the offset and reason
-/// of the first problem.
-pub fn check_incoming(buf: &[u8], base: u64, segment_end: u64) -> Result<(), (u64, RecordError)> {
+/// a trailing partial record must have a plausible size and magic.
+///
+/// Appends every complete record to `accepted` and returns where the first incomplete one
+/// starts (`segment_end` after the blank), or the offset and reason of the first problem.
+pub fn check_incoming<'a>(
+    buf: &'a [u8],
+    base: u64,
+    segment_end: u64,
+    accepted: &mut Vec<RecordView<'a>>,
+) -> Result<u64, (u64, RecordError)> {
     let mut pos = 0usize;
     while let Some((size, magic)) = peek_size_magic(&buf[pos..]) {
         let offset = base + pos as u64;
         let room = segment_end - offset;
         if magic == BLANK_MAGIC {
             return if size as u64 == room {
-                Ok(())
+                Ok(segment_end)
             } else {
                 Err((offset, RecordError::BadSize(size)))
             };
@@ -512,10 +519,13 @@ pub fn check_incoming(buf: &[u8], base: u64, segment_end: u64) -> Result<(), (u6
         }
         let size = size as usize;
         if buf.len() - pos < size {
-            return Ok(());
+            break;
         }
         match decode(&buf[pos..], true) {
-            Ok(Peeked::Record(r)) if r.physical_offset == offset as i64 => pos += size,
+            Ok(Peeked::Record(r)) if r.physical_offset == offset as i64 => {
+                pos += size;
+                accepted.push(r);
+            }
             Ok(Peeked::Record(r)) => {
                 return Err((
                     offset,
@@ -526,7 +536,7 @@ pub fn check_incoming(buf: &[u8], base: u64, segment_end: u64) -> Result<(), (u6
             Err(e) => return Err((offset, e)),
         }
     }
-    Ok(())
+    Ok(base + pos as u64)
 }
 
 /// Writes the END-OF-FILE blank header at the start of `out` (the rest stays as it is).
@@ -679,28 +689,39 @@ mod tests {
         let mut log = vec![0u8; 2 * len];
         draft.encode_into(&mut log[..len], 0, 1000, 0, &host(2));
         draft.encode_into(&mut log[len..], 1, 1000 + len as i64, 0, &host(2));
-        assert_eq!(check_incoming(&log, 1000, 1 << 20), Ok(()));
+        let check = |buf: &[u8], base: u64, end: u64| {
+            let mut accepted = Vec::new();
+            check_incoming(buf, base, end, &mut accepted).map(|next| (next, accepted.len()))
+        };
+        assert_eq!(check(&log, 1000, 1 << 20), Ok((1000 + 2 * len as u64, 2)));
         // Any prefix is fine: the rest of a record may come with the next frame.
         for cut in 0..log.len() {
+            let complete = cut / len;
             assert_eq!(
-                check_incoming(&log[..cut], 1000, 1 << 20),
-                Ok(()),
+                check(&log[..cut], 1000, 1 << 20),
+                Ok((1000 + (complete * len) as u64, complete)),
                 "cut {cut}"
             );
         }
+        // A blank pads to the end of the segment: the next record starts in the next one.
+        let mut padded = log.clone();
+        padded.resize(3 * len, 0);
+        encode_blank(&mut padded[2 * len..], len);
+        let end = 1000 + 3 * len as u64;
+        assert_eq!(check(&padded, 1000, end), Ok((end, 2)));
         let mut flipped = log.clone();
         flipped[len + 90] ^= 1;
         assert!(
-            matches!(check_incoming(&flipped, 1000, 1 << 20), Err((o, RecordError::BadCrc { .. })) if o == 1000 + len as u64)
+            matches!(check(&flipped, 1000, 1 << 20), Err((o, RecordError::BadCrc { .. })) if o == 1000 + len as u64)
         );
         // A size grown in flight runs into the next header: caught.
         let mut grown = log.clone();
         grown[3] = grown[3].wrapping_add(12);
-        assert!(check_incoming(&grown, 1000, 1 << 20).is_err());
+        assert!(check(&grown, 1000, 1 << 20).is_err());
         // Wrong position: the physical offset field disagrees.
-        assert!(check_incoming(&log, 2000, 1 << 20).is_err());
+        assert!(check(&log, 2000, 1 << 20).is_err());
         // A record that would not leave room for the end-of-file blank.
-        assert!(check_incoming(&log, 1000, 1000 + len as u64).is_err());
+        assert!(check(&log, 1000, 1000 + len as u64).is_err());
     }
 
     proptest! {
