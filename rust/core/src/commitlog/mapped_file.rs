@@ -23,16 +23,20 @@ pub struct MappedFile {
     /// Bytes of this segment that hold complete data; readers never look past it.
     wrote: AtomicUsize,
     flushed: AtomicUsize,
+    /// Bytes from the start whose first-write faults were taken (or are being taken) ahead of
+    /// the writer.
+    prefaulted: AtomicUsize,
 }
 
 impl MappedFile {
     /// Creates (or reuses) the segment, reserves its blocks so a full disk fails here and
     /// not on a page fault mid-append, and maps it.
+    /// `prefault` bytes from its start are prefaulted for writing.
     pub fn create(
         dir: &Path,
         start: u64,
         size: usize,
-        prefault: bool,
+        prefault: usize,
     ) -> Result<Self, CommitLogError> {
         let path = dir.join(segment_name(start));
         // Built under a temporary name and renamed when complete, so a crash mid-creation never
@@ -53,9 +57,7 @@ impl MappedFile {
             .map_raw(&file)
             .map_err(|e| CommitLogError::io(&path, e))?;
         let file = Self::new(path, start, size, file, map);
-        if prefault {
-            file.prefault_for_write();
-        }
+        file.prefault_for_write(prefault.min(size));
         Ok(file)
     }
 
@@ -102,6 +104,7 @@ impl MappedFile {
             map,
             wrote: AtomicUsize::new(0),
             flushed: AtomicUsize::new(0),
+            prefaulted: AtomicUsize::new(0),
         }
     }
 
@@ -211,12 +214,18 @@ impl MappedFile {
         self.flushed.store(pos, Ordering::Release);
     }
 
-    /// Takes every page's first-write fault now, on a background thread, instead of one fault
-    /// per 4 KiB on the append path (a shared file mapping faults again on the first write even
-    /// after a read prefault, to track dirtiness). Best effort: before Linux 5.14 the advice is
-    /// unknown and the pages are only read ahead.
-    pub fn prefault_for_write(&self) {
-        let (ptr, len) = (self.map.as_mut_ptr().cast(), self.size);
+    /// Takes the first-write faults of the pages up to `until` now, on a background thread,
+    /// instead of one fault per 4 KiB on the append path (a shared file mapping faults again on
+    /// the first write even after a read prefault, to track dirtiness). Best effort: before
+    /// Linux 5.14 the advice is unknown and the pages are only read ahead.
+    pub fn prefault_for_write(&self, until: usize) {
+        let from = self.prefaulted.fetch_max(until, Ordering::AcqRel);
+        if from >= until {
+            return;
+        }
+        // SAFETY: `from < until <= size`, so the range lies inside the mapping.
+        let ptr = unsafe { self.map.as_mut_ptr().add(from) }.cast();
+        let len = until - from;
         // SAFETY: advice over our own live mapping; MADV_POPULATE_WRITE leaves contents as
         // they are, so it is safe beside a concurrent writer.
         let rc = unsafe { libc::madvise(ptr, len, libc::MADV_POPULATE_WRITE) };
@@ -224,6 +233,10 @@ impl MappedFile {
             // SAFETY: as above; WILLNEED only reads ahead.
             unsafe { libc::madvise(ptr, len, libc::MADV_WILLNEED) };
         }
+    }
+
+    pub fn prefaulted(&self) -> usize {
+        self.prefaulted.load(Ordering::Acquire)
     }
 
     /// Zeroes `[pos, size)` so bytes past a truncation point never look like data again.

@@ -1,8 +1,9 @@
 //! The ordered list of segment files of one log: RocketMQ's `MappedFileQueue`.
 //!
 //! Both the commit log and every consume queue are one of these. The next segment is
-//! preallocated and prefaulted on a background thread (RocketMQ's `AllocateMappedFileService`)
-//! so an append that rolls over finds it ready instead of stalling on fallocate and page faults.
+//! preallocated on a background thread (RocketMQ's `AllocateMappedFileService`) so an append
+//! that rolls over finds it ready instead of stalling on fallocate, and pages are prefaulted a
+//! window ahead of the writer so appends do not stall on page faults either.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -13,6 +14,11 @@ use super::mapped_file::MappedFile;
 use crate::error::CommitLogError;
 
 type Prealloc = (u64, JoinHandle<Result<MappedFile, CommitLogError>>);
+
+/// How far ahead of the writer pages are prefaulted. Not a whole segment: pages prefaulted long
+/// before the writer reaches them are dirty zeros that writeback may store twice, and a 1 GiB
+/// segment prepared at once costs as much CPU as the appends that fill it.
+pub const PREFAULT_WINDOW: usize = 64 << 20;
 
 pub struct MappedFileQueue {
     dir: PathBuf,
@@ -27,6 +33,8 @@ pub struct MappedFileQueue {
     files: RwLock<Vec<Arc<MappedFile>>>,
     /// The segment being prepared ahead of the writer.
     next: Mutex<Option<Prealloc>>,
+    /// The prefault running ahead of the writer, if any.
+    prefaulting: Mutex<Option<JoinHandle<()>>>,
     /// Start offset of the last segment preparation requested (only the writer touches it).
     prepared: AtomicU64,
 }
@@ -94,6 +102,7 @@ impl MappedFileQueue {
             prefault: AtomicBool::new(preallocate),
             files: RwLock::new(files),
             next: Mutex::new(None),
+            prefaulting: Mutex::new(None),
             prepared: AtomicU64::new(u64::MAX),
         })
     }
@@ -196,17 +205,14 @@ impl MappedFileQueue {
             Some(Ok(file)) => (Arc::new(file), true),
             // Preallocation failing (a full disk) is reported by the synchronous retry.
             _ => (
-                Arc::new(MappedFile::create(&self.dir, start, self.file_size, false)?),
+                Arc::new(MappedFile::create(&self.dir, start, self.file_size, 0)?),
                 false,
             ),
         };
-        if !prepared && self.prefault.load(Ordering::Relaxed) {
+        if !prepared {
             // Nobody prepared this one (the first segment, or a writer that outran the
-            // allocator): prefault it behind the writer's back rather than stall the append.
-            let behind = file.clone();
-            let _ = std::thread::Builder::new()
-                .name("rocketha-prefault".into())
-                .spawn(move || behind.prefault_for_write());
+            // allocator): prefault behind the writer's back rather than stall the append.
+            self.prefault_ahead(&file);
         }
         self.files
             .write()
@@ -215,10 +221,12 @@ impl MappedFileQueue {
         Ok(file)
     }
 
-    /// Starts preparing the segment after `current` once the writer is half way through it:
-    /// early enough to be ready at rollover, late enough that a store that never fills its
-    /// segment never pays for prefaulting the next one. Cheap when already requested.
-    pub fn prepare_after(&self, current: &MappedFile) {
+    /// Keeps the prefault window ahead of the writer in `current`, and starts preparing the
+    /// segment after it once the writer is half way through: early enough to be ready at
+    /// rollover, late enough that a store that never fills its segment never pays for the
+    /// next one. Cheap when nothing is due.
+    pub fn prepare_after(&self, current: &Arc<MappedFile>) {
+        self.prefault_ahead(current);
         let next = current.end();
         if !self.preallocate
             || current.wrote() < current.size() / 2
@@ -236,10 +244,36 @@ impl MappedFileQueue {
         self.prefault.store(false, Ordering::Relaxed);
     }
 
+    /// Prefaults up to a window past the writer in `file` once the writer is within half a
+    /// window of the prefaulted pages; one prefault at a time, on a background thread.
+    fn prefault_ahead(&self, file: &Arc<MappedFile>) {
+        let prefaulted = file.prefaulted();
+        if !self.prefault.load(Ordering::Relaxed)
+            || prefaulted >= file.size()
+            || file.wrote() + PREFAULT_WINDOW / 2 < prefaulted
+        {
+            return;
+        }
+        let mut running = self.prefaulting.lock().unwrap_or_else(|p| p.into_inner());
+        if running.as_ref().is_some_and(|t| !t.is_finished()) {
+            return;
+        }
+        let until = ((file.wrote() & !4095) + PREFAULT_WINDOW).min(file.size());
+        let file = file.clone();
+        *running = std::thread::Builder::new()
+            .name("rocketha-prefault".into())
+            .spawn(move || file.prefault_for_write(until))
+            .ok();
+    }
+
     fn prepare(&self, start: u64) {
         let dir = self.dir.clone();
         let size = self.file_size;
-        let prefault = self.prefault.load(Ordering::Relaxed);
+        let prefault = if self.prefault.load(Ordering::Relaxed) {
+            PREFAULT_WINDOW
+        } else {
+            0
+        };
         let handle = std::thread::Builder::new()
             .name("rocketha-allocate".into())
             .spawn(move || MappedFile::create(&dir, start, size, prefault));
@@ -267,6 +301,14 @@ impl MappedFileQueue {
     /// it for the end of the log.
     pub fn discard_prepared(&self) {
         self.prepared.store(u64::MAX, Ordering::Relaxed);
+        let prefaulting = self
+            .prefaulting
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(t) = prefaulting {
+            let _ = t.join();
+        }
         let prepared = self.next.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some((start, handle)) = prepared {
             let _ = handle.join();
@@ -281,5 +323,60 @@ impl MappedFileQueue {
                     std::fs::remove_file(self.dir.join(super::mapped_file::segment_name(start)));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Waits for the prefault in flight, so the next request is not skipped as a duplicate.
+    fn settle(queue: &MappedFileQueue) {
+        if let Some(t) = queue.prefaulting.lock().unwrap().take() {
+            t.join().unwrap();
+        }
+    }
+
+    #[test]
+    fn pages_are_prefaulted_a_window_ahead_of_the_writer() {
+        let dir = tempfile::tempdir().unwrap();
+        let size = 3 * PREFAULT_WINDOW;
+        let queue = MappedFileQueue::load(dir.path(), size, true, true).unwrap();
+        let file = queue.roll(0).unwrap();
+        settle(&queue);
+        assert_eq!(file.prefaulted(), PREFAULT_WINDOW);
+        // Not yet within half a window of the prefaulted pages: nothing to do.
+        file.set_wrote(PREFAULT_WINDOW / 2 - 1);
+        queue.prepare_after(&file);
+        settle(&queue);
+        assert_eq!(file.prefaulted(), PREFAULT_WINDOW);
+        file.set_wrote(PREFAULT_WINDOW / 2 + 5000);
+        queue.prepare_after(&file);
+        settle(&queue);
+        assert_eq!(
+            file.prefaulted(),
+            PREFAULT_WINDOW / 2 + 4096 + PREFAULT_WINDOW
+        );
+        // Near the end the window stops at the segment's end, and the next segment is prepared
+        // with its first window.
+        file.set_wrote(size - 100);
+        queue.prepare_after(&file);
+        settle(&queue);
+        assert_eq!(file.prefaulted(), size);
+        let next = queue.roll(file.end()).unwrap();
+        assert_eq!(next.prefaulted(), PREFAULT_WINDOW);
+    }
+
+    #[test]
+    fn a_writer_through_the_file_prefaults_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let queue = MappedFileQueue::load(dir.path(), 1 << 20, true, true).unwrap();
+        queue.stop_prefaulting();
+        let file = queue.roll(0).unwrap();
+        file.set_wrote(900 << 10);
+        queue.prepare_after(&file);
+        settle(&queue);
+        assert_eq!(file.prefaulted(), 0);
+        assert_eq!(queue.roll(file.end()).unwrap().prefaulted(), 0);
     }
 }
