@@ -3,9 +3,11 @@ that their slaves have them.
 
 Producers add a request (the offset their record ends at, how many slaves must ack it, a
 deadline) to the *write* list. The service thread swaps it into the *read* list and resolves
-every request whose offset enough distinct slaves have acked, or whose deadline passed. It sleeps
-in the Rust ack table until an ack changes or a request arrives, never on a polling timer, and
-resolves all requests in one pass, so a slow request never holds back the ones behind it.
+every request whose offset enough distinct slaves have acked, or whose deadline passed. With
+requests to watch it sleeps in the Rust ack table until an ack changes or the first deadline;
+without any it sleeps until a request arrives, so the acks of blocking puts never wake it. It
+never polls, and resolves all requests in one pass, so a slow request never holds back the ones
+behind it.
 
 A blocking ``Broker.put`` does not go through this thread: it parks on the same Rust ack table
 directly and is woken by the ack that covers it, which saves the two GIL handoffs a hop through
@@ -44,8 +46,9 @@ class GroupTransferService:
         self._lock = threading.Lock()
         self._requests_write: list[TransferRequest] = []
         self._requests_read: list[TransferRequest] = []
-        #: True while the service sleeps with no request to watch (no deadline to wake it).
+        #: True while the service sleeps with no request to watch, until ``_arrived`` is set.
         self._idle = True
+        self._arrived = threading.Event()
         self._running = False
         self._thread: threading.Thread | None = None
 
@@ -59,6 +62,7 @@ class GroupTransferService:
 
     def shutdown(self) -> None:
         self._running = False
+        self._arrived.set()
         self._master.notify()
         if self._thread is not None:
             self._thread.join(timeout=5)
@@ -76,10 +80,10 @@ class GroupTransferService:
             self._requests_write.append(req)
             wake, self._idle = self._idle, False
         # A busy service picks the request up at the next ack change or earlier deadline (all
-        # requests share one timeout, so a new one never expires first); only an idle one,
-        # asleep without any deadline, needs waking.
+        # requests share one timeout, so a new one never expires first); only an idle one
+        # needs waking.
         if wake:
-            self._master.notify()
+            self._arrived.set()
         return req.future
 
     def _covered(self, acks: int) -> int:
@@ -96,8 +100,8 @@ class GroupTransferService:
                 self._requests_write = []
 
     def _run(self) -> None:
-        seen = self._master.ack_version
         while self._running:
+            seen = self._master.ack_version
             self._swap_requests()
             now = time.monotonic()
             covered: dict[int, int] = {}
@@ -112,16 +116,18 @@ class GroupTransferService:
                 else:
                     waiting.append(req)
             self._requests_read = waiting
-            timeout = _IDLE_WAIT
             if waiting:
-                timeout = min(timeout, max(0.0, min(r.deadline for r in waiting) - now))
-            else:
-                with self._lock:
-                    # Nothing to watch: the next submit must wake us.
-                    self._idle = not self._requests_write
-                if not self._idle:
-                    continue  # a request came in meanwhile: swap it in now
-            seen = self._master.wait_ack_change(seen, timeout)
+                # An ack that arrived during this pass changed the version after ``seen`` was
+                # read, so the wait returns at once instead of missing it.
+                deadline = min(r.deadline for r in waiting) - now
+                self._master.wait_ack_change(seen, max(0.0, min(_IDLE_WAIT, deadline)))
+                continue
+            with self._lock:
+                # Nothing to watch: the next submit must wake us.
+                self._idle = not self._requests_write
+            if self._idle:
+                self._arrived.wait(_IDLE_WAIT)
+                self._arrived.clear()
 
 
 __all__ = ["GroupTransferService", "TransferRequest"]

@@ -24,6 +24,10 @@ const LISTENER: Token = Token(0);
 const WAKER: Token = Token(1);
 const FIRST_CONNECTION: usize = 2;
 
+/// Longest a partial batch waits for the ack of the frame before it (see [`group_hold`]):
+/// a bound for slaves that report late, far above a loopback or LAN round trip.
+const GROUP_HOLD_MAX: Duration = Duration::from_millis(1);
+
 /// A snapshot of one slave connection for status displays.
 #[derive(Debug, Clone)]
 pub struct ConnectionInfo {
@@ -136,12 +140,41 @@ struct Connection {
     slave_key: u64,
     /// RocketMQ's `nextTransferFromWhere`: unset until the slave's first report.
     next_transfer: Option<u64>,
+    /// The slave's last report.
+    acked: u64,
     write: Option<PendingWrite>,
     last_read: Instant,
     last_write: Instant,
     accepted: Instant,
     window_start: Instant,
     window_bytes: u64,
+}
+
+impl Connection {
+    fn holds(&self, max_offset: u64, batch: usize, now: Instant) -> bool {
+        self.next_transfer.is_some_and(|next| {
+            group_hold(
+                next,
+                self.acked,
+                max_offset,
+                batch,
+                now.saturating_duration_since(self.last_write),
+            )
+        })
+    }
+}
+
+/// Group commit on the wire: while the slave has not acked everything sent (`acked < next`),
+/// less than a full batch of new bytes waits for that ack, at most [`GROUP_HOLD_MAX`] after
+/// the last frame, instead of going out at once. Puts that arrive during a round trip then
+/// share one frame and one ack rather than each paying for its own; a lone producer never
+/// waits, as nothing is in flight when it puts, and bulk transfer never does, as it always
+/// has a full batch.
+fn group_hold(next: u64, acked: u64, max_offset: u64, batch: usize, since_write: Duration) -> bool {
+    acked < next
+        && next < max_offset
+        && max_offset - next < batch as u64
+        && since_write < GROUP_HOLD_MAX
 }
 
 /// Why a connection is closed, for the log.
@@ -310,7 +343,9 @@ impl EventLoop {
     /// deadline, or not at all when a connection has bytes to send.
     fn prepare_to_sleep(&mut self) -> Option<Duration> {
         let cfg = &self.shared.config;
+        let batch = cfg.transfer_batch_size;
         let now = Instant::now();
+        let max = self.shared.store.max_offset();
         let mut deadline = now + cfg.housekeeping_interval;
         for c in self.conns.values() {
             deadline = deadline.min(c.last_read + cfg.housekeeping_interval);
@@ -323,6 +358,9 @@ impl EventLoop {
             if self.flow_limited(c, now) {
                 deadline = deadline.min(c.window_start + Duration::from_secs(1));
             }
+            if c.holds(max, batch, now) {
+                deadline = deadline.min(c.last_write + GROUP_HOLD_MAX);
+            }
         }
         self.shared.idle.store(true, Ordering::SeqCst);
         // Re-check after announcing idleness: an append published before the flag was set
@@ -332,7 +370,9 @@ impl EventLoop {
             !c.write_blocked
                 && (c.write.is_some()
                     || !c.control.is_empty()
-                    || (c.next_transfer.is_some_and(|n| n < max) && !self.flow_limited(c, now)))
+                    || (c.next_transfer.is_some_and(|n| n < max)
+                        && !self.flow_limited(c, now)
+                        && !c.holds(max, batch, now)))
         });
         if busy {
             self.shared.idle.store(false, Ordering::SeqCst);
@@ -400,6 +440,7 @@ impl EventLoop {
                         write_blocked: false,
                         slave_key: id,
                         next_transfer: None,
+                        acked: 0,
                         write: None,
                         last_read: now,
                         last_write: now,
@@ -553,6 +594,7 @@ impl EventLoop {
                 "slave reported offset {offset} beyond the master's max offset {max}: refusing a fake or divergent ack"
             ));
         }
+        c.acked = offset;
         if c.next_transfer.is_none() {
             let start = if offset == 0 {
                 if self.shared.config.sync_from_last_file {
@@ -648,9 +690,13 @@ impl EventLoop {
             }
         }
         let mut sent = 0u64;
+        let max = store.max_offset();
         loop {
             if c.write.is_none() {
                 let Some(next) = c.next_transfer else { break };
+                if c.holds(max, batch, now) {
+                    break;
+                }
                 if let Some(limit) = limit {
                     if now >= c.window_start + Duration::from_secs(1) {
                         c.window_start = now;
@@ -715,5 +761,23 @@ impl EventLoop {
                 .events
                 .push(c.addr, HaState::Shutdown, reason, problem);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partial_batches_wait_for_the_ack_of_the_frame_in_flight() {
+        let (batch, now) = (32 * 1024, Duration::ZERO);
+        // Nothing in flight: a lone producer's message goes out at once.
+        assert!(!group_hold(1000, 1000, 1100, batch, now));
+        // In flight: a small append waits for the ack, or for the hold to run out.
+        assert!(group_hold(1000, 500, 1100, batch, now));
+        assert!(!group_hold(1000, 500, 1100, batch, GROUP_HOLD_MAX));
+        // A full batch never waits; nor does a connection with nothing new to send.
+        assert!(!group_hold(1000, 500, 1000 + batch as u64, batch, now));
+        assert!(!group_hold(1000, 500, 1000, batch, now));
     }
 }
