@@ -250,3 +250,27 @@ fn replica_takes_back_a_record_found_damaged_frames_after_it_began() {
     assert_eq!(log_bytes(&slave), log);
     assert_eq!(slave.queues(), master.queues());
 }
+
+#[test]
+fn flow_controlled_master_still_converges() {
+    let (md, sd) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let master = store(md.path());
+    for i in 0..60 {
+        put(&master, i);
+    }
+    // A budget of a third of the log per second: the transfer spans several windows.
+    let cfg = HaConfig {
+        max_transfer_bytes_per_second: Some(master.max_offset() / 3),
+        ..HaConfig::default()
+    };
+    let ha = HaMaster::start(master.clone(), "127.0.0.1:0".parse().unwrap(), cfg.clone()).unwrap();
+    let slave = store(sd.path());
+    let client = HaClient::start(slave.clone(), Some(ha.local_addr().to_string()), cfg, 1).unwrap();
+    let acked = ha
+        .acks()
+        .wait_for_ack(master.max_offset(), 1, Duration::from_secs(60));
+    assert!(acked, "{:?}", client.events().drain(Duration::ZERO));
+    assert_eq!(log_bytes(&slave), log_bytes(&master));
+    client.shutdown();
+    ha.shutdown();
+}

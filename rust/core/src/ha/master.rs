@@ -146,8 +146,7 @@ struct Connection {
     last_read: Instant,
     last_write: Instant,
     accepted: Instant,
-    window_start: Instant,
-    window_bytes: u64,
+    flow: FlowWindow,
 }
 
 impl Connection {
@@ -175,6 +174,46 @@ fn group_hold(next: u64, acked: u64, max_offset: u64, batch: usize, since_write:
         && next < max_offset
         && max_offset - next < batch as u64
         && since_write < GROUP_HOLD_MAX
+}
+
+/// RocketMQ's HA flow control (`haFlowControlEnable`): at most `limit` body bytes to a slave
+/// per one-second window. Time comes in as `now`, so the arithmetic tests without a clock.
+struct FlowWindow {
+    start: Instant,
+    bytes: u64,
+}
+
+impl FlowWindow {
+    const LENGTH: Duration = Duration::from_secs(1);
+
+    fn new(now: Instant) -> Self {
+        Self {
+            start: now,
+            bytes: 0,
+        }
+    }
+
+    /// How many body bytes may go out now, at most `batch`; 0 until the window reopens once
+    /// its budget is spent.
+    fn allowance(&mut self, limit: Option<u64>, batch: usize, now: Instant) -> usize {
+        let Some(limit) = limit else { return batch };
+        if now >= self.start + Self::LENGTH {
+            *self = Self::new(now);
+        }
+        batch.min(limit.saturating_sub(self.bytes) as usize)
+    }
+
+    fn sent(&mut self, body: usize) {
+        self.bytes += body as u64;
+    }
+
+    fn spent(&self, limit: Option<u64>, now: Instant) -> bool {
+        limit.is_some_and(|l| now < self.reopens_at() && self.bytes >= l)
+    }
+
+    fn reopens_at(&self) -> Instant {
+        self.start + Self::LENGTH
+    }
 }
 
 /// Why a connection is closed, for the log.
@@ -355,8 +394,8 @@ impl EventLoop {
             if c.next_transfer.is_some() {
                 deadline = deadline.min(c.last_write + cfg.heartbeat_interval);
             }
-            if self.flow_limited(c, now) {
-                deadline = deadline.min(c.window_start + Duration::from_secs(1));
+            if c.flow.spent(cfg.max_transfer_bytes_per_second, now) {
+                deadline = deadline.min(c.flow.reopens_at());
             }
             if c.holds(max, batch, now) {
                 deadline = deadline.min(c.last_write + GROUP_HOLD_MAX);
@@ -371,7 +410,7 @@ impl EventLoop {
                 && (c.write.is_some()
                     || !c.control.is_empty()
                     || (c.next_transfer.is_some_and(|n| n < max)
-                        && !self.flow_limited(c, now)
+                        && !c.flow.spent(cfg.max_transfer_bytes_per_second, now)
                         && !c.holds(max, batch, now)))
         });
         if busy {
@@ -379,13 +418,6 @@ impl EventLoop {
             return Some(Duration::ZERO);
         }
         Some(deadline.saturating_duration_since(now))
-    }
-
-    fn flow_limited(&self, c: &Connection, now: Instant) -> bool {
-        match self.shared.config.max_transfer_bytes_per_second {
-            Some(limit) => now < c.window_start + Duration::from_secs(1) && c.window_bytes >= limit,
-            None => false,
-        }
     }
 
     fn accept(&mut self) {
@@ -445,8 +477,7 @@ impl EventLoop {
                         last_read: now,
                         last_write: now,
                         accepted: now,
-                        window_start: now,
-                        window_bytes: 0,
+                        flow: FlowWindow::new(now),
                     };
                     self.shared
                         .connections
@@ -697,19 +728,15 @@ impl EventLoop {
                 if c.holds(max, batch, now) {
                     break;
                 }
-                if let Some(limit) = limit {
-                    if now >= c.window_start + Duration::from_secs(1) {
-                        c.window_start = now;
-                        c.window_bytes = 0;
-                    }
-                    if c.window_bytes >= limit {
-                        break;
-                    }
+                let allowance = c.flow.allowance(limit, batch, now);
+                if allowance == 0 {
+                    break;
                 }
-                let allowance =
-                    limit.map_or(batch, |l| batch.min((l - c.window_bytes) as usize).max(1));
                 match store.read_raw(next, allowance) {
-                    Some(body) => c.write = Some(PendingWrite::new(next, Some(body), c.crc)),
+                    Some(body) => {
+                        c.flow.sent(body.2);
+                        c.write = Some(PendingWrite::new(next, Some(body), c.crc));
+                    }
                     None if now.duration_since(c.last_write) >= heartbeat => {
                         c.write = Some(PendingWrite::new(next, None, c.crc));
                     }
@@ -720,7 +747,6 @@ impl EventLoop {
             match c.stream.write_vectored(&w.remaining()) {
                 Ok(n) => {
                     w.done += n;
-                    c.window_bytes += n as u64;
                     sent += n as u64;
                     if w.done == w.total() {
                         let len = w.body_len() as u64;
@@ -779,5 +805,32 @@ mod tests {
         // A full batch never waits; nor does a connection with nothing new to send.
         assert!(!group_hold(1000, 500, 1000 + batch as u64, batch, now));
         assert!(!group_hold(1000, 500, 1000, batch, now));
+    }
+
+    #[test]
+    fn flow_control_spends_a_budget_per_second_of_body_bytes() {
+        let t0 = Instant::now();
+        let (limit, batch) = (Some(100_000), 32 * 1024);
+        let mut flow = FlowWindow::new(t0);
+        let mut sent = 0;
+        while !flow.spent(limit, t0) {
+            let n = flow.allowance(limit, batch, t0);
+            assert!(n > 0 && n <= batch);
+            flow.sent(n);
+            sent += n;
+        }
+        assert_eq!(sent, 100_000);
+        assert_eq!(
+            flow.allowance(limit, batch, t0 + Duration::from_millis(999)),
+            0
+        );
+        assert_eq!(flow.reopens_at(), t0 + Duration::from_secs(1));
+        // The next window brings a fresh budget.
+        let t1 = t0 + Duration::from_secs(1);
+        assert!(!flow.spent(limit, t1));
+        assert_eq!(flow.allowance(limit, batch, t1), batch);
+        // Without a limit, every batch is allowed.
+        assert_eq!(FlowWindow::new(t0).allowance(None, batch, t0), batch);
+        assert!(!flow.spent(None, t0));
     }
 }
