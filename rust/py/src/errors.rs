@@ -1,5 +1,8 @@
 //! One Python exception hierarchy rooted at `RocketHAError`, and the mapping from core errors.
 
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Once;
+
 use pyo3::exceptions::{PyException, PyOSError};
 use pyo3::prelude::*;
 use pyo3::{create_exception, PyErr};
@@ -116,6 +119,14 @@ pub fn ha_to_py(err: HaError) -> PyErr {
     }
 }
 
+/// Bumped in every child a fork creates (a `pthread_atfork` handler), so telling a forked
+/// process apart costs an atomic load instead of a `getpid` syscall on every call.
+static FORK_GENERATION: AtomicU32 = AtomicU32::new(0);
+
+extern "C" fn forked_child() {
+    FORK_GENERATION.fetch_add(1, Ordering::Relaxed);
+}
+
 /// PySpark and multiprocessing fork workers; a mapped store or a running event loop does not
 /// survive that, so handles remember their process and refuse to be used from another.
 #[derive(Clone, Copy)]
@@ -123,10 +134,16 @@ pub struct ForkGuard(u32);
 
 impl ForkGuard {
     pub fn new() -> Self {
-        Self(std::process::id())
+        static REGISTER: Once = Once::new();
+        // SAFETY: registers a handler that only touches an atomic, which is async-signal-safe
+        // as a fork child handler must be.
+        REGISTER.call_once(|| unsafe {
+            libc::pthread_atfork(None, None, Some(forked_child));
+        });
+        Self(FORK_GENERATION.load(Ordering::Relaxed))
     }
     pub fn check(&self) -> PyResult<()> {
-        if std::process::id() != self.0 {
+        if FORK_GENERATION.load(Ordering::Relaxed) != self.0 {
             return Err(ForkedProcessError::new_err(
                 "this handle was created in another process (before a fork); open a new one in this process",
             ));
