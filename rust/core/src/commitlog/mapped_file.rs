@@ -1,7 +1,6 @@
 //! One fixed-size segment file mapped into memory: RocketMQ's `MappedFile`.
 
 use std::fs::{File, OpenOptions};
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -18,7 +17,6 @@ pub struct MappedFile {
     path: PathBuf,
     start: u64,
     size: usize,
-    file: File,
     map: MmapRaw,
     /// Bytes of this segment that hold complete data; readers never look past it.
     wrote: AtomicUsize,
@@ -56,7 +54,7 @@ impl MappedFile {
         let map = options
             .map_raw(&file)
             .map_err(|e| CommitLogError::io(&path, e))?;
-        let file = Self::new(path, start, size, file, map);
+        let file = Self::new(path, start, size, map);
         file.prefault_for_write(prefault.min(size));
         Ok(file)
     }
@@ -92,15 +90,14 @@ impl MappedFile {
             options.map_raw_read_only(&file)
         }
         .map_err(|e| CommitLogError::io(path, e))?;
-        Ok(Self::new(path.to_owned(), start, size, file, map))
+        Ok(Self::new(path.to_owned(), start, size, map))
     }
 
-    fn new(path: PathBuf, start: u64, size: usize, file: File, map: MmapRaw) -> Self {
+    fn new(path: PathBuf, start: u64, size: usize, map: MmapRaw) -> Self {
         Self {
             path,
             start,
             size,
-            file,
             map,
             wrote: AtomicUsize::new(0),
             flushed: AtomicUsize::new(0),
@@ -173,24 +170,6 @@ impl MappedFile {
         std::slice::from_raw_parts_mut(self.map.as_mut_ptr().add(pos), len)
     }
 
-    /// Writes `data` at `pos` through the file rather than the mapping: a replica's bytes arrive
-    /// in a buffer anyway, and a write into pages nobody mapped skips the zero fill and
-    /// first-write faults a store through the mapping pays (and the TLB shootdowns of cleaning
-    /// mapped pages at flush). The mapping shares the page cache, so readers see the bytes.
-    ///
-    /// # Safety
-    /// As for [`MappedFile::writable`].
-    pub unsafe fn write_at(&self, pos: usize, data: &[u8]) -> Result<(), CommitLogError> {
-        assert!(
-            pos + data.len() <= self.size,
-            "write past the end of {}",
-            self.path.display()
-        );
-        self.file
-            .write_all_at(data, pos as u64)
-            .map_err(|e| CommitLogError::io(&self.path, e))
-    }
-
     /// msyncs `[flushed, up_to)` and returns how many bytes that covered.
     pub fn flush(&self, up_to: usize) -> Result<usize, CommitLogError> {
         let from = self.flushed.load(Ordering::Acquire);
@@ -219,7 +198,11 @@ impl MappedFile {
     /// the first write even after a read prefault, to track dirtiness). Best effort: before
     /// Linux 5.14 the advice is unknown and the pages are only read ahead.
     pub fn prefault_for_write(&self, until: usize) {
-        let from = self.prefaulted.fetch_max(until, Ordering::AcqRel);
+        // Pages the writer already passed need no prefault.
+        let from = self
+            .prefaulted
+            .fetch_max(until, Ordering::AcqRel)
+            .max(self.wrote() & !4095);
         if from >= until {
             return;
         }

@@ -21,11 +21,6 @@ use crate::error::{CommitLogError, RecordError};
 
 pub const DEFAULT_MAPPED_FILE_SIZE: u64 = 1024 * 1024 * 1024;
 
-/// Replicated chunks at least this large are written through the file
-/// ([`MappedFile::write_at`]); smaller ones, such as a synchronous master's single messages, cost
-/// less as a copy into the mapping than as a syscall.
-const WRITE_THROUGH_FILE_MIN: usize = 16 * 1024;
-
 pub fn check_file_size(size: u64) -> Result<usize, CommitLogError> {
     if size < 64 * 1024 || !size.is_multiple_of(4096) || size > i32::MAX as u64 + 1 {
         return Err(CommitLogError::BadFileSize(size));
@@ -168,7 +163,6 @@ impl CommitLog {
         if !ok {
             return Err(CommitLogError::OffsetMismatch { offset, max_offset });
         }
-        self.files.stop_prefaulting();
         while !data.is_empty() {
             let file = match self.files.last() {
                 Some(last) if !last.is_full() => last,
@@ -220,11 +214,7 @@ impl CommitLog {
             next = record::check_incoming(fresh, next, file.end(), &mut accepted)
                 .map_err(corrupted)?;
             // SAFETY: put lock held; writing past the published position only.
-            if chunk.len() >= WRITE_THROUGH_FILE_MIN {
-                unsafe { file.write_at(pos, chunk) }?;
-            } else {
-                unsafe { file.writable(pos, chunk.len()) }.copy_from_slice(chunk);
-            }
+            unsafe { file.writable(pos, chunk.len()) }.copy_from_slice(chunk);
             file.set_wrote(pos + chunk.len());
             self.files.prepare_after(&file);
             *record_start = next;

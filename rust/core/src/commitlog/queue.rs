@@ -6,7 +6,7 @@
 //! window ahead of the writer so appends do not stall on page faults either.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
 
@@ -25,9 +25,6 @@ pub struct MappedFileQueue {
     file_size: usize,
     writable: bool,
     preallocate: bool,
-    /// Whether new segments are prefaulted for writes through the mapping; a replica, which
-    /// writes through the file, turns it off.
-    prefault: AtomicBool,
     /// Readers clone an `Arc` out under the read lock and drop the lock before touching bytes;
     /// only rollover and truncation take the write lock.
     files: RwLock<Vec<Arc<MappedFile>>>,
@@ -99,7 +96,6 @@ impl MappedFileQueue {
             file_size,
             writable,
             preallocate,
-            prefault: AtomicBool::new(preallocate),
             files: RwLock::new(files),
             next: Mutex::new(None),
             prefaulting: Mutex::new(None),
@@ -238,17 +234,11 @@ impl MappedFileQueue {
         self.prepare(next);
     }
 
-    /// For a writer that stores through [`MappedFile::write_at`]: prefaulting its segments for
-    /// writes through the mapping would only zero pages it then overwrites.
-    pub fn stop_prefaulting(&self) {
-        self.prefault.store(false, Ordering::Relaxed);
-    }
-
     /// Prefaults up to a window past the writer in `file` once the writer is within half a
     /// window of the prefaulted pages; one prefault at a time, on a background thread.
     fn prefault_ahead(&self, file: &Arc<MappedFile>) {
         let prefaulted = file.prefaulted();
-        if !self.prefault.load(Ordering::Relaxed)
+        if !self.preallocate
             || prefaulted >= file.size()
             || file.wrote() + PREFAULT_WINDOW / 2 < prefaulted
         {
@@ -269,14 +259,9 @@ impl MappedFileQueue {
     fn prepare(&self, start: u64) {
         let dir = self.dir.clone();
         let size = self.file_size;
-        let prefault = if self.prefault.load(Ordering::Relaxed) {
-            PREFAULT_WINDOW
-        } else {
-            0
-        };
         let handle = std::thread::Builder::new()
             .name("rocketha-allocate".into())
-            .spawn(move || MappedFile::create(&dir, start, size, prefault));
+            .spawn(move || MappedFile::create(&dir, start, size, PREFAULT_WINDOW));
         if let Ok(handle) = handle {
             *self.next.lock().unwrap_or_else(|p| p.into_inner()) = Some((start, handle));
         }
@@ -365,18 +350,5 @@ mod tests {
         assert_eq!(file.prefaulted(), size);
         let next = queue.roll(file.end()).unwrap();
         assert_eq!(next.prefaulted(), PREFAULT_WINDOW);
-    }
-
-    #[test]
-    fn a_writer_through_the_file_prefaults_nothing() {
-        let dir = tempfile::tempdir().unwrap();
-        let queue = MappedFileQueue::load(dir.path(), 1 << 20, true, true).unwrap();
-        queue.stop_prefaulting();
-        let file = queue.roll(0).unwrap();
-        file.set_wrote(900 << 10);
-        queue.prepare_after(&file);
-        settle(&queue);
-        assert_eq!(file.prefaulted(), 0);
-        assert_eq!(queue.roll(file.end()).unwrap().prefaulted(), 0);
     }
 }
