@@ -14,9 +14,6 @@ from rocketha.ha import HAService
 from benches.common import Figure, percentile
 
 SEGMENT = 1 << 30
-#: RocketMQ's default ``haTransferBatchSize``, and a larger one for comparison.
-BATCH = 32 * 1024
-LARGE_BATCH = 256 * 1024
 
 
 def _wait_acked(ha: HAService, offset: int, timeout: float = 600) -> None:
@@ -28,7 +25,6 @@ def run(quick: bool, runs: int) -> list[Figure]:
     total = (128 if quick else 1024) << 20
     n = total // 1024
     live, catch_up, tcp = [], [], []
-    large_catch_up, large_tcp = [], []
     rtt_p: dict[float, list[float]] = {0.5: [], 0.99: []}
     ping_pong_p: dict[float, list[float]] = {0.5: [], 0.99: []}
     msgs = [Message("BenchTopic", b"r" * (1024 - 101)) for _ in range(1000)]  # 1 KiB records
@@ -61,17 +57,9 @@ def run(quick: bool, runs: int) -> list[Figure]:
                     _wait_acked(ha, master.max_offset)
                     catch_up.append(time.perf_counter() - started)
                 empty.close()
-            with HAService(master, master=True, transfer_batch_size=LARGE_BATCH) as ha:
-                addr = f"127.0.0.1:{ha.listen_port}"
-                empty = MessageStore(root / "e2", mapped_file_size=SEGMENT)
-                started = time.perf_counter()
-                with HAService(empty, master=False, master_address=addr):
-                    _wait_acked(ha, master.max_offset)
-                    large_catch_up.append(time.perf_counter() - started)
-                empty.close()
-            for chunk, out in ((BATCH, tcp), (LARGE_BATCH, large_tcp)):
-                took = _core.baseline_tcp_copy(master.max_offset, chunk)
-                out.append(master.max_offset / took / 1e6)
+            tcp.append(
+                master.max_offset / _core.baseline_tcp_copy(master.max_offset, 32 * 1024) / 1e6
+            )
             ping_pong = _core.baseline_tcp_ping_pong(1000)
             for q, values in ping_pong_p.items():
                 values.append(percentile(ping_pong, q) * 1e6)
@@ -94,14 +82,6 @@ def run(quick: bool, runs: int) -> list[Figure]:
             [total / t / 1e6 for t in catch_up],
             "raw TCP copy",
             tcp,
-        ),
-        Figure(
-            "replicate",
-            f"empty slave catch-up {mb} MiB, 256 KiB batches",
-            "MB/s",
-            [total / t / 1e6 for t in large_catch_up],
-            "raw TCP copy, 256 KiB writes",
-            large_tcp,
         ),
         Figure(
             "replicate",
