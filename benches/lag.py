@@ -1,7 +1,8 @@
 """How far an ASYNC_MASTER's slave trails under sustained put load.
 
-One producer thread puts 1 KiB messages as fast as it can for ``DURATION`` seconds while the
-slave's lag (master max offset - slave ack offset) is sampled every 100 ms; the lag in ms is
+One producer thread puts 1 KiB messages as fast as it can for 60 s (or until the master holds a
+quarter of the free disk, as master and slave each write everything) while the slave's lag
+(master max offset - slave ack offset) is sampled every 100 ms; the lag in ms is
 estimated as lag bytes / the put rate of the last second. The sustained period is cut into
 ``runs`` equal windows, and the windows are the repetitions, since a restart would measure the
 ramp-up instead of the steady state. Lag in ms is set against the loopback round trip measured
@@ -11,6 +12,7 @@ loopback TCP copy, to show how hard the load pushed.
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 import threading
 import time
@@ -33,14 +35,16 @@ def run(quick: bool, runs: int) -> list[Figure]:
     heads: list[int] = []
     lag_bytes: list[int] = []
     with tempfile.TemporaryDirectory() as d:
+        budget = shutil.disk_usage(d).free // 4
         master, slave = broker_pair(Path(d), "ASYNC_MASTER")
         assert master.ha is not None and master.ha.master is not None
         stop = threading.Event()
 
         def produce() -> None:
             msg = Message("BenchTopic", b"l" * 1024)
-            while not stop.is_set():
-                master.put(msg)
+            while not stop.is_set() and master.max_offset < budget:
+                for _ in range(1000):
+                    master.put(msg)
 
         producer = threading.Thread(target=produce, name="bench-lag-producer")
         try:
@@ -48,6 +52,8 @@ def run(quick: bool, runs: int) -> list[Figure]:
             producer.start()
             for i in range(1, int(duration / SAMPLE_EVERY) + 1):
                 time.sleep(max(0.0, started + i * SAMPLE_EVERY - time.perf_counter()))
+                if not producer.is_alive():
+                    break
                 head = master.max_offset
                 acks = master.ha.master.slave_ack_offsets()
                 t_s.append(time.perf_counter() - started)
@@ -70,7 +76,7 @@ def run(quick: bool, runs: int) -> list[Figure]:
     figs = [
         Figure(
             "lag",
-            f"slave lag {q} (ms, est.), {duration} s load",
+            f"slave lag {q} (ms, est.), {round(t_s[-1])} s load",
             "ms",
             [percentile(lag_ms[c], v) for c in cuts],
             "loopback round trip",
