@@ -196,8 +196,9 @@ impl CommitLog {
                         // never completed, so nothing refers to them: take them back, so the
                         // slave reports the record's start and the master resends it whole.
                         let head = (from - file.start()) as usize;
-                        // SAFETY: put lock held; no reader can decode an incomplete record.
-                        unsafe { file.zero_from(head) };
+                        // SAFETY: put lock held; no reader can decode an incomplete record, and
+                        // nothing past `pos` was written.
+                        unsafe { file.writable(head, pos - head) }.fill(0);
                         file.set_wrote(head);
                         return Err(corrupted(bad));
                     }

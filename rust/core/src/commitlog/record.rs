@@ -629,14 +629,7 @@ mod tests {
         let draft = MessageDraft {
             topic: &topic,
             body: b"",
-            properties: b"",
-            queue_id: 0,
-            flag: 0,
-            sys_flag: 0,
-            born_timestamp: 0,
-            born_host: host(1),
-            reconsume_times: 0,
-            prepared_tx_offset: 0,
+            ..payload_draft()
         };
         let mut out = vec![0u8; draft.encoded_len(&host(2))];
         assert_eq!(out.len(), 92 + 200);
