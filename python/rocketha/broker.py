@@ -214,14 +214,6 @@ class Broker:
                 "send puts to its master"
             )
 
-    def _slave_ok(self, next_offset: int) -> bool:
-        """RocketMQ's ``isSlaveOK``: enough slaves connected, the best within the gap."""
-        assert self.ha is not None and self.ha.master is not None
-        offsets = self.ha.master.slave_ack_offsets()
-        if len(offsets) < self.config.slave_acks_required:
-            return False
-        return next_offset - max(offsets) < self.config.ha_max_gap_not_in_sync
-
     def _replication(self, next_offset: int) -> Future[bool] | PutStatus:
         """Queues an asynchronous replication wait with the GroupTransferService; a status
         when it cannot even start."""
@@ -229,7 +221,10 @@ class Broker:
             done: Future[bool] = Future()
             done.set_result(True)
             return done
-        if not self._slave_ok(next_offset):
+        assert self.ha is not None and self.ha.master is not None
+        if not self.ha.master.in_sync(
+            next_offset, self._acks_required, self.config.ha_max_gap_not_in_sync
+        ):
             return PutStatus.SLAVE_NOT_AVAILABLE
         return self.group_transfer.submit(
             next_offset, self.config.slave_acks_required, self.config.slave_timeout / 1000
@@ -240,9 +235,10 @@ class Broker:
         own, so checking one wait after the other costs the longer of the two, not the sum;
         each has its own deadline from the moment of the put.
 
-        The replication wait parks this thread on the Rust ack table itself (GIL released),
-        woken only by the ack that covers ``next_offset``; a hop through the GroupTransferService
-        thread would add two GIL handoffs to every put."""
+        The replication wait (RocketMQ's ``isSlaveOK`` check, then the wait) is one call that
+        parks this thread on the Rust ack table itself (GIL released), woken only by the ack that
+        covers ``next_offset``; a hop through the GroupTransferService thread would add two GIL
+        handoffs to every put."""
         status = PutStatus.PUT_OK
         if self._flush_timeout is not None and not self.store.wait_flushed(
             next_offset, max(0.0, self._flush_timeout - (time.perf_counter() - started))
@@ -250,16 +246,12 @@ class Broker:
             status = PutStatus.FLUSH_DISK_TIMEOUT
         if self._acks_required:
             assert self.ha is not None and self.ha.master is not None
-            if not self._slave_ok(next_offset):
-                replicated = PutStatus.SLAVE_NOT_AVAILABLE
-            elif self.ha.master.wait_for_ack(
+            replicated = self.ha.master.await_replication(
                 next_offset,
                 self._acks_required,
                 max(0.0, self._slave_timeout - (time.perf_counter() - started)),
-            ):
-                replicated = PutStatus.PUT_OK
-            else:
-                replicated = PutStatus.FLUSH_SLAVE_TIMEOUT
+                self.config.ha_max_gap_not_in_sync,
+            )
             if status is PutStatus.PUT_OK:
                 status = replicated
         return status

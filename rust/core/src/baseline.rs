@@ -74,28 +74,49 @@ pub fn tcp_copy(total: usize, chunk: usize) -> std::io::Result<Duration> {
     Ok(started.elapsed())
 }
 
+/// A loopback TCP connection to an echo thread: one 8-byte round trip per call. A blocking
+/// call that another thread completes, and nothing else: what every acked put costs its
+/// producer at least.
+pub struct PingPong {
+    stream: TcpStream,
+    echo: Option<std::thread::JoinHandle<()>>,
+}
+
+impl PingPong {
+    pub fn new() -> std::io::Result<Self> {
+        let (stream, mut b) = pair()?;
+        let echo = std::thread::spawn(move || {
+            let mut buf = [0u8; 8];
+            while b.read_exact(&mut buf).is_ok() && b.write_all(&buf).is_ok() {}
+        });
+        Ok(Self {
+            stream,
+            echo: Some(echo),
+        })
+    }
+
+    pub fn round_trip(&mut self) -> std::io::Result<Duration> {
+        let t = Instant::now();
+        let mut buf = [7u8; 8];
+        self.stream.write_all(&buf)?;
+        self.stream.read_exact(&mut buf)?;
+        Ok(t.elapsed())
+    }
+}
+
+impl Drop for PingPong {
+    fn drop(&mut self) {
+        let _ = self.stream.shutdown(std::net::Shutdown::Both);
+        if let Some(echo) = self.echo.take() {
+            let _ = echo.join();
+        }
+    }
+}
+
 /// Round trips of an 8-byte message over loopback TCP between two threads.
 pub fn tcp_ping_pong(rounds: usize) -> std::io::Result<Vec<Duration>> {
-    let (mut a, mut b) = pair()?;
-    let echo = std::thread::spawn(move || -> std::io::Result<()> {
-        let mut buf = [0u8; 8];
-        for _ in 0..rounds {
-            b.read_exact(&mut buf)?;
-            b.write_all(&buf)?;
-        }
-        Ok(())
-    });
-    let mut out = Vec::with_capacity(rounds);
-    let mut buf = [0u8; 8];
-    for i in 0..rounds {
-        let t = Instant::now();
-        a.write_all(&(i as u64).to_be_bytes())?;
-        a.read_exact(&mut buf)?;
-        out.push(t.elapsed());
-    }
-    echo.join()
-        .map_err(|_| std::io::Error::other("echo panicked"))??;
-    Ok(out)
+    let mut p = PingPong::new()?;
+    (0..rounds).map(|_| p.round_trip()).collect()
 }
 
 #[cfg(test)]

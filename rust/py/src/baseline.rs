@@ -35,9 +35,33 @@ fn baseline_tcp_ping_pong(py: Python<'_>, rounds: usize) -> PyResult<Vec<f64>> {
         .map_err(|e| PyOSError::new_err(e.to_string()))
 }
 
+/// A loopback TCP connection to an echo thread; each `round_trip()` is one 8-byte round trip
+/// with the GIL released. Producer threads calling it in a loop give the ceiling of blocking
+/// calls per second that Python threads can make when another thread completes each one.
+#[pyclass(module = "rocketha._core")]
+struct BaselinePingPong(baseline::PingPong);
+
+#[pymethods]
+impl BaselinePingPong {
+    #[new]
+    fn new() -> PyResult<Self> {
+        baseline::PingPong::new()
+            .map(Self)
+            .map_err(|e| PyOSError::new_err(e.to_string()))
+    }
+
+    /// Seconds the round trip took.
+    fn round_trip(&mut self, py: Python<'_>) -> PyResult<f64> {
+        py.detach(|| self.0.round_trip())
+            .map(|d| d.as_secs_f64())
+            .map_err(|e| PyOSError::new_err(e.to_string()))
+    }
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(baseline_mmap_memcpy, m)?)?;
     m.add_function(wrap_pyfunction!(baseline_tcp_copy, m)?)?;
     m.add_function(wrap_pyfunction!(baseline_tcp_ping_pong, m)?)?;
+    m.add_class::<BaselinePingPong>()?;
     Ok(())
 }

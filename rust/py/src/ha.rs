@@ -10,7 +10,7 @@ use rocketha_core::ha::slave::HaClient;
 use rocketha_core::ha::{HaConfig, HaEvent};
 
 use crate::errors::{ha_to_py, ForkGuard};
-use crate::store::{parse_host, PyMessageStore};
+use crate::store::{parse_host, PutStatus, PyMessageStore};
 
 fn secs(timeout: f64) -> Duration {
     Duration::from_secs_f64(timeout.clamp(0.0, 1e9))
@@ -146,6 +146,35 @@ impl HAMaster {
         self.guard.check()?;
         let acks = self.inner.acks();
         Ok(py.detach(|| acks.wait_for_ack(offset, count, secs(timeout))))
+    }
+
+    /// RocketMQ's `isSlaveOK`: `count` distinct slaves connected, the best fewer than
+    /// `max_gap` bytes behind `next_offset`.
+    fn in_sync(&self, next_offset: u64, count: usize, max_gap: u64) -> bool {
+        self.inner.acks().in_sync(next_offset, count, max_gap)
+    }
+
+    /// A SYNC_MASTER put's replication verdict in one call, so a put crosses into Rust once
+    /// to wait: SLAVE_NOT_AVAILABLE unless `in_sync`, else PUT_OK once `count` distinct slaves
+    /// acked `next_offset` (GIL released meanwhile), FLUSH_SLAVE_TIMEOUT after `timeout`.
+    fn await_replication<'py>(
+        &self,
+        py: Python<'py>,
+        next_offset: u64,
+        count: usize,
+        timeout: f64,
+        max_gap: u64,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        self.guard.check()?;
+        let acks = self.inner.acks();
+        let status = if !acks.in_sync(next_offset, count, max_gap) {
+            PutStatus::SLAVE_NOT_AVAILABLE
+        } else if py.detach(|| acks.wait_for_ack(next_offset, count, secs(timeout))) {
+            PutStatus::PUT_OK
+        } else {
+            PutStatus::FLUSH_SLAVE_TIMEOUT
+        };
+        status.to_py(py)
     }
 
     /// Blocks (GIL released) until acks change after version `seen`; returns the new version.

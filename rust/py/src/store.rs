@@ -52,7 +52,7 @@ impl PutStatus {
         }
     }
 
-    fn to_py<'py>(self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+    pub(crate) fn to_py<'py>(self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         static ENUM: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
         let class = ENUM.get_or_try_init(py, || {
             Ok::<_, PyErr>(py.import("rocketha.roles")?.getattr("PutStatus")?.unbind())

@@ -26,6 +26,9 @@ struct Acks {
     /// the connection id without authentication.
     by_connection: HashMap<u64, (u64, u64)>,
     version: u64,
+    /// Callers inside `wait_changed`: with none, an ack change skips the notify (a futex
+    /// syscall per ack even with nobody waiting).
+    watchers: usize,
     /// Blocked puts. An ack change wakes only those it satisfies: waking every producer on
     /// every ack would have them all fight for the GIL to find most still unsatisfied.
     waiters: Vec<Arc<Waiter>>,
@@ -87,6 +90,12 @@ impl AckTable {
             self.push2slave_max_offset
                 .fetch_max(offset, Ordering::AcqRel);
             a.wake_satisfied();
+            self.notify_watchers(&a);
+        }
+    }
+
+    fn notify_watchers(&self, a: &Acks) {
+        if a.watchers > 0 {
             self.changed.notify_all();
         }
     }
@@ -95,7 +104,7 @@ impl AckTable {
         let mut a = self.lock();
         if a.by_connection.remove(&connection).is_some() {
             a.version += 1;
-            self.changed.notify_all();
+            self.notify_watchers(&a);
         }
     }
 
@@ -105,6 +114,16 @@ impl AckTable {
 
     pub fn count_at_least(&self, target: u64) -> usize {
         self.lock().count_at_least(target)
+    }
+
+    /// RocketMQ's `isSlaveOK`: at least `count` distinct slaves connected, and the best of
+    /// them fewer than `max_gap` bytes behind `next_offset`.
+    pub fn in_sync(&self, next_offset: u64, count: usize, max_gap: u64) -> bool {
+        let offsets = self.lock().covered();
+        offsets.len() >= count
+            && offsets
+                .first()
+                .is_none_or(|best| next_offset.saturating_sub(*best) < max_gap)
     }
 
     /// Acked offsets of live slaves (one per distinct slave, its best), highest first.
@@ -158,6 +177,7 @@ impl AckTable {
     pub fn wait_changed(&self, seen: u64, timeout: Duration) -> u64 {
         let deadline = Instant::now() + timeout;
         let mut a = self.lock();
+        a.watchers += 1;
         while a.version == seen {
             let now = Instant::now();
             if now >= deadline {
@@ -169,6 +189,7 @@ impl AckTable {
                 .unwrap_or_else(|p| p.into_inner())
                 .0;
         }
+        a.watchers -= 1;
         a.version
     }
 
@@ -180,7 +201,7 @@ impl AckTable {
     pub fn notify(&self) {
         let mut a = self.lock();
         a.version += 1;
-        self.changed.notify_all();
+        self.notify_watchers(&a);
     }
 }
 
@@ -199,6 +220,19 @@ mod tests {
         assert_eq!(t.push2slave_max_offset(), 70);
         t.remove(3);
         assert_eq!(t.count_at_least(50), 1);
+    }
+
+    #[test]
+    fn in_sync_needs_enough_slaves_and_the_best_within_the_gap() {
+        let t = AckTable::default();
+        assert!(!t.in_sync(100, 1, 50), "no slave");
+        assert!(t.in_sync(100, 0, 50), "none required");
+        t.update(1, 1, 60);
+        assert!(t.in_sync(100, 1, 50));
+        assert!(!t.in_sync(110, 1, 50), "the best is 50 bytes behind");
+        assert!(!t.in_sync(100, 2, 50), "one slave of two");
+        t.update(2, 2, 10);
+        assert!(t.in_sync(100, 2, 50), "only the best must be within the gap");
     }
 
     #[test]

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::io::{self, IoSlice, Read, Write};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -27,6 +27,8 @@ const FIRST_CONNECTION: usize = 2;
 /// Longest a partial batch waits for the ack of the frame before it (see [`group_hold`]):
 /// a bound for slaves that report late, far above a loopback or LAN round trip.
 const GROUP_HOLD_MAX: Duration = Duration::from_millis(1);
+/// [`Shared::wake_at`] while the loop runs: no append wakes it.
+const AWAKE: u64 = u64::MAX;
 
 /// A snapshot of one slave connection for status displays.
 #[derive(Debug, Clone)]
@@ -48,9 +50,11 @@ struct Shared {
     events: HaEvents,
     connections: Mutex<HashMap<u64, ConnectionInfo>>,
     stop: AtomicBool,
-    /// Set by the loop before it sleeps with nothing to send; an append that finds it set
-    /// wakes the loop. Appends while the loop is busy cost no syscall.
-    idle: AtomicBool,
+    /// Set by the loop before it sleeps: the max offset an append must reach to be worth
+    /// waking it for ([`AWAKE`] while it runs). A connection waiting for the ack of its frame
+    /// in flight only wants a full batch, so the puts of a group commit cost the loop no
+    /// wake-up each, and appends while it runs cost no syscall.
+    wake_at: AtomicU64,
     waker: Waker,
 }
 
@@ -249,12 +253,14 @@ impl HaMaster {
             events: HaEvents::default(),
             connections: Mutex::new(HashMap::new()),
             stop: AtomicBool::new(false),
-            idle: AtomicBool::new(false),
+            wake_at: AtomicU64::new(AWAKE),
             waker,
         });
         let wake = shared.clone();
-        store.set_append_listener(Some(Arc::new(move |_| {
-            if wake.idle.swap(false, Ordering::SeqCst) {
+        store.set_append_listener(Some(Arc::new(move |max_offset| {
+            if max_offset >= wake.wake_at.load(Ordering::SeqCst)
+                && wake.wake_at.swap(AWAKE, Ordering::SeqCst) != AWAKE
+            {
                 let _ = wake.waker.wake();
             }
         })));
@@ -350,7 +356,7 @@ impl EventLoop {
                     break;
                 }
             }
-            self.shared.idle.store(false, Ordering::SeqCst);
+            self.shared.wake_at.store(AWAKE, Ordering::SeqCst);
             for event in events.iter() {
                 match event.token() {
                     LISTENER => self.accept(),
@@ -386,24 +392,29 @@ impl EventLoop {
         let now = Instant::now();
         let max = self.shared.store.max_offset();
         let mut deadline = now + cfg.housekeeping_interval;
+        let mut wake_at = AWAKE;
         for c in self.conns.values() {
             deadline = deadline.min(c.last_read + cfg.housekeeping_interval);
             if matches!(c.phase, Phase::Handshake { .. }) {
                 deadline = deadline.min(c.accepted + cfg.handshake_timeout());
             }
-            if c.next_transfer.is_some() {
-                deadline = deadline.min(c.last_write + cfg.heartbeat_interval);
-            }
+            let Some(next) = c.next_transfer else {
+                continue;
+            };
+            deadline = deadline.min(c.last_write + cfg.heartbeat_interval);
             if c.flow.spent(cfg.max_transfer_bytes_per_second, now) {
+                // Only the window reopening lets it send again, not an append.
                 deadline = deadline.min(c.flow.reopens_at());
-            }
-            if c.holds(max, batch, now) {
+            } else if c.holds(max, batch, now) {
                 deadline = deadline.min(c.last_write + GROUP_HOLD_MAX);
+                wake_at = wake_at.min(next + batch as u64);
+            } else if !c.write_blocked {
+                wake_at = wake_at.min(next + 1);
             }
         }
-        self.shared.idle.store(true, Ordering::SeqCst);
-        // Re-check after announcing idleness: an append published before the flag was set
-        // did not wake us, so look for its bytes now.
+        self.shared.wake_at.store(wake_at, Ordering::SeqCst);
+        // Re-check after announcing the threshold: an append published before it was set did
+        // not wake us, so look for its bytes now.
         let max = self.shared.store.max_offset();
         let busy = self.conns.values().any(|c| {
             !c.write_blocked
@@ -414,7 +425,7 @@ impl EventLoop {
                         && !c.holds(max, batch, now)))
         });
         if busy {
-            self.shared.idle.store(false, Ordering::SeqCst);
+            self.shared.wake_at.store(AWAKE, Ordering::SeqCst);
             return Some(Duration::ZERO);
         }
         Some(deadline.saturating_duration_since(now))
