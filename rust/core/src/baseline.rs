@@ -42,11 +42,10 @@ fn pair() -> std::io::Result<(TcpStream, TcpStream)> {
     Ok((client, server))
 }
 
-/// Sends `total` bytes in `chunk`-sized writes over loopback TCP to a reader thread: the
-/// ceiling of replication throughput.
+/// Sends `total` bytes in `chunk`-sized writes over loopback TCP to a reader thread that
+/// drops them: the ceiling of replication throughput.
 pub fn tcp_copy(total: usize, chunk: usize) -> std::io::Result<Duration> {
-    let (mut tx, mut rx) = pair()?;
-    let reader = std::thread::spawn(move || -> std::io::Result<usize> {
+    tcp_copy_with(total, chunk, |mut rx| {
         let mut buf = vec![0u8; 4 * 1024 * 1024];
         let mut got = 0;
         loop {
@@ -55,7 +54,44 @@ pub fn tcp_copy(total: usize, chunk: usize) -> std::io::Result<Duration> {
                 n => got += n,
             }
         }
+    })
+}
+
+/// As [`tcp_copy`], but the reader keeps the bytes the way a replica must at the least: read
+/// straight into the mapping of a new file in `dir` (no copy of its own, pages zero-filled on
+/// first touch as for any new file), msync'd once at the end.
+pub fn tcp_copy_to_file(dir: &Path, total: usize, chunk: usize) -> std::io::Result<Duration> {
+    let path = dir.join("baseline.received");
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&path)?;
+    file.set_len(total as u64)?;
+    let took = tcp_copy_with(total, chunk, move |mut rx| {
+        // SAFETY: the file is ours alone and outlives the map.
+        let mut map = unsafe { MmapOptions::new().len(total).map_mut(&file)? };
+        let mut got = 0;
+        while got < total {
+            match rx.read(&mut map[got..])? {
+                0 => break,
+                n => got += n,
+            }
+        }
+        Ok(got)
     });
+    let _ = std::fs::remove_file(&path);
+    took
+}
+
+fn tcp_copy_with(
+    total: usize,
+    chunk: usize,
+    receive: impl FnOnce(TcpStream) -> std::io::Result<usize> + Send + 'static,
+) -> std::io::Result<Duration> {
+    let (mut tx, rx) = pair()?;
+    let reader = std::thread::spawn(move || receive(rx));
     let data = vec![7u8; chunk];
     let started = Instant::now();
     let mut sent = 0;
@@ -128,6 +164,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         mmap_memcpy(dir.path(), &[1u8; 1000], 1 << 20).unwrap();
         tcp_copy(1 << 20, 4096).unwrap();
+        tcp_copy_to_file(dir.path(), 1 << 20, 4096).unwrap();
         assert_eq!(tcp_ping_pong(10).unwrap().len(), 10);
     }
 }

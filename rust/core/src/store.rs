@@ -2,7 +2,6 @@
 //! layout (`commitlog/`, `consumequeue/<topic>/<queueId>/`, `abort`, `checkpoint`, `lock`).
 
 use std::borrow::Cow;
-use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
@@ -11,6 +10,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use rustc_hash::FxHashMap;
 
 use crate::commitlog::flush::{FlushDiskType, FlushService, FlushStats};
 use crate::commitlog::mapped_file::MappedFile;
@@ -50,7 +51,8 @@ impl StoreConfig {
 
 /// Writer-side state, guarded by the put lock.
 /// Next queue offset and consume queue of every (topic, queue id): RocketMQ's `topicQueueTable`.
-type TopicQueueTable = HashMap<String, HashMap<i32, (i64, Arc<ConsumeQueue>)>>;
+/// Fx-hashed: looked up for every record put or replicated, with keys the store controls.
+type TopicQueueTable = FxHashMap<String, FxHashMap<i32, (i64, Arc<ConsumeQueue>)>>;
 
 struct PutState {
     queues: TopicQueueTable,
@@ -159,7 +161,7 @@ impl MessageStore {
             commit_log: commit_log.clone(),
             consume_queues: consume_queues.clone(),
             put: Mutex::new(PutState {
-                queues: HashMap::new(),
+                queues: FxHashMap::default(),
                 reput_offset: recovery.scanned_from.max(commit_log.min_offset()),
             }),
             flush: OnceLock::new(),
@@ -236,7 +238,7 @@ impl MessageStore {
             commit_log,
             consume_queues,
             put: Mutex::new(PutState {
-                queues: HashMap::new(),
+                queues: FxHashMap::default(),
                 reput_offset: 0,
             }),
             flush: OnceLock::new(),

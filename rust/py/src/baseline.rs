@@ -27,6 +27,20 @@ fn baseline_tcp_copy(py: Python<'_>, total: usize, chunk: usize) -> PyResult<f64
         .map_err(|e| PyOSError::new_err(e.to_string()))
 }
 
+/// Seconds to copy `total` bytes over loopback TCP into a new file in `dir`, received straight
+/// into its mapping and msync'd at the end.
+#[pyfunction]
+fn baseline_tcp_copy_to_file(
+    py: Python<'_>,
+    dir: PathBuf,
+    total: usize,
+    chunk: usize,
+) -> PyResult<f64> {
+    py.detach(|| baseline::tcp_copy_to_file(&dir, total, chunk.max(1)))
+        .map(|d| d.as_secs_f64())
+        .map_err(|e| PyOSError::new_err(e.to_string()))
+}
+
 /// Loopback TCP round trips of 8 bytes, in seconds each.
 #[pyfunction]
 fn baseline_tcp_ping_pong(py: Python<'_>, rounds: usize) -> PyResult<Vec<f64>> {
@@ -61,6 +75,7 @@ impl BaselinePingPong {
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(baseline_mmap_memcpy, m)?)?;
     m.add_function(wrap_pyfunction!(baseline_tcp_copy, m)?)?;
+    m.add_function(wrap_pyfunction!(baseline_tcp_copy_to_file, m)?)?;
     m.add_function(wrap_pyfunction!(baseline_tcp_ping_pong, m)?)?;
     m.add_class::<BaselinePingPong>()?;
     Ok(())

@@ -232,7 +232,10 @@ mod tests {
         assert!(!t.in_sync(110, 1, 50), "the best is 50 bytes behind");
         assert!(!t.in_sync(100, 2, 50), "one slave of two");
         t.update(2, 2, 10);
-        assert!(t.in_sync(100, 2, 50), "only the best must be within the gap");
+        assert!(
+            t.in_sync(100, 2, 50),
+            "only the best must be within the gap"
+        );
     }
 
     #[test]
