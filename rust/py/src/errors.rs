@@ -1,6 +1,6 @@
 //! One Python exception hierarchy rooted at `RocketHAError`, and the mapping from core errors.
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Once;
 
 use pyo3::exceptions::{PyException, PyOSError};
@@ -122,6 +122,9 @@ pub fn ha_to_py(err: HaError) -> PyErr {
 /// Bumped in every child a fork creates (a `pthread_atfork` handler), so telling a forked
 /// process apart costs an atomic load instead of a `getpid` syscall on every call.
 static FORK_GENERATION: AtomicU32 = AtomicU32::new(0);
+/// Whether that handler is in place; without it (registration can fail for lack of memory)
+/// guards compare process ids instead.
+static FORK_HANDLER: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn forked_child() {
     FORK_GENERATION.fetch_add(1, Ordering::Relaxed);
@@ -130,20 +133,36 @@ extern "C" fn forked_child() {
 /// PySpark and multiprocessing fork workers; a mapped store or a running event loop does not
 /// survive that, so handles remember their process and refuse to be used from another.
 #[derive(Clone, Copy)]
-pub struct ForkGuard(u32);
+pub struct ForkGuard {
+    generation: u32,
+    pid: u32,
+}
 
 impl ForkGuard {
     pub fn new() -> Self {
         static REGISTER: Once = Once::new();
-        // SAFETY: registers a handler that only touches an atomic, which is async-signal-safe
-        // as a fork child handler must be.
-        REGISTER.call_once(|| unsafe {
-            libc::pthread_atfork(None, None, Some(forked_child));
+        REGISTER.call_once(|| {
+            // SAFETY: registers a handler that only touches an atomic, which is
+            // async-signal-safe as a fork child handler must be.
+            let registered = unsafe { libc::pthread_atfork(None, None, Some(forked_child)) } == 0;
+            FORK_HANDLER.store(registered, Ordering::Relaxed);
         });
-        Self(FORK_GENERATION.load(Ordering::Relaxed))
+        Self {
+            generation: FORK_GENERATION.load(Ordering::Relaxed),
+            pid: std::process::id(),
+        }
     }
+
+    fn forked(&self) -> bool {
+        if FORK_HANDLER.load(Ordering::Relaxed) {
+            FORK_GENERATION.load(Ordering::Relaxed) != self.generation
+        } else {
+            std::process::id() != self.pid
+        }
+    }
+
     pub fn check(&self) -> PyResult<()> {
-        if FORK_GENERATION.load(Ordering::Relaxed) != self.0 {
+        if self.forked() {
             return Err(ForkedProcessError::new_err(
                 "this handle was created in another process (before a fork); open a new one in this process",
             ));

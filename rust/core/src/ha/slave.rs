@@ -141,12 +141,7 @@ impl HaClient {
     }
 
     pub fn shutdown(&self) {
-        self.shared.stop.store(true, Ordering::SeqCst);
-        let _ = self.shared.waker.wake();
-        let thread = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take();
-        if let Some(t) = thread {
-            let _ = t.join();
-        }
+        super::stop_loop(&self.shared.stop, &self.shared.waker, &self.thread);
         self.shared.events.wake();
     }
 }
