@@ -214,22 +214,6 @@ class Broker:
                 "send puts to its master"
             )
 
-    def _replication(self, next_offset: int) -> Future[bool] | PutStatus:
-        """Queues an asynchronous replication wait with the GroupTransferService; a status
-        when it cannot even start."""
-        if self.group_transfer is None:
-            done: Future[bool] = Future()
-            done.set_result(True)
-            return done
-        assert self.ha is not None and self.ha.master is not None
-        if not self.ha.master.in_sync(
-            next_offset, self._acks_required, self.config.ha_max_gap_not_in_sync
-        ):
-            return PutStatus.SLAVE_NOT_AVAILABLE
-        return self.group_transfer.submit(
-            next_offset, self.config.slave_acks_required, self.config.slave_timeout / 1000
-        )
-
     def _wait(self, next_offset: int, started: float) -> PutStatus:
         """A blocking put's verdict. The flush thread and the HA loop make progress on their
         own, so checking one wait after the other costs the longer of the two, not the sum;
@@ -290,24 +274,22 @@ class Broker:
         self._check_master()
         started = time.perf_counter()
         result = self.store.put(msg)
-        out: Future[PutResult] = Future()
-        if self.config.flush_disk_type is FlushDiskType.SYNC_FLUSH:
+        if self._flush_timeout is not None:
             # The msync wait has no callback form: a worker thread blocks on it.
             if self._executor is None:
                 self._executor = ThreadPoolExecutor(4, thread_name_prefix="rocketha-put-async")
             return self._executor.submit(
                 lambda: result.with_status(self._wait(result.next_offset, started))
             )
-        replication = self._replication(result.next_offset)
-        if isinstance(replication, PutStatus):
-            out.set_result(result.with_status(replication))
-            return out
-
-        def done(f: Future[bool]) -> None:
-            ok = f.result()
-            out.set_result(result if ok else result.with_status(PutStatus.FLUSH_SLAVE_TIMEOUT))
-
-        replication.add_done_callback(done)
+        if self.group_transfer is not None:
+            assert self.ha is not None and self.ha.master is not None
+            if self.ha.master.in_sync(
+                result.next_offset, self._acks_required, self.config.ha_max_gap_not_in_sync
+            ):
+                return self.group_transfer.submit(result, self._acks_required, self._slave_timeout)
+            result = result.with_status(PutStatus.SLAVE_NOT_AVAILABLE)
+        out: Future[PutResult] = Future()
+        out.set_result(result)
         return out
 
     # -- reads -----------------------------------------------------------------------------

@@ -1,9 +1,11 @@
 """GroupTransferService: how a SYNC_MASTER's asynchronous puts (``Broker.put_async``) learn
 that their slaves have them.
 
-Producers add a request (the offset their record ends at, how many slaves must ack it, a
-deadline) to the *write* list. The service thread swaps it into the *read* list and resolves
-every request whose offset enough distinct slaves have acked, or whose deadline passed. With
+Producers add a request (their stored put, how many slaves must ack it, a deadline) to the
+*write* list. The service thread swaps it into the *read* list and resolves
+every request whose record enough distinct slaves have acked, or whose deadline passed, by
+completing the put's own future (RocketMQ's GroupCommitRequest completing the put result):
+with the result as stored, or marked FLUSH_SLAVE_TIMEOUT. With
 requests to watch it sleeps in the Rust ack table until an ack changes or the first deadline;
 without any it sleeps until a request arrives, so the acks of blocking puts never wake it. It
 never polls, and resolves all requests in one pass, so a slow request never holds back the ones
@@ -20,9 +22,9 @@ import logging
 import threading
 import time
 from concurrent.futures import Future
-from dataclasses import dataclass, field
 
 from rocketha import _core
+from rocketha.roles import PutStatus
 
 log = logging.getLogger("rocketha.group_transfer")
 
@@ -30,16 +32,26 @@ log = logging.getLogger("rocketha.group_transfer")
 _IDLE_WAIT = 1.0
 
 
-@dataclass(order=True)
 class TransferRequest:
-    deadline: float
-    next_offset: int
-    acks: int = field(compare=False)
-    future: Future[bool] = field(compare=False, default_factory=Future)
+    """One put waiting for ``acks`` distinct slaves to hold ``result.next_offset``."""
+
+    __slots__ = ("acks", "deadline", "future", "result")
+
+    def __init__(self, result: _core.PutResult, acks: int, deadline: float) -> None:
+        self.result = result
+        self.acks = acks
+        self.deadline = deadline
+        self.future: Future[_core.PutResult] = Future()
+
+    def finish(self, acked: bool) -> None:
+        self.future.set_result(
+            self.result if acked else self.result.with_status(PutStatus.FLUSH_SLAVE_TIMEOUT)
+        )
 
 
 class GroupTransferService:
-    """Resolves ``Future[bool]`` per request: True when acked in time, False on timeout."""
+    """Completes each request's ``Future[PutResult]``: the put as stored when acked in time,
+    FLUSH_SLAVE_TIMEOUT otherwise (also for requests still waiting at shutdown)."""
 
     def __init__(self, master: _core.HAMaster) -> None:
         self._master = master
@@ -71,11 +83,11 @@ class GroupTransferService:
             self._requests_write, self._requests_read = [], []
         for req in pending:
             if not req.future.done():
-                req.future.set_result(False)
+                req.finish(False)
 
-    def submit(self, next_offset: int, acks: int, timeout: float) -> Future[bool]:
-        """Queues a wait for ``acks`` distinct slaves to hold ``next_offset``."""
-        req = TransferRequest(time.monotonic() + timeout, next_offset, acks)
+    def submit(self, result: _core.PutResult, acks: int, timeout: float) -> Future[_core.PutResult]:
+        """Queues a wait for ``acks`` distinct slaves to hold the put ``result``."""
+        req = TransferRequest(result, acks, time.monotonic() + timeout)
         with self._lock:
             self._requests_write.append(req)
             wake, self._idle = self._idle, False
@@ -109,10 +121,10 @@ class GroupTransferService:
             for req in self._requests_read:
                 if req.acks not in covered:
                     covered[req.acks] = self._covered(req.acks)
-                if covered[req.acks] >= req.next_offset:
-                    req.future.set_result(True)
+                if covered[req.acks] >= req.result.next_offset:
+                    req.finish(True)
                 elif now >= req.deadline:
-                    req.future.set_result(False)
+                    req.finish(False)
                 else:
                     waiting.append(req)
             self._requests_read = waiting
