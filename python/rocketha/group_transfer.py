@@ -2,14 +2,13 @@
 that their slaves have them.
 
 Producers add a request (their stored put, how many slaves must ack it, a deadline) to the
-*write* list. The service thread swaps it into the *read* list and resolves
-every request whose record enough distinct slaves have acked, or whose deadline passed, by
-completing the put's own future (RocketMQ's GroupCommitRequest completing the put result):
-with the result as stored, or marked FLUSH_SLAVE_TIMEOUT. With
-requests to watch it sleeps in the Rust ack table until an ack changes or the first deadline;
-without any it sleeps until a request arrives, so the acks of blocking puts never wake it. It
-never polls, and resolves all requests in one pass, so a slow request never holds back the ones
-behind it.
+*write* list. The service thread swaps it into the *read* list and completes the put's own
+future for every request whose record enough distinct slaves have acked (with the result as
+stored), or whose deadline passed (marked FLUSH_SLAVE_TIMEOUT), as RocketMQ's GroupCommitRequest
+completes its put result. With requests to watch it sleeps in the Rust ack table until an ack
+changes or the first deadline; without any it sleeps until a request arrives, so the acks of
+blocking puts never wake it. It never polls, and resolves all requests in one pass, so a slow
+request never holds back the ones behind it.
 
 A blocking ``Broker.put`` does not go through this thread: it parks on the same Rust ack table
 directly and is woken by the ack that covers it, which saves the two GIL handoffs a hop through
@@ -102,7 +101,7 @@ class GroupTransferService:
         """The highest offset that at least ``acks`` distinct slaves hold."""
         if acks <= 0:
             return 1 << 62
-        offsets = sorted(self._master.slave_ack_offsets(), reverse=True)
+        offsets = self._master.slave_ack_offsets()  # highest first
         return offsets[acks - 1] if len(offsets) >= acks else -1
 
     def _swap_requests(self) -> None:

@@ -130,7 +130,7 @@ impl HAMaster {
         self.inner.acks().count_at_least(offset)
     }
 
-    /// Acked offsets of the live slaves, one per slave.
+    /// Acked offsets of the live slaves, one per slave, highest first.
     fn slave_ack_offsets(&self) -> Vec<u64> {
         self.inner.acks().slave_offsets()
     }
