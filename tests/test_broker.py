@@ -232,6 +232,8 @@ def test_metrics_endpoint_and_status_cli(tmp_path: Path) -> None:
     ):
         connected(master, 1)
         master.put(Message("T", b"x"))
+        master.put_batch([Message("T", b"b%d" % i) for i in range(3)])
+        assert master.put_async(Message("T", b"a")).result(timeout=30).status is PutStatus.PUT_OK
         url = f"http://127.0.0.1:{master._metrics.port}"
         out = subprocess.run(
             [sys.executable, "-m", "rocketha", "status", url],
@@ -243,8 +245,12 @@ def test_metrics_endpoint_and_status_cli(tmp_path: Path) -> None:
         assert "rocketha_slave_ack_offset" in out.stdout and "rocketha_max_offset" in out.stdout
         import urllib.request
 
-        body = urllib.request.urlopen(url + "/metrics", timeout=10).read().decode()
-        assert 'rocketha_put_latency_seconds_count{status="PUT_OK"} 1.0' in body
+        def scrape() -> str:
+            return urllib.request.urlopen(url + "/metrics", timeout=10).read().decode()
+
+        # One observation per put call; put_async's lands when its future completes.
+        count = 'rocketha_put_latency_seconds_count{status="PUT_OK"} 3.0'
+        wait_for(lambda: count in scrape(), 10, "every put call in the latency histogram")
 
 
 def test_demo_cli_exits_zero_with_summary(tmp_path: Path) -> None:

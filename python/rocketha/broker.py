@@ -251,9 +251,7 @@ class Broker:
             if status is not PutStatus.PUT_OK:
                 result = result.with_status(status)
         if self._metrics is not None:
-            self._metrics.put_latency.labels(result.status.name).observe(
-                time.perf_counter() - started
-            )
+            self._metrics.observe_put(result.status, started)
         return result
 
     def put_batch(self, msgs: Sequence[Message]) -> list[PutResult]:
@@ -264,6 +262,8 @@ class Broker:
         if not results:
             return results
         status = self._wait(results[-1].next_offset, started)
+        if self._metrics is not None:
+            self._metrics.observe_put(status, started)
         if status is PutStatus.PUT_OK:
             return results
         return [r.with_status(status) for r in results]
@@ -273,7 +273,13 @@ class Broker:
         is watched by the GroupTransferService, so no thread blocks per message."""
         self._check_master()
         started = time.perf_counter()
-        result = self.store.put(msg)
+        future = self._put_async(self.store.put(msg), started)
+        if self._metrics is not None:
+            metrics = self._metrics
+            future.add_done_callback(lambda f: metrics.observe_put(f.result().status, started))
+        return future
+
+    def _put_async(self, result: PutResult, started: float) -> Future[PutResult]:
         if self._flush_timeout is not None:
             # The msync wait has no callback form: a worker thread blocks on it.
             if self._executor is None:

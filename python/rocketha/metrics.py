@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -11,6 +12,7 @@ from prometheus_client.registry import Collector
 
 if TYPE_CHECKING:
     from rocketha.broker import Broker
+    from rocketha.roles import PutStatus
 
 
 class BrokerMetrics(Collector):
@@ -27,6 +29,11 @@ class BrokerMetrics(Collector):
         self.registry.register(self)
         self._server: Any = None
         self.port: int | None = None
+
+    def observe_put(self, status: PutStatus, started: float) -> None:
+        """One put call (``put``, ``put_batch`` or ``put_async``) that began at ``started``
+        (``time.perf_counter()``) and ended now with ``status``."""
+        self.put_latency.labels(status.name).observe(time.perf_counter() - started)
 
     def serve(self, port: int) -> BrokerMetrics:
         self._server, _thread = start_http_server(port, registry=self.registry)
