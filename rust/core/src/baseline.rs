@@ -58,8 +58,8 @@ pub fn tcp_copy(total: usize, chunk: usize) -> std::io::Result<Duration> {
 }
 
 /// As [`tcp_copy`], but the reader keeps the bytes the way a replica must at the least: read
-/// straight into the mapping of a new file in `dir` (no copy of its own, pages zero-filled on
-/// first touch as for any new file), msync'd once at the end.
+/// straight into the mapping of a new file in `dir`, with no copy of its own and no flush,
+/// the page cache filling each new page on first touch as for any new file.
 pub fn tcp_copy_to_file(dir: &Path, total: usize, chunk: usize) -> std::io::Result<Duration> {
     let path = dir.join("baseline.received");
     let file = std::fs::OpenOptions::new()

@@ -28,7 +28,7 @@ fn baseline_tcp_copy(py: Python<'_>, total: usize, chunk: usize) -> PyResult<f64
 }
 
 /// Seconds to copy `total` bytes over loopback TCP into a new file in `dir`, received straight
-/// into its mapping and msync'd at the end.
+/// into its mapping (no flush).
 #[pyfunction]
 fn baseline_tcp_copy_to_file(
     py: Python<'_>,
