@@ -276,7 +276,13 @@ class Broker:
         future = self._put_async(self.store.put(msg), started)
         if self._metrics is not None:
             metrics = self._metrics
-            future.add_done_callback(lambda f: metrics.observe_put(f.result().status, started))
+
+            def observe(f: Future[PutResult]) -> None:
+                # A put that raised has no status to count; its future carries the error.
+                if not f.cancelled() and f.exception() is None:
+                    metrics.observe_put(f.result().status, started)
+
+            future.add_done_callback(observe)
         return future
 
     def _put_async(self, result: PutResult, started: float) -> Future[PutResult]:

@@ -8,17 +8,23 @@ use std::time::{Duration, Instant};
 
 use memmap2::MmapOptions;
 
-/// Copies `data` over and over into a preallocated, prefaulted mmap of `total` bytes: the
-/// ceiling of an append path.
-pub fn mmap_memcpy(dir: &Path, data: &[u8], total: usize) -> std::io::Result<Duration> {
-    let path = dir.join("baseline.mmap");
+/// A new (or emptied) file of `total` bytes, for a baseline to map.
+fn sized_file(path: &Path, total: usize) -> std::io::Result<std::fs::File> {
     let file = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
         .create(true)
         .truncate(true)
-        .open(&path)?;
+        .open(path)?;
     file.set_len(total as u64)?;
+    Ok(file)
+}
+
+/// Copies `data` over and over into a preallocated, prefaulted mmap of `total` bytes: the
+/// ceiling of an append path.
+pub fn mmap_memcpy(dir: &Path, data: &[u8], total: usize) -> std::io::Result<Duration> {
+    let path = dir.join("baseline.mmap");
+    let file = sized_file(&path, total)?;
     // SAFETY: the file is ours alone and outlives the map.
     let mut map = unsafe { MmapOptions::new().len(total).populate().map_mut(&file)? };
     let started = Instant::now();
@@ -62,13 +68,7 @@ pub fn tcp_copy(total: usize, chunk: usize) -> std::io::Result<Duration> {
 /// the page cache filling each new page on first touch as for any new file.
 pub fn tcp_copy_to_file(dir: &Path, total: usize, chunk: usize) -> std::io::Result<Duration> {
     let path = dir.join("baseline.received");
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(&path)?;
-    file.set_len(total as u64)?;
+    let file = sized_file(&path, total)?;
     let took = tcp_copy_with(total, chunk, move |mut rx| {
         // SAFETY: the file is ours alone and outlives the map.
         let mut map = unsafe { MmapOptions::new().len(total).map_mut(&file)? };
