@@ -129,7 +129,7 @@ def write_results(out: Path, figures: list[Figure], skipped: dict[str, str]) -> 
 
 def run_threads(target: Callable[[int], object], count: int) -> float:
     """Runs ``target(i)`` on ``count`` threads at once; seconds until the last one ends."""
-    threads = [threading.Thread(target=target, args=(i,)) for i in range(count)]
+    threads = [threading.Thread(target=target, args=(i,), daemon=True) for i in range(count)]
     started = time.perf_counter()
     for t in threads:
         t.start()

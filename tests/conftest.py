@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,3 +29,16 @@ def spark() -> Iterator[object]:
     )
     yield session
     session.stop()
+
+
+@pytest.fixture(autouse=True)
+def no_leaked_threads() -> Iterator[None]:
+    """Fails a test that leaves a non-daemon thread running: at the end of the session such a
+    thread keeps pytest from exiting, so one failed assertion would hang the whole run."""
+    before = set(threading.enumerate())
+    yield
+    leaked = [t for t in threading.enumerate() if t not in before and t.is_alive() and not t.daemon]
+    for t in leaked:
+        t.join(timeout=10)
+    still = [t.name for t in leaked if t.is_alive()]
+    assert not still, f"the test left non-daemon threads running: {still}"

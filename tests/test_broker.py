@@ -186,7 +186,7 @@ def test_eight_producers_all_resolve(tmp_path: Path) -> None:
                 with lock:
                     statuses.append(s)
 
-        threads = [threading.Thread(target=produce, args=(p,)) for p in range(8)]
+        threads = [threading.Thread(target=produce, args=(p,), daemon=True) for p in range(8)]
         for t in threads:
             t.start()
         for t in threads:

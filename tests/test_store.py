@@ -242,7 +242,7 @@ def test_sync_flush_group_commit(tmp_path: Path) -> None:
             for _ in range(200):
                 results.append(store.put(Message("T", b"x" * 100)))
 
-        threads = [threading.Thread(target=producer) for _ in range(8)]
+        threads = [threading.Thread(target=producer, daemon=True) for _ in range(8)]
         for t in threads:
             t.start()
         for t in threads:
