@@ -12,6 +12,8 @@ lint:
 	cargo clippy --workspace --all-targets -- -D warnings
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -m ruff format --check .
+	$(PYTHON) -m mypy
+	$(PYTHON) -m mypy.stubtest rocketha._core --allowlist stubtest-allowlist.txt
 
 test-rust:
 	cargo test --workspace --exclude rocketha-py

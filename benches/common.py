@@ -167,8 +167,8 @@ def broker_pair(root: Path, role: str) -> tuple[Broker, Broker]:
             **common,
         )
     ).start()
-    assert master.ha is not None and master.ha.master is not None
+    assert master.ha is not None
     master.ha.wait_for_state(None, "TRANSFER", 30)
-    while not master.ha.master.slave_ack_offsets():
+    while not master.ha.slave_ack_offsets():
         time.sleep(0.01)
     return master, slave

@@ -21,7 +21,6 @@ from rocketha import (
     NotMasterError,
     PutStatus,
 )
-from rocketha.group_transfer import GroupTransferService
 
 
 def sync_master(tmp: Path, **kw: object) -> BrokerConfig:
@@ -47,7 +46,7 @@ def slave_config(tmp: Path, master: Broker, broker_id: int = 1) -> BrokerConfig:
 
 def connected(master: Broker, n: int) -> None:
     assert master.ha is not None
-    wait_for(lambda: len(master.ha.master.slave_ack_offsets()) >= n, 30, f"{n} slaves")  # type: ignore[union-attr]
+    wait_for(lambda: len(master.ha.slave_ack_offsets()) >= n, 30, f"{n} slaves")  # type: ignore[union-attr]
 
 
 def test_put_ok_means_the_slave_already_has_it(tmp_path: Path) -> None:
@@ -103,54 +102,6 @@ def test_stalled_slave_gives_flush_slave_timeout(tmp_path: Path) -> None:
         finally:
             slave.proc.send_signal(signal.SIGCONT)
             slave.stop()
-
-
-class _Acks:
-    """The ack table a GroupTransferService watches, with acks set by the test."""
-
-    def __init__(self) -> None:
-        self.offsets: list[int] = []
-        self.ack_version = 0
-        self._changed = threading.Condition()
-
-    def ack(self, offset: int) -> None:
-        with self._changed:
-            self.offsets = [offset]
-            self.ack_version += 1
-            self._changed.notify_all()
-
-    def slave_ack_offsets(self) -> list[int]:
-        return list(self.offsets)
-
-    def wait_ack_change(self, seen: int, timeout: float) -> int:
-        with self._changed:
-            self._changed.wait_for(lambda: self.ack_version != seen, timeout)
-            return self.ack_version
-
-    def notify(self) -> None:
-        with self._changed:
-            self.ack_version += 1
-            self._changed.notify_all()
-
-
-def test_group_transfer_completes_each_put_with_its_own_verdict(tmp_path: Path) -> None:
-    store = MessageStore(tmp_path, mapped_file_size=SEGMENT)
-    first, second, third = (store.put(Message("T", b"%d" % i)) for i in range(3))
-    acks = _Acks()
-    service = GroupTransferService(acks).start()  # type: ignore[arg-type]
-    try:
-        near = service.submit(first, 1, 60)
-        far = service.submit(second, 1, 60)
-        expiring = service.submit(third, 1, 0.05)
-        acks.ack(first.next_offset)
-        assert near.result(timeout=10) is first
-        assert expiring.result(timeout=10).status is PutStatus.FLUSH_SLAVE_TIMEOUT
-        assert not far.done(), "its record is not acked and its deadline is a minute away"
-    finally:
-        service.shutdown()
-        store.close()
-    # Shutdown completes what still waits, as not acknowledged in time.
-    assert far.result(timeout=0).status is PutStatus.FLUSH_SLAVE_TIMEOUT
 
 
 def test_in_sync_replicas_three_needs_both_slaves(tmp_path: Path) -> None:

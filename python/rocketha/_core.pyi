@@ -1,11 +1,15 @@
 """Typed stubs of the native module ``rocketha._core`` (thin PyO3 wrappers over rocketha-core)."""
 
 import os
-from typing import Any, final
+from typing import Any, Self, final
 
 from rocketha.roles import PutStatus
 
 __version__: str
+#: The core's defaults by RocketMQ key (``mappedFileSizeCommitLog``, ``slaveTimeout``, ...).
+DEFAULTS: dict[str, int]
+
+def register_put_status(enum_class: type[PutStatus]) -> None: ...
 
 class RocketHAError(Exception): ...
 class ConfigError(RocketHAError): ...
@@ -20,8 +24,8 @@ class ForkedProcessError(RocketHAError): ...
 
 @final
 class Message:
-    def __init__(
-        self,
+    def __new__(
+        cls,
         topic: str,
         body: bytes | bytearray | memoryview | str,
         *,
@@ -30,7 +34,7 @@ class Message:
         properties: dict[str, object] | None = None,
         queue_id: int = 0,
         flag: int = 0,
-    ) -> None: ...
+    ) -> Self: ...
     @property
     def topic(self) -> str: ...
     @property
@@ -117,18 +121,23 @@ class MessageStore:
         cls,
         path: str | os.PathLike[str],
         *,
-        mapped_file_size: int = ...,
-        flush_disk_type: str = ...,
-        flush_interval_ms: int = ...,
-        sync_flush_timeout_ms: int = ...,
-        store_host: str = ...,
-        consume_queue_entries: int = ...,
-        read_only: bool = ...,
-    ) -> MessageStore: ...
+        mapped_file_size: int | None = None,
+        flush_disk_type: str | None = None,
+        flush_interval_ms: int | None = None,
+        sync_flush_timeout_ms: int | None = None,
+        store_host: str | None = None,
+        consume_queue_entries: int | None = None,
+        sync_slaves: int | None = None,
+        slave_timeout_ms: int | None = None,
+        ha_max_gap_not_in_sync: int | None = None,
+        read_only: bool = False,
+    ) -> Self: ...
     def put(self, msg: Message) -> PutResult: ...
+    def put_async(self, msg: Message) -> tuple[PutResult, int | None]: ...
+    def next_completed(self, timeout: float) -> list[tuple[int, PutStatus]]: ...
+    def wake_completed(self) -> None: ...
     def put_batch(self, msgs: list[Message]) -> list[PutResult]: ...
     def append_raw(self, offset: int, data: bytes | memoryview) -> None: ...
-    def wait_flushed(self, offset: int, timeout: float) -> bool: ...
     @property
     def max_offset(self) -> int: ...
     @property
@@ -159,18 +168,18 @@ class MessageStore:
 
 @final
 class HAMaster:
-    def __init__(
-        self,
+    def __new__(
+        cls,
         store: MessageStore,
-        listen: str = "127.0.0.1:0",
+        listen: str,
         *,
-        transfer_batch_size: int = 32768,
-        heartbeat_interval_ms: int = 5000,
-        housekeeping_interval_ms: int = 20000,
+        transfer_batch_size: int | None = None,
+        heartbeat_interval_ms: int | None = None,
+        housekeeping_interval_ms: int | None = None,
         max_transfer_bytes_per_second: int | None = None,
         sync_from_last_file: bool = False,
         auth_secret: bytes | None = None,
-    ) -> None: ...
+    ) -> Self: ...
     @property
     def listen_port(self) -> int: ...
     @property
@@ -178,35 +187,24 @@ class HAMaster:
     @property
     def push2slave_max_offset(self) -> int: ...
     def connections(self) -> list[dict[str, Any]]: ...
-    def acked_count(self, offset: int) -> int: ...
     def slave_ack_offsets(self) -> list[int]: ...
     def wait_for_ack(self, offset: int, count: int, timeout: float) -> bool: ...
-    def in_sync(self, next_offset: int, count: int, max_gap: int) -> bool: ...
-    def await_replication(
-        self, next_offset: int, count: int, timeout: float, max_gap: int
-    ) -> PutStatus: ...
-    def wait_ack_change(self, seen: int, timeout: float) -> int: ...
-    @property
-    def ack_version(self) -> int: ...
-    def notify(self) -> None: ...
     def next_events(self, timeout: float) -> list[tuple[str, str, str, bool]]: ...
-    @property
-    def running(self) -> bool: ...
     def shutdown(self) -> None: ...
 
 @final
 class HAClient:
-    def __init__(
-        self,
+    def __new__(
+        cls,
         store: MessageStore,
         master_address: str | None = None,
         *,
         slave_id: int = 1,
-        heartbeat_interval_ms: int = 5000,
-        housekeeping_interval_ms: int = 20000,
+        heartbeat_interval_ms: int | None = None,
+        housekeeping_interval_ms: int | None = None,
         auth_secret: bytes | None = None,
         frame_crc: bool = False,
-    ) -> None: ...
+    ) -> Self: ...
     @property
     def state(self) -> str: ...
     @property
@@ -216,6 +214,58 @@ class HAClient:
     def next_events(self, timeout: float) -> list[tuple[str, str, str, bool]]: ...
     def shutdown(self) -> None: ...
 
+@final
+class RecordFilter:
+    def __new__(
+        cls,
+        topics: list[str] | None = None,
+        queue_bounds: list[tuple[str, int, int, int]] = ...,
+    ) -> Self: ...
+
+@final
+class ArrowBuffer:
+    def __len__(self) -> int: ...
+    def __buffer__(self, flags: int, /) -> memoryview: ...
+
+@final
+class ColumnarBatch:
+    @property
+    def num_rows(self) -> int: ...
+    @property
+    def record_bytes(self) -> int: ...
+    @property
+    def null_counts(self) -> tuple[int, int]: ...
+    @property
+    def property_entries(self) -> int: ...
+    def buffers(self) -> list[ArrowBuffer]: ...
+
+@final
+class ArrowReader:
+    def __new__(
+        cls,
+        store: MessageStore,
+        start: int,
+        end: int,
+        filter: RecordFilter,
+        *,
+        max_rows: int,
+        max_bytes: int,
+        check_crc: bool = False,
+    ) -> Self: ...
+    def next_batch(self) -> ColumnarBatch | None: ...
+    @property
+    def offset(self) -> int: ...
+
+def admit(
+    store: MessageStore,
+    start: int,
+    end: int,
+    filter: RecordFilter,
+    *,
+    max_rows: int,
+    max_bytes: int,
+) -> int: ...
+def split_points(store: MessageStore, start: int, end: int, min_parts: int) -> list[int]: ...
 def baseline_mmap_memcpy(dir: str | os.PathLike[str], data: bytes, total: int) -> float: ...
 def baseline_tcp_copy(total: int, chunk: int) -> float: ...
 def baseline_tcp_copy_to_file(dir: str | os.PathLike[str], total: int, chunk: int) -> float: ...
@@ -223,5 +273,5 @@ def baseline_tcp_ping_pong(rounds: int) -> list[float]: ...
 
 @final
 class BaselinePingPong:
-    def __init__(self) -> None: ...
+    def __new__(cls) -> Self: ...
     def round_trip(self) -> float: ...

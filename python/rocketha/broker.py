@@ -12,6 +12,9 @@
   With no slave connected, or the best one more than ``haMaxGapNotInSync`` behind, it returns
   ``SLAVE_NOT_AVAILABLE`` at once.
 * ``SYNC_FLUSH`` adds a wait for the msync, run in parallel with the replication wait.
+
+Every wait happens in the store's GroupTransferService (Rust): a put crosses into Rust once,
+appends, and parks there with the GIL released until its verdict.
 * ``SLAVE``: replicates from ``haMasterAddress``; puts raise :class:`NotMasterError`.
 """
 
@@ -22,7 +25,7 @@ import logging
 import os
 import time
 from collections.abc import Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,7 +34,7 @@ from rocketha.config import BrokerConfig
 from rocketha.exceptions import ConfigError, NotMasterError
 from rocketha.group_transfer import GroupTransferService
 from rocketha.ha import HAService
-from rocketha.roles import BrokerRole, FlushDiskType, PutStatus
+from rocketha.roles import BrokerRole
 from rocketha.store import MessageStore
 
 log = logging.getLogger("rocketha.broker")
@@ -66,13 +69,7 @@ class Broker:
         self._store: MessageStore | None = None
         self.ha: HAService | None = None
         self.group_transfer: GroupTransferService | None = None
-        self._executor: ThreadPoolExecutor | None = None
         self._metrics: Any = None
-        self._is_slave = not self.role.is_master
-        self._acks_required = 0
-        self._slave_timeout = 0.0
-        self._flush_timeout: float | None = None
-        self._blocking = False
         self._started = False
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -98,31 +95,40 @@ class Broker:
         self._store = MessageStore(
             c.store_path_root_dir,
             mapped_file_size=c.mapped_file_size_commit_log,
-            # The broker waits for SYNC_FLUSH itself, in parallel with replication.
-            flush_disk_type=FlushDiskType.ASYNC_FLUSH,
+            flush_disk_type=c.flush_disk_type,
             flush_interval_ms=c.flush_interval_commit_log,
             sync_flush_timeout_ms=c.sync_flush_timeout,
             store_host=c.store_host,
             consume_queue_entries=c.mapped_file_size_consume_queue // 20,
+            sync_slaves=c.slave_acks_required if self.role is BrokerRole.SYNC_MASTER else 0,
+            slave_timeout_ms=c.slave_timeout,
+            ha_max_gap_not_in_sync=c.ha_max_gap_not_in_sync,
         )
         try:
-            flow = c.max_ha_transfer_byte_in_second if c.ha_flow_control_enable else None
+            ha_options: dict[str, Any] = dict(
+                heartbeat_interval_ms=c.ha_send_heartbeat_interval,
+                housekeeping_interval_ms=c.ha_housekeeping_interval,
+                auth_secret=secret,
+            )
+            if self.role.is_master:
+                flow = c.max_ha_transfer_byte_in_second if c.ha_flow_control_enable else None
+                ha_options.update(
+                    transfer_batch_size=c.ha_transfer_batch_size,
+                    max_transfer_bytes_per_second=flow,
+                    sync_from_last_file=c.sync_from_last_file,
+                )
+            else:
+                ha_options.update(frame_crc=c.ha_transfer_crc)
             self.ha = HAService(
                 self._store,
                 master=self.role.is_master,
                 listen=f"{c.ha_listen_address}:{c.ha_listen_port}",
                 master_address=c.ha_master_address,
                 slave_id=c.broker_id,
-                transfer_batch_size=c.ha_transfer_batch_size,
-                heartbeat_interval_ms=c.ha_send_heartbeat_interval,
-                housekeeping_interval_ms=c.ha_housekeeping_interval,
-                max_transfer_bytes_per_second=flow,
-                sync_from_last_file=c.sync_from_last_file,
-                auth_secret=secret,
-                frame_crc=c.ha_transfer_crc,
+                **ha_options,
             ).start()
-            if self.role is BrokerRole.SYNC_MASTER and self.ha.master is not None:
-                self.group_transfer = GroupTransferService(self.ha.master).start()
+            if self.role.is_master:
+                self.group_transfer = GroupTransferService(self._store).start()
             if c.metrics_port is not None:
                 from rocketha.metrics import BrokerMetrics
 
@@ -130,14 +136,6 @@ class Broker:
         except BaseException:
             self._close_parts()
             raise
-        # Decided once here so the put path does not re-derive them per message.
-        self._is_slave = not self.role.is_master
-        self._acks_required = c.slave_acks_required if self.group_transfer is not None else 0
-        self._slave_timeout = c.slave_timeout / 1000
-        self._flush_timeout = (
-            c.sync_flush_timeout / 1000 if c.flush_disk_type is FlushDiskType.SYNC_FLUSH else None
-        )
-        self._blocking = bool(self._acks_required) or self._flush_timeout is not None
         self._started = True
         log.info(
             "broker %s (id %d, %s) started on %s, max offset %d",
@@ -150,16 +148,15 @@ class Broker:
         return self
 
     def _close_parts(self) -> None:
-        if self.group_transfer is not None:
-            self.group_transfer.shutdown()
         if self.ha is not None:
             self.ha.shutdown()
-        if self._executor is not None:
-            self._executor.shutdown(wait=True)
         if self._metrics is not None:
             self._metrics.close()
         if self._store is not None:
+            # Settles the puts still waiting, so the futures below all get their verdict.
             self._store.close()
+        if self.group_transfer is not None:
+            self.group_transfer.shutdown()
 
     def shutdown(self) -> None:
         """Stops replication, flushes and closes the store (no abort marker left)."""
@@ -194,7 +191,7 @@ class Broker:
     @property
     def ha_listen_port(self) -> int:
         """The HA port actually bound (when ``haListenPort`` is 0)."""
-        if self.ha is None or self.ha.master is None:
+        if self.ha is None or not self.ha.is_master:
             raise RuntimeError("only a started master listens for slaves")
         return self.ha.listen_port
 
@@ -214,42 +211,11 @@ class Broker:
                 "send puts to its master"
             )
 
-    def _wait(self, next_offset: int, started: float) -> PutStatus:
-        """A blocking put's verdict. The flush thread and the HA loop make progress on their
-        own, so checking one wait after the other costs the longer of the two, not the sum;
-        each has its own deadline from the moment of the put.
-
-        The replication wait (RocketMQ's ``isSlaveOK`` check, then the wait) is one call that
-        parks this thread on the Rust ack table itself (GIL released), woken only by the ack that
-        covers ``next_offset``; a hop through the GroupTransferService thread would add two GIL
-        handoffs to every put."""
-        status = PutStatus.PUT_OK
-        if self._flush_timeout is not None and not self.store.wait_flushed(
-            next_offset, max(0.0, self._flush_timeout - (time.perf_counter() - started))
-        ):
-            status = PutStatus.FLUSH_DISK_TIMEOUT
-        if self._acks_required:
-            assert self.ha is not None and self.ha.master is not None
-            replicated = self.ha.master.await_replication(
-                next_offset,
-                self._acks_required,
-                max(0.0, self._slave_timeout - (time.perf_counter() - started)),
-                self.config.ha_max_gap_not_in_sync,
-            )
-            if status is PutStatus.PUT_OK:
-                status = replicated
-        return status
-
     def put(self, msg: Message) -> PutResult:
         """Stores one message and waits as the role and flush type require."""
-        if self._is_slave:
-            self._check_master()
+        self._check_master()
         started = time.perf_counter()
         result = self.store.put(msg)
-        if self._blocking:
-            status = self._wait(result.next_offset, started)
-            if status is not PutStatus.PUT_OK:
-                result = result.with_status(status)
         if self._metrics is not None:
             self._metrics.observe_put(result.status, started)
         return result
@@ -259,21 +225,17 @@ class Broker:
         self._check_master()
         started = time.perf_counter()
         results = self.store.put_batch(list(msgs))
-        if not results:
-            return results
-        status = self._wait(results[-1].next_offset, started)
-        if self._metrics is not None:
-            self._metrics.observe_put(status, started)
-        if status is PutStatus.PUT_OK:
-            return results
-        return [r.with_status(status) for r in results]
+        if results and self._metrics is not None:
+            self._metrics.observe_put(results[-1].status, started)
+        return results
 
     def put_async(self, msg: Message) -> Future[PutResult]:
-        """Stores the message now; the future resolves when its waits are over. Replication
-        is watched by the GroupTransferService, so no thread blocks per message."""
+        """Stores the message now; the future resolves when its waits are over. The
+        GroupTransferService completes it, so no thread blocks per message."""
         self._check_master()
+        assert self.group_transfer is not None
         started = time.perf_counter()
-        future = self._put_async(self.store.put(msg), started)
+        future = self.group_transfer.put(msg)
         if self._metrics is not None:
             metrics = self._metrics
 
@@ -284,25 +246,6 @@ class Broker:
 
             future.add_done_callback(observe)
         return future
-
-    def _put_async(self, result: PutResult, started: float) -> Future[PutResult]:
-        if self._flush_timeout is not None:
-            # The msync wait has no callback form: a worker thread blocks on it.
-            if self._executor is None:
-                self._executor = ThreadPoolExecutor(4, thread_name_prefix="rocketha-put-async")
-            return self._executor.submit(
-                lambda: result.with_status(self._wait(result.next_offset, started))
-            )
-        if self.group_transfer is not None:
-            assert self.ha is not None and self.ha.master is not None
-            if self.ha.master.in_sync(
-                result.next_offset, self._acks_required, self.config.ha_max_gap_not_in_sync
-            ):
-                return self.group_transfer.submit(result, self._acks_required, self._slave_timeout)
-            result = result.with_status(PutStatus.SLAVE_NOT_AVAILABLE)
-        out: Future[PutResult] = Future()
-        out.set_result(result)
-        return out
 
     # -- reads -----------------------------------------------------------------------------
 
@@ -341,20 +284,8 @@ class Broker:
             "max_offset": self.store.max_offset,
             "time": time.time(),
         }
-        if self.ha is not None and self.ha.master is not None:
-            status["ha_listen_port"] = self.ha.listen_port
-            status["push2slave_max_offset"] = self.ha.push2slave_max_offset
-            status["connections"] = self.ha.connections()
-        elif self.ha is not None and self.ha.client is not None:
-            received, frames, swaps, connects = self.ha.client.stats()
-            status.update(
-                master_address=self.ha.master_address,
-                state=self.ha.state,
-                bytes_received=received,
-                frames=frames,
-                buffer_swaps=swaps,
-                connects=connects,
-            )
+        if self.ha is not None:
+            status.update(self.ha.status())
         return status
 
 

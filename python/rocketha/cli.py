@@ -29,7 +29,7 @@ log = logging.getLogger("rocketha.cli")
 
 def segment_checksums(store_dir: str | os.PathLike[str]) -> dict[str, str]:
     """SHA-256 of the used bytes of every commit log segment, by file name."""
-    with MessageStore(store_dir, read_only=True, **_size_of(store_dir)) as store:
+    with MessageStore(store_dir, read_only=True, mapped_file_size=_size_of(store_dir)) as store:
         out = {}
         for path, start, used in store.segments():
             digest = hashlib.sha256()
@@ -44,10 +44,10 @@ def segment_checksums(store_dir: str | os.PathLike[str]) -> dict[str, str]:
         return out
 
 
-def _size_of(store_dir: str | os.PathLike[str]) -> dict[str, int]:
+def _size_of(store_dir: str | os.PathLike[str]) -> int | None:
     """Opening a store read-only needs its segment size: take it from the files."""
     segments = sorted((Path(store_dir) / "commitlog").glob("[0-9]" * 20))
-    return {"mapped_file_size": segments[0].stat().st_size} if segments else {}
+    return segments[0].stat().st_size if segments else None
 
 
 def _percentile(sorted_values: Sequence[float], q: float) -> float:
@@ -159,7 +159,10 @@ def _serve(config: BrokerConfig, args: argparse.Namespace) -> None:
     finally:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
     with broker:
-        info = {"role": config.broker_role.value, "store": config.store_path_root_dir}
+        info: dict[str, str | int] = {
+            "role": config.broker_role.value,
+            "store": config.store_path_root_dir,
+        }
         if broker.role.is_master:
             info["ha_listen_port"] = broker.ha_listen_port
         if broker._metrics is not None:
@@ -186,11 +189,11 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def cmd_inspect(args: argparse.Namespace) -> int:
     """Lists segments and records, verifying every CRC."""
-    with MessageStore(args.store, read_only=True, **_size_of(args.store)) as store:
+    with MessageStore(args.store, read_only=True, mapped_file_size=_size_of(args.store)) as store:
         print(f"store {args.store}: offsets [{store.min_offset}, {store.max_offset})")
         for path, start, used in store.segments():
             print(f"  segment {Path(path).name}  start {start}  used {used}")
-        count, topics = 0, {}
+        count, topics = 0, dict[str, int]()
         try:
             for m in store.messages(check_crc=True):
                 count += 1
@@ -224,9 +227,9 @@ def _divergence_offset(args: argparse.Namespace) -> int:
         return int(args.to)
     if args.master_store:
         with (
-            MessageStore(args.store, read_only=True, **_size_of(args.store)) as mine,
+            MessageStore(args.store, read_only=True, mapped_file_size=_size_of(args.store)) as mine,
             MessageStore(
-                args.master_store, read_only=True, **_size_of(args.master_store)
+                args.master_store, read_only=True, mapped_file_size=_size_of(args.master_store)
             ) as theirs,
         ):
             offset = max(mine.min_offset, theirs.min_offset)
@@ -256,7 +259,7 @@ def cmd_repair(args: argparse.Namespace) -> int:
         print("rocketha repair: say what to do: --truncate-to-common-prefix", file=sys.stderr)
         return 2
     diverges_at = _divergence_offset(args)
-    with MessageStore(args.store, **_size_of(args.store)) as store:
+    with MessageStore(args.store, mapped_file_size=_size_of(args.store)) as store:
         boundary = store.min_offset
         for m in store.messages():
             if m.next_offset > diverges_at:
@@ -294,7 +297,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     sys.path.insert(0, str(root))
     from benches.__main__ import main as bench_main
 
-    return bench_main(args.bench_args, prog="rocketha bench")
+    return int(bench_main(args.bench_args, prog="rocketha bench"))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

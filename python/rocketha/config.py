@@ -23,6 +23,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
+from rocketha._core import DEFAULTS as _DEFAULTS
 from rocketha.exceptions import ConfigError
 from rocketha.roles import BrokerRole, FlushDiskType
 
@@ -119,8 +120,8 @@ class BrokerConfig:
     broker_role: BrokerRole = BrokerRole.ASYNC_MASTER
     flush_disk_type: FlushDiskType = FlushDiskType.ASYNC_FLUSH
     store_path_root_dir: str = field(default_factory=lambda: str(Path.home() / "store"))
-    mapped_file_size_commit_log: int = 1024 * MiB
-    mapped_file_size_consume_queue: int = 300_000 * 20
+    mapped_file_size_commit_log: int = _DEFAULTS["mappedFileSizeCommitLog"]
+    mapped_file_size_consume_queue: int = _DEFAULTS["mappedFileSizeConsumeQueue"]
     #: With ``listenPort`` the store host recorded in every message (and in msg ids).
     broker_ip1: str = "127.0.0.1"
     listen_port: int = 10911
@@ -128,21 +129,21 @@ class BrokerConfig:
     #: rocketha: the interface the HA port binds (RocketMQ binds all of them).
     ha_listen_address: str = "0.0.0.0"
     ha_master_address: str | None = None
-    ha_send_heartbeat_interval: int = 5000
-    ha_housekeeping_interval: int = 20000
-    ha_transfer_batch_size: int = 32 * 1024
-    slave_timeout: int = 3000
-    sync_flush_timeout: int = 5000
+    ha_send_heartbeat_interval: int = _DEFAULTS["haSendHeartbeatInterval"]
+    ha_housekeeping_interval: int = _DEFAULTS["haHousekeepingInterval"]
+    ha_transfer_batch_size: int = _DEFAULTS["haTransferBatchSize"]
+    slave_timeout: int = _DEFAULTS["slaveTimeout"]
+    sync_flush_timeout: int = _DEFAULTS["syncFlushTimeout"]
     #: Replicas, the master included, that must hold a put; defaults to 2 for SYNC_MASTER.
     in_sync_replicas: int | None = None
-    ha_max_gap_not_in_sync: int = 256 * MiB
+    ha_max_gap_not_in_sync: int = _DEFAULTS["haMaxGapNotInSync"]
     ha_flow_control_enable: bool = False
     max_ha_transfer_byte_in_second: int = 100 * MiB
     sync_from_last_file: bool = False
     slave_read_enable: bool = False
     access_message_in_memory_max_ratio: int = 40
     which_broker_when_consume_slowly: int = 1
-    flush_interval_commit_log: int = 500
+    flush_interval_commit_log: int = _DEFAULTS["flushIntervalCommitLog"]
     max_message_size: int = 4 * MiB
     #: rocketha: shared secret for the HA handshake; or read from a file or an env variable.
     ha_auth_secret: str | None = dataclasses.field(default=None, repr=False)

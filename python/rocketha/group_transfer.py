@@ -1,65 +1,39 @@
-"""GroupTransferService: how a SYNC_MASTER's asynchronous puts (``Broker.put_async``) learn
-that their slaves have them.
+"""The Python face of RocketMQ's ``GroupTransferService``: futures for ``Broker.put_async``.
 
-Producers add a request (their stored put, how many slaves must ack it, a deadline) to the
-*write* list. The service thread swaps it into the *read* list and completes the put's own
-future for every request whose record enough distinct slaves have acked (with the result as
-stored), or whose deadline passed (marked FLUSH_SLAVE_TIMEOUT), as RocketMQ's GroupCommitRequest
-completes its put result. With requests to watch it sleeps in the Rust ack table until an ack
-changes or the first deadline; without any it sleeps until a request arrives, so the acks of
-blocking puts never wake it. It never polls, and resolves all requests in one pass, so a slow
-request never holds back the ones behind it.
-
-A blocking ``Broker.put`` does not go through this thread: it parks on the same Rust ack table
-directly and is woken by the ack that covers it, which saves the two GIL handoffs a hop through
-this thread costs (see the broker module).
+Every put that must wait (SYNC_FLUSH's msync, SYNC_MASTER's slave acks) waits in the store's
+GroupTransferService in Rust, which decides its ``PutStatus`` the moment the flush or the ack
+that covers it arrives, or its deadline passes. A blocking ``put`` parks there with the GIL
+released. A ``put_async`` gets a ticket instead; this module's one thread collects the verdicts
+of tickets (sleeping in Rust until there is one) and completes each put's own
+``Future[PutResult]``, as RocketMQ's GroupCommitRequest completes its put result. No thread
+blocks per message and nothing polls.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-import time
 from concurrent.futures import Future
 
-from rocketha import _core
+from rocketha._core import Message, PutResult
 from rocketha.roles import PutStatus
+from rocketha.store import MessageStore
 
 log = logging.getLogger("rocketha.group_transfer")
 
-#: Longest sleep without any event, so shutdown is noticed.
+#: Longest sleep without a verdict, so shutdown is noticed.
 _IDLE_WAIT = 1.0
 
 
-class TransferRequest:
-    """One put waiting for ``acks`` distinct slaves to hold ``result.next_offset``."""
-
-    __slots__ = ("acks", "deadline", "future", "result")
-
-    def __init__(self, result: _core.PutResult, acks: int, deadline: float) -> None:
-        self.result = result
-        self.acks = acks
-        self.deadline = deadline
-        self.future: Future[_core.PutResult] = Future()
-
-    def finish(self, acked: bool) -> None:
-        self.future.set_result(
-            self.result if acked else self.result.with_status(PutStatus.FLUSH_SLAVE_TIMEOUT)
-        )
-
-
 class GroupTransferService:
-    """Completes each request's ``Future[PutResult]``: the put as stored when acked in time,
-    FLUSH_SLAVE_TIMEOUT otherwise (also for requests still waiting at shutdown)."""
+    """Completes the futures of ``put_async`` puts on ``store`` with their verdicts."""
 
-    def __init__(self, master: _core.HAMaster) -> None:
-        self._master = master
+    def __init__(self, store: MessageStore) -> None:
+        self._store = store
+        #: ticket -> (future, the put as stored). Guarded by ``_lock``, which a put holds from
+        #: its append to its registration, so a verdict never arrives for an unknown ticket.
+        self._pending: dict[int, tuple[Future[PutResult], PutResult]] = {}
         self._lock = threading.Lock()
-        self._requests_write: list[TransferRequest] = []
-        self._requests_read: list[TransferRequest] = []
-        #: True while the service sleeps with no request to watch, until ``_arrived`` is set.
-        self._idle = True
-        self._arrived = threading.Event()
         self._running = False
         self._thread: threading.Thread | None = None
 
@@ -71,74 +45,44 @@ class GroupTransferService:
         self._thread.start()
         return self
 
-    def shutdown(self) -> None:
-        self._running = False
-        self._arrived.set()
-        self._master.notify()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
+    def put(self, msg: Message) -> Future[PutResult]:
+        """Stores ``msg`` now; the future resolves with the put's verdict."""
+        future: Future[PutResult] = Future()
         with self._lock:
-            pending = self._requests_write + self._requests_read
-            self._requests_write, self._requests_read = [], []
-        for req in pending:
-            if not req.future.done():
-                req.finish(False)
+            result, ticket = self._store.put_async(msg)
+            if ticket is not None:
+                self._pending[ticket] = (future, result)
+                return future
+        future.set_result(result)
+        return future
 
-    def submit(self, result: _core.PutResult, acks: int, timeout: float) -> Future[_core.PutResult]:
-        """Queues a wait for ``acks`` distinct slaves to hold the put ``result``."""
-        req = TransferRequest(result, acks, time.monotonic() + timeout)
+    def _complete(self, verdicts: list[tuple[int, PutStatus]]) -> None:
         with self._lock:
-            self._requests_write.append(req)
-            wake, self._idle = self._idle, False
-        # A busy service picks the request up at the next ack change or earlier deadline (all
-        # requests share one timeout, so a new one never expires first); only an idle one
-        # needs waking.
-        if wake:
-            self._arrived.set()
-        return req.future
-
-    def _covered(self, acks: int) -> int:
-        """The highest offset that at least ``acks`` distinct slaves hold."""
-        if acks <= 0:
-            return 1 << 62
-        offsets = self._master.slave_ack_offsets()  # highest first
-        return offsets[acks - 1] if len(offsets) >= acks else -1
-
-    def _swap_requests(self) -> None:
-        with self._lock:
-            if self._requests_write:
-                self._requests_read.extend(self._requests_write)
-                self._requests_write = []
+            done = [(self._pending.pop(ticket), status) for ticket, status in verdicts]
+        for (future, result), status in done:
+            future.set_result(result if status is PutStatus.PUT_OK else result.with_status(status))
 
     def _run(self) -> None:
         while self._running:
-            seen = self._master.ack_version
-            self._swap_requests()
-            now = time.monotonic()
-            covered: dict[int, int] = {}
-            waiting: list[TransferRequest] = []
-            for req in self._requests_read:
-                if req.acks not in covered:
-                    covered[req.acks] = self._covered(req.acks)
-                if covered[req.acks] >= req.result.next_offset:
-                    req.finish(True)
-                elif now >= req.deadline:
-                    req.finish(False)
-                else:
-                    waiting.append(req)
-            self._requests_read = waiting
-            if waiting:
-                # An ack that arrived during this pass changed the version after ``seen`` was
-                # read, so the wait returns at once instead of missing it.
-                deadline = min(r.deadline for r in waiting) - now
-                self._master.wait_ack_change(seen, max(0.0, min(_IDLE_WAIT, deadline)))
-                continue
-            with self._lock:
-                # Nothing to watch: the next submit must wake us.
-                self._idle = not self._requests_write
-            if self._idle:
-                self._arrived.wait(_IDLE_WAIT)
-                self._arrived.clear()
+            self._complete(self._store.next_completed(_IDLE_WAIT))
+
+    def shutdown(self) -> None:
+        """Stops the thread, then completes what the store settled meanwhile. Call it after
+        the store closed: closing settles every put still waiting (as timed out)."""
+        if self._thread is None:
+            return
+        self._running = False
+        self._store.wake_completed()
+        self._thread.join(timeout=5)
+        self._thread = None
+        while self._pending and (verdicts := self._store.next_completed(0)):
+            self._complete(verdicts)
+        # The store settles every request when it closes; a put whose verdict is lost anyway
+        # is answered as not acknowledged, never left hanging.
+        with self._lock:
+            orphans, self._pending = list(self._pending.values()), {}
+        for future, result in orphans:
+            future.set_result(result.with_status(PutStatus.FLUSH_SLAVE_TIMEOUT))
 
 
-__all__ = ["GroupTransferService", "TransferRequest"]
+__all__ = ["GroupTransferService"]

@@ -37,28 +37,18 @@ class HAService:
         listen: str = "127.0.0.1:0",
         master_address: str | None = None,
         slave_id: int = 1,
-        transfer_batch_size: int = 32 * 1024,
-        heartbeat_interval_ms: int = 5000,
-        housekeeping_interval_ms: int = 20000,
-        max_transfer_bytes_per_second: int | None = None,
-        sync_from_last_file: bool = False,
-        auth_secret: bytes | None = None,
-        frame_crc: bool = False,
+        **options: Any,
     ) -> None:
+        """``options`` are the native loop's keywords (``transfer_batch_size``,
+        ``heartbeat_interval_ms``, ``housekeeping_interval_ms``, ``auth_secret``; on a master
+        ``max_transfer_bytes_per_second`` and ``sync_from_last_file``, on a slave
+        ``frame_crc``); left out, they take RocketMQ's defaults from the core."""
         self.store = store
         self.is_master = master
-        self._args: dict[str, Any] = dict(
-            listen=listen,
-            master_address=master_address,
-            slave_id=slave_id,
-            transfer_batch_size=transfer_batch_size,
-            heartbeat_interval_ms=heartbeat_interval_ms,
-            housekeeping_interval_ms=housekeeping_interval_ms,
-            max_transfer_bytes_per_second=max_transfer_bytes_per_second,
-            sync_from_last_file=sync_from_last_file,
-            auth_secret=auth_secret,
-            frame_crc=frame_crc,
-        )
+        self._listen = listen
+        self._master_address = master_address
+        self._slave_id = slave_id
+        self._options = options
         self.master: _core.HAMaster | None = None
         self.client: _core.HAClient | None = None
         self._callbacks: list[StateCallback] = []
@@ -70,30 +60,14 @@ class HAService:
     # -- lifecycle -------------------------------------------------------------------------
 
     def start(self) -> HAService:
-        a = self._args
         if self.is_master:
-            self.master = _core.HAMaster(
-                self.store,
-                a["listen"],
-                transfer_batch_size=a["transfer_batch_size"],
-                heartbeat_interval_ms=a["heartbeat_interval_ms"],
-                housekeeping_interval_ms=a["housekeeping_interval_ms"],
-                max_transfer_bytes_per_second=a["max_transfer_bytes_per_second"],
-                sync_from_last_file=a["sync_from_last_file"],
-                auth_secret=a["auth_secret"],
-            )
+            self.master = _core.HAMaster(self.store, self._listen, **self._options)
             log.info("HA master listening on %s", self.master.listen_address)
         else:
             self.client = _core.HAClient(
-                self.store,
-                a["master_address"],
-                slave_id=a["slave_id"],
-                heartbeat_interval_ms=a["heartbeat_interval_ms"],
-                housekeeping_interval_ms=a["housekeeping_interval_ms"],
-                auth_secret=a["auth_secret"],
-                frame_crc=a["frame_crc"],
+                self.store, self._master_address, slave_id=self._slave_id, **self._options
             )
-            log.info("HA client replicating from %s", a["master_address"])
+            log.info("HA client replicating from %s", self._master_address)
         self._running = True
         self._pump = threading.Thread(
             target=self._pump_events, name="rocketha-ha-events", daemon=True
@@ -194,7 +168,34 @@ class HAService:
         return out
 
     def wait_for_ack(self, offset: int, count: int, timeout: float) -> bool:
+        """Waits until ``count`` distinct slaves acknowledged ``offset`` (False on timeout),
+        in the same GroupTransferService that SYNC_MASTER puts wait in."""
         return self._require_master().wait_for_ack(offset, count, timeout)
+
+    def slave_ack_offsets(self) -> list[int]:
+        """Each live slave's acknowledged offset (one per distinct slave), highest first."""
+        return self._require_master().slave_ack_offsets()
+
+    def status(self) -> dict[str, Any]:
+        """This side's replication state: the master's listen port and connections, or the
+        slave client's master, state and counters."""
+        if self.master is not None:
+            return {
+                "ha_listen_port": self.listen_port,
+                "push2slave_max_offset": self.push2slave_max_offset,
+                "connections": self.connections(),
+            }
+        if self.client is not None:
+            received, frames, swaps, connects = self.client.stats()
+            return {
+                "master_address": self.master_address,
+                "state": self.state,
+                "bytes_received": received,
+                "frames": frames,
+                "buffer_swaps": swaps,
+                "connects": connects,
+            }
+        return {}
 
     # -- slave side ------------------------------------------------------------------------
 

@@ -2,6 +2,8 @@
 
 from enum import StrEnum
 
+from rocketha import _core
+
 
 class BrokerRole(StrEnum):
     """``brokerRole``: how a broker takes part in replication."""
@@ -38,5 +40,8 @@ class PutStatus(StrEnum):
     SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
     """SYNC_MASTER: stored on the master; no slave connected, or too far behind."""
 
+
+# Results of the native store compare with ``is`` against these members.
+_core.register_put_status(PutStatus)
 
 __all__ = ["BrokerRole", "FlushDiskType", "PutStatus"]

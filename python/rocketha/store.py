@@ -20,6 +20,7 @@ import logging
 import os
 from collections.abc import Iterator
 from types import TracebackType
+from typing import Self
 
 from rocketha import _core
 from rocketha._core import Message, MessageExt, PutResult
@@ -35,25 +36,42 @@ class MessageStore(_core.MessageStore):
 
     Keyword arguments mirror RocketMQ's keys: ``mapped_file_size`` is
     ``mappedFileSizeCommitLog`` (1 GiB; any multiple of 4 KiB from 64 KiB), ``flush_disk_type``
-    is ``flushDiskType``. ``read_only=True`` opens a store another process is writing, without
-    taking its lock (how Spark readers attach to a live replica).
+    is ``flushDiskType``. A put waits as the store is told: ``sync_flush_timeout_ms``
+    (``syncFlushTimeout``) for SYNC_FLUSH's msync; ``sync_slaves`` distinct slaves' acks
+    (``inSyncReplicas - 1``, what a SYNC_MASTER broker sets), ``slave_timeout_ms``
+    (``slaveTimeout``) and ``ha_max_gap_not_in_sync``. Left out, every keyword takes RocketMQ's
+    default. ``read_only=True`` opens a store another process is writing, without taking its
+    lock (how Spark readers attach to a live replica).
     """
 
     def __new__(
         cls,
         path: str | os.PathLike[str],
         *,
-        mapped_file_size: int = 1 << 30,
-        flush_disk_type: FlushDiskType | str = FlushDiskType.ASYNC_FLUSH,
-        **kwargs: object,
-    ) -> MessageStore:
-        flush = FlushDiskType(flush_disk_type).value
+        mapped_file_size: int | None = None,
+        flush_disk_type: FlushDiskType | str | None = None,
+        flush_interval_ms: int | None = None,
+        sync_flush_timeout_ms: int | None = None,
+        store_host: str | None = None,
+        consume_queue_entries: int | None = None,
+        sync_slaves: int | None = None,
+        slave_timeout_ms: int | None = None,
+        ha_max_gap_not_in_sync: int | None = None,
+        read_only: bool = False,
+    ) -> Self:
         self = super().__new__(
             cls,
             os.fspath(path),
             mapped_file_size=mapped_file_size,
-            flush_disk_type=flush,
-            **kwargs,
+            flush_disk_type=None if flush_disk_type is None else FlushDiskType(flush_disk_type),
+            flush_interval_ms=flush_interval_ms,
+            sync_flush_timeout_ms=sync_flush_timeout_ms,
+            store_host=store_host,
+            consume_queue_entries=consume_queue_entries,
+            sync_slaves=sync_slaves,
+            slave_timeout_ms=slave_timeout_ms,
+            ha_max_gap_not_in_sync=ha_max_gap_not_in_sync,
+            read_only=read_only,
         )
         self._log_recovery()
         return self

@@ -39,7 +39,7 @@ def replicate_through(tmp: Path, fault: Fault, rng: random.Random) -> tuple[bool
     """Master in-process, slave in a child process behind the proxy; about 1.5 MB before the
     slave connects and more while it catches up. Returns (converged, prefix, slave log)."""
     with Broker(master_config(tmp)) as master:
-        assert master.ha is not None and master.ha.master is not None
+        assert master.ha is not None
         for _ in range(15):
             master.put_batch(batch(rng))
         proxy = FaultProxy(master.ha_address, fault)
@@ -48,7 +48,7 @@ def replicate_through(tmp: Path, fault: Fault, rng: random.Random) -> tuple[bool
             for _ in range(5):
                 master.put_batch(batch(rng))
             target = master.max_offset
-            acks = master.ha.master.slave_ack_offsets
+            acks = master.ha.slave_ack_offsets
             # Stop early once the slave holds a byte the master does not: it cannot heal.
             converges(
                 lambda: target in acks() or not written_prefix(tmp / "s", tmp / "master"),

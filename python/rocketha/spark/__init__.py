@@ -118,7 +118,9 @@ class RangePartition(InputPartition):
     end: int
 
 
-def _partitions(opts: ReadOptions, store: MessageStore, start: int, end: int) -> list:
+def _partitions(
+    opts: ReadOptions, store: MessageStore, start: int, end: int
+) -> list[RangePartition]:
     if start >= end:
         return []
     points = _core.split_points(store, start, end, opts.min_partitions)

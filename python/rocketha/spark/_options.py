@@ -10,6 +10,7 @@ import logging
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from rocketha.exceptions import ConfigError, RocketHAError
 from rocketha.store import MessageStore
@@ -71,7 +72,7 @@ def _positive_int(options: Mapping[str, str], name: str) -> int | None:
     return value
 
 
-def _offsets(options: Mapping[str, str], name: str, streaming: bool) -> str | dict:
+def _offsets(options: Mapping[str, str], name: str, streaming: bool) -> str | dict[str, Any]:
     raw = options.get(name.lower())
     default = LATEST if name == "endingOffsets" else EARLIEST
     if raw is None:

@@ -10,6 +10,7 @@ pub mod consume_queue;
 pub mod error;
 pub mod ha;
 pub mod store;
+mod sync;
 
 pub use commitlog::flush::FlushDiskType;
 pub use commitlog::record;

@@ -22,6 +22,7 @@ use crate::commitlog::{
 };
 use crate::consume_queue::{ConsumeQueue, ConsumeQueueTable, CqEntry, DEFAULT_CQ_ENTRIES_PER_FILE};
 use crate::error::CommitLogError;
+use crate::ha::group_transfer::{Completion, GroupTransferService, PutStatus, WaitPolicy};
 
 #[derive(Debug, Clone)]
 pub struct StoreConfig {
@@ -31,6 +32,14 @@ pub struct StoreConfig {
     pub flush_disk_type: FlushDiskType,
     pub flush_interval: Duration,
     pub store_host: SocketAddr,
+    /// `syncFlushTimeout`: how long a SYNC_FLUSH put waits for its msync.
+    pub sync_flush_timeout: Duration,
+    /// SYNC_MASTER: distinct slaves that must ack a put (`inSyncReplicas - 1`); 0 otherwise.
+    pub sync_slaves: usize,
+    /// `slaveTimeout`.
+    pub slave_timeout: Duration,
+    /// `haMaxGapNotInSync`.
+    pub ha_max_gap_not_in_sync: u64,
     /// Open without lock, recovery or writes: for readers of a store a broker is serving.
     pub read_only: bool,
 }
@@ -44,7 +53,22 @@ impl StoreConfig {
             flush_disk_type: FlushDiskType::AsyncFlush,
             flush_interval: Duration::from_millis(500),
             store_host: SocketAddr::from(([127, 0, 0, 1], 10911)),
+            sync_flush_timeout: Duration::from_millis(5000),
+            sync_slaves: 0,
+            slave_timeout: WaitPolicy::default().slave_timeout,
+            ha_max_gap_not_in_sync: WaitPolicy::default().max_gap_not_in_sync,
             read_only: false,
+        }
+    }
+
+    /// What a put waits for under this configuration.
+    pub fn wait_policy(&self) -> WaitPolicy {
+        WaitPolicy {
+            sync_flush_timeout: (self.flush_disk_type == FlushDiskType::SyncFlush)
+                .then_some(self.sync_flush_timeout),
+            slaves: self.sync_slaves,
+            slave_timeout: self.slave_timeout,
+            max_gap_not_in_sync: self.ha_max_gap_not_in_sync,
         }
     }
 }
@@ -71,6 +95,8 @@ pub struct MessageStore {
     /// records, queue offsets and consume queue entries stay in one order.
     put: Mutex<PutState>,
     flush: OnceLock<FlushService>,
+    /// Where puts wait for their flush and their slaves (writable stores only).
+    group_transfer: OnceLock<Arc<GroupTransferService>>,
     /// Called after each publish with the new max offset (the HA master's wake-up).
     listener: RwLock<Option<AppendListener>>,
     recovery: RecoveryReport,
@@ -165,6 +191,7 @@ impl MessageStore {
                 reput_offset: recovery.scanned_from.max(commit_log.min_offset()),
             }),
             flush: OnceLock::new(),
+            group_transfer: OnceLock::new(),
             listener: RwLock::new(None),
             recovery,
             scan_error: Mutex::new(None),
@@ -205,10 +232,25 @@ impl MessageStore {
             }
             Ok(target)
         });
+        let group_transfer = Arc::new(GroupTransferService::start(
+            store.config.wait_policy(),
+            flushed,
+        ));
+        let on_flushed = group_transfer.clone();
+        let path = store.config.root.join("commitlog");
+        let listener = Box::new(move |result: Result<u64, &CommitLogError>| match result {
+            Ok(offset) => on_flushed.on_flushed(Ok(offset)),
+            Err(e) => {
+                log::error!("flushing {} failed: {e}", path.display());
+                on_flushed.on_flushed(Err(()));
+            }
+        });
+        let _ = store.group_transfer.set(group_transfer);
         let _ = store.flush.set(FlushService::start(
             store.config.flush_interval,
             flush_fn,
             flushed,
+            listener,
         ));
         Ok(store)
     }
@@ -242,6 +284,7 @@ impl MessageStore {
                 reput_offset: 0,
             }),
             flush: OnceLock::new(),
+            group_transfer: OnceLock::new(),
             listener: RwLock::new(None),
             recovery: RecoveryReport::default(),
             scan_error: Mutex::new(None),
@@ -376,7 +419,8 @@ impl MessageStore {
         Ok(result)
     }
 
-    /// Appends one message; with SYNC_FLUSH the caller then waits with [`Self::wait_flushed`].
+    /// Appends one message; the caller then waits with [`Self::wait_for_put`] or
+    /// [`Self::submit_put`] as the role and flush type demand.
     pub fn put(&self, draft: &MessageDraft<'_>) -> Result<AppendResult, CommitLogError> {
         draft.validate()?;
         self.check_writable()?;
@@ -479,12 +523,34 @@ impl MessageStore {
         Ok(())
     }
 
-    /// SYNC_FLUSH: blocks until `offset` is on disk; `Ok(false)` after `timeout`.
-    pub fn wait_flushed(&self, offset: u64, timeout: Duration) -> Result<bool, CommitLogError> {
-        match self.flush.get() {
-            Some(f) => f.wait_flushed(offset, timeout),
-            None => Err(CommitLogError::ReadOnly),
+    /// The GroupTransferService puts wait in; `None` for a read-only store.
+    pub fn group_transfer(&self) -> Option<&Arc<GroupTransferService>> {
+        self.group_transfer.get()
+    }
+
+    /// Asks the flush thread for an msync covering a SYNC_FLUSH put: RocketMQ's group commit.
+    fn request_flush(&self, next_offset: u64) {
+        if self.config.flush_disk_type == FlushDiskType::SyncFlush {
+            if let Some(f) = self.flush.get() {
+                f.request(next_offset);
+            }
         }
+    }
+
+    /// Blocks until the put whose record ends at `next_offset` is flushed and replicated as
+    /// the policy demands; returns its verdict.
+    pub fn wait_for_put(&self, next_offset: u64) -> Result<PutStatus, CommitLogError> {
+        let gt = self.group_transfer.get().ok_or(CommitLogError::ReadOnly)?;
+        self.request_flush(next_offset);
+        Ok(gt.wait(next_offset))
+    }
+
+    /// Like [`Self::wait_for_put`], but `done` gets the verdict instead of a blocked caller.
+    pub fn submit_put(&self, next_offset: u64, done: Completion) -> Result<(), CommitLogError> {
+        let gt = self.group_transfer.get().ok_or(CommitLogError::ReadOnly)?;
+        self.request_flush(next_offset);
+        gt.submit(next_offset, done);
+        Ok(())
     }
 
     pub fn flush_stats(&self) -> FlushStats {
@@ -570,6 +636,10 @@ impl MessageStore {
         let _st = self.lock_put();
         if let Some(f) = self.flush.get() {
             f.stop();
+        }
+        // After the last flush, so SYNC_FLUSH puts it covered are answered PUT_OK.
+        if let Some(g) = self.group_transfer.get() {
+            g.shutdown();
         }
         let files = self.commit_log.files();
         files.discard_prepared();

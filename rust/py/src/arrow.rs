@@ -11,8 +11,9 @@ use pyo3::prelude::*;
 use rocketha_core::arrow::{self, ColumnBatch, Limits};
 use rocketha_core::MessageStore;
 
+use crate::buffer::fill_readonly_buffer;
 use crate::errors::to_py;
-use crate::store::{fill_readonly_buffer, PyMessageStore};
+use crate::store::PyMessageStore;
 
 /// Which records to keep: a topic list (`None`: all) and queue offset bounds
 /// `(topic, queue_id, from, to)`, `to` exclusive.

@@ -10,30 +10,26 @@ use rocketha_core::ha::slave::HaClient;
 use rocketha_core::ha::{HaConfig, HaEvent};
 
 use crate::errors::{ha_to_py, ForkGuard};
-use crate::store::{parse_host, PutStatus, PyMessageStore};
+use crate::store::{parse_host, PyMessageStore};
 
 fn secs(timeout: f64) -> Duration {
     Duration::from_secs_f64(timeout.clamp(0.0, 1e9))
 }
 
-#[allow(clippy::too_many_arguments)]
+/// The core's defaults, with what the caller gave instead.
 fn ha_config(
-    transfer_batch_size: usize,
-    heartbeat_interval_ms: u64,
-    housekeeping_interval_ms: u64,
-    max_transfer_bytes_per_second: Option<u64>,
-    sync_from_last_file: bool,
+    heartbeat_interval_ms: Option<u64>,
+    housekeeping_interval_ms: Option<u64>,
     auth_secret: Option<Vec<u8>>,
-    frame_crc: bool,
 ) -> HaConfig {
+    let d = HaConfig::default();
     HaConfig {
-        frame_crc,
-        transfer_batch_size: transfer_batch_size.max(1),
-        heartbeat_interval: Duration::from_millis(heartbeat_interval_ms.max(1)),
-        housekeeping_interval: Duration::from_millis(housekeeping_interval_ms.max(1)),
-        max_transfer_bytes_per_second,
-        sync_from_last_file,
+        heartbeat_interval: heartbeat_interval_ms
+            .map_or(d.heartbeat_interval, Duration::from_millis),
+        housekeeping_interval: housekeeping_interval_ms
+            .map_or(d.housekeeping_interval, Duration::from_millis),
         auth_secret,
+        ..d
     }
 }
 
@@ -55,31 +51,27 @@ pub struct HAMaster {
 
 #[pymethods]
 impl HAMaster {
+    /// Keyword arguments left out take the core's defaults (RocketMQ's).
     #[new]
-    #[pyo3(signature = (store, listen="127.0.0.1:0", *, transfer_batch_size=32768, heartbeat_interval_ms=5000, housekeeping_interval_ms=20000, max_transfer_bytes_per_second=None, sync_from_last_file=false, auth_secret=None))]
+    #[pyo3(signature = (store, listen, *, transfer_batch_size=None, heartbeat_interval_ms=None, housekeeping_interval_ms=None, max_transfer_bytes_per_second=None, sync_from_last_file=false, auth_secret=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         store: PyRef<'_, PyMessageStore>,
         listen: &str,
-        transfer_batch_size: usize,
-        heartbeat_interval_ms: u64,
-        housekeeping_interval_ms: u64,
+        transfer_batch_size: Option<usize>,
+        heartbeat_interval_ms: Option<u64>,
+        housekeeping_interval_ms: Option<u64>,
         max_transfer_bytes_per_second: Option<u64>,
         sync_from_last_file: bool,
         auth_secret: Option<Vec<u8>>,
     ) -> PyResult<Self> {
         let store = store.store()?.clone();
         let listen = parse_host(listen)?;
-        let config = ha_config(
-            transfer_batch_size,
-            heartbeat_interval_ms,
-            housekeeping_interval_ms,
-            max_transfer_bytes_per_second,
-            sync_from_last_file,
-            auth_secret,
-            false,
-        );
+        let mut config = ha_config(heartbeat_interval_ms, housekeeping_interval_ms, auth_secret);
+        config.transfer_batch_size = transfer_batch_size.unwrap_or(config.transfer_batch_size);
+        config.max_transfer_bytes_per_second = max_transfer_bytes_per_second;
+        config.sync_from_last_file = sync_from_last_file;
         let inner = py
             .detach(|| HaMaster::start(store, listen, config))
             .map_err(ha_to_py)?;
@@ -125,11 +117,6 @@ impl HAMaster {
             .collect()
     }
 
-    /// Distinct slaves whose ack covers `offset`.
-    fn acked_count(&self, offset: u64) -> usize {
-        self.inner.acks().count_at_least(offset)
-    }
-
     /// Acked offsets of the live slaves, one per slave, highest first.
     fn slave_ack_offsets(&self) -> Vec<u64> {
         self.inner.acks().slave_offsets()
@@ -145,53 +132,7 @@ impl HAMaster {
     ) -> PyResult<bool> {
         self.guard.check()?;
         let acks = self.inner.acks();
-        Ok(py.detach(|| acks.wait_for_ack(offset, count, secs(timeout))))
-    }
-
-    /// RocketMQ's `isSlaveOK`: `count` distinct slaves connected, the best fewer than
-    /// `max_gap` bytes behind `next_offset`.
-    fn in_sync(&self, next_offset: u64, count: usize, max_gap: u64) -> bool {
-        self.inner.acks().in_sync(next_offset, count, max_gap)
-    }
-
-    /// A SYNC_MASTER put's replication verdict in one call, so a put crosses into Rust once
-    /// to wait: SLAVE_NOT_AVAILABLE unless `in_sync`, else PUT_OK once `count` distinct slaves
-    /// acked `next_offset` (GIL released meanwhile), FLUSH_SLAVE_TIMEOUT after `timeout`.
-    fn await_replication<'py>(
-        &self,
-        py: Python<'py>,
-        next_offset: u64,
-        count: usize,
-        timeout: f64,
-        max_gap: u64,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        self.guard.check()?;
-        let acks = self.inner.acks();
-        let status = if !acks.in_sync(next_offset, count, max_gap) {
-            PutStatus::SLAVE_NOT_AVAILABLE
-        } else if py.detach(|| acks.wait_for_ack(next_offset, count, secs(timeout))) {
-            PutStatus::PUT_OK
-        } else {
-            PutStatus::FLUSH_SLAVE_TIMEOUT
-        };
-        status.to_py(py)
-    }
-
-    /// Blocks (GIL released) until acks change after version `seen`; returns the new version.
-    fn wait_ack_change(&self, py: Python<'_>, seen: u64, timeout: f64) -> PyResult<u64> {
-        self.guard.check()?;
-        let acks = self.inner.acks();
-        Ok(py.detach(|| acks.wait_changed(seen, secs(timeout))))
-    }
-
-    #[getter]
-    fn ack_version(&self) -> u64 {
-        self.inner.acks().version()
-    }
-
-    /// Wakes `wait_ack_change` callers (a new request was queued).
-    fn notify(&self) {
-        self.inner.acks().notify();
+        Ok(py.detach(|| acks.wait_for(offset, count, secs(timeout))))
     }
 
     /// State changes and closes since the last call, waiting up to `timeout` for one:
@@ -200,11 +141,6 @@ impl HAMaster {
         self.guard.check()?;
         let events = self.inner.events();
         Ok(event_tuples(py.detach(|| events.drain(secs(timeout)))))
-    }
-
-    #[getter]
-    fn running(&self) -> bool {
-        self.inner.is_running()
     }
 
     fn shutdown(&self, py: Python<'_>) -> PyResult<()> {
@@ -223,29 +159,23 @@ pub struct HAClient {
 
 #[pymethods]
 impl HAClient {
+    /// Keyword arguments left out take the core's defaults (RocketMQ's).
     #[new]
-    #[pyo3(signature = (store, master_address=None, *, slave_id=1, heartbeat_interval_ms=5000, housekeeping_interval_ms=20000, auth_secret=None, frame_crc=false))]
+    #[pyo3(signature = (store, master_address=None, *, slave_id=1, heartbeat_interval_ms=None, housekeeping_interval_ms=None, auth_secret=None, frame_crc=false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         store: PyRef<'_, PyMessageStore>,
         master_address: Option<String>,
         slave_id: u64,
-        heartbeat_interval_ms: u64,
-        housekeeping_interval_ms: u64,
+        heartbeat_interval_ms: Option<u64>,
+        housekeeping_interval_ms: Option<u64>,
         auth_secret: Option<Vec<u8>>,
         frame_crc: bool,
     ) -> PyResult<Self> {
         let store = store.store()?.clone();
-        let config = ha_config(
-            32768,
-            heartbeat_interval_ms,
-            housekeeping_interval_ms,
-            None,
-            false,
-            auth_secret,
-            frame_crc,
-        );
+        let mut config = ha_config(heartbeat_interval_ms, housekeeping_interval_ms, auth_secret);
+        config.frame_crc = frame_crc;
         let inner = py
             .detach(|| HaClient::start(store, master_address, config, slave_id))
             .map_err(ha_to_py)?;

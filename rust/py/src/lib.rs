@@ -2,25 +2,50 @@
 //! every blocking or long call runs with the GIL released (`py.detach`).
 
 use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use rocketha_core::ha::HaConfig;
+use rocketha_core::StoreConfig;
 
 mod arrow;
 mod baseline;
+mod buffer;
 mod errors;
 mod ha;
+mod message;
 mod store;
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
     arrow::register(m)?;
-    m.add_class::<store::Message>()?;
-    m.add_class::<store::PutResult>()?;
-    m.add_class::<store::MessageExt>()?;
-    m.add_class::<store::SegmentSlice>()?;
+    m.add_class::<message::Message>()?;
+    m.add_class::<message::PutResult>()?;
+    m.add_class::<message::MessageExt>()?;
+    m.add_function(wrap_pyfunction!(message::register_put_status, m)?)?;
+    m.add_class::<buffer::SegmentSlice>()?;
     m.add_class::<store::PyMessageStore>()?;
     m.add_class::<ha::HAMaster>()?;
     m.add_class::<ha::HAClient>()?;
     baseline::register(m)?;
+    m.add("DEFAULTS", defaults(m.py())?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
+}
+
+/// The core's defaults by RocketMQ key, so `BrokerConfig` states each of them once.
+fn defaults(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    let store = StoreConfig::new("");
+    let ha = HaConfig::default();
+    let ms = |d: std::time::Duration| d.as_millis() as u64;
+    let d = PyDict::new(py);
+    d.set_item("mappedFileSizeCommitLog", store.mapped_file_size)?;
+    d.set_item("mappedFileSizeConsumeQueue", store.cq_entries_per_file * 20)?;
+    d.set_item("flushIntervalCommitLog", ms(store.flush_interval))?;
+    d.set_item("syncFlushTimeout", ms(store.sync_flush_timeout))?;
+    d.set_item("slaveTimeout", ms(store.slave_timeout))?;
+    d.set_item("haMaxGapNotInSync", store.ha_max_gap_not_in_sync)?;
+    d.set_item("haTransferBatchSize", ha.transfer_batch_size)?;
+    d.set_item("haSendHeartbeatInterval", ms(ha.heartbeat_interval))?;
+    d.set_item("haHousekeepingInterval", ms(ha.housekeeping_interval))?;
+    Ok(d)
 }

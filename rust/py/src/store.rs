@@ -1,464 +1,27 @@
-//! Python classes of the message store: `Message`, `PutResult`, `MessageExt`, `MessageStore`.
+//! The Python class of the message store, `rocketha._core.MessageStore`: appends, reads, and
+//! the waits a put owes its role and flush type (in the store's GroupTransferService).
 
 use std::net::SocketAddr;
-use std::os::raw::c_int;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use pyo3::exceptions::{PyBufferError, PyValueError};
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyBytes, PyDict, PyList};
-use rocketha_core::commitlog::mapped_file::MappedFile;
-use rocketha_core::commitlog::record::{
-    self, MessageDraft, RecordView, KEY_SEPARATOR, PROPERTY_KEYS, PROPERTY_TAGS,
-};
-use rocketha_core::commitlog::{AppendResult, OwnedRecord};
+use pyo3::types::{PyBytes, PyList};
+use rocketha_core::commitlog::record::MessageDraft;
+use rocketha_core::commitlog::OwnedRecord;
+use rocketha_core::ha::group_transfer::{PutStatus, Verdicts};
 use rocketha_core::store::{now_millis, MessageStore, StoreConfig};
 use rocketha_core::FlushDiskType;
 
-use crate::errors::{to_py, ForkGuard, InvalidMessageError};
+use crate::buffer::SegmentSlice;
+use crate::errors::{to_py, ForkGuard};
+use crate::message::{put_status_to_py, Message, MessageExt, PutResult};
 
 /// Bodies above this are copied with the GIL released; below it the copy is shorter than the
 /// cost of releasing and re-taking the GIL.
 const DETACH_ABOVE: usize = 64 * 1024;
-
-/// The outcome of a put, as RocketMQ's `PutMessageStatus` names it. Python sees the members
-/// of the `rocketha.PutStatus` enum, so `result.status is PutStatus.PUT_OK` holds.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-#[allow(non_camel_case_types)]
-pub enum PutStatus {
-    PUT_OK,
-    FLUSH_DISK_TIMEOUT,
-    FLUSH_SLAVE_TIMEOUT,
-    SLAVE_NOT_AVAILABLE,
-}
-
-const PUT_STATUSES: [PutStatus; 4] = [
-    PutStatus::PUT_OK,
-    PutStatus::FLUSH_DISK_TIMEOUT,
-    PutStatus::FLUSH_SLAVE_TIMEOUT,
-    PutStatus::SLAVE_NOT_AVAILABLE,
-];
-
-impl PutStatus {
-    fn name(&self) -> &'static str {
-        match self {
-            PutStatus::PUT_OK => "PUT_OK",
-            PutStatus::FLUSH_DISK_TIMEOUT => "FLUSH_DISK_TIMEOUT",
-            PutStatus::FLUSH_SLAVE_TIMEOUT => "FLUSH_SLAVE_TIMEOUT",
-            PutStatus::SLAVE_NOT_AVAILABLE => "SLAVE_NOT_AVAILABLE",
-        }
-    }
-
-    pub(crate) fn to_py<'py>(self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        static ENUM: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
-        let class = ENUM.get_or_try_init(py, || {
-            Ok::<_, PyErr>(py.import("rocketha.roles")?.getattr("PutStatus")?.unbind())
-        })?;
-        class.bind(py).getattr(self.name())
-    }
-}
-
-impl<'a, 'py> FromPyObject<'a, 'py> for PutStatus {
-    type Error = PyErr;
-
-    fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
-        let name: String = obj.getattr("name")?.extract()?;
-        PUT_STATUSES
-            .into_iter()
-            .find(|s| s.name() == name)
-            .ok_or_else(|| PyValueError::new_err(format!("{name:?} is not a PutStatus")))
-    }
-}
-
-/// A message to store. Tags and keys become the `TAGS` and `KEYS` properties, as in RocketMQ.
-#[pyclass(frozen, module = "rocketha._core")]
-pub struct Message {
-    #[pyo3(get)]
-    topic: String,
-    body: Py<PyBytes>,
-    /// Encoded once here so every put of this message is a plain copy.
-    properties: Vec<u8>,
-    #[pyo3(get)]
-    queue_id: i32,
-    #[pyo3(get)]
-    flag: i32,
-}
-
-#[pymethods]
-impl Message {
-    #[new]
-    #[pyo3(signature = (topic, body, *, tags=None, keys=None, properties=None, queue_id=0, flag=0))]
-    fn new(
-        topic: String,
-        body: Bound<'_, PyAny>,
-        tags: Option<String>,
-        keys: Option<Bound<'_, PyAny>>,
-        properties: Option<Bound<'_, PyDict>>,
-        queue_id: i32,
-        flag: i32,
-    ) -> PyResult<Self> {
-        let py = body.py();
-        let body: Py<PyBytes> = match body.cast::<PyBytes>() {
-            Ok(b) => b.clone().unbind(),
-            Err(_) => {
-                if let Ok(s) = body.extract::<String>() {
-                    PyBytes::new(py, s.as_bytes()).unbind()
-                } else {
-                    let raw: Vec<u8> = body.extract().map_err(|_| {
-                        InvalidMessageError::new_err(
-                            "body must be bytes, bytearray, memoryview or str",
-                        )
-                    })?;
-                    PyBytes::new(py, &raw).unbind()
-                }
-            }
-        };
-        let mut pairs: Vec<(String, String)> = Vec::new();
-        if let Some(props) = properties {
-            for (k, v) in props.iter() {
-                pairs.push((k.extract()?, v.str()?.to_string()));
-            }
-        }
-        if let Some(tags) = tags {
-            pairs.retain(|(k, _)| k != PROPERTY_TAGS);
-            pairs.push((PROPERTY_TAGS.to_owned(), tags));
-        }
-        if let Some(keys) = keys {
-            let joined = if let Ok(one) = keys.extract::<String>() {
-                one
-            } else {
-                let many: Vec<String> = keys.extract()?;
-                many.join(KEY_SEPARATOR)
-            };
-            if !joined.is_empty() {
-                pairs.retain(|(k, _)| k != PROPERTY_KEYS);
-                pairs.push((PROPERTY_KEYS.to_owned(), joined));
-            }
-        }
-        let properties =
-            record::encode_properties(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-                .map_err(|e| InvalidMessageError::new_err(e.to_string()))?;
-        Ok(Self {
-            topic,
-            body,
-            properties,
-            queue_id,
-            flag,
-        })
-    }
-
-    #[getter]
-    fn body(&self, py: Python<'_>) -> Py<PyBytes> {
-        self.body.clone_ref(py)
-    }
-
-    #[getter]
-    fn properties(&self, py: Python<'_>) -> PyResult<Py<PyDict>> {
-        properties_dict(py, &self.properties)
-    }
-
-    #[getter]
-    fn tags(&self) -> Option<String> {
-        record::find_property(&self.properties, PROPERTY_TAGS)
-            .map(|t| String::from_utf8_lossy(t).into_owned())
-    }
-
-    #[getter]
-    fn keys(&self) -> Vec<String> {
-        split_keys(&self.properties)
-    }
-
-    fn __repr__(&self, py: Python<'_>) -> String {
-        format!(
-            "Message(topic={:?}, body=<{} bytes>, queue_id={})",
-            self.topic,
-            self.body.bind(py).as_bytes().len(),
-            self.queue_id
-        )
-    }
-}
-
-fn split_keys(properties: &[u8]) -> Vec<String> {
-    record::find_property(properties, PROPERTY_KEYS)
-        .map(|k| {
-            String::from_utf8_lossy(k)
-                .split(KEY_SEPARATOR)
-                .filter(|s| !s.is_empty())
-                .map(str::to_owned)
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-fn properties_dict(py: Python<'_>, raw: &[u8]) -> PyResult<Py<PyDict>> {
-    let d = PyDict::new(py);
-    for (k, v) in record::decode_properties(raw) {
-        d.set_item(k, v)?;
-    }
-    Ok(d.unbind())
-}
-
-fn host_string(addr: &SocketAddr) -> String {
-    addr.to_string()
-}
-
-/// Where a put landed and how it ended.
-#[pyclass(frozen, module = "rocketha._core")]
-#[derive(Clone)]
-pub struct PutResult {
-    status: PutStatus,
-    #[pyo3(get)]
-    offset: u64,
-    #[pyo3(get)]
-    size: usize,
-    #[pyo3(get)]
-    queue_offset: i64,
-    #[pyo3(get)]
-    store_timestamp: i64,
-    store_host: SocketAddr,
-}
-
-impl PutResult {
-    pub fn new(r: &AppendResult, store_host: SocketAddr) -> Self {
-        Self {
-            status: PutStatus::PUT_OK,
-            offset: r.offset,
-            size: r.size,
-            queue_offset: r.queue_offset,
-            store_timestamp: r.store_timestamp,
-            store_host,
-        }
-    }
-}
-
-#[pymethods]
-impl PutResult {
-    #[getter]
-    fn status<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        self.status.to_py(py)
-    }
-
-    /// The commit log offset just past this record: what a replica must ack.
-    #[getter]
-    fn next_offset(&self) -> u64 {
-        self.offset + self.size as u64
-    }
-
-    #[getter]
-    fn msg_id(&self) -> String {
-        record::msg_id(&self.store_host, self.offset as i64)
-    }
-
-    /// The same result with another status (the broker's verdict after waiting).
-    fn with_status(&self, status: PutStatus) -> Self {
-        Self {
-            status,
-            ..self.clone()
-        }
-    }
-
-    fn __repr__(&self) -> String {
-        format!(
-            "PutResult(status={}, offset={}, size={}, queue_offset={})",
-            self.status.name(),
-            self.offset,
-            self.size,
-            self.queue_offset
-        )
-    }
-}
-
-/// A stored message with every record field.
-#[pyclass(frozen, module = "rocketha._core")]
-pub struct MessageExt {
-    #[pyo3(get)]
-    topic: String,
-    body: Vec<u8>,
-    properties_raw: Vec<u8>,
-    #[pyo3(get)]
-    queue_id: i32,
-    #[pyo3(get)]
-    queue_offset: i64,
-    #[pyo3(get)]
-    commitlog_offset: i64,
-    #[pyo3(get)]
-    store_size: i32,
-    #[pyo3(get)]
-    store_timestamp: i64,
-    #[pyo3(get)]
-    born_timestamp: i64,
-    born_host: SocketAddr,
-    store_host: SocketAddr,
-    #[pyo3(get)]
-    sys_flag: i32,
-    #[pyo3(get)]
-    body_crc: i32,
-    #[pyo3(get)]
-    flag: i32,
-    #[pyo3(get)]
-    reconsume_times: i32,
-    #[pyo3(get)]
-    prepared_transaction_offset: i64,
-}
-
-impl From<&RecordView<'_>> for MessageExt {
-    fn from(r: &RecordView<'_>) -> Self {
-        Self {
-            topic: String::from_utf8_lossy(r.topic).into_owned(),
-            body: r.body.to_vec(),
-            properties_raw: r.properties.to_vec(),
-            queue_id: r.queue_id,
-            queue_offset: r.queue_offset,
-            commitlog_offset: r.physical_offset,
-            store_size: r.total_size,
-            store_timestamp: r.store_timestamp,
-            born_timestamp: r.born_timestamp,
-            born_host: r.born_host,
-            store_host: r.store_host,
-            sys_flag: r.sys_flag,
-            body_crc: r.body_crc,
-            flag: r.flag,
-            reconsume_times: r.reconsume_times,
-            prepared_transaction_offset: r.prepared_tx_offset,
-        }
-    }
-}
-
-#[pymethods]
-impl MessageExt {
-    #[getter]
-    fn body<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
-        PyBytes::new(py, &self.body)
-    }
-    #[getter]
-    fn properties(&self, py: Python<'_>) -> PyResult<Py<PyDict>> {
-        properties_dict(py, &self.properties_raw)
-    }
-    #[getter]
-    fn tags(&self) -> Option<String> {
-        record::find_property(&self.properties_raw, PROPERTY_TAGS)
-            .map(|t| String::from_utf8_lossy(t).into_owned())
-    }
-    #[getter]
-    fn keys(&self) -> Vec<String> {
-        split_keys(&self.properties_raw)
-    }
-    #[getter]
-    fn born_host(&self) -> String {
-        host_string(&self.born_host)
-    }
-    #[getter]
-    fn store_host(&self) -> String {
-        host_string(&self.store_host)
-    }
-    #[getter]
-    fn msg_id(&self) -> String {
-        record::msg_id(&self.store_host, self.commitlog_offset)
-    }
-    /// The offset just past this record.
-    #[getter]
-    fn next_offset(&self) -> i64 {
-        self.commitlog_offset + self.store_size as i64
-    }
-    fn __repr__(&self) -> String {
-        format!(
-            "MessageExt(topic={:?}, queue_id={}, queue_offset={}, commitlog_offset={}, body=<{} bytes>)",
-            self.topic,
-            self.queue_id,
-            self.queue_offset,
-            self.commitlog_offset,
-            self.body.len()
-        )
-    }
-}
-
-/// Bytes of a mapped segment lent to Python without a copy (buffer protocol). Holding it keeps
-/// the mapping alive; the bytes are immutable once published.
-#[pyclass(frozen, module = "rocketha._core")]
-pub struct SegmentSlice {
-    file: Arc<MappedFile>,
-    pos: usize,
-    len: usize,
-}
-
-#[pymethods]
-impl SegmentSlice {
-    unsafe fn __getbuffer__(
-        slf: Bound<'_, Self>,
-        view: *mut pyo3::ffi::Py_buffer,
-        flags: c_int,
-    ) -> PyResult<()> {
-        let this = slf.get();
-        let bytes = &this.file.readable(this.pos)[..this.len];
-        // SAFETY: `view` comes from CPython; the bytes live in a mapping kept alive by `slf`,
-        // which the view owns.
-        unsafe {
-            fill_readonly_buffer(
-                view,
-                flags,
-                slf.clone().into_any(),
-                bytes,
-                "commit log bytes",
-            )
-        }
-    }
-
-    fn __len__(&self) -> usize {
-        self.len
-    }
-}
-
-/// Fills a `Py_buffer` for read-only `bytes` owned by `owner`: the one implementation of the
-/// buffer protocol for every zero-copy view we lend to Python.
-///
-/// # Safety
-/// `view` must be a valid `Py_buffer` from CPython and `bytes` must stay valid and unchanged
-/// while `owner` is alive.
-pub unsafe fn fill_readonly_buffer(
-    view: *mut pyo3::ffi::Py_buffer,
-    flags: c_int,
-    owner: Bound<'_, PyAny>,
-    bytes: &[u8],
-    what: &str,
-) -> PyResult<()> {
-    if view.is_null() {
-        return Err(PyBufferError::new_err("view is null"));
-    }
-    if (flags & pyo3::ffi::PyBUF_WRITABLE) == pyo3::ffi::PyBUF_WRITABLE {
-        return Err(PyBufferError::new_err(format!("{what} are read-only")));
-    }
-    // SAFETY: the caller guarantees `view` is valid; the view takes a reference to `owner`,
-    // which keeps `bytes` alive until CPython releases the view.
-    unsafe {
-        (*view).obj = owner.into_ptr();
-        (*view).buf = bytes.as_ptr() as *mut std::os::raw::c_void;
-        (*view).len = bytes.len() as isize;
-        (*view).readonly = 1;
-        (*view).itemsize = 1;
-        (*view).format = if (flags & pyo3::ffi::PyBUF_FORMAT) == pyo3::ffi::PyBUF_FORMAT {
-            c"B".as_ptr() as *mut _
-        } else {
-            std::ptr::null_mut()
-        };
-        (*view).ndim = 1;
-        (*view).shape = if (flags & pyo3::ffi::PyBUF_ND) == pyo3::ffi::PyBUF_ND {
-            &mut (*view).len
-        } else {
-            std::ptr::null_mut()
-        };
-        (*view).strides = if (flags & pyo3::ffi::PyBUF_STRIDES) == pyo3::ffi::PyBUF_STRIDES {
-            &mut (*view).itemsize
-        } else {
-            std::ptr::null_mut()
-        };
-        (*view).suboffsets = std::ptr::null_mut();
-        (*view).internal = std::ptr::null_mut();
-    }
-    Ok(())
-}
 
 fn flush_disk_type(name: &str) -> PyResult<FlushDiskType> {
     match name {
@@ -480,8 +43,10 @@ pub fn parse_host(addr: &str) -> PyResult<SocketAddr> {
 pub struct PyMessageStore {
     pub inner: Arc<MessageStore>,
     guard: ForkGuard,
-    sync_flush: bool,
-    sync_flush_timeout: Duration,
+    /// The policy makes puts wait (SYNC_FLUSH or SYNC_MASTER): decided once at open.
+    waits: bool,
+    /// Verdicts of `put_async` puts, for the Python thread that completes their futures.
+    verdicts: Arc<Verdicts>,
 }
 
 impl PyMessageStore {
@@ -511,65 +76,8 @@ impl PyMessageStore {
             .collect()
     }
 
-    /// SYNC_FLUSH: waits for the msync covering `next_offset`, with the GIL released.
-    fn flushed_status(&self, py: Python<'_>, next_offset: u64) -> PyResult<PutStatus> {
-        if !self.sync_flush {
-            return Ok(PutStatus::PUT_OK);
-        }
-        let store = self.inner.clone();
-        let timeout = self.sync_flush_timeout;
-        let ok = py
-            .detach(move || store.wait_flushed(next_offset, timeout))
-            .map_err(to_py)?;
-        Ok(if ok {
-            PutStatus::PUT_OK
-        } else {
-            PutStatus::FLUSH_DISK_TIMEOUT
-        })
-    }
-}
-
-/// Producers on this machine: RocketMQ records the client's address; ours is the local host.
-const BORN_HOST: SocketAddr =
-    SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 0);
-
-#[pymethods]
-impl PyMessageStore {
-    #[new]
-    #[pyo3(signature = (path, *, mapped_file_size=1073741824, flush_disk_type="ASYNC_FLUSH", flush_interval_ms=500, sync_flush_timeout_ms=5000, store_host="127.0.0.1:10911", consume_queue_entries=300000, read_only=false))]
-    #[allow(clippy::too_many_arguments)]
-    fn new(
-        py: Python<'_>,
-        path: PathBuf,
-        mapped_file_size: u64,
-        flush_disk_type: &str,
-        flush_interval_ms: u64,
-        sync_flush_timeout_ms: u64,
-        store_host: &str,
-        consume_queue_entries: usize,
-        read_only: bool,
-    ) -> PyResult<Self> {
-        let mut config = StoreConfig::new(path);
-        config.mapped_file_size = mapped_file_size;
-        config.flush_disk_type = self::flush_disk_type(flush_disk_type)?;
-        config.flush_interval = Duration::from_millis(flush_interval_ms.max(1));
-        config.store_host = parse_host(store_host)?;
-        config.cq_entries_per_file = consume_queue_entries.max(1);
-        config.read_only = read_only;
-        let sync_flush = config.flush_disk_type == FlushDiskType::SyncFlush;
-        let store = py
-            .detach(move || MessageStore::open(config))
-            .map_err(to_py)?;
-        Ok(Self {
-            inner: Arc::new(store),
-            guard: ForkGuard::new(),
-            sync_flush,
-            sync_flush_timeout: Duration::from_millis(sync_flush_timeout_ms),
-        })
-    }
-
-    /// Appends one message. With SYNC_FLUSH, returns after the msync that covers it.
-    fn put(&self, py: Python<'_>, msg: PyRef<'_, Message>) -> PyResult<PutResult> {
+    /// Appends one message, with the GIL released for large bodies.
+    fn append(&self, py: Python<'_>, msg: PyRef<'_, Message>) -> PyResult<PutResult> {
         let store = self.store()?;
         let msgs = [msg];
         let drafts = Self::drafts(&msgs, py, now_millis());
@@ -581,12 +89,122 @@ impl PyMessageStore {
             store.put(&drafts[0])
         }
         .map_err(to_py)?;
-        let result = PutResult::new(&r, store.commit_log().store_host());
-        let status = self.flushed_status(py, r.next_offset())?;
+        Ok(PutResult::new(&r, store.commit_log().store_host()))
+    }
+
+    /// The verdict of the put ending at `next_offset`: at once without a policy to wait for,
+    /// else from the GroupTransferService with the GIL released.
+    fn verdict(&self, py: Python<'_>, next_offset: u64) -> PyResult<PutStatus> {
+        if !self.waits {
+            return Ok(PutStatus::PutOk);
+        }
+        let store = self.inner.clone();
+        py.detach(move || store.wait_for_put(next_offset))
+            .map_err(to_py)
+    }
+}
+
+/// Producers on this machine: RocketMQ records the client's address; ours is the local host.
+const BORN_HOST: SocketAddr =
+    SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 0);
+
+#[pymethods]
+impl PyMessageStore {
+    /// Keyword arguments left out take the core's defaults (RocketMQ's).
+    #[new]
+    #[pyo3(signature = (path, *, mapped_file_size=None, flush_disk_type=None, flush_interval_ms=None, sync_flush_timeout_ms=None, store_host=None, consume_queue_entries=None, sync_slaves=None, slave_timeout_ms=None, ha_max_gap_not_in_sync=None, read_only=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        path: PathBuf,
+        mapped_file_size: Option<u64>,
+        flush_disk_type: Option<&str>,
+        flush_interval_ms: Option<u64>,
+        sync_flush_timeout_ms: Option<u64>,
+        store_host: Option<&str>,
+        consume_queue_entries: Option<usize>,
+        sync_slaves: Option<usize>,
+        slave_timeout_ms: Option<u64>,
+        ha_max_gap_not_in_sync: Option<u64>,
+        read_only: bool,
+    ) -> PyResult<Self> {
+        let mut config = StoreConfig::new(path);
+        let millis = Duration::from_millis;
+        config.mapped_file_size = mapped_file_size.unwrap_or(config.mapped_file_size);
+        if let Some(name) = flush_disk_type {
+            config.flush_disk_type = self::flush_disk_type(name)?;
+        }
+        config.flush_interval = flush_interval_ms.map_or(config.flush_interval, millis);
+        config.sync_flush_timeout = sync_flush_timeout_ms.map_or(config.sync_flush_timeout, millis);
+        if let Some(host) = store_host {
+            config.store_host = parse_host(host)?;
+        }
+        config.cq_entries_per_file = consume_queue_entries.unwrap_or(config.cq_entries_per_file);
+        config.sync_slaves = sync_slaves.unwrap_or(config.sync_slaves);
+        config.slave_timeout = slave_timeout_ms.map_or(config.slave_timeout, millis);
+        config.ha_max_gap_not_in_sync =
+            ha_max_gap_not_in_sync.unwrap_or(config.ha_max_gap_not_in_sync);
+        config.read_only = read_only;
+        let waits = !read_only && config.wait_policy().waits();
+        let store = py
+            .detach(move || MessageStore::open(config))
+            .map_err(to_py)?;
+        Ok(Self {
+            inner: Arc::new(store),
+            guard: ForkGuard::new(),
+            waits,
+            verdicts: Arc::default(),
+        })
+    }
+
+    /// Appends one message and waits as the policy demands (SYNC_FLUSH's msync, SYNC_MASTER's
+    /// slave acks, each with its timeout); the result carries the verdict.
+    fn put(&self, py: Python<'_>, msg: PyRef<'_, Message>) -> PyResult<PutResult> {
+        let result = self.append(py, msg)?;
+        let status = self.verdict(py, result.next_offset())?;
         Ok(result.with_status(status))
     }
 
-    /// Appends many messages in one call under one lock; validation of every message comes first.
+    /// Appends one message and returns at once: `(result, ticket)`. With a ticket, the verdict
+    /// arrives later through `next_completed`; without one, `result` carries it already.
+    fn put_async(
+        &self,
+        py: Python<'_>,
+        msg: PyRef<'_, Message>,
+    ) -> PyResult<(PutResult, Option<u64>)> {
+        let result = self.append(py, msg)?;
+        if !self.waits {
+            return Ok((result, None));
+        }
+        let (ticket, done) = self.verdicts.ticket();
+        self.inner
+            .submit_put(result.next_offset(), done)
+            .map_err(to_py)?;
+        Ok((result, Some(ticket)))
+    }
+
+    /// Verdicts of `put_async` tickets, waiting up to `timeout` seconds (GIL released) for one:
+    /// `[(ticket, status)]`.
+    fn next_completed<'py>(
+        &self,
+        py: Python<'py>,
+        timeout: f64,
+    ) -> PyResult<Vec<(u64, Bound<'py, PyAny>)>> {
+        let verdicts = self.verdicts.clone();
+        let timeout = Duration::from_secs_f64(timeout.clamp(0.0, 1e6));
+        py.detach(move || verdicts.wait(timeout))
+            .into_iter()
+            .map(|(t, s)| Ok((t, put_status_to_py(py, s)?)))
+            .collect()
+    }
+
+    /// Wakes a `next_completed` call early (shutdown).
+    fn wake_completed(&self) {
+        self.verdicts.wake();
+    }
+
+    /// Appends many messages in one call under one lock (every message validated first), then
+    /// waits once, for the last of them.
     fn put_batch(&self, py: Python<'_>, msgs: Vec<PyRef<'_, Message>>) -> PyResult<Vec<PutResult>> {
         let store = self.store()?.clone();
         let drafts: Vec<Draft<'_>> = Self::drafts(&msgs, py, now_millis())
@@ -601,8 +219,8 @@ impl PyMessageStore {
             .map_err(to_py)?;
         let host = store.commit_log().store_host();
         let status = match results.last() {
-            Some(last) => self.flushed_status(py, last.next_offset())?,
-            None => PutStatus::PUT_OK,
+            Some(last) => self.verdict(py, last.next_offset())?,
+            None => PutStatus::PutOk,
         };
         Ok(results
             .iter()
@@ -614,15 +232,6 @@ impl PyMessageStore {
     fn append_raw(&self, py: Python<'_>, offset: u64, data: &[u8]) -> PyResult<()> {
         let store = self.store()?.clone();
         py.detach(|| store.append_raw(offset, data)).map_err(to_py)
-    }
-
-    /// Waits for the msync covering `offset`; False on timeout.
-    #[pyo3(signature = (offset, timeout))]
-    fn wait_flushed(&self, py: Python<'_>, offset: u64, timeout: f64) -> PyResult<bool> {
-        let store = self.store()?.clone();
-        let timeout = Duration::from_secs_f64(timeout.max(0.0));
-        py.detach(|| store.wait_flushed(offset, timeout))
-            .map_err(to_py)
     }
 
     #[getter]

@@ -1,14 +1,16 @@
 //! Flushing the commit log to disk: RocketMQ's `FlushRealTimeService` (ASYNC_FLUSH) and
 //! `GroupCommitService` (SYNC_FLUSH) in one thread.
 //!
-//! In SYNC_FLUSH a put waits until an msync covers its bytes. Requests that arrive while an
-//! msync runs are all covered by the next one: that sharing is the group commit.
+//! In SYNC_FLUSH a put asks for an msync covering its bytes ([`FlushService::request`]) and waits
+//! for it in the GroupTransferService, which every msync's outcome is reported to. Requests that
+//! arrive while an msync runs are all covered by the next one: that sharing is the group commit.
 
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::error::CommitLogError;
+use crate::sync::{lock, wait_until};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FlushDiskType {
@@ -28,7 +30,6 @@ pub struct FlushStats {
 struct State {
     requested: u64,
     stats: FlushStats,
-    error: Option<String>,
     stop: bool,
 }
 
@@ -36,12 +37,12 @@ struct Shared {
     state: Mutex<State>,
     /// Wakes the flush thread: a sync put asked for a flush, or the service is stopping.
     work: Condvar,
-    /// Wakes sync puts: the flushed offset moved.
-    done: Condvar,
 }
 
 /// What the flush thread calls: msync everything written so far, return the new flushed end.
 pub type FlushFn = Box<dyn FnMut() -> Result<u64, CommitLogError> + Send>;
+/// Told the outcome of every msync: the flushed end, or the error.
+pub type FlushListener = Box<dyn Fn(Result<u64, &CommitLogError>) + Send>;
 
 pub struct FlushService {
     shared: Arc<Shared>,
@@ -49,7 +50,12 @@ pub struct FlushService {
 }
 
 impl FlushService {
-    pub fn start(interval: Duration, mut flush: FlushFn, flushed_offset: u64) -> Self {
+    pub fn start(
+        interval: Duration,
+        mut flush: FlushFn,
+        flushed_offset: u64,
+        listener: FlushListener,
+    ) -> Self {
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
                 stats: FlushStats {
@@ -59,43 +65,32 @@ impl FlushService {
                 ..State::default()
             }),
             work: Condvar::new(),
-            done: Condvar::new(),
         });
         let worker = shared.clone();
         let thread = std::thread::Builder::new()
             .name("rocketha-flush".into())
             .spawn(move || {
-                let mut next_periodic = Instant::now() + interval;
+                let mut failed = false;
                 loop {
-                    {
-                        let mut st = worker.state.lock().unwrap_or_else(|p| p.into_inner());
-                        while !st.stop && st.requested <= st.stats.flushed_offset {
-                            let now = Instant::now();
-                            if now >= next_periodic {
-                                break;
-                            }
-                            st = worker
-                                .work
-                                .wait_timeout(st, next_periodic - now)
-                                .unwrap_or_else(|p| p.into_inner())
-                                .0;
-                        }
-                    }
-                    next_periodic = Instant::now() + interval;
+                    let periodic = Instant::now() + interval;
+                    let stop = {
+                        let st = lock(&worker.state);
+                        // After a failure, retry at the periodic pace, not in a loop on the error.
+                        let (st, _) = wait_until(&worker.work, st, Some(periodic), |st| {
+                            st.stop || (!failed && st.requested > st.stats.flushed_offset)
+                        });
+                        st.stop
+                    };
                     let result = flush();
-                    let mut st = worker.state.lock().unwrap_or_else(|p| p.into_inner());
-                    match result {
-                        Ok(offset) => {
-                            st.stats.msyncs += 1;
-                            st.stats.flushed_offset = st.stats.flushed_offset.max(offset);
-                            st.error = None;
-                        }
-                        Err(e) => st.error = Some(e.to_string()),
+                    failed = result.is_err();
+                    if let Ok(offset) = &result {
+                        let mut st = lock(&worker.state);
+                        st.stats.msyncs += 1;
+                        st.stats.flushed_offset = st.stats.flushed_offset.max(*offset);
                     }
-                    let stop = st.stop;
-                    worker.done.notify_all();
+                    listener(result.as_ref().copied());
                     if stop {
-                        // The final flush above covered everything; waiters see `stop`.
+                        // The flush above covered everything written before the stop.
                         break;
                     }
                 }
@@ -107,69 +102,29 @@ impl FlushService {
         }
     }
 
-    /// Blocks until `offset` is flushed: the SYNC_FLUSH wait. `false` on timeout.
-    pub fn wait_flushed(&self, offset: u64, timeout: Duration) -> Result<bool, CommitLogError> {
-        let deadline = Instant::now() + timeout;
-        let mut st = self.shared.state.lock().unwrap_or_else(|p| p.into_inner());
-        if st.stats.flushed_offset >= offset {
-            return Ok(true);
-        }
+    /// Asks for an msync covering `offset` (SYNC_FLUSH); the outcome reaches the listener.
+    pub fn request(&self, offset: u64) {
+        let mut st = lock(&self.shared.state);
         st.stats.sync_requests += 1;
         if offset > st.requested {
             st.requested = offset;
-            self.shared.work.notify_one();
+            if offset > st.stats.flushed_offset {
+                self.shared.work.notify_one();
+            }
         }
-        while st.stats.flushed_offset < offset {
-            if st.stop
-                && self
-                    .thread
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .is_none()
-            {
-                return Err(CommitLogError::Closed);
-            }
-            if let Some(e) = &st.error {
-                return Err(CommitLogError::io(
-                    "commitlog",
-                    std::io::Error::other(e.clone()),
-                ));
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                return Ok(false);
-            }
-            st = self
-                .shared
-                .done
-                .wait_timeout(st, deadline - now)
-                .unwrap_or_else(|p| p.into_inner())
-                .0;
-        }
-        Ok(true)
     }
 
     pub fn stats(&self) -> FlushStats {
-        self.shared
-            .state
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .stats
+        lock(&self.shared.state).stats
     }
 
     /// Runs a last flush, then ends the thread.
     pub fn stop(&self) {
-        self.shared
-            .state
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .stop = true;
+        lock(&self.shared.state).stop = true;
         self.shared.work.notify_all();
-        let thread = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take();
-        if let Some(t) = thread {
+        if let Some(t) = lock(&self.thread).take() {
             let _ = t.join();
         }
-        self.shared.done.notify_all();
     }
 }
 

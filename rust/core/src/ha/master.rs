@@ -17,7 +17,7 @@ use super::auth::{self, CHALLENGE_LEN, SLAVE_RESPONSE_LEN};
 use super::frame::{self, CRC_LEN, HEADER_LEN, REPORT_LEN};
 use super::{HaConfig, HaEvents, HaState};
 use crate::commitlog::mapped_file::MappedFile;
-use crate::error::HaError;
+use crate::error::{CommitLogError, HaError};
 use crate::store::{now_millis, MessageStore};
 
 const LISTENER: Token = Token(0);
@@ -246,10 +246,15 @@ impl HaMaster {
             .register(&mut listener, LISTENER, Interest::READABLE)
             .map_err(io_err)?;
         let waker = Waker::new(poll.registry(), WAKER).map_err(io_err)?;
+        // A master's slaves ack into the store's GroupTransferService, where its puts wait.
+        let group_transfer = store
+            .group_transfer()
+            .cloned()
+            .ok_or(HaError::CommitLog(CommitLogError::ReadOnly))?;
         let shared = Arc::new(Shared {
             store: store.clone(),
             config,
-            acks: AckTable::default(),
+            acks: AckTable::new(group_transfer),
             events: HaEvents::default(),
             connections: Mutex::new(HashMap::new()),
             stop: AtomicBool::new(false),
@@ -306,7 +311,6 @@ impl HaMaster {
     pub fn shutdown(&self) {
         super::stop_loop(&self.shared.stop, &self.shared.waker, &self.thread);
         self.shared.store.set_append_listener(None);
-        self.shared.acks.notify();
         self.shared.events.wake();
     }
 }

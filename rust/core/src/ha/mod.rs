@@ -10,6 +10,7 @@ pub mod ack;
 pub mod auth;
 pub mod dispatch;
 pub mod frame;
+pub mod group_transfer;
 pub mod master;
 pub mod slave;
 
@@ -20,6 +21,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use mio::Waker;
+
+use crate::sync::{lock, wait_until};
 
 /// RocketMQ 5's `HAConnectionState`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,7 +72,7 @@ impl HaEvents {
         reason: impl Into<String>,
         problem: bool,
     ) {
-        let mut q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
+        let mut q = lock(&self.queue);
         if q.len() >= MAX_QUEUED_EVENTS {
             q.pop_front();
         }
@@ -85,18 +88,9 @@ impl HaEvents {
     /// Waits up to `timeout` for events and returns all queued ones.
     pub fn drain(&self, timeout: Duration) -> Vec<HaEvent> {
         let deadline = Instant::now() + timeout;
-        let mut q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
-        while q.is_empty() {
-            let now = Instant::now();
-            if now >= deadline {
-                break;
-            }
-            q = self
-                .ready
-                .wait_timeout(q, deadline - now)
-                .unwrap_or_else(|p| p.into_inner())
-                .0;
-        }
+        let (mut q, _) = wait_until(&self.ready, lock(&self.queue), Some(deadline), |q| {
+            !q.is_empty()
+        });
         q.drain(..).collect()
     }
 
