@@ -9,6 +9,7 @@ pub mod commitlog;
 pub mod consume_queue;
 pub mod error;
 pub mod ha;
+pub mod remoting;
 pub mod store;
 
 pub use commitlog::flush::FlushDiskType;
