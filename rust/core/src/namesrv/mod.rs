@@ -605,7 +605,10 @@ mod tests {
         r#""stateVersion":0,"timestamp":1700000000001},"topicConfigTable":{"TopicTest":"#,
         r#"{"attributes":{},"order":false,"perm":6,"readQueueNums":4,"#,
         r#""topicFilterType":"SINGLE_TAG","topicName":"TopicTest","topicSysFlag":0,"#,
-        r#""writeQueueNums":8}},"topicQueueMappingDetailMap":{},"topicQueueMappingInfoMap":{}}}"#
+        r#""writeQueueNums":8}},"topicQueueMappingDetailMap":{},"topicQueueMappingInfoMap":"#,
+        // A static topic's mapping: `currIdMap` is a Map<Integer, Integer>, keys bare.
+        r#"{"TopicTest":{"bname":"broker-a","currIdMap":{0:0,1:1},"dirty":false,"epoch":0,"#,
+        r#""topic":"TopicTest","totalQueues":2}}}}"#
     );
 
     #[test]

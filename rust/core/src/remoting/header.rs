@@ -1000,6 +1000,33 @@ mod tests {
         assert_eq!(decode_one(&expected), cmd);
     }
 
+    /// A JSON response frame with a remark and a body: the response bit in `flag`, the
+    /// request's opaque, the remark escaped as fastjson escapes it.
+    #[test]
+    fn golden_json_response_frame() {
+        let request = RemotingCommand::request(request_code::GET_ROUTEINFO_BY_TOPIC, 42);
+        let mut cmd = RemotingCommand::response_to(
+            &request,
+            17, // TOPIC_NOT_EXIST
+            Some("No topic route info for \"T\"\n".into()),
+        );
+        cmd.body = b"{}".to_vec();
+        let header = concat!(
+            r#"{"code":17,"flag":1,"language":"RUST","opaque":42,"#,
+            r#""remark":"No topic route info for \"T\"\n","#,
+            r#""serializeTypeCurrentRPC":"JSON","version":0}"#
+        );
+        let mut expected = Vec::new();
+        push_i32(&mut expected, 4 + header.len() as i32 + 2);
+        push_i32(&mut expected, header.len() as i32);
+        expected.extend_from_slice(header.as_bytes());
+        expected.extend_from_slice(b"{}");
+        assert_eq!(cmd.encode(DEFAULT_MAX_FRAME_SIZE).unwrap(), expected);
+        let back = decode_one(&expected);
+        assert!(back.is_response());
+        assert_eq!(back, cmd);
+    }
+
     /// A ROCKETMQ response frame with a remark, two extFields and a body.
     #[test]
     fn golden_rocketmq_response_frame() {
