@@ -1,0 +1,720 @@
+//! The name server: RocketMQ's `RouteInfoManager` ([`route_info`]) and the bodies it reads and
+//! answers with, under RocketMQ's names: `TopicRouteData`, `BrokerData`, `QueueData`,
+//! `ClusterInfo`, `DataVersion`, `TopicConfig`, `TopicConfigSerializeWrapper` and
+//! `RegisterBrokerBody`.
+//!
+//! The bodies are fastjson text. fastjson writes a map with non-string keys with the keys bare
+//! (`"brokerAddrs":{0:"127.0.0.1:10911"}`), which is not JSON; the Java client reads it, and a
+//! Java broker or name server may send it. So reading goes through [`quote_bare_keys`] before
+//! serde_json, and writing has two styles ([`JsonStyle`]): fastjson's default, for old clients,
+//! and the standard JSON the name server gives clients from 4.9.4 on.
+
+// Used by the broker's client port (next step).
+#![allow(dead_code)]
+
+pub(crate) mod route_info;
+
+use std::borrow::Cow;
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::remoting::write_json_string;
+
+/// `MQVersion.Version` ordinals that change what the name server reads or writes.
+pub(crate) mod mq_version {
+    /// From here on a broker's register body is a `RegisterBrokerBody`, before it was only
+    /// the `TopicConfigSerializeWrapper`.
+    pub(crate) const V3_0_11: i32 = 37;
+    /// Clients from here on get standard JSON routes (quoted keys).
+    pub(crate) const V4_9_4: i32 = 401;
+    /// A compressed register body carries the topic queue mappings from here on.
+    pub(crate) const V5_0_0: i32 = 413;
+}
+
+/// `PermName`: a queue's permission bits.
+pub(crate) mod perm {
+    pub(crate) const PERM_WRITE: i32 = 1 << 1;
+    pub(crate) const PERM_READ: i32 = 1 << 2;
+}
+
+/// `MixAll.MASTER_ID`.
+pub(crate) const MASTER_ID: i64 = 0;
+
+/// An inflated register body larger than this is refused: it bounds the memory a peer can make
+/// the name server spend (100k topics come to about 10 MiB).
+const MAX_INFLATED_BODY: usize = 64 * 1024 * 1024;
+
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+pub(crate) enum NamesrvError {
+    #[error("{what} is not valid JSON: {reason}")]
+    BadJson { what: &'static str, reason: String },
+    #[error("compressed RegisterBrokerBody does not inflate: {0}")]
+    Inflate(String),
+    #[error("compressed RegisterBrokerBody is truncated: {what} needs {needed} bytes at offset {offset} of {len}")]
+    Truncated {
+        what: &'static str,
+        needed: usize,
+        offset: usize,
+        len: usize,
+    },
+    #[error("compressed RegisterBrokerBody: {what} {value} is negative")]
+    NegativeLength { what: &'static str, value: i32 },
+    #[error("compressed RegisterBrokerBody: topic config {0:?} has fewer than 5 fields")]
+    BadTopicConfig(String),
+    #[error(
+        "compressed RegisterBrokerBody: topic config {line:?}: `{field}`={value} is not an integer"
+    )]
+    BadTopicConfigNumber {
+        line: String,
+        field: &'static str,
+        value: String,
+    },
+}
+
+/// `DataVersion`: the version of a broker's topic config, compared as a whole.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub(crate) struct DataVersion {
+    pub(crate) state_version: i64,
+    pub(crate) timestamp: i64,
+    pub(crate) counter: i64,
+}
+
+/// `TopicConfig`, with Java's defaults for whatever a body leaves out.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub(crate) struct TopicConfig {
+    pub(crate) topic_name: String,
+    pub(crate) read_queue_nums: i32,
+    pub(crate) write_queue_nums: i32,
+    pub(crate) perm: i32,
+    pub(crate) topic_filter_type: String,
+    pub(crate) topic_sys_flag: i32,
+    pub(crate) order: bool,
+    pub(crate) attributes: BTreeMap<String, String>,
+}
+
+impl Default for TopicConfig {
+    fn default() -> Self {
+        TopicConfig {
+            topic_name: String::new(),
+            read_queue_nums: 16,
+            write_queue_nums: 16,
+            perm: perm::PERM_READ | perm::PERM_WRITE,
+            topic_filter_type: "SINGLE_TAG".to_string(),
+            topic_sys_flag: 0,
+            order: false,
+            attributes: BTreeMap::new(),
+        }
+    }
+}
+
+impl TopicConfig {
+    /// `TopicConfig.decode`: the space-separated form a compressed register body uses,
+    /// `topicName readQueueNums writeQueueNums perm topicFilterType [attributesJson]`.
+    fn decode_line(line: &str) -> Result<TopicConfig, NamesrvError> {
+        // Java's String.split drops trailing empty strings; filtering empties is close enough
+        // for names and numbers, which never contain spaces.
+        let parts: Vec<&str> = line.split(' ').filter(|p| !p.is_empty()).collect();
+        if parts.len() < 5 {
+            return Err(NamesrvError::BadTopicConfig(line.to_string()));
+        }
+        let number = |i: usize, field: &'static str| {
+            parts[i]
+                .parse::<i32>()
+                .map_err(|_| NamesrvError::BadTopicConfigNumber {
+                    line: line.to_string(),
+                    field,
+                    value: parts[i].to_string(),
+                })
+        };
+        Ok(TopicConfig {
+            topic_name: parts[0].to_string(),
+            read_queue_nums: number(1, "readQueueNums")?,
+            write_queue_nums: number(2, "writeQueueNums")?,
+            perm: number(3, "perm")?,
+            topic_filter_type: parts[4].to_string(),
+            // Java ignores attributes that do not parse (they may contain spaces).
+            attributes: parts
+                .get(5)
+                .and_then(|a| serde_json::from_str(a).ok())
+                .unwrap_or_default(),
+            ..TopicConfig::default()
+        })
+    }
+}
+
+/// `TopicConfigSerializeWrapper`: a broker's topics and their version.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub(crate) struct TopicConfigSerializeWrapper {
+    pub(crate) topic_config_table: BTreeMap<String, TopicConfig>,
+    pub(crate) data_version: DataVersion,
+}
+
+/// `RegisterBrokerBody`: what a broker sends with REGISTER_BROKER.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub(crate) struct RegisterBrokerBody {
+    pub(crate) topic_config_serialize_wrapper: TopicConfigSerializeWrapper,
+    pub(crate) filter_server_list: Vec<String>,
+}
+
+impl RegisterBrokerBody {
+    /// Reads a register body as the name server's processor does: a bare
+    /// `TopicConfigSerializeWrapper` from brokers before 3.0.11, JSON otherwise, or the
+    /// zlib-compressed binary form when the header's `compressed` is set.
+    pub(crate) fn decode(
+        data: &[u8],
+        compressed: bool,
+        broker_version: i32,
+    ) -> Result<RegisterBrokerBody, NamesrvError> {
+        if compressed {
+            return Self::decode_compressed(data, broker_version);
+        }
+        if broker_version < mq_version::V3_0_11 {
+            return Ok(RegisterBrokerBody {
+                topic_config_serialize_wrapper: parse_lenient(data, "TopicConfigSerializeWrapper")?,
+                filter_server_list: Vec::new(),
+            });
+        }
+        parse_lenient(data, "RegisterBrokerBody")
+    }
+
+    /// `RegisterBrokerBody.decode(data, true, version)`: after inflating,
+    /// `i32 len | DataVersion JSON | i32 n | n * (i32 len | TopicConfig line) |
+    /// i32 len | filter server list JSON` and, from 5.0.0, the topic queue mappings, which
+    /// rocketha does not serve (static topics) and skips.
+    fn decode_compressed(data: &[u8], broker_version: i32) -> Result<Self, NamesrvError> {
+        let raw = miniz_oxide::inflate::decompress_to_vec_zlib_with_limit(data, MAX_INFLATED_BODY)
+            .map_err(|e| NamesrvError::Inflate(format!("{:?}", e.status)))?;
+        let mut r = BodyReader { buf: &raw, pos: 0 };
+        let data_version: DataVersion = parse_lenient(r.chunk("DataVersion")?, "DataVersion")?;
+        let count = r.count("topic config count")?;
+        let mut table = BTreeMap::new();
+        for _ in 0..count {
+            let line = String::from_utf8_lossy(r.chunk("topic config")?).into_owned();
+            let config = TopicConfig::decode_line(&line)?;
+            table.insert(config.topic_name.clone(), config);
+        }
+        let filters = r.chunk("filter server list")?;
+        // Java logs and goes on with an empty list when this does not parse.
+        let filter_server_list = parse_lenient(filters, "filter server list").unwrap_or_default();
+        if broker_version >= mq_version::V5_0_0 {
+            for _ in 0..r.count("topic queue mapping count")? {
+                r.chunk("topic queue mapping")?;
+            }
+        }
+        Ok(RegisterBrokerBody {
+            topic_config_serialize_wrapper: TopicConfigSerializeWrapper {
+                topic_config_table: table,
+                data_version,
+            },
+            filter_server_list,
+        })
+    }
+
+    /// The uncompressed JSON body, as fastjson writes it.
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        to_json(self, JsonStyle::Fastjson).into_bytes()
+    }
+}
+
+/// Reads the length-prefixed pieces of an inflated register body.
+struct BodyReader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> BodyReader<'a> {
+    fn take(&mut self, n: usize, what: &'static str) -> Result<&'a [u8], NamesrvError> {
+        let end = self.pos.checked_add(n).filter(|&e| e <= self.buf.len());
+        let Some(end) = end else {
+            return Err(NamesrvError::Truncated {
+                what,
+                needed: n,
+                offset: self.pos,
+                len: self.buf.len(),
+            });
+        };
+        let out = &self.buf[self.pos..end];
+        self.pos = end;
+        Ok(out)
+    }
+
+    fn count(&mut self, what: &'static str) -> Result<usize, NamesrvError> {
+        let mut raw = [0u8; 4];
+        raw.copy_from_slice(self.take(4, what)?);
+        let value = i32::from_be_bytes(raw);
+        usize::try_from(value).map_err(|_| NamesrvError::NegativeLength { what, value })
+    }
+
+    fn chunk(&mut self, what: &'static str) -> Result<&'a [u8], NamesrvError> {
+        let n = self.count(what)?;
+        self.take(n, what)
+    }
+}
+
+/// `QueueData`: one broker's queues of a topic.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub(crate) struct QueueData {
+    pub(crate) broker_name: String,
+    pub(crate) read_queue_nums: i32,
+    pub(crate) write_queue_nums: i32,
+    pub(crate) perm: i32,
+    pub(crate) topic_sys_flag: i32,
+}
+
+/// `BrokerData`: one broker group (a master and its slaves) by broker id.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub(crate) struct BrokerData {
+    pub(crate) cluster: String,
+    pub(crate) broker_name: String,
+    /// The one map with non-string keys: fastjson writes them bare.
+    pub(crate) broker_addrs: BTreeMap<i64, String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) zone_name: Option<String>,
+    pub(crate) enable_acting_master: bool,
+}
+
+/// `TopicRouteData`: the GET_ROUTEINFO_BY_TOPIC answer.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub(crate) struct TopicRouteData {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) order_topic_conf: Option<String>,
+    pub(crate) queue_datas: Vec<QueueData>,
+    pub(crate) broker_datas: Vec<BrokerData>,
+    pub(crate) filter_server_table: BTreeMap<String, Vec<String>>,
+}
+
+impl TopicRouteData {
+    /// The body for a client of `version` (its `MQVersion` ordinal), as
+    /// `ClientRequestProcessor.getRouteInfoByTopic` chooses: standard JSON from 4.9.4 on or
+    /// when asked for, fastjson's bare keys for older clients.
+    pub(crate) fn encode_for(
+        &self,
+        client_version: i32,
+        accept_standard_json_only: bool,
+    ) -> Vec<u8> {
+        let style = if client_version >= mq_version::V4_9_4 || accept_standard_json_only {
+            JsonStyle::Standard
+        } else {
+            JsonStyle::Fastjson
+        };
+        to_json(self, style).into_bytes()
+    }
+
+    pub(crate) fn decode(data: &[u8]) -> Result<TopicRouteData, NamesrvError> {
+        parse_lenient(data, "TopicRouteData")
+    }
+}
+
+/// `ClusterInfo`: the GET_BROKER_CLUSTER_INFO answer.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub(crate) struct ClusterInfo {
+    pub(crate) broker_addr_table: BTreeMap<String, BrokerData>,
+    pub(crate) cluster_addr_table: BTreeMap<String, BTreeSet<String>>,
+}
+
+impl ClusterInfo {
+    /// As the Java name server writes it (`ClusterInfo.encode()`, fastjson's default).
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        to_json(self, JsonStyle::Fastjson).into_bytes()
+    }
+
+    pub(crate) fn decode(data: &[u8]) -> Result<ClusterInfo, NamesrvError> {
+        parse_lenient(data, "ClusterInfo")
+    }
+}
+
+/// How to write a body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum JsonStyle {
+    /// fastjson's `JSON.toJSONString(obj)`: `brokerAddrs` keys bare, text as is.
+    Fastjson,
+    /// fastjson with `BrowserCompatible, QuoteFieldNames, MapSortField`: every key quoted,
+    /// non-ASCII escaped, integers beyond 2^53 as strings (what a browser can hold).
+    Standard,
+}
+
+/// Writes `value` in fastjson's manner: fields and map keys sorted (fastjson orders fields by
+/// name; map order is free, sorting makes it reproducible), null entries left out.
+pub(crate) fn to_json<T: Serialize>(value: &T, style: JsonStyle) -> String {
+    let mut out = String::new();
+    match serde_json::to_value(value) {
+        Ok(v) => write_value(&mut out, &v, style, false),
+        // Our bodies have only string and integer keys, which always serialize; writing null
+        // keeps this total instead of threading an impossible error through every caller.
+        Err(_) => out.push_str("null"),
+    }
+    out
+}
+
+/// Integers a JavaScript number holds exactly (`BrowserCompatible`'s bound).
+const BROWSER_SAFE_INTEGER: i64 = 9_007_199_254_740_991;
+
+fn write_value(out: &mut String, v: &Value, style: JsonStyle, bare_keys: bool) {
+    let ascii_only = style == JsonStyle::Standard;
+    match v {
+        Value::Null => out.push_str("null"),
+        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+        Value::Number(n) => match n.as_i64() {
+            Some(i)
+                if ascii_only && !(-BROWSER_SAFE_INTEGER..=BROWSER_SAFE_INTEGER).contains(&i) =>
+            {
+                out.push('"');
+                out.push_str(&i.to_string());
+                out.push('"');
+            }
+            _ => out.push_str(&n.to_string()),
+        },
+        Value::String(s) => write_json_string(out, s, ascii_only),
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_value(out, item, style, false);
+            }
+            out.push(']');
+        }
+        Value::Object(map) => {
+            let mut entries: Vec<(&String, &Value)> =
+                map.iter().filter(|(_, v)| !v.is_null()).collect();
+            entries.sort_by(|a, b| a.0.cmp(b.0));
+            out.push('{');
+            for (i, (k, v)) in entries.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                if bare_keys && style == JsonStyle::Fastjson && k.parse::<i64>().is_ok() {
+                    out.push_str(k);
+                } else {
+                    write_json_string(out, k, ascii_only);
+                }
+                out.push(':');
+                write_value(out, v, style, k == "brokerAddrs");
+            }
+            out.push('}');
+        }
+    }
+}
+
+/// Parses fastjson text, bare integer keys included.
+pub(crate) fn parse_lenient<T: DeserializeOwned>(
+    data: &[u8],
+    what: &'static str,
+) -> Result<T, NamesrvError> {
+    let text = String::from_utf8_lossy(data);
+    let quoted = quote_bare_keys(&text);
+    serde_json::from_str(&quoted).map_err(|e| NamesrvError::BadJson {
+        what,
+        reason: e.to_string(),
+    })
+}
+
+/// Puts quotes around object keys written as bare integers (`{0:"a"}` becomes `{"0":"a"}`),
+/// leaving strings, values and everything else untouched, so serde_json can read fastjson's
+/// maps with `Long` keys. Text that is not JSON stays not JSON and fails in the parser.
+pub(crate) fn quote_bare_keys(text: &str) -> Cow<'_, str> {
+    #[derive(PartialEq)]
+    enum Container {
+        Object,
+        Array,
+    }
+    let bytes = text.as_bytes();
+    let mut out: Option<String> = None;
+    let mut copied = 0; // bytes of `text` already in `out`
+    let mut stack: Vec<Container> = Vec::new();
+    let mut expect_key = false;
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'"' => {
+                // Skip the string, escapes included.
+                expect_key = false;
+                i += 1;
+                while i < bytes.len() && bytes[i] != b'"' {
+                    i += if bytes[i] == b'\\' { 2 } else { 1 };
+                }
+                i += 1;
+                continue;
+            }
+            b'{' => {
+                stack.push(Container::Object);
+                expect_key = true;
+            }
+            b'[' => {
+                stack.push(Container::Array);
+                expect_key = false;
+            }
+            b'}' | b']' => {
+                stack.pop();
+                expect_key = false;
+            }
+            b',' => expect_key = stack.last() == Some(&Container::Object),
+            b':' => expect_key = false,
+            b'-' | b'0'..=b'9' if expect_key => {
+                let start = i;
+                i += 1;
+                while i < bytes.len() && bytes[i].is_ascii_digit() {
+                    i += 1;
+                }
+                let buf = out.get_or_insert_with(|| String::with_capacity(text.len() + 16));
+                // `start` and `i` sit on ASCII bytes, so both are char boundaries.
+                buf.push_str(&text[copied..start]);
+                buf.push('"');
+                buf.push_str(&text[start..i]);
+                buf.push('"');
+                copied = i;
+                expect_key = false;
+                continue;
+            }
+            b' ' | b'\t' | b'\n' | b'\r' => {}
+            _ => expect_key = false,
+        }
+        i += 1;
+    }
+    match out {
+        None => Cow::Borrowed(text),
+        Some(mut buf) => {
+            buf.push_str(&text[copied..]);
+            Cow::Owned(buf)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn route() -> TopicRouteData {
+        TopicRouteData {
+            order_topic_conf: None,
+            queue_datas: vec![QueueData {
+                broker_name: "broker-a".into(),
+                read_queue_nums: 4,
+                write_queue_nums: 4,
+                perm: 6,
+                topic_sys_flag: 0,
+            }],
+            broker_datas: vec![BrokerData {
+                cluster: "DefaultCluster".into(),
+                broker_name: "broker-a".into(),
+                broker_addrs: BTreeMap::from([
+                    (0, "127.0.0.1:10911".to_string()),
+                    (1, "127.0.0.1:10921".to_string()),
+                ]),
+                zone_name: None,
+                enable_acting_master: false,
+            }],
+            filter_server_table: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn route_data_as_fastjson_writes_it() {
+        // Fields in alphabetical order, null orderTopicConf left out, brokerAddrs keys bare.
+        let fastjson = concat!(
+            r#"{"brokerDatas":[{"brokerAddrs":{0:"127.0.0.1:10911",1:"127.0.0.1:10921"},"#,
+            r#""brokerName":"broker-a","cluster":"DefaultCluster","enableActingMaster":false}],"#,
+            r#""filterServerTable":{},"queueDatas":[{"brokerName":"broker-a","perm":6,"#,
+            r#""readQueueNums":4,"topicSysFlag":0,"writeQueueNums":4}]}"#
+        );
+        assert_eq!(
+            String::from_utf8(route().encode_for(mq_version::V4_9_4 - 1, false)).unwrap(),
+            fastjson
+        );
+        let standard = fastjson.replace("{0:", "{\"0\":").replace(",1:", ",\"1\":");
+        for (version, ask) in [(mq_version::V4_9_4, false), (0, true)] {
+            let body = route().encode_for(version, ask);
+            assert_eq!(String::from_utf8(body).unwrap(), standard);
+        }
+        // Both read back; the bare form only through the lenient reader.
+        assert!(serde_json::from_str::<TopicRouteData>(fastjson).is_err());
+        assert_eq!(TopicRouteData::decode(fastjson.as_bytes()), Ok(route()));
+        assert_eq!(TopicRouteData::decode(standard.as_bytes()), Ok(route()));
+    }
+
+    #[test]
+    fn standard_style_is_browser_compatible() {
+        let mut r = route();
+        r.broker_datas[0].broker_name = "brøker".into();
+        r.broker_datas[0].broker_addrs = BTreeMap::from([(1 << 60, "x".to_string())]);
+        let text = String::from_utf8(r.encode_for(mq_version::V4_9_4, false)).unwrap();
+        assert!(text.is_ascii(), "{text}");
+        assert!(text.contains(r#""brokerName":"br\u00f8ker""#), "{text}");
+        // A key is a string anyway; only values become strings past 2^53.
+        assert!(text.contains(r#"{"1152921504606846976":"x"}"#), "{text}");
+        let mut dv = BTreeMap::new();
+        dv.insert(
+            "v",
+            DataVersion {
+                state_version: 0,
+                timestamp: 1 << 60,
+                counter: 1,
+            },
+        );
+        assert_eq!(
+            to_json(&dv, JsonStyle::Standard),
+            r#"{"v":{"counter":1,"stateVersion":0,"timestamp":"1152921504606846976"}}"#
+        );
+    }
+
+    #[test]
+    fn quote_bare_keys_touches_only_keys() {
+        let cases = [
+            ("{}", "{}"),
+            ("{0:\"a\"}", "{\"0\":\"a\"}"),
+            (
+                "{ -12 : 3 , 7:[1,2,{8:9}]}",
+                "{ \"-12\" : 3 , \"7\":[1,2,{\"8\":9}]}",
+            ),
+            // Digits in strings and array elements stay as they are.
+            (
+                "{\"k\":\"{0:1}\",\"a\":[0,1]}",
+                "{\"k\":\"{0:1}\",\"a\":[0,1]}",
+            ),
+            ("{\"e\\\"\":{1:\"x\\\\\"}}", "{\"e\\\"\":{\"1\":\"x\\\\\"}}"),
+            ("[{5:\"é\"}]", "[{\"5\":\"é\"}]"),
+        ];
+        for (input, expected) in cases {
+            assert_eq!(quote_bare_keys(input), expected, "{input}");
+        }
+        assert!(matches!(quote_bare_keys("{\"a\":1}"), Cow::Borrowed(_)));
+        // Garbage stays garbage and never panics.
+        for junk in ["{", "{0", "\"", "\\", "{\"\\", "]]}}", "{1:{2:", "{-"] {
+            let _ = quote_bare_keys(junk);
+            assert!(parse_lenient::<ClusterInfo>(junk.as_bytes(), "ClusterInfo").is_err());
+        }
+    }
+
+    /// A RocketMQ 5 broker's uncompressed body, as fastjson writes
+    /// `RegisterBrokerBody` with its `TopicConfigAndMappingSerializeWrapper`.
+    const JAVA_REGISTER_BODY: &str = concat!(
+        r#"{"filterServerList":[],"topicConfigSerializeWrapper":{"dataVersion":{"counter":2,"#,
+        r#""stateVersion":0,"timestamp":1700000000000},"mappingDataVersion":{"counter":0,"#,
+        r#""stateVersion":0,"timestamp":1700000000001},"topicConfigTable":{"TopicTest":"#,
+        r#"{"attributes":{},"order":false,"perm":6,"readQueueNums":4,"#,
+        r#""topicFilterType":"SINGLE_TAG","topicName":"TopicTest","topicSysFlag":0,"#,
+        r#""writeQueueNums":8}},"topicQueueMappingDetailMap":{},"topicQueueMappingInfoMap":"#,
+        // A static topic's mapping: `currIdMap` is a Map<Integer, Integer>, keys bare.
+        r#"{"TopicTest":{"bname":"broker-a","currIdMap":{0:0,1:1},"dirty":false,"epoch":0,"#,
+        r#""topic":"TopicTest","totalQueues":2}}}}"#
+    );
+
+    #[test]
+    fn register_body_from_a_java_broker() {
+        let body = RegisterBrokerBody::decode(JAVA_REGISTER_BODY.as_bytes(), false, 479).unwrap();
+        let wrapper = &body.topic_config_serialize_wrapper;
+        assert_eq!(
+            wrapper.data_version,
+            DataVersion {
+                state_version: 0,
+                timestamp: 1_700_000_000_000,
+                counter: 2
+            }
+        );
+        let topic = &wrapper.topic_config_table["TopicTest"];
+        assert_eq!(
+            (topic.read_queue_nums, topic.write_queue_nums, topic.perm),
+            (4, 8, 6)
+        );
+        // What we write reads back the same.
+        let again = RegisterBrokerBody::decode(&body.encode(), false, 479).unwrap();
+        assert_eq!(again, body);
+        // Before 3.0.11 the body is the bare wrapper.
+        let old = to_json(wrapper, JsonStyle::Fastjson);
+        let old_body = RegisterBrokerBody::decode(old.as_bytes(), false, 10).unwrap();
+        assert_eq!(&old_body.topic_config_serialize_wrapper, wrapper);
+        assert!(matches!(
+            RegisterBrokerBody::decode(b"[1]", false, 479),
+            Err(NamesrvError::BadJson {
+                what: "RegisterBrokerBody",
+                ..
+            })
+        ));
+    }
+
+    fn push_chunk(out: &mut Vec<u8>, chunk: &[u8]) {
+        out.extend_from_slice(&(chunk.len() as i32).to_be_bytes());
+        out.extend_from_slice(chunk);
+    }
+
+    /// The compressed body, built piece by piece as `RegisterBrokerBody.encode(true)` does.
+    fn compressed_body(with_mappings: bool) -> Vec<u8> {
+        let mut raw = Vec::new();
+        push_chunk(
+            &mut raw,
+            br#"{"counter":5,"stateVersion":1,"timestamp":42}"#,
+        );
+        raw.extend_from_slice(&2i32.to_be_bytes());
+        push_chunk(
+            &mut raw,
+            br#"TopicA 4 4 6 SINGLE_TAG {"+message.type":"NORMAL"}"#,
+        );
+        push_chunk(&mut raw, b"TopicB 2 1 4 SINGLE_TAG {}");
+        push_chunk(&mut raw, br#"["10.0.0.9:1"]"#);
+        if with_mappings {
+            raw.extend_from_slice(&1i32.to_be_bytes());
+            push_chunk(&mut raw, br#"{"topic":"TopicA","bname":"broker-a"}"#);
+        }
+        miniz_oxide::deflate::compress_to_vec_zlib(&raw, 9)
+    }
+
+    #[test]
+    fn compressed_register_body() {
+        let body = RegisterBrokerBody::decode(&compressed_body(true), true, 479).unwrap();
+        let wrapper = &body.topic_config_serialize_wrapper;
+        assert_eq!(
+            wrapper.data_version,
+            DataVersion {
+                state_version: 1,
+                timestamp: 42,
+                counter: 5
+            }
+        );
+        let a = &wrapper.topic_config_table["TopicA"];
+        assert_eq!((a.read_queue_nums, a.write_queue_nums, a.perm), (4, 4, 6));
+        assert_eq!(a.attributes["+message.type"], "NORMAL");
+        assert_eq!(wrapper.topic_config_table["TopicB"].perm, 4);
+        assert_eq!(body.filter_server_list, vec!["10.0.0.9:1".to_string()]);
+        // A 4.x broker sends no mapping section.
+        let old = RegisterBrokerBody::decode(&compressed_body(false), true, 400).unwrap();
+        assert_eq!(old, body);
+        // ... and a 5.x one that lacks it is truncated.
+        let err = RegisterBrokerBody::decode(&compressed_body(false), true, 479).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "compressed RegisterBrokerBody is truncated: topic queue mapping count needs 4 bytes at offset 155 of 155"
+        );
+        assert!(matches!(
+            RegisterBrokerBody::decode(b"not zlib", true, 479),
+            Err(NamesrvError::Inflate(_))
+        ));
+    }
+
+    #[test]
+    fn topic_config_lines() {
+        let t = TopicConfig::decode_line("T 1 2 6 MULTI_TAG").unwrap();
+        assert_eq!((t.read_queue_nums, t.write_queue_nums, t.perm), (1, 2, 6));
+        assert_eq!(t.topic_filter_type, "MULTI_TAG");
+        assert!(matches!(
+            TopicConfig::decode_line("T 1 2"),
+            Err(NamesrvError::BadTopicConfig(_))
+        ));
+        let err = TopicConfig::decode_line("T 1 x 6 SINGLE_TAG").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "compressed RegisterBrokerBody: topic config \"T 1 x 6 SINGLE_TAG\": `writeQueueNums`=x is not an integer"
+        );
+    }
+}

@@ -1,0 +1,330 @@
+//! RocketMQ's numbers on the wire: request codes, response codes, `LanguageCode` and
+//! `SerializeType`, with Apache RocketMQ's exact names and values (`RequestCode.java`,
+//! `ResponseCode.java` and its base `RemotingSysResponseCode.java`, `LanguageCode.java`,
+//! `SerializeType.java`), so a Java client, `mqadmin` and the Java name server understand us.
+//!
+//! Codes stay plain `i32` constants rather than enums: a peer may send any code, and an unknown
+//! one must travel as far as the dispatcher to be answered with `REQUEST_CODE_NOT_SUPPORTED`.
+
+/// Request codes (`RequestCode.java`), only those rocketha serves or sends.
+pub mod request_code {
+    pub const SEND_MESSAGE: i32 = 10;
+    pub const PULL_MESSAGE: i32 = 11;
+    pub const QUERY_MESSAGE: i32 = 12;
+    pub const QUERY_CONSUMER_OFFSET: i32 = 14;
+    pub const UPDATE_CONSUMER_OFFSET: i32 = 15;
+    pub const UPDATE_AND_CREATE_TOPIC: i32 = 17;
+    pub const GET_ALL_TOPIC_CONFIG: i32 = 21;
+    pub const UPDATE_BROKER_CONFIG: i32 = 25;
+    pub const GET_BROKER_CONFIG: i32 = 26;
+    pub const GET_BROKER_RUNTIME_INFO: i32 = 28;
+    pub const SEARCH_OFFSET_BY_TIMESTAMP: i32 = 29;
+    pub const GET_MAX_OFFSET: i32 = 30;
+    pub const GET_MIN_OFFSET: i32 = 31;
+    pub const GET_EARLIEST_MSG_STORETIME: i32 = 32;
+    pub const VIEW_MESSAGE_BY_ID: i32 = 33;
+    pub const HEART_BEAT: i32 = 34;
+    pub const UNREGISTER_CLIENT: i32 = 35;
+    pub const CONSUMER_SEND_MSG_BACK: i32 = 36;
+    pub const END_TRANSACTION: i32 = 37;
+    pub const GET_CONSUMER_LIST_BY_GROUP: i32 = 38;
+    pub const LOCK_BATCH_MQ: i32 = 41;
+    pub const UNLOCK_BATCH_MQ: i32 = 42;
+    pub const GET_ALL_CONSUMER_OFFSET: i32 = 43;
+    pub const GET_ALL_DELAY_OFFSET: i32 = 45;
+    pub const CHECK_CLIENT_CONFIG: i32 = 46;
+    pub const PUT_KV_CONFIG: i32 = 100;
+    pub const REGISTER_BROKER: i32 = 103;
+    pub const UNREGISTER_BROKER: i32 = 104;
+    pub const GET_ROUTEINFO_BY_TOPIC: i32 = 105;
+    pub const GET_BROKER_CLUSTER_INFO: i32 = 106;
+    pub const UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: i32 = 200;
+    pub const GET_ALL_SUBSCRIPTIONGROUP_CONFIG: i32 = 201;
+    pub const GET_TOPIC_STATS_INFO: i32 = 202;
+    pub const GET_CONSUMER_CONNECTION_LIST: i32 = 203;
+    pub const GET_PRODUCER_CONNECTION_LIST: i32 = 204;
+    pub const GET_ALL_TOPIC_LIST_FROM_NAMESERVER: i32 = 206;
+    pub const GET_TOPICS_BY_CLUSTER: i32 = 224;
+    pub const SEND_MESSAGE_V2: i32 = 310;
+    pub const SEND_BATCH_MESSAGE: i32 = 320;
+    pub const QUERY_DATA_VERSION: i32 = 322;
+    pub const SEND_REPLY_MESSAGE: i32 = 324;
+    pub const SEND_REPLY_MESSAGE_V2: i32 = 325;
+    pub const GET_SUBSCRIPTIONGROUP_CONFIG: i32 = 352;
+
+    /// RocketMQ's name of a request code, for logs and error messages.
+    pub fn name(code: i32) -> Option<&'static str> {
+        Some(match code {
+            SEND_MESSAGE => "SEND_MESSAGE",
+            PULL_MESSAGE => "PULL_MESSAGE",
+            QUERY_MESSAGE => "QUERY_MESSAGE",
+            QUERY_CONSUMER_OFFSET => "QUERY_CONSUMER_OFFSET",
+            UPDATE_CONSUMER_OFFSET => "UPDATE_CONSUMER_OFFSET",
+            UPDATE_AND_CREATE_TOPIC => "UPDATE_AND_CREATE_TOPIC",
+            GET_ALL_TOPIC_CONFIG => "GET_ALL_TOPIC_CONFIG",
+            UPDATE_BROKER_CONFIG => "UPDATE_BROKER_CONFIG",
+            GET_BROKER_CONFIG => "GET_BROKER_CONFIG",
+            GET_BROKER_RUNTIME_INFO => "GET_BROKER_RUNTIME_INFO",
+            SEARCH_OFFSET_BY_TIMESTAMP => "SEARCH_OFFSET_BY_TIMESTAMP",
+            GET_MAX_OFFSET => "GET_MAX_OFFSET",
+            GET_MIN_OFFSET => "GET_MIN_OFFSET",
+            GET_EARLIEST_MSG_STORETIME => "GET_EARLIEST_MSG_STORETIME",
+            VIEW_MESSAGE_BY_ID => "VIEW_MESSAGE_BY_ID",
+            HEART_BEAT => "HEART_BEAT",
+            UNREGISTER_CLIENT => "UNREGISTER_CLIENT",
+            CONSUMER_SEND_MSG_BACK => "CONSUMER_SEND_MSG_BACK",
+            END_TRANSACTION => "END_TRANSACTION",
+            GET_CONSUMER_LIST_BY_GROUP => "GET_CONSUMER_LIST_BY_GROUP",
+            LOCK_BATCH_MQ => "LOCK_BATCH_MQ",
+            UNLOCK_BATCH_MQ => "UNLOCK_BATCH_MQ",
+            GET_ALL_CONSUMER_OFFSET => "GET_ALL_CONSUMER_OFFSET",
+            GET_ALL_DELAY_OFFSET => "GET_ALL_DELAY_OFFSET",
+            CHECK_CLIENT_CONFIG => "CHECK_CLIENT_CONFIG",
+            PUT_KV_CONFIG => "PUT_KV_CONFIG",
+            REGISTER_BROKER => "REGISTER_BROKER",
+            UNREGISTER_BROKER => "UNREGISTER_BROKER",
+            GET_ROUTEINFO_BY_TOPIC => "GET_ROUTEINFO_BY_TOPIC",
+            GET_BROKER_CLUSTER_INFO => "GET_BROKER_CLUSTER_INFO",
+            UPDATE_AND_CREATE_SUBSCRIPTIONGROUP => "UPDATE_AND_CREATE_SUBSCRIPTIONGROUP",
+            GET_ALL_SUBSCRIPTIONGROUP_CONFIG => "GET_ALL_SUBSCRIPTIONGROUP_CONFIG",
+            GET_TOPIC_STATS_INFO => "GET_TOPIC_STATS_INFO",
+            GET_CONSUMER_CONNECTION_LIST => "GET_CONSUMER_CONNECTION_LIST",
+            GET_PRODUCER_CONNECTION_LIST => "GET_PRODUCER_CONNECTION_LIST",
+            GET_ALL_TOPIC_LIST_FROM_NAMESERVER => "GET_ALL_TOPIC_LIST_FROM_NAMESERVER",
+            GET_TOPICS_BY_CLUSTER => "GET_TOPICS_BY_CLUSTER",
+            SEND_MESSAGE_V2 => "SEND_MESSAGE_V2",
+            SEND_BATCH_MESSAGE => "SEND_BATCH_MESSAGE",
+            QUERY_DATA_VERSION => "QUERY_DATA_VERSION",
+            SEND_REPLY_MESSAGE => "SEND_REPLY_MESSAGE",
+            SEND_REPLY_MESSAGE_V2 => "SEND_REPLY_MESSAGE_V2",
+            GET_SUBSCRIPTIONGROUP_CONFIG => "GET_SUBSCRIPTIONGROUP_CONFIG",
+            _ => return None,
+        })
+    }
+}
+
+/// Response codes: `RemotingSysResponseCode` (0..=4) and `ResponseCode` which extends it.
+pub mod response_code {
+    pub const SUCCESS: i32 = 0;
+    pub const SYSTEM_ERROR: i32 = 1;
+    pub const SYSTEM_BUSY: i32 = 2;
+    pub const REQUEST_CODE_NOT_SUPPORTED: i32 = 3;
+    pub const TRANSACTION_FAILED: i32 = 4;
+    pub const FLUSH_DISK_TIMEOUT: i32 = 10;
+    pub const SLAVE_NOT_AVAILABLE: i32 = 11;
+    pub const FLUSH_SLAVE_TIMEOUT: i32 = 12;
+    pub const MESSAGE_ILLEGAL: i32 = 13;
+    pub const SERVICE_NOT_AVAILABLE: i32 = 14;
+    pub const VERSION_NOT_SUPPORTED: i32 = 15;
+    pub const NO_PERMISSION: i32 = 16;
+    pub const TOPIC_NOT_EXIST: i32 = 17;
+    pub const TOPIC_EXIST_ALREADY: i32 = 18;
+    pub const PULL_NOT_FOUND: i32 = 19;
+    pub const PULL_RETRY_IMMEDIATELY: i32 = 20;
+    pub const PULL_OFFSET_MOVED: i32 = 21;
+    pub const QUERY_NOT_FOUND: i32 = 22;
+    pub const SUBSCRIPTION_PARSE_FAILED: i32 = 23;
+    pub const SUBSCRIPTION_NOT_EXIST: i32 = 24;
+    pub const SUBSCRIPTION_NOT_LATEST: i32 = 25;
+    pub const SUBSCRIPTION_GROUP_NOT_EXIST: i32 = 26;
+    pub const FILTER_DATA_NOT_EXIST: i32 = 27;
+    pub const FILTER_DATA_NOT_LATEST: i32 = 28;
+    pub const INVALID_PARAMETER: i32 = 29;
+    pub const CONSUMER_NOT_ONLINE: i32 = 206;
+    pub const CONSUME_MSG_TIMEOUT: i32 = 207;
+    pub const NO_MESSAGE: i32 = 208;
+    pub const BROKER_NOT_EXIST: i32 = 211;
+    pub const FLOW_CONTROL: i32 = 215;
+    pub const ILLEGAL_OPERATION: i32 = 604;
+
+    /// RocketMQ's name of a response code, for logs and error messages.
+    pub fn name(code: i32) -> Option<&'static str> {
+        Some(match code {
+            SUCCESS => "SUCCESS",
+            SYSTEM_ERROR => "SYSTEM_ERROR",
+            SYSTEM_BUSY => "SYSTEM_BUSY",
+            REQUEST_CODE_NOT_SUPPORTED => "REQUEST_CODE_NOT_SUPPORTED",
+            TRANSACTION_FAILED => "TRANSACTION_FAILED",
+            FLUSH_DISK_TIMEOUT => "FLUSH_DISK_TIMEOUT",
+            SLAVE_NOT_AVAILABLE => "SLAVE_NOT_AVAILABLE",
+            FLUSH_SLAVE_TIMEOUT => "FLUSH_SLAVE_TIMEOUT",
+            MESSAGE_ILLEGAL => "MESSAGE_ILLEGAL",
+            SERVICE_NOT_AVAILABLE => "SERVICE_NOT_AVAILABLE",
+            VERSION_NOT_SUPPORTED => "VERSION_NOT_SUPPORTED",
+            NO_PERMISSION => "NO_PERMISSION",
+            TOPIC_NOT_EXIST => "TOPIC_NOT_EXIST",
+            TOPIC_EXIST_ALREADY => "TOPIC_EXIST_ALREADY",
+            PULL_NOT_FOUND => "PULL_NOT_FOUND",
+            PULL_RETRY_IMMEDIATELY => "PULL_RETRY_IMMEDIATELY",
+            PULL_OFFSET_MOVED => "PULL_OFFSET_MOVED",
+            QUERY_NOT_FOUND => "QUERY_NOT_FOUND",
+            SUBSCRIPTION_PARSE_FAILED => "SUBSCRIPTION_PARSE_FAILED",
+            SUBSCRIPTION_NOT_EXIST => "SUBSCRIPTION_NOT_EXIST",
+            SUBSCRIPTION_NOT_LATEST => "SUBSCRIPTION_NOT_LATEST",
+            SUBSCRIPTION_GROUP_NOT_EXIST => "SUBSCRIPTION_GROUP_NOT_EXIST",
+            FILTER_DATA_NOT_EXIST => "FILTER_DATA_NOT_EXIST",
+            FILTER_DATA_NOT_LATEST => "FILTER_DATA_NOT_LATEST",
+            INVALID_PARAMETER => "INVALID_PARAMETER",
+            CONSUMER_NOT_ONLINE => "CONSUMER_NOT_ONLINE",
+            CONSUME_MSG_TIMEOUT => "CONSUME_MSG_TIMEOUT",
+            NO_MESSAGE => "NO_MESSAGE",
+            BROKER_NOT_EXIST => "BROKER_NOT_EXIST",
+            FLOW_CONTROL => "FLOW_CONTROL",
+            ILLEGAL_OPERATION => "ILLEGAL_OPERATION",
+            _ => return None,
+        })
+    }
+}
+
+/// The peer's implementation language (`LanguageCode.java`): a byte in the ROCKETMQ header, the
+/// constant's name in the JSON one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LanguageCode {
+    Java,
+    Cpp,
+    Dotnet,
+    Python,
+    Delphi,
+    Erlang,
+    Ruby,
+    Other,
+    Http,
+    Go,
+    Php,
+    Oms,
+    Rust,
+    NodeJs,
+}
+
+impl LanguageCode {
+    pub const ALL: [LanguageCode; 14] = [
+        LanguageCode::Java,
+        LanguageCode::Cpp,
+        LanguageCode::Dotnet,
+        LanguageCode::Python,
+        LanguageCode::Delphi,
+        LanguageCode::Erlang,
+        LanguageCode::Ruby,
+        LanguageCode::Other,
+        LanguageCode::Http,
+        LanguageCode::Go,
+        LanguageCode::Php,
+        LanguageCode::Oms,
+        LanguageCode::Rust,
+        LanguageCode::NodeJs,
+    ];
+
+    pub fn code(self) -> u8 {
+        match self {
+            LanguageCode::Java => 0,
+            LanguageCode::Cpp => 1,
+            LanguageCode::Dotnet => 2,
+            LanguageCode::Python => 3,
+            LanguageCode::Delphi => 4,
+            LanguageCode::Erlang => 5,
+            LanguageCode::Ruby => 6,
+            LanguageCode::Other => 7,
+            LanguageCode::Http => 8,
+            LanguageCode::Go => 9,
+            LanguageCode::Php => 10,
+            LanguageCode::Oms => 11,
+            LanguageCode::Rust => 12,
+            LanguageCode::NodeJs => 13,
+        }
+    }
+
+    /// The Java enum constant's name, as fastjson writes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            LanguageCode::Java => "JAVA",
+            LanguageCode::Cpp => "CPP",
+            LanguageCode::Dotnet => "DOTNET",
+            LanguageCode::Python => "PYTHON",
+            LanguageCode::Delphi => "DELPHI",
+            LanguageCode::Erlang => "ERLANG",
+            LanguageCode::Ruby => "RUBY",
+            LanguageCode::Other => "OTHER",
+            LanguageCode::Http => "HTTP",
+            LanguageCode::Go => "GO",
+            LanguageCode::Php => "PHP",
+            LanguageCode::Oms => "OMS",
+            LanguageCode::Rust => "RUST",
+            LanguageCode::NodeJs => "NODE_JS",
+        }
+    }
+
+    pub fn from_code(code: u8) -> Option<LanguageCode> {
+        LanguageCode::ALL.into_iter().find(|l| l.code() == code)
+    }
+
+    pub fn from_name(name: &str) -> Option<LanguageCode> {
+        LanguageCode::ALL.into_iter().find(|l| l.name() == name)
+    }
+}
+
+/// How a frame's header is serialized: the top byte of the frame's second word.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SerializeType {
+    Json,
+    RocketMq,
+}
+
+impl SerializeType {
+    pub fn code(self) -> u8 {
+        match self {
+            SerializeType::Json => 0,
+            SerializeType::RocketMq => 1,
+        }
+    }
+
+    pub fn from_code(code: u8) -> Option<SerializeType> {
+        match code {
+            0 => Some(SerializeType::Json),
+            1 => Some(SerializeType::RocketMq),
+            _ => None,
+        }
+    }
+
+    /// The Java enum constant's name (`serializeTypeCurrentRPC` in a JSON header).
+    pub fn name(self) -> &'static str {
+        match self {
+            SerializeType::Json => "JSON",
+            SerializeType::RocketMq => "ROCKETMQ",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn language_codes_match_rocketmq() {
+        // LanguageCode.java: declaration order is the byte value.
+        let names = [
+            "JAVA", "CPP", "DOTNET", "PYTHON", "DELPHI", "ERLANG", "RUBY", "OTHER", "HTTP", "GO",
+            "PHP", "OMS", "RUST", "NODE_JS",
+        ];
+        for (i, name) in names.iter().enumerate() {
+            let l = LanguageCode::from_name(name).expect("known name");
+            assert_eq!(usize::from(l.code()), i);
+            assert_eq!(LanguageCode::from_code(i as u8), Some(l));
+        }
+        assert_eq!(LanguageCode::from_code(14), None);
+        assert_eq!(LanguageCode::from_name("java"), None);
+    }
+
+    #[test]
+    fn code_names() {
+        assert_eq!(request_code::name(310), Some("SEND_MESSAGE_V2"));
+        assert_eq!(request_code::name(105), Some("GET_ROUTEINFO_BY_TOPIC"));
+        assert_eq!(request_code::name(9999), None);
+        assert_eq!(
+            response_code::name(26),
+            Some("SUBSCRIPTION_GROUP_NOT_EXIST")
+        );
+        assert_eq!(response_code::name(3), Some("REQUEST_CODE_NOT_SUPPORTED"));
+        assert_eq!(SerializeType::from_code(1), Some(SerializeType::RocketMq));
+        assert_eq!(SerializeType::from_code(2), None);
+    }
+}

@@ -1,0 +1,68 @@
+//! RocketMQ's remoting protocol, the client-facing port of a broker and of the name server:
+//! the frame ([`frame`]), the command header in both serialize types, JSON and ROCKETMQ, and the
+//! typed custom headers carried in its `extFields` ([`header`]), and the request and response
+//! codes ([`codes`]). Everything follows Apache RocketMQ's wire format byte for byte, so its Java
+//! client, `mqadmin` and name server talk to rocketha unchanged.
+//!
+//! Public (not `pub(crate)`) because the fuzz crate drives the decoders; nothing here starts a
+//! thread or opens a socket.
+
+// Used by the broker's client port (next step).
+#![allow(dead_code)]
+
+pub mod codes;
+pub mod frame;
+pub mod header;
+
+pub use codes::{request_code, response_code, LanguageCode, SerializeType};
+pub use frame::{decode_frame, encode_frame, Decoded, RawFrame, RemotingFrameError};
+pub use header::{CommandError, CustomHeader, ExtFields, HeaderError, RemotingCommand};
+
+/// Appends `s` as a JSON string literal. `ascii_only` escapes every non-ASCII character as
+/// `\uXXXX` (UTF-16 units), as fastjson's `BrowserCompatible` does for the name server's
+/// standard-JSON answers; otherwise only what JSON requires is escaped, as fastjson's default.
+pub(crate) fn write_json_string(out: &mut String, s: &str, ascii_only: bool) {
+    use std::fmt::Write;
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            c if (c as u32) < 0x20 || (ascii_only && !c.is_ascii()) => {
+                let mut units = [0u16; 2];
+                for unit in c.encode_utf16(&mut units) {
+                    // Writing into a String cannot fail.
+                    let _ = write!(out, "\\u{unit:04x}");
+                }
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_strings_parse_back() {
+        for s in ["", "plain", "q\"b\\s", "\u{1}\n\t", "é中😀", "\u{7f}/"] {
+            for ascii_only in [false, true] {
+                let mut out = String::new();
+                write_json_string(&mut out, s, ascii_only);
+                assert!(!ascii_only || out.is_ascii(), "{out}");
+                let back: String = serde_json::from_str(&out).unwrap();
+                assert_eq!(back, s);
+            }
+        }
+        let mut out = String::new();
+        write_json_string(&mut out, "é😀", true);
+        assert_eq!(out, "\"\\u00e9\\ud83d\\ude00\"");
+    }
+}
