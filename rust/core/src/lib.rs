@@ -4,7 +4,6 @@
 //! is usable and testable without Python.
 
 pub mod arrow;
-pub mod baseline;
 pub mod commitlog;
 pub mod consume_queue;
 pub mod error;

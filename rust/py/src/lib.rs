@@ -4,7 +4,6 @@
 use pyo3::prelude::*;
 
 mod arrow;
-mod baseline;
 mod errors;
 mod ha;
 mod store;
@@ -20,7 +19,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<store::PyMessageStore>()?;
     m.add_class::<ha::HAMaster>()?;
     m.add_class::<ha::HAClient>()?;
-    baseline::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }
