@@ -152,17 +152,7 @@ impl CommitLog {
         mut data: &[u8],
         mut dispatch: impl FnMut(&RecordView<'_>) -> Result<(), CommitLogError>,
     ) -> Result<(), CommitLogError> {
-        let file_size = self.files.file_size() as u64;
-        let max_offset = self.max_offset();
-        let empty = self.files.last().is_none();
-        let ok = if empty {
-            offset.is_multiple_of(file_size)
-        } else {
-            offset == max_offset
-        };
-        if !ok {
-            return Err(CommitLogError::OffsetMismatch { offset, max_offset });
-        }
+        self.check_append_offset(offset)?;
         while !data.is_empty() {
             let file = match self.files.last() {
                 Some(last) if !last.is_full() => last,
@@ -223,6 +213,20 @@ impl CommitLog {
                 dispatch(r)?;
             }
             data = rest;
+        }
+        Ok(())
+    }
+
+    /// The one offset check of replication (RocketMQ's HAClient makes it on every frame):
+    /// replicated bytes must start at the max offset, or, on an empty log, at a segment start.
+    fn check_append_offset(&self, offset: u64) -> Result<(), CommitLogError> {
+        let max_offset = self.max_offset();
+        let ok = match self.files.last() {
+            None => offset.is_multiple_of(self.files.file_size() as u64),
+            Some(_) => offset == max_offset,
+        };
+        if !ok {
+            return Err(CommitLogError::OffsetMismatch { offset, max_offset });
         }
         Ok(())
     }

@@ -6,20 +6,21 @@
 //! each slave runs one HAClient thread. Neither touches Python: the binding reads their state
 //! through [`HaEvents`], [`ack::AckTable`] and connection snapshots.
 
+mod accept;
 pub mod ack;
 pub mod auth;
+pub mod client;
+mod connection;
 pub mod dispatch;
+mod event_loop;
+mod flow;
 pub mod frame;
 pub mod master;
-pub mod slave;
+mod prefix_check;
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-
-use mio::Waker;
 
 /// RocketMQ 5's `HAConnectionState`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,17 +104,6 @@ impl HaEvents {
     /// Wakes a drainer early (on shutdown).
     pub fn wake(&self) {
         self.ready.notify_all();
-    }
-}
-
-/// Stops a side's event loop thread: raises its stop flag, interrupts its poll, joins it.
-/// Safe to call again once stopped.
-fn stop_loop(stop: &AtomicBool, waker: &Waker, thread: &Mutex<Option<JoinHandle<()>>>) {
-    stop.store(true, Ordering::SeqCst);
-    let _ = waker.wake();
-    let thread = thread.lock().unwrap_or_else(|p| p.into_inner()).take();
-    if let Some(t) = thread {
-        let _ = t.join();
     }
 }
 
