@@ -5,12 +5,10 @@
 
 pub mod arrow;
 pub mod commitlog;
-pub mod consume_queue;
+mod consume_queue;
 pub mod error;
 pub mod ha;
 pub mod store;
 
 pub use commitlog::flush::FlushDiskType;
-pub use commitlog::record;
-pub use error::{CommitLogError, FrameError, HaError, RecordError};
 pub use store::{MessageStore, StoreConfig};

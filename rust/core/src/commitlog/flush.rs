@@ -41,15 +41,15 @@ struct Shared {
 }
 
 /// What the flush thread calls: msync everything written so far, return the new flushed end.
-pub type FlushFn = Box<dyn FnMut() -> Result<u64, CommitLogError> + Send>;
+pub(crate) type FlushFn = Box<dyn FnMut() -> Result<u64, CommitLogError> + Send>;
 
-pub struct FlushService {
+pub(crate) struct FlushService {
     shared: Arc<Shared>,
     thread: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl FlushService {
-    pub fn start(interval: Duration, mut flush: FlushFn, flushed_offset: u64) -> Self {
+    pub(crate) fn start(interval: Duration, mut flush: FlushFn, flushed_offset: u64) -> Self {
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
                 stats: FlushStats {
@@ -108,7 +108,11 @@ impl FlushService {
     }
 
     /// Blocks until `offset` is flushed: the SYNC_FLUSH wait. `false` on timeout.
-    pub fn wait_flushed(&self, offset: u64, timeout: Duration) -> Result<bool, CommitLogError> {
+    pub(crate) fn wait_flushed(
+        &self,
+        offset: u64,
+        timeout: Duration,
+    ) -> Result<bool, CommitLogError> {
         let deadline = Instant::now() + timeout;
         let mut st = self.shared.state.lock().unwrap_or_else(|p| p.into_inner());
         if st.stats.flushed_offset >= offset {
@@ -149,7 +153,7 @@ impl FlushService {
         Ok(true)
     }
 
-    pub fn stats(&self) -> FlushStats {
+    pub(crate) fn stats(&self) -> FlushStats {
         self.shared
             .state
             .lock()
@@ -158,7 +162,7 @@ impl FlushService {
     }
 
     /// Runs a last flush, then ends the thread.
-    pub fn stop(&self) {
+    pub(crate) fn stop(&self) {
         self.shared
             .state
             .lock()

@@ -82,7 +82,7 @@ impl AckTable {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    pub fn update(&self, connection: u64, slave_key: u64, offset: u64) {
+    pub(crate) fn update(&self, connection: u64, slave_key: u64, offset: u64) {
         let mut a = self.lock();
         let prev = a.by_connection.insert(connection, (slave_key, offset));
         if prev.map(|p| p.1) != Some(offset) {
@@ -100,7 +100,7 @@ impl AckTable {
         }
     }
 
-    pub fn remove(&self, connection: u64) {
+    pub(crate) fn remove(&self, connection: u64) {
         let mut a = self.lock();
         if a.by_connection.remove(&connection).is_some() {
             a.version += 1;

@@ -7,8 +7,8 @@
 //! through [`HaEvents`], [`ack::AckTable`] and connection snapshots.
 
 mod accept;
-pub mod ack;
-pub mod auth;
+pub(crate) mod ack;
+pub(crate) mod auth;
 pub mod client;
 mod connection;
 pub mod dispatch;
@@ -63,7 +63,7 @@ pub struct HaEvents {
 const MAX_QUEUED_EVENTS: usize = 10_000;
 
 impl HaEvents {
-    pub fn push(
+    pub(crate) fn push(
         &self,
         addr: impl Into<String>,
         state: HaState,
@@ -102,7 +102,7 @@ impl HaEvents {
     }
 
     /// Wakes a drainer early (on shutdown).
-    pub fn wake(&self) {
+    pub(crate) fn wake(&self) {
         self.ready.notify_all();
     }
 }
@@ -137,7 +137,7 @@ impl Default for HaConfig {
 
 impl HaConfig {
     /// The handshake must finish well before housekeeping would notice a stuck peer.
-    pub fn handshake_timeout(&self) -> Duration {
+    pub(crate) fn handshake_timeout(&self) -> Duration {
         self.housekeeping_interval.min(Duration::from_secs(5))
     }
 }
