@@ -13,6 +13,7 @@ use mio::net::TcpStream;
 use super::auth::{self, CHALLENGE_LEN, SLAVE_RESPONSE_LEN};
 use super::flow::FlowMonitor;
 use super::frame::{self, CRC_LEN, HEADER_LEN, REPORT_LEN};
+use super::master::AWAKE;
 use super::{HaConfig, HaState};
 use crate::commitlog::mapped_file::MappedFile;
 use crate::store::{now_millis, MessageStore};
@@ -60,7 +61,7 @@ pub(super) struct ConnectionStatus {
 }
 
 impl ConnectionStatus {
-    pub(super) fn next_transfer_from_where(&self) -> Option<u64> {
+    fn next_transfer_from_where(&self) -> Option<u64> {
         let next = self.next_transfer_from_where.load(Ordering::Acquire);
         (next != UNSET).then_some(next)
     }
@@ -255,7 +256,7 @@ impl HaConnection {
     }
 
     /// When the loop must look at this connection again without a socket event, and the max
-    /// offset an append must reach to be worth waking for (`u64::MAX`: none is).
+    /// offset an append must reach to be worth waking for ([`AWAKE`]: none is).
     pub(super) fn wake_bounds(&self, cfg: &HaConfig, max: u64, now: Instant) -> (Instant, u64) {
         let batch = cfg.transfer_batch_size;
         let mut deadline = self.last_read + cfg.housekeeping_interval;
@@ -263,10 +264,10 @@ impl HaConnection {
             deadline = deadline.min(self.accepted + cfg.handshake_timeout());
         }
         let Some(next) = self.next_transfer_from_where() else {
-            return (deadline, u64::MAX);
+            return (deadline, AWAKE);
         };
         deadline = deadline.min(self.last_write + cfg.heartbeat_interval);
-        let mut wake_at = u64::MAX;
+        let mut wake_at = AWAKE;
         if self.flow.spent(cfg.max_transfer_bytes_per_second, now) {
             // Only the window reopening lets it send again, not an append.
             deadline = deadline.min(self.flow.reopens_at());
