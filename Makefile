@@ -6,6 +6,8 @@ PYTHON ?= python3
 install:
 	$(PYTHON) -m pip install --quiet --upgrade pip
 	$(PYTHON) -m pip install --quiet ".[test]"
+	# The benchmarks' native baselines, a module of their own (tests/test_bench.py runs them).
+	$(PYTHON) -m pip install --quiet ./benches/baseline
 
 lint:
 	cargo fmt --all --check

@@ -34,8 +34,8 @@ def _run_scenario(name: str, quick: bool, runs: int) -> list[Figure]:
     return module.run(quick, runs)
 
 
-def main(argv: Sequence[str] | None = None, prog: str = "python -m benches") -> int:
-    parser = argparse.ArgumentParser(prog=prog, description=__doc__)
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benches", description=__doc__)
     parser.add_argument("scenarios", nargs="*", metavar="SCENARIO", help=", ".join(SCENARIOS))
     parser.add_argument("--quick", action="store_true", help="small sizes, for CI smoke runs")
     parser.add_argument("--runs", type=int, default=None, help="repetitions (default 5; quick 3)")

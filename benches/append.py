@@ -14,9 +14,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rocketha import Message, MessageStore, _core
+from rocketha import Message, MessageStore
 
-from benches.common import Figure, run_threads
+from benches.common import Figure, native_baselines, run_threads
 
 SEGMENT = 1 << 30
 
@@ -26,6 +26,7 @@ def _store(dir: Path, **kw: Any) -> MessageStore:
 
 
 def run(quick: bool, runs: int) -> list[Figure]:
+    baseline = native_baselines()
     figures = []
     n_batch = 50_000 if quick else 200_000
     n_put = 200_000 if quick else 1_000_000
@@ -40,7 +41,7 @@ def run(quick: bool, runs: int) -> list[Figure]:
                 took = time.perf_counter() - started
                 record = store.read_raw(0, 10**9)[: store.max_offset // n_batch]
                 bytes_written = store.max_offset
-            base = _core.baseline_mmap_memcpy(d, bytes(record), bytes_written)
+            base = baseline.mmap_memcpy(d, bytes(record), bytes_written)
             return bytes_written / took / 1e6, bytes_written / base / 1e6
 
     for size in [1024] if quick else [100, 1024, 16 * 1024]:
@@ -67,7 +68,7 @@ def run(quick: bool, runs: int) -> list[Figure]:
                     put(msg)
                 took = time.perf_counter() - started
                 record = store.read_raw(0, store.max_offset // n_put)
-            base = _core.baseline_mmap_memcpy(d, bytes(record), len(record) * n_put)
+            base = baseline.mmap_memcpy(d, bytes(record), len(record) * n_put)
             return n_put / took, n_put / base
 
     singles = [single_puts() for _ in range(runs)]

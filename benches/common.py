@@ -3,6 +3,7 @@ in the same run, a printed table and ``results.json``."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import platform
@@ -14,6 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import rocketha
@@ -22,6 +24,23 @@ from rocketha import Broker, BrokerConfig, BrokerRole
 
 class Skipped(Exception):
     """Raised by a scenario that cannot run here; the message says why and how to fix it."""
+
+
+def native_baselines() -> ModuleType:
+    """The baselines that need native speed (mmap memcpy, loopback TCP): the small PyO3 crate in
+    ``benches/baseline``, which rocketha does not ship. Installed into this interpreter with pip
+    the first time a scenario needs it (``make install`` installs it too)."""
+    try:
+        return importlib.import_module("rocketha_bench_baseline")
+    except ModuleNotFoundError:
+        pass
+    crate = Path(__file__).resolve().parent / "baseline"
+    command = [sys.executable, "-m", "pip", "install", "--quiet", str(crate)]
+    print(f"building the native baselines: {' '.join(command)}", file=sys.stderr)
+    if subprocess.run(command).returncode != 0:
+        raise RuntimeError(f"could not build the native baselines in {crate} (see pip's output)")
+    importlib.invalidate_caches()
+    return importlib.import_module("rocketha_bench_baseline")
 
 
 @dataclass

@@ -18,9 +18,9 @@ import threading
 import time
 from pathlib import Path
 
-from rocketha import Message, _core
+from rocketha import Message
 
-from benches.common import Figure, broker_pair, percentile
+from benches.common import Figure, broker_pair, native_baselines, percentile
 
 SAMPLE_EVERY = 0.1
 RATE_WINDOW = 10  # samples: the put rate is measured over the last second
@@ -28,9 +28,10 @@ TCP_COPY = 64 << 20
 
 
 def run(quick: bool, runs: int) -> list[Figure]:
+    baseline = native_baselines()
     duration = 10 if quick else 60
-    rtt = [percentile(_core.baseline_tcp_ping_pong(2000), 0.5) * 1e3 for _ in range(runs)]
-    tcp = [TCP_COPY / _core.baseline_tcp_copy(TCP_COPY, 32 * 1024) / 1e6 for _ in range(runs)]
+    rtt = [percentile(baseline.tcp_ping_pong(2000), 0.5) * 1e3 for _ in range(runs)]
+    tcp = [TCP_COPY / baseline.tcp_copy(TCP_COPY, 32 * 1024) / 1e6 for _ in range(runs)]
     t_s: list[float] = []
     heads: list[int] = []
     lag_bytes: list[int] = []

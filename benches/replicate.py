@@ -13,10 +13,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from rocketha import Message, MessageStore, _core
+from rocketha import Message, MessageStore
 from rocketha.ha import HAService
 
-from benches.common import Figure, percentile
+from benches.common import Figure, native_baselines, percentile
 
 SEGMENT = 1 << 30
 
@@ -27,6 +27,7 @@ def _wait_acked(ha: HAService, offset: int, timeout: float = 600) -> None:
 
 
 def run(quick: bool, runs: int) -> list[Figure]:
+    baseline = native_baselines()
     total = (128 if quick else 1024) << 20
     n = total // 1024
     live, catch_up, tcp, tcp_to_file = [], [], [], []
@@ -62,15 +63,11 @@ def run(quick: bool, runs: int) -> list[Figure]:
                     _wait_acked(ha, master.max_offset)
                     catch_up.append(time.perf_counter() - started)
                 empty.close()
-            tcp.append(
-                master.max_offset / _core.baseline_tcp_copy(master.max_offset, 32 * 1024) / 1e6
-            )
+            tcp.append(master.max_offset / baseline.tcp_copy(master.max_offset, 32 * 1024) / 1e6)
             tcp_to_file.append(
-                master.max_offset
-                / _core.baseline_tcp_copy_to_file(d, master.max_offset, 32 * 1024)
-                / 1e6
+                master.max_offset / baseline.tcp_copy_to_file(d, master.max_offset, 32 * 1024) / 1e6
             )
-            ping_pong = _core.baseline_tcp_ping_pong(1000)
+            ping_pong = baseline.tcp_ping_pong(1000)
             for q, values in ping_pong_p.items():
                 values.append(percentile(ping_pong, q) * 1e6)
             master.close()

@@ -17,9 +17,16 @@ import tempfile
 import time
 from pathlib import Path
 
-from rocketha import Broker, Message, PutStatus, _core
+from rocketha import Broker, Message, PutStatus
 
-from benches.common import Figure, broker_pair, cdf_points, percentile, run_threads
+from benches.common import (
+    Figure,
+    broker_pair,
+    cdf_points,
+    native_baselines,
+    percentile,
+    run_threads,
+)
 
 PRODUCERS = (1, 8, 32)
 #: Puts each producer keeps in flight with ``put_async``, as a RocketMQ producer sending
@@ -66,7 +73,7 @@ def _produce_async(master: Broker, producers: int, per_producer: int) -> float:
 
 def _blocking_call_ceiling(threads: int, total: int) -> float:
     """Blocking round trips per second that ``threads`` Python threads make together."""
-    links = [_core.BaselinePingPong() for _ in range(threads)]
+    links = [native_baselines().PingPong() for _ in range(threads)]
 
     def work(i: int) -> None:
         link = links[i]
@@ -78,6 +85,7 @@ def _blocking_call_ceiling(threads: int, total: int) -> float:
 
 
 def run(quick: bool, runs: int) -> list[Figure]:
+    baseline = native_baselines()
     # Puts per producer: about the same total work for every producer count.
     total = 4000 if quick else 32_000
     out: dict[tuple[str, str], list[float]] = {}
@@ -85,7 +93,7 @@ def run(quick: bool, runs: int) -> list[Figure]:
     ceiling_runs = []
     last_lat: dict[str, list[float]] = {}
     for _ in range(runs):
-        rtt_runs.append(percentile(_core.baseline_tcp_ping_pong(5000), 0.5) * 1e6)
+        rtt_runs.append(percentile(baseline.tcp_ping_pong(5000), 0.5) * 1e6)
         ceiling_runs.append(_blocking_call_ceiling(8, total))
         for role in ("SYNC_MASTER", "ASYNC_MASTER"):
             with tempfile.TemporaryDirectory() as d:

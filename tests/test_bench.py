@@ -58,6 +58,28 @@ def test_quick_run_writes_results_and_plots(tmp_path: Path) -> None:
         assert (out / plot).read_bytes().startswith(b"\x89PNG"), plot
 
 
+def test_native_baselines_run(tmp_path: Path) -> None:
+    """Every baseline of the separate ``benches/baseline`` crate runs (built on first use)."""
+    check = """
+import sys
+from benches.common import native_baselines
+b, d = native_baselines(), sys.argv[1]
+assert b.mmap_memcpy(d, bytes(1000), 1 << 20) > 0
+assert b.tcp_copy(1 << 20, 4096) > 0
+assert b.tcp_copy_to_file(d, 1 << 20, 4096) > 0
+assert len(b.tcp_ping_pong(10)) == 10
+assert b.PingPong().round_trip() > 0
+"""
+    proc = subprocess.run(
+        [sys.executable, "-c", check, str(tmp_path)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
 def test_bench_outside_a_checkout_says_what_to_do(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

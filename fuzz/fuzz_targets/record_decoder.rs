@@ -11,7 +11,7 @@ use std::fs;
 use libfuzzer_sys::arbitrary::{self, Arbitrary};
 use libfuzzer_sys::fuzz_target;
 use rocketha_core::commitlog::mapped_file::segment_name;
-use rocketha_core::record::{self, Peeked};
+use rocketha_core::commitlog::record::{self, Peeked};
 use rocketha_core::{MessageStore, StoreConfig};
 
 /// The smallest segment size a store accepts: keeps each run cheap.

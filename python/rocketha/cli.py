@@ -10,6 +10,7 @@ import json
 import logging
 import os
 import signal
+import subprocess
 import sys
 import tempfile
 import threading
@@ -284,7 +285,8 @@ def _benches_root() -> Path | None:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    # The harness is not part of the installed package (it needs Redis, plots, a checkout).
+    """Runs ``python -m benches`` from the checkout: the harness and its native baselines are not
+    part of the installed package, which imports nothing from them."""
     root = _benches_root()
     if root is None:
         where = os.environ.get("ROCKETHA_BENCHES") or f"{Path.cwd()} or its parents"
@@ -294,10 +296,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    sys.path.insert(0, str(root))
-    from benches.__main__ import main as bench_main
-
-    return int(bench_main(args.bench_args, prog="rocketha bench"))
+    path = os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "PYTHONPATH": path}
+    return subprocess.call([sys.executable, "-m", "benches", *args.bench_args], env=env)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -17,11 +17,11 @@ use crate::error::CommitLogError;
 
 /// One batch's rows stop at this many bytes of variable-length data, far below the 2 GiB that
 /// Arrow's 32-bit offsets can address.
-pub const MAX_BATCH_BYTES: usize = 1 << 30;
+pub(crate) const MAX_BATCH_BYTES: usize = 1 << 30;
 
 /// Offsets + data of a `string` or `binary` column, with a validity bitmap once a null appears.
 #[derive(Debug, Default)]
-pub struct VarColumn {
+pub(crate) struct VarColumn {
     offsets: Vec<i32>,
     data: Vec<u8>,
     validity: Vec<u8>,
@@ -297,7 +297,7 @@ impl RecordFilter {
         }
     }
 
-    pub fn accepts(&self, r: &RecordView<'_>) -> bool {
+    pub(crate) fn accepts(&self, r: &RecordView<'_>) -> bool {
         if let Some(topics) = &self.topics {
             if !topics.contains(r.topic) {
                 return false;

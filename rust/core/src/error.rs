@@ -63,7 +63,8 @@ pub enum CommitLogError {
         start: u64,
         expected: u64,
     },
-    #[error("offset mismatch: data for offset {offset} but the commit log ends at {max_offset}; nothing written")]
+    /// RocketMQ's HAClient check, in its words: replicated bytes must start where the log ends.
+    #[error("master pushed offset not equal the max phy offset in slave, SLAVE: {max_offset} MASTER: {offset}; nothing written")]
     OffsetMismatch { offset: u64, max_offset: u64 },
     #[error("offset {offset} is outside the commit log [{min_offset}, {max_offset})")]
     OffsetOutOfRange {

@@ -4,9 +4,8 @@
 //! is usable and testable without Python.
 
 pub mod arrow;
-pub mod baseline;
 pub mod commitlog;
-pub mod consume_queue;
+mod consume_queue;
 pub mod error;
 pub mod ha;
 mod namesrv;
@@ -15,6 +14,4 @@ pub mod store;
 mod sync;
 
 pub use commitlog::flush::FlushDiskType;
-pub use commitlog::record;
-pub use error::{CommitLogError, FrameError, HaError, RecordError};
 pub use store::{MessageStore, StoreConfig};

@@ -85,7 +85,7 @@ struct PutState {
     reput_offset: u64,
 }
 
-pub type AppendListener = Arc<dyn Fn(u64) + Send + Sync>;
+pub(crate) type AppendListener = Arc<dyn Fn(u64) + Send + Sync>;
 
 pub struct MessageStore {
     config: StoreConfig,
@@ -367,7 +367,7 @@ impl MessageStore {
         self.closed.load(Ordering::Acquire)
     }
 
-    pub fn set_append_listener(&self, listener: Option<AppendListener>) {
+    pub(crate) fn set_append_listener(&self, listener: Option<AppendListener>) {
         *self.listener.write().unwrap_or_else(|p| p.into_inner()) = listener;
     }
 

@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rocketha_core::commitlog::record::{encode_properties, MessageDraft};
+use rocketha_core::ha::client::HaClient;
 use rocketha_core::ha::master::HaMaster;
-use rocketha_core::ha::slave::HaClient;
 use rocketha_core::ha::HaConfig;
 use rocketha_core::{MessageStore, StoreConfig};
 
@@ -114,6 +114,24 @@ fn mismatched_slave_writes_nothing() {
     assert!(events.problem);
     client.shutdown();
     ha.shutdown();
+    assert_eq!(log_bytes(&slave), before);
+}
+
+#[test]
+fn bytes_pushed_at_another_offset_are_refused_in_rocketmqs_words() {
+    let dir = tempfile::tempdir().unwrap();
+    let slave = store(dir.path());
+    put(&slave, 1);
+    let (max, before) = (slave.max_offset(), log_bytes(&slave));
+    // A heartbeat (no body) is checked like a frame with one.
+    for body in [&b""[..], &b"xyz"[..]] {
+        let err = slave.append_raw(max + 1, body).unwrap_err().to_string();
+        let seed = format!(
+            "master pushed offset not equal the max phy offset in slave, SLAVE: {max} MASTER: {}",
+            max + 1
+        );
+        assert!(err.starts_with(&seed), "{err}");
+    }
     assert_eq!(log_bytes(&slave), before);
 }
 

@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
+use rocketha_core::ha::client::HaClient;
 use rocketha_core::ha::master::HaMaster;
-use rocketha_core::ha::slave::HaClient;
 use rocketha_core::ha::{HaConfig, HaEvent};
 
 use crate::errors::{ha_to_py, ForkGuard};

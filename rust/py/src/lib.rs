@@ -7,7 +7,6 @@ use rocketha_core::ha::HaConfig;
 use rocketha_core::StoreConfig;
 
 mod arrow;
-mod baseline;
 mod buffer;
 mod errors;
 mod ha;
@@ -26,7 +25,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<store::PyMessageStore>()?;
     m.add_class::<ha::HAMaster>()?;
     m.add_class::<ha::HAClient>()?;
-    baseline::register(m)?;
     m.add("DEFAULTS", defaults(m.py())?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

@@ -40,17 +40,17 @@ struct Shared {
 }
 
 /// What the flush thread calls: msync everything written so far, return the new flushed end.
-pub type FlushFn = Box<dyn FnMut() -> Result<u64, CommitLogError> + Send>;
+pub(crate) type FlushFn = Box<dyn FnMut() -> Result<u64, CommitLogError> + Send>;
 /// Told the outcome of every msync: the flushed end, or the error.
-pub type FlushListener = Box<dyn Fn(Result<u64, &CommitLogError>) + Send>;
+pub(crate) type FlushListener = Box<dyn Fn(Result<u64, &CommitLogError>) + Send>;
 
-pub struct FlushService {
+pub(crate) struct FlushService {
     shared: Arc<Shared>,
     thread: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl FlushService {
-    pub fn start(
+    pub(crate) fn start(
         interval: Duration,
         mut flush: FlushFn,
         flushed_offset: u64,
@@ -103,7 +103,7 @@ impl FlushService {
     }
 
     /// Asks for an msync covering `offset` (SYNC_FLUSH); the outcome reaches the listener.
-    pub fn request(&self, offset: u64) {
+    pub(crate) fn request(&self, offset: u64) {
         let mut st = lock(&self.shared.state);
         st.stats.sync_requests += 1;
         if offset > st.requested {
@@ -114,12 +114,12 @@ impl FlushService {
         }
     }
 
-    pub fn stats(&self) -> FlushStats {
+    pub(crate) fn stats(&self) -> FlushStats {
         lock(&self.shared.state).stats
     }
 
     /// Runs a last flush, then ends the thread.
-    pub fn stop(&self) {
+    pub(crate) fn stop(&self) {
         lock(&self.shared.state).stop = true;
         self.shared.work.notify_all();
         if let Some(t) = lock(&self.thread).take() {

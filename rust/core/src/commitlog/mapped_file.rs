@@ -30,7 +30,7 @@ impl MappedFile {
     /// Creates (or reuses) the segment, reserves its blocks so a full disk fails here and
     /// not on a page fault mid-append, and maps it.
     /// `prefault` bytes from its start are prefaulted for writing.
-    pub fn create(
+    pub(crate) fn create(
         dir: &Path,
         start: u64,
         size: usize,
@@ -60,7 +60,7 @@ impl MappedFile {
     }
 
     /// Maps an existing segment; `writable` is false for readers sharing a live store.
-    pub fn open(
+    pub(crate) fn open(
         path: &Path,
         start: u64,
         size: usize,
@@ -111,25 +111,25 @@ impl MappedFile {
     pub fn start(&self) -> u64 {
         self.start
     }
-    pub fn size(&self) -> usize {
+    pub(crate) fn size(&self) -> usize {
         self.size
     }
-    pub fn end(&self) -> u64 {
+    pub(crate) fn end(&self) -> u64 {
         self.start + self.size as u64
     }
     pub fn wrote(&self) -> usize {
         self.wrote.load(Ordering::Acquire)
     }
-    pub fn remaining(&self) -> usize {
+    pub(crate) fn remaining(&self) -> usize {
         self.size - self.wrote()
     }
-    pub fn is_full(&self) -> bool {
+    pub(crate) fn is_full(&self) -> bool {
         self.wrote() == self.size
     }
 
     /// Publishes `pos` as the end of complete data: the Release pairs with readers' Acquire so
     /// the bytes before it are visible to them.
-    pub fn set_wrote(&self, pos: usize) {
+    pub(crate) fn set_wrote(&self, pos: usize) {
         debug_assert!(pos <= self.size);
         self.wrote.store(pos, Ordering::Release);
     }
@@ -148,7 +148,7 @@ impl MappedFile {
 
     /// The whole mapping, including bytes not yet published: only for recovery and read-only
     /// scanning, where no writer exists in this process.
-    pub fn whole(&self) -> &[u8] {
+    pub(crate) fn whole(&self) -> &[u8] {
         // SAFETY: see `readable`; callers of `whole` run when no writer of this process is
         // active (recovery before the store opens, or a read-only map). Another process may
         // still be appending, which is why every reader validates what it decodes.
@@ -161,7 +161,7 @@ impl MappedFile {
     /// The caller must hold the store's put lock (one writer at a time) and `pos` must be at or
     /// after `wrote`, so no reader can be looking at these bytes.
     #[allow(clippy::mut_from_ref)]
-    pub unsafe fn writable(&self, pos: usize, len: usize) -> &mut [u8] {
+    pub(crate) unsafe fn writable(&self, pos: usize, len: usize) -> &mut [u8] {
         assert!(
             pos + len <= self.size,
             "write past the end of {}",
@@ -171,7 +171,7 @@ impl MappedFile {
     }
 
     /// msyncs `[flushed, up_to)` and returns how many bytes that covered.
-    pub fn flush(&self, up_to: usize) -> Result<usize, CommitLogError> {
+    pub(crate) fn flush(&self, up_to: usize) -> Result<usize, CommitLogError> {
         let from = self.flushed.load(Ordering::Acquire);
         if up_to <= from {
             return Ok(0);
@@ -184,12 +184,12 @@ impl MappedFile {
         Ok(up_to - from)
     }
 
-    pub fn flushed(&self) -> usize {
+    pub(crate) fn flushed(&self) -> usize {
         self.flushed.load(Ordering::Acquire)
     }
 
     /// Marks everything already on disk as flushed (after recovery).
-    pub fn set_flushed(&self, pos: usize) {
+    pub(crate) fn set_flushed(&self, pos: usize) {
         self.flushed.store(pos, Ordering::Release);
     }
 
@@ -197,7 +197,7 @@ impl MappedFile {
     /// instead of one fault per 4 KiB on the append path (a shared file mapping faults again on
     /// the first write even after a read prefault, to track dirtiness). Best effort: before
     /// Linux 5.14 the advice is unknown and the pages are only read ahead.
-    pub fn prefault_for_write(&self, until: usize) {
+    pub(crate) fn prefault_for_write(&self, until: usize) {
         // Pages the writer already passed need no prefault.
         let from = self
             .prefaulted
@@ -218,7 +218,7 @@ impl MappedFile {
         }
     }
 
-    pub fn prefaulted(&self) -> usize {
+    pub(crate) fn prefaulted(&self) -> usize {
         self.prefaulted.load(Ordering::Acquire)
     }
 
@@ -226,7 +226,7 @@ impl MappedFile {
     ///
     /// # Safety
     /// As for [`MappedFile::writable`].
-    pub unsafe fn zero_from(&self, pos: usize) {
+    pub(crate) unsafe fn zero_from(&self, pos: usize) {
         let tail = self.writable(pos, self.size - pos);
         // Only touch pages that hold something: a preallocated tail is already zero.
         for chunk in tail.chunks_mut(4096) {

@@ -3,11 +3,11 @@
 //! Writes happen under the store's put lock (one writer); reads are lock-free and see only
 //! bytes below each segment's published write position.
 
-pub mod flush;
+pub(crate) mod flush;
 pub mod mapped_file;
-pub mod queue;
+pub(crate) mod queue;
 pub mod record;
-pub mod recover;
+pub(crate) mod recover;
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -19,9 +19,9 @@ use record::{MessageDraft, Peeked, RecordView, END_FILE_MIN_BLANK_LENGTH};
 
 use crate::error::{CommitLogError, RecordError};
 
-pub const DEFAULT_MAPPED_FILE_SIZE: u64 = 1024 * 1024 * 1024;
+pub(crate) const DEFAULT_MAPPED_FILE_SIZE: u64 = 1024 * 1024 * 1024;
 
-pub fn check_file_size(size: u64) -> Result<usize, CommitLogError> {
+pub(crate) fn check_file_size(size: u64) -> Result<usize, CommitLogError> {
     if size < 64 * 1024 || !size.is_multiple_of(4096) || size > i32::MAX as u64 + 1 {
         return Err(CommitLogError::BadFileSize(size));
     }
@@ -49,7 +49,7 @@ pub struct CommitLog {
 }
 
 impl CommitLog {
-    pub fn open(
+    pub(crate) fn open(
         root: &Path,
         file_size: u64,
         writable: bool,
@@ -68,13 +68,13 @@ impl CommitLog {
     pub fn store_host(&self) -> SocketAddr {
         self.store_host
     }
-    pub fn file_size(&self) -> usize {
+    pub(crate) fn file_size(&self) -> usize {
         self.files.file_size()
     }
-    pub fn min_offset(&self) -> u64 {
+    pub(crate) fn min_offset(&self) -> u64 {
         self.files.min_offset()
     }
-    pub fn max_offset(&self) -> u64 {
+    pub(crate) fn max_offset(&self) -> u64 {
         self.files.max_offset()
     }
 
@@ -107,7 +107,7 @@ impl CommitLog {
     }
 
     /// Encodes one record at the end of the log and publishes it. Put lock held.
-    pub fn append(
+    pub(crate) fn append(
         &self,
         draft: &MessageDraft<'_>,
         queue_offset: i64,
@@ -145,24 +145,14 @@ impl CommitLog {
     /// anything is written, so bytes corrupted in transit are refused even without the CRC
     /// frame extension; once written and published, each is passed to `dispatch` and
     /// `record_start` moves past it.
-    pub fn append_raw(
+    pub(crate) fn append_raw(
         &self,
         offset: u64,
         record_start: &mut u64,
         mut data: &[u8],
         mut dispatch: impl FnMut(&RecordView<'_>) -> Result<(), CommitLogError>,
     ) -> Result<(), CommitLogError> {
-        let file_size = self.files.file_size() as u64;
-        let max_offset = self.max_offset();
-        let empty = self.files.last().is_none();
-        let ok = if empty {
-            offset.is_multiple_of(file_size)
-        } else {
-            offset == max_offset
-        };
-        if !ok {
-            return Err(CommitLogError::OffsetMismatch { offset, max_offset });
-        }
+        self.check_append_offset(offset)?;
         while !data.is_empty() {
             let file = match self.files.last() {
                 Some(last) if !last.is_full() => last,
@@ -227,9 +217,23 @@ impl CommitLog {
         Ok(())
     }
 
+    /// The one offset check of replication (RocketMQ's HAClient makes it on every frame):
+    /// replicated bytes must start at the max offset, or, on an empty log, at a segment start.
+    fn check_append_offset(&self, offset: u64) -> Result<(), CommitLogError> {
+        let max_offset = self.max_offset();
+        let ok = match self.files.last() {
+            None => offset.is_multiple_of(self.files.file_size() as u64),
+            Some(_) => offset == max_offset,
+        };
+        if !ok {
+            return Err(CommitLogError::OffsetMismatch { offset, max_offset });
+        }
+        Ok(())
+    }
+
     /// Up to `max` complete bytes at `offset`, never crossing a segment: the zero-copy unit of
     /// reading and of HA transfer.
-    pub fn read(&self, offset: u64, max: usize) -> Option<(Arc<MappedFile>, usize, usize)> {
+    pub(crate) fn read(&self, offset: u64, max: usize) -> Option<(Arc<MappedFile>, usize, usize)> {
         let file = self.files.find(offset)?;
         let pos = (offset - file.start()) as usize;
         let n = file.readable(pos).len().min(max);
@@ -237,7 +241,7 @@ impl CommitLog {
     }
 
     /// Iterates records from `offset` (a record boundary), skipping blanks across segments.
-    pub fn iter_from(&self, offset: u64, check_crc: bool) -> RecordIter<'_> {
+    pub(crate) fn iter_from(&self, offset: u64, check_crc: bool) -> RecordIter<'_> {
         RecordIter {
             log: self,
             offset: offset.max(self.min_offset()),
@@ -248,8 +252,8 @@ impl CommitLog {
 
 /// One decoded record owned together with the segment that holds its bytes.
 pub struct OwnedRecord {
-    pub file: Arc<MappedFile>,
-    pub pos: usize,
+    pub(crate) file: Arc<MappedFile>,
+    pub(crate) pos: usize,
 }
 
 impl OwnedRecord {

@@ -18,7 +18,7 @@ type Prealloc = (u64, JoinHandle<Result<MappedFile, CommitLogError>>);
 /// How far ahead of the writer pages are prefaulted. Not a whole segment: pages prefaulted long
 /// before the writer reaches them are dirty zeros that writeback may store twice, and a 1 GiB
 /// segment prepared at once costs as much CPU as the appends that fill it.
-pub const PREFAULT_WINDOW: usize = 64 << 20;
+pub(crate) const PREFAULT_WINDOW: usize = 64 << 20;
 
 pub struct MappedFileQueue {
     dir: PathBuf,
@@ -38,7 +38,7 @@ pub struct MappedFileQueue {
 
 impl MappedFileQueue {
     /// Maps every segment found in `dir`, in offset order, checking names, sizes and contiguity.
-    pub fn load(
+    pub(crate) fn load(
         dir: &Path,
         file_size: usize,
         writable: bool,
@@ -103,21 +103,15 @@ impl MappedFileQueue {
         })
     }
 
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-    pub fn file_size(&self) -> usize {
+    pub(crate) fn file_size(&self) -> usize {
         self.file_size
-    }
-    pub fn is_writable(&self) -> bool {
-        self.writable
     }
 
     pub fn files(&self) -> Vec<Arc<MappedFile>> {
         self.files.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
-    pub fn first(&self) -> Option<Arc<MappedFile>> {
+    pub(crate) fn first(&self) -> Option<Arc<MappedFile>> {
         self.files
             .read()
             .unwrap_or_else(|p| p.into_inner())
@@ -125,7 +119,7 @@ impl MappedFileQueue {
             .cloned()
     }
 
-    pub fn last(&self) -> Option<Arc<MappedFile>> {
+    pub(crate) fn last(&self) -> Option<Arc<MappedFile>> {
         self.files
             .read()
             .unwrap_or_else(|p| p.into_inner())
@@ -134,7 +128,7 @@ impl MappedFileQueue {
     }
 
     /// The segment holding `offset` (segments are contiguous, so this is arithmetic).
-    pub fn find(&self, offset: u64) -> Option<Arc<MappedFile>> {
+    pub(crate) fn find(&self, offset: u64) -> Option<Arc<MappedFile>> {
         let files = self.files.read().unwrap_or_else(|p| p.into_inner());
         let first = files.first()?.start();
         if offset < first {
@@ -145,13 +139,13 @@ impl MappedFileQueue {
             .cloned()
     }
 
-    pub fn min_offset(&self) -> u64 {
+    pub(crate) fn min_offset(&self) -> u64 {
         self.first().map_or(0, |f| f.start())
     }
 
     /// End of the data: a trailing segment nobody wrote to yet (just rolled, or prepared by a
     /// live writer that a read-only reader sees) does not move it.
-    pub fn max_offset(&self) -> u64 {
+    pub(crate) fn max_offset(&self) -> u64 {
         let files = self.files.read().unwrap_or_else(|p| p.into_inner());
         files
             .iter()
@@ -162,7 +156,7 @@ impl MappedFileQueue {
     }
 
     /// Read-only readers of a live store: maps segments the writer created since we looked.
-    pub fn map_new_segments(&self) -> Result<usize, CommitLogError> {
+    pub(crate) fn map_new_segments(&self) -> Result<usize, CommitLogError> {
         let mut added = 0;
         loop {
             let next = self.last().map_or(0, |f| f.end());
@@ -181,7 +175,7 @@ impl MappedFileQueue {
     }
 
     /// Appends the segment starting at `start`, taking the preallocated one when it matches.
-    pub fn roll(&self, start: u64) -> Result<Arc<MappedFile>, CommitLogError> {
+    pub(crate) fn roll(&self, start: u64) -> Result<Arc<MappedFile>, CommitLogError> {
         if !self.writable {
             return Err(CommitLogError::ReadOnly);
         }
@@ -221,7 +215,7 @@ impl MappedFileQueue {
     /// segment after it once the writer is half way through: early enough to be ready at
     /// rollover, late enough that a store that never fills its segment never pays for the
     /// next one. Cheap when nothing is due.
-    pub fn prepare_after(&self, current: &Arc<MappedFile>) {
+    pub(crate) fn prepare_after(&self, current: &Arc<MappedFile>) {
         self.prefault_ahead(current);
         let next = current.end();
         if !self.preallocate
@@ -268,7 +262,7 @@ impl MappedFileQueue {
     }
 
     /// Drops every segment starting at or after `offset` and deletes its file.
-    pub fn delete_from(&self, offset: u64) -> Result<Vec<PathBuf>, CommitLogError> {
+    pub(crate) fn delete_from(&self, offset: u64) -> Result<Vec<PathBuf>, CommitLogError> {
         self.discard_prepared();
         let mut files = self.files.write().unwrap_or_else(|p| p.into_inner());
         let mut deleted = Vec::new();
@@ -284,7 +278,7 @@ impl MappedFileQueue {
 
     /// Removes a preallocated segment nobody wrote to, so a reopened store does not mistake
     /// it for the end of the log.
-    pub fn discard_prepared(&self) {
+    pub(crate) fn discard_prepared(&self) {
         self.prepared.store(u64::MAX, Ordering::Relaxed);
         let prefaulting = self
             .prefaulting

@@ -12,24 +12,24 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use crate::error::RecordError;
 
-pub const MAGIC_V1: i32 = 0xDAA320A7_u32 as i32;
-pub const MAGIC_V2: i32 = 0xDAA320AB_u32 as i32;
+pub(crate) const MAGIC_V1: i32 = 0xDAA320A7_u32 as i32;
+pub(crate) const MAGIC_V2: i32 = 0xDAA320AB_u32 as i32;
 /// Marks the padding that ends a segment when the next record does not fit.
-pub const BLANK_MAGIC: i32 = 0xCBD43194_u32 as i32;
+pub(crate) const BLANK_MAGIC: i32 = 0xCBD43194_u32 as i32;
 /// A record fits only if this much room is left after it, so every full segment ends in a blank.
-pub const END_FILE_MIN_BLANK_LENGTH: usize = 8;
+pub(crate) const END_FILE_MIN_BLANK_LENGTH: usize = 8;
 /// Bytes of a V1 record with IPv4 hosts, an empty body, topic and properties.
-pub const FIXED_OVERHEAD_V1: usize = 91;
+pub(crate) const FIXED_OVERHEAD_V1: usize = 91;
 /// `maxMessageSize` in RocketMQ: the largest body a producer may send.
-pub const MAX_BODY_SIZE: usize = 4 * 1024 * 1024;
-pub const MAX_TOPIC_LEN: usize = i16::MAX as usize;
-pub const MAX_PROPERTIES_LEN: usize = i16::MAX as usize;
+pub(crate) const MAX_BODY_SIZE: usize = 4 * 1024 * 1024;
+pub(crate) const MAX_TOPIC_LEN: usize = i16::MAX as usize;
+pub(crate) const MAX_PROPERTIES_LEN: usize = i16::MAX as usize;
 
-pub const SYSFLAG_BORNHOST_V6: i32 = 1 << 4;
-pub const SYSFLAG_STOREHOST_V6: i32 = 1 << 5;
+pub(crate) const SYSFLAG_BORNHOST_V6: i32 = 1 << 4;
+pub(crate) const SYSFLAG_STOREHOST_V6: i32 = 1 << 5;
 
-pub const NAME_VALUE_SEPARATOR: u8 = 1;
-pub const PROPERTY_SEPARATOR: u8 = 2;
+pub(crate) const NAME_VALUE_SEPARATOR: u8 = 1;
+pub(crate) const PROPERTY_SEPARATOR: u8 = 2;
 pub const PROPERTY_TAGS: &str = "TAGS";
 pub const PROPERTY_KEYS: &str = "KEYS";
 /// RocketMQ joins several keys of one message with a space.
@@ -53,7 +53,7 @@ pub fn body_crc(body: &[u8]) -> i32 {
 }
 
 /// Java's `String.hashCode()` over UTF-16 code units: the tag hash a consume queue stores.
-pub fn tags_hash_code(tags: &str) -> i64 {
+pub(crate) fn tags_hash_code(tags: &str) -> i64 {
     let mut h: i32 = 0;
     for unit in tags.encode_utf16() {
         h = h.wrapping_mul(31).wrapping_add(unit as i32);
@@ -94,7 +94,7 @@ where
 }
 
 /// The `(name, value)` byte pairs of an encoded properties block, borrowed, in order.
-pub fn property_pairs(raw: &[u8]) -> impl Iterator<Item = (&[u8], &[u8])> {
+pub(crate) fn property_pairs(raw: &[u8]) -> impl Iterator<Item = (&[u8], &[u8])> {
     raw.split(|&b| b == PROPERTY_SEPARATOR)
         .filter(|pair| !pair.is_empty())
         .filter_map(|pair| {
@@ -148,7 +148,7 @@ fn host_len(addr: &SocketAddr) -> usize {
 
 impl MessageDraft<'_> {
     /// Checks what RocketMQ's producer and broker check, before any byte is written.
-    pub fn validate(&self) -> Result<(), RecordError> {
+    pub(crate) fn validate(&self) -> Result<(), RecordError> {
         if self.topic.is_empty() {
             return Err(RecordError::EmptyTopic);
         }
@@ -180,7 +180,7 @@ impl MessageDraft<'_> {
     }
 
     /// Size of the encoded record with this store host.
-    pub fn encoded_len(&self, store_host: &SocketAddr) -> usize {
+    pub(crate) fn encoded_len(&self, store_host: &SocketAddr) -> usize {
         let topic_len_field = if self.uses_v2() { 2 } else { 1 };
         FIXED_OVERHEAD_V1 - 1 - 16
             + host_len(&self.born_host)
@@ -192,7 +192,7 @@ impl MessageDraft<'_> {
     }
 
     /// Writes the record into `out`, which must be exactly `encoded_len` bytes.
-    pub fn encode_into(
+    pub(crate) fn encode_into(
         &self,
         out: &mut [u8],
         queue_offset: i64,
@@ -269,7 +269,7 @@ impl Writer<'_> {
 #[derive(Debug, Clone, PartialEq)]
 pub struct RecordView<'a> {
     pub total_size: i32,
-    pub magic: i32,
+    pub(crate) magic: i32,
     pub body_crc: i32,
     pub queue_id: i32,
     pub flag: i32,
@@ -289,15 +289,16 @@ pub struct RecordView<'a> {
 
 impl RecordView<'_> {
     /// The offset message id: store host IPv4 + port + commit log offset, upper-case hex.
-    pub fn msg_id(&self) -> String {
+    #[cfg(test)]
+    pub(crate) fn msg_id(&self) -> String {
         msg_id(&self.store_host, self.physical_offset)
     }
 
-    pub fn tags(&self) -> Option<&[u8]> {
+    pub(crate) fn tags(&self) -> Option<&[u8]> {
         find_property(self.properties, PROPERTY_TAGS)
     }
 
-    pub fn tags_code(&self) -> i64 {
+    pub(crate) fn tags_code(&self) -> i64 {
         self.tags()
             .map(|t| tags_hash_code(&String::from_utf8_lossy(t)))
             .unwrap_or(0)
@@ -312,7 +313,7 @@ pub fn msg_id(store_host: &SocketAddr, physical_offset: i64) -> String {
 }
 
 /// Appends the offset message id to `out` without allocating: for columnar readers.
-pub fn msg_id_into(out: &mut Vec<u8>, store_host: &SocketAddr, physical_offset: i64) {
+pub(crate) fn msg_id_into(out: &mut Vec<u8>, store_host: &SocketAddr, physical_offset: i64) {
     const HEX: &[u8; 16] = b"0123456789ABCDEF";
     let mut hex = |raw: &[u8]| {
         for &b in raw {
@@ -379,7 +380,7 @@ impl<'a> Reader<'a> {
 }
 
 /// Reads the 8 bytes that say what starts here, without needing the rest.
-pub fn peek_size_magic(buf: &[u8]) -> Option<(i32, i32)> {
+pub(crate) fn peek_size_magic(buf: &[u8]) -> Option<(i32, i32)> {
     let head = buf.get(..8)?;
     Some((
         i32::from_be_bytes([head[0], head[1], head[2], head[3]]),
@@ -491,7 +492,7 @@ pub fn decode(buf: &[u8], check_crc: bool) -> Result<Peeked<'_>, RecordError> {
 ///
 /// Appends every complete record to `accepted` and returns where the first incomplete one
 /// starts (`segment_end` after the blank), or the offset and reason of the first problem.
-pub fn check_incoming<'a>(
+pub(crate) fn check_incoming<'a>(
     buf: &'a [u8],
     base: u64,
     segment_end: u64,
@@ -540,7 +541,7 @@ pub fn check_incoming<'a>(
 }
 
 /// Writes the END-OF-FILE blank header at the start of `out` (the rest stays as it is).
-pub fn encode_blank(out: &mut [u8], remaining: usize) {
+pub(crate) fn encode_blank(out: &mut [u8], remaining: usize) {
     out[TOTALSIZE_AT..4].copy_from_slice(&(remaining as i32).to_be_bytes());
     out[MAGIC_AT..8].copy_from_slice(&BLANK_MAGIC.to_be_bytes());
 }

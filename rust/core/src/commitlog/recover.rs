@@ -34,18 +34,18 @@ fn check_physical_offset(found: i64, offset: u64) -> Result<(), RecordError> {
 }
 
 /// Where a scan for valid records stopped.
-pub struct ScanOutcome {
+pub(crate) struct ScanOutcome {
     /// Index into the file list and position in it of the end of valid data.
-    pub index: usize,
-    pub pos: usize,
-    pub records: u64,
-    pub error: Option<(u64, PathBuf, RecordError)>,
+    pub(crate) index: usize,
+    pub(crate) pos: usize,
+    pub(crate) records: u64,
+    pub(crate) error: Option<(u64, PathBuf, RecordError)>,
 }
 
 impl CommitLog {
     /// Decodes and validates records from the start of `files[first]` on, over whole mappings
     /// (published or not), and reports where valid data ends.
-    pub fn scan_valid(
+    pub(crate) fn scan_valid(
         &self,
         files: &[Arc<MappedFile>],
         first: usize,
@@ -91,7 +91,7 @@ impl CommitLog {
     }
 
     /// Scans from the chosen segment, fixes write positions, truncates the invalid tail.
-    pub fn recover(
+    pub(crate) fn recover(
         &self,
         crashed: bool,
         checkpoint_offset: Option<u64>,
@@ -126,7 +126,7 @@ impl CommitLog {
     }
 
     /// Truncates the log at `offset` (a record boundary), for repair of a divergent replica.
-    pub fn truncate_to(&self, offset: u64) -> Result<Vec<PathBuf>, CommitLogError> {
+    pub(crate) fn truncate_to(&self, offset: u64) -> Result<Vec<PathBuf>, CommitLogError> {
         let min = self.min_offset();
         let max = self.max_offset();
         if offset < min || offset > max {

@@ -11,15 +11,15 @@ use std::sync::{Arc, RwLock};
 use crate::commitlog::queue::MappedFileQueue;
 use crate::error::CommitLogError;
 
-pub const CQ_ENTRY_SIZE: usize = 20;
+pub(crate) const CQ_ENTRY_SIZE: usize = 20;
 /// RocketMQ's `mappedFileSizeConsumeQueue`: 300,000 entries a file.
-pub const DEFAULT_CQ_ENTRIES_PER_FILE: usize = 300_000;
+pub(crate) const DEFAULT_CQ_ENTRIES_PER_FILE: usize = 300_000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CqEntry {
-    pub commitlog_offset: i64,
-    pub size: i32,
-    pub tags_code: i64,
+pub(crate) struct CqEntry {
+    pub(crate) commitlog_offset: i64,
+    pub(crate) size: i32,
+    pub(crate) tags_code: i64,
 }
 
 impl CqEntry {
@@ -46,12 +46,12 @@ impl CqEntry {
     }
 
     /// A zeroed slot: a hole left by a record not yet (re)dispatched.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.size <= 0
     }
 }
 
-pub struct ConsumeQueue {
+pub(crate) struct ConsumeQueue {
     topic: String,
     queue_id: i32,
     files: MappedFileQueue,
@@ -75,10 +75,10 @@ impl ConsumeQueue {
         Ok(cq)
     }
 
-    pub fn topic(&self) -> &str {
+    pub(crate) fn topic(&self) -> &str {
         &self.topic
     }
-    pub fn queue_id(&self) -> i32 {
+    pub(crate) fn queue_id(&self) -> i32 {
         self.queue_id
     }
 
@@ -96,16 +96,16 @@ impl ConsumeQueue {
     }
 
     /// The queue offset the next message gets.
-    pub fn max_queue_offset(&self) -> i64 {
+    pub(crate) fn max_queue_offset(&self) -> i64 {
         (self.files.max_offset() / CQ_ENTRY_SIZE as u64) as i64
     }
 
-    pub fn min_queue_offset(&self) -> i64 {
+    pub(crate) fn min_queue_offset(&self) -> i64 {
         (self.files.min_offset() / CQ_ENTRY_SIZE as u64) as i64
     }
 
     /// Writes the entry for `queue_offset`. Called only under the store's put lock.
-    pub fn put(&self, queue_offset: i64, entry: CqEntry) -> Result<(), CommitLogError> {
+    pub(crate) fn put(&self, queue_offset: i64, entry: CqEntry) -> Result<(), CommitLogError> {
         let pos = queue_offset as u64 * CQ_ENTRY_SIZE as u64;
         if self.files.first().is_some_and(|f| pos < f.start()) {
             // Older than anything kept: nothing reads it any more.
@@ -140,7 +140,7 @@ impl ConsumeQueue {
     }
 
     /// Entries `[queue_offset, queue_offset + max)` that exist, with their queue offsets.
-    pub fn get(&self, queue_offset: i64, max: usize) -> Vec<(i64, CqEntry)> {
+    pub(crate) fn get(&self, queue_offset: i64, max: usize) -> Vec<(i64, CqEntry)> {
         let mut out = Vec::new();
         let mut qo = queue_offset.max(self.min_queue_offset());
         while out.len() < max && qo < self.max_queue_offset() {
@@ -168,7 +168,7 @@ impl ConsumeQueue {
 
     /// Removes entries pointing at or past `max_commitlog_offset` (after the commit log was
     /// truncated by recovery or repair).
-    pub fn truncate_dirty(&self, max_commitlog_offset: u64) -> Result<(), CommitLogError> {
+    pub(crate) fn truncate_dirty(&self, max_commitlog_offset: u64) -> Result<(), CommitLogError> {
         loop {
             let Some(last) = self.files.last() else {
                 return Ok(());
@@ -195,7 +195,7 @@ impl ConsumeQueue {
         }
     }
 
-    pub fn flush(&self) -> Result<(), CommitLogError> {
+    pub(crate) fn flush(&self) -> Result<(), CommitLogError> {
         for f in self.files.files() {
             if f.flushed() < f.wrote() {
                 f.flush(f.wrote())?;
@@ -206,7 +206,7 @@ impl ConsumeQueue {
 }
 
 /// Every consume queue of a store, created on first dispatch.
-pub struct ConsumeQueueTable {
+pub(crate) struct ConsumeQueueTable {
     root: PathBuf,
     entries_per_file: usize,
     writable: bool,
@@ -215,7 +215,7 @@ pub struct ConsumeQueueTable {
 
 impl ConsumeQueueTable {
     /// Loads the queues under `<root>/consumequeue/<topic>/<queueId>/`.
-    pub fn load(
+    pub(crate) fn load(
         root: &Path,
         entries_per_file: usize,
         writable: bool,
@@ -256,7 +256,7 @@ impl ConsumeQueueTable {
         Ok(table)
     }
 
-    pub fn get(&self, topic: &str, queue_id: i32) -> Option<Arc<ConsumeQueue>> {
+    pub(crate) fn get(&self, topic: &str, queue_id: i32) -> Option<Arc<ConsumeQueue>> {
         self.queues
             .read()
             .unwrap_or_else(|p| p.into_inner())
@@ -265,7 +265,7 @@ impl ConsumeQueueTable {
             .cloned()
     }
 
-    pub fn get_or_create(
+    pub(crate) fn get_or_create(
         &self,
         topic: &str,
         queue_id: i32,
@@ -290,14 +290,14 @@ impl ConsumeQueueTable {
             .clone())
     }
 
-    pub fn all(&self) -> Vec<Arc<ConsumeQueue>> {
+    pub(crate) fn all(&self) -> Vec<Arc<ConsumeQueue>> {
         let queues = self.queues.read().unwrap_or_else(|p| p.into_inner());
         let mut all: Vec<_> = queues.values().flat_map(|m| m.values().cloned()).collect();
         all.sort_by(|a, b| (a.topic(), a.queue_id()).cmp(&(b.topic(), b.queue_id())));
         all
     }
 
-    pub fn flush(&self) -> Result<(), CommitLogError> {
+    pub(crate) fn flush(&self) -> Result<(), CommitLogError> {
         self.all().iter().try_for_each(|cq| cq.flush())
     }
 }

@@ -32,7 +32,7 @@ fn covered(by_connection: &HashMap<u64, (u64, u64)>) -> Vec<u64> {
 }
 
 impl AckTable {
-    pub fn new(group_transfer: Arc<GroupTransferService>) -> Self {
+    pub(crate) fn new(group_transfer: Arc<GroupTransferService>) -> Self {
         Self {
             by_connection: Mutex::default(),
             push2slave_max_offset: AtomicU64::new(0),
@@ -40,7 +40,7 @@ impl AckTable {
         }
     }
 
-    pub fn update(&self, connection: u64, slave_key: u64, offset: u64) {
+    pub(crate) fn update(&self, connection: u64, slave_key: u64, offset: u64) {
         let mut table = lock(&self.by_connection);
         let prev = table.insert(connection, (slave_key, offset));
         if prev.map(|p| p.1) != Some(offset) {
@@ -51,7 +51,7 @@ impl AckTable {
         }
     }
 
-    pub fn remove(&self, connection: u64) {
+    pub(crate) fn remove(&self, connection: u64) {
         let mut table = lock(&self.by_connection);
         if table.remove(&connection).is_some() {
             self.group_transfer.on_acks(covered(&table));

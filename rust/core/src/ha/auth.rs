@@ -16,15 +16,15 @@
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
-pub const CHALLENGE_MAGIC: &[u8; 4] = b"RHA1";
-pub const NONCE_LEN: usize = 32;
-pub const CHALLENGE_LEN: usize = 4 + NONCE_LEN;
-pub const MAC_LEN: usize = 32;
-pub const SLAVE_RESPONSE_LEN: usize = MAC_LEN + 8 + 4 + NONCE_LEN;
-pub const MASTER_PROOF_LEN: usize = MAC_LEN + 4;
+pub(crate) const CHALLENGE_MAGIC: &[u8; 4] = b"RHA1";
+pub(crate) const NONCE_LEN: usize = 32;
+pub(crate) const CHALLENGE_LEN: usize = 4 + NONCE_LEN;
+pub(crate) const MAC_LEN: usize = 32;
+pub(crate) const SLAVE_RESPONSE_LEN: usize = MAC_LEN + 8 + 4 + NONCE_LEN;
+pub(crate) const MASTER_PROOF_LEN: usize = MAC_LEN + 4;
 
 /// Extension: every frame and report carries a CRC32 trailer (see [`super::frame`]).
-pub const FLAG_FRAME_CRC: u32 = 1;
+pub(crate) const FLAG_FRAME_CRC: u32 = 1;
 const KNOWN_FLAGS: u32 = FLAG_FRAME_CRC;
 
 fn hmac(secret: &[u8]) -> Hmac<Sha256> {
@@ -37,7 +37,7 @@ fn nonce(out: &mut [u8]) {
     getrandom::fill(out).unwrap_or_else(|e| panic!("no OS randomness for the HA nonce: {e}"));
 }
 
-pub fn challenge() -> [u8; CHALLENGE_LEN] {
+pub(crate) fn challenge() -> [u8; CHALLENGE_LEN] {
     let mut out = [0u8; CHALLENGE_LEN];
     out[..4].copy_from_slice(CHALLENGE_MAGIC);
     nonce(&mut out[4..]);
@@ -75,7 +75,7 @@ fn master_mac(
 
 /// The slave's answer, with a fresh slave nonce; `None` when the bytes are not a challenge
 /// (a master without a secret).
-pub fn slave_response(
+pub(crate) fn slave_response(
     secret: &[u8],
     challenge: &[u8; CHALLENGE_LEN],
     slave_id: u64,
@@ -94,7 +94,7 @@ pub fn slave_response(
 }
 
 /// Checks a slave's response in constant time; returns its id and the flags it asked for.
-pub fn verify_slave(
+pub(crate) fn verify_slave(
     secret: &[u8],
     challenge: &[u8; CHALLENGE_LEN],
     response: &[u8; SLAVE_RESPONSE_LEN],
@@ -108,7 +108,7 @@ pub fn verify_slave(
 }
 
 /// The master's proof over both nonces, accepting the flags it supports out of those requested.
-pub fn master_proof(
+pub(crate) fn master_proof(
     secret: &[u8],
     challenge: &[u8; CHALLENGE_LEN],
     response: &[u8; SLAVE_RESPONSE_LEN],
@@ -126,7 +126,7 @@ pub fn master_proof(
 }
 
 /// Checks the master's proof against the response this slave sent; returns the accepted flags.
-pub fn verify_master(
+pub(crate) fn verify_master(
     secret: &[u8],
     challenge: &[u8; CHALLENGE_LEN],
     response: &[u8; SLAVE_RESPONSE_LEN],

@@ -7,7 +7,7 @@ use std::io::{self, Read};
 use super::frame::{self, CRC_LEN, HEADER_LEN};
 use crate::error::FrameError;
 
-pub const READ_BUFFER_SIZE: usize = 4 * 1024 * 1024;
+pub(crate) const READ_BUFFER_SIZE: usize = 4 * 1024 * 1024;
 
 pub struct FrameDispatcher {
     buf: Vec<u8>,
@@ -40,11 +40,11 @@ impl FrameDispatcher {
     }
 
     /// Expects (and checks) the CRC32 trailer on every frame from now on.
-    pub fn set_crc(&mut self, crc: bool) {
+    pub(crate) fn set_crc(&mut self, crc: bool) {
         self.crc = crc;
     }
 
-    pub fn swaps(&self) -> u64 {
+    pub(crate) fn swaps(&self) -> u64 {
         self.swaps
     }
 
@@ -72,8 +72,9 @@ impl FrameDispatcher {
         Ok(n)
     }
 
-    /// Feeds bytes directly (tests and simulations).
-    pub fn feed(&mut self, mut data: &[u8]) -> usize {
+    /// Feeds bytes directly, without a socket.
+    #[cfg(test)]
+    fn feed(&mut self, mut data: &[u8]) -> usize {
         let mut fed = 0;
         while !data.is_empty() {
             if self.read_pos == self.buf.len() {

@@ -8,9 +8,9 @@ use crate::error::FrameError;
 pub const REPORT_LEN: usize = 8;
 pub const HEADER_LEN: usize = 12;
 /// With the CRC extension every frame and report ends in `u32 crc32(frame bytes before it)`.
-pub const CRC_LEN: usize = 4;
+pub(crate) const CRC_LEN: usize = 4;
 
-pub fn crc_trailer(parts: &[&[u8]]) -> [u8; CRC_LEN] {
+pub(crate) fn crc_trailer(parts: &[&[u8]]) -> [u8; CRC_LEN] {
     let mut h = crc32fast::Hasher::new();
     for p in parts {
         h.update(p);

@@ -6,21 +6,22 @@
 //! each slave runs one HAClient thread. Neither touches Python: the binding reads their state
 //! through [`HaEvents`], [`ack::AckTable`] and connection snapshots.
 
-pub mod ack;
-pub mod auth;
+mod accept;
+pub(crate) mod ack;
+pub(crate) mod auth;
+pub mod client;
+mod connection;
 pub mod dispatch;
+mod event_loop;
+mod flow;
 pub mod frame;
 pub mod group_transfer;
 pub mod master;
-pub mod slave;
+mod prefix_check;
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-
-use mio::Waker;
 
 use crate::sync::{lock, wait_until};
 
@@ -65,7 +66,7 @@ pub struct HaEvents {
 const MAX_QUEUED_EVENTS: usize = 10_000;
 
 impl HaEvents {
-    pub fn push(
+    pub(crate) fn push(
         &self,
         addr: impl Into<String>,
         state: HaState,
@@ -95,19 +96,8 @@ impl HaEvents {
     }
 
     /// Wakes a drainer early (on shutdown).
-    pub fn wake(&self) {
+    pub(crate) fn wake(&self) {
         self.ready.notify_all();
-    }
-}
-
-/// Stops a side's event loop thread: raises its stop flag, interrupts its poll, joins it.
-/// Safe to call again once stopped.
-fn stop_loop(stop: &AtomicBool, waker: &Waker, thread: &Mutex<Option<JoinHandle<()>>>) {
-    stop.store(true, Ordering::SeqCst);
-    let _ = waker.wake();
-    let thread = thread.lock().unwrap_or_else(|p| p.into_inner()).take();
-    if let Some(t) = thread {
-        let _ = t.join();
     }
 }
 
@@ -141,7 +131,7 @@ impl Default for HaConfig {
 
 impl HaConfig {
     /// The handshake must finish well before housekeeping would notice a stuck peer.
-    pub fn handshake_timeout(&self) -> Duration {
+    pub(crate) fn handshake_timeout(&self) -> Duration {
         self.housekeeping_interval.min(Duration::from_secs(5))
     }
 }

@@ -1,5 +1,5 @@
-//! Baselines the benchmarks compare against, measured in the same run: what the hardware does
-//! without rocketha's logic in the way.
+//! The baselines themselves, plain Rust: what the hardware does without rocketha's logic in
+//! the way.
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -22,7 +22,7 @@ fn sized_file(path: &Path, total: usize) -> std::io::Result<std::fs::File> {
 
 /// Copies `data` over and over into a preallocated, prefaulted mmap of `total` bytes: the
 /// ceiling of an append path.
-pub fn mmap_memcpy(dir: &Path, data: &[u8], total: usize) -> std::io::Result<Duration> {
+pub(crate) fn mmap_memcpy(dir: &Path, data: &[u8], total: usize) -> std::io::Result<Duration> {
     let path = dir.join("baseline.mmap");
     let file = sized_file(&path, total)?;
     // SAFETY: the file is ours alone and outlives the map.
@@ -50,7 +50,7 @@ fn pair() -> std::io::Result<(TcpStream, TcpStream)> {
 
 /// Sends `total` bytes in `chunk`-sized writes over loopback TCP to a reader thread that
 /// drops them: the ceiling of replication throughput.
-pub fn tcp_copy(total: usize, chunk: usize) -> std::io::Result<Duration> {
+pub(crate) fn tcp_copy(total: usize, chunk: usize) -> std::io::Result<Duration> {
     tcp_copy_with(total, chunk, |mut rx| {
         let mut buf = vec![0u8; 4 * 1024 * 1024];
         let mut got = 0;
@@ -66,7 +66,11 @@ pub fn tcp_copy(total: usize, chunk: usize) -> std::io::Result<Duration> {
 /// As [`tcp_copy`], but the reader keeps the bytes the way a replica must at the least: read
 /// straight into the mapping of a new file in `dir`, with no copy of its own and no flush,
 /// the page cache filling each new page on first touch as for any new file.
-pub fn tcp_copy_to_file(dir: &Path, total: usize, chunk: usize) -> std::io::Result<Duration> {
+pub(crate) fn tcp_copy_to_file(
+    dir: &Path,
+    total: usize,
+    chunk: usize,
+) -> std::io::Result<Duration> {
     let path = dir.join("baseline.received");
     let file = sized_file(&path, total)?;
     let took = tcp_copy_with(total, chunk, move |mut rx| {
@@ -113,13 +117,13 @@ fn tcp_copy_with(
 /// A loopback TCP connection to an echo thread: one 8-byte round trip per call. A blocking
 /// call that another thread completes, and nothing else: what every acked put costs its
 /// producer at least.
-pub struct PingPong {
+pub(crate) struct PingPong {
     stream: TcpStream,
     echo: Option<std::thread::JoinHandle<()>>,
 }
 
 impl PingPong {
-    pub fn new() -> std::io::Result<Self> {
+    pub(crate) fn new() -> std::io::Result<Self> {
         let (stream, mut b) = pair()?;
         let echo = std::thread::spawn(move || {
             let mut buf = [0u8; 8];
@@ -131,7 +135,7 @@ impl PingPong {
         })
     }
 
-    pub fn round_trip(&mut self) -> std::io::Result<Duration> {
+    pub(crate) fn round_trip(&mut self) -> std::io::Result<Duration> {
         let t = Instant::now();
         let mut buf = [7u8; 8];
         self.stream.write_all(&buf)?;
@@ -150,21 +154,7 @@ impl Drop for PingPong {
 }
 
 /// Round trips of an 8-byte message over loopback TCP between two threads.
-pub fn tcp_ping_pong(rounds: usize) -> std::io::Result<Vec<Duration>> {
+pub(crate) fn tcp_ping_pong(rounds: usize) -> std::io::Result<Vec<Duration>> {
     let mut p = PingPong::new()?;
     (0..rounds).map(|_| p.round_trip()).collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn baselines_run() {
-        let dir = tempfile::tempdir().unwrap();
-        mmap_memcpy(dir.path(), &[1u8; 1000], 1 << 20).unwrap();
-        tcp_copy(1 << 20, 4096).unwrap();
-        tcp_copy_to_file(dir.path(), 1 << 20, 4096).unwrap();
-        assert_eq!(tcp_ping_pong(10).unwrap().len(), 10);
-    }
 }

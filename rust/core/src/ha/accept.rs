@@ -1,0 +1,234 @@
+//! RocketMQ's `AcceptSocketService`: the master's one event loop thread. It accepts slaves on
+//! haListenPort and, where RocketMQ gives every HAConnection a read and a write thread, drives
+//! all of them itself: reads offset reports on readable sockets, writes frames while there is
+//! room, and sleeps until an event, an append worth sending or the nearest timer.
+
+use std::collections::HashMap;
+use std::io;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use mio::net::TcpListener;
+use mio::{Events, Interest, Token};
+
+use super::connection::{Close, HaConnection, CLOSED_BY_SLAVE};
+use super::event_loop::{EventLoop, WAKER};
+use super::master::{Shared, AWAKE};
+use super::HaState;
+
+const LISTENER: Token = Token(0);
+
+pub(super) struct AcceptSocketService {
+    shared: Arc<Shared>,
+    event_loop: EventLoop,
+    listener: TcpListener,
+    /// By token; a connection's id is its token's number.
+    conns: HashMap<Token, HaConnection>,
+    next_id: u64,
+}
+
+impl AcceptSocketService {
+    pub(super) fn new(
+        shared: Arc<Shared>,
+        event_loop: EventLoop,
+        mut listener: TcpListener,
+    ) -> io::Result<Self> {
+        event_loop
+            .registry()
+            .register(&mut listener, LISTENER, Interest::READABLE)?;
+        Ok(Self {
+            shared,
+            event_loop,
+            listener,
+            conns: HashMap::new(),
+            next_id: 1,
+        })
+    }
+
+    pub(super) fn run(mut self) {
+        let mut events = Events::with_capacity(256);
+        while !self.event_loop.stopped() {
+            let timeout = self.prepare_to_sleep();
+            if let Err(e) = self.event_loop.poll(&mut events, timeout) {
+                let reason = format!("epoll failed: {e}");
+                self.shared
+                    .events
+                    .push("master", HaState::Shutdown, reason, true);
+                break;
+            }
+            self.shared.wake_at.store(AWAKE, Ordering::SeqCst);
+            for event in events.iter() {
+                match event.token() {
+                    LISTENER => self.accept(),
+                    WAKER => {}
+                    token => {
+                        if event.is_writable() {
+                            if let Some(c) = self.conns.get_mut(&token) {
+                                c.write_blocked = false;
+                            }
+                        }
+                        if event.is_readable() || event.is_read_closed() || event.is_error() {
+                            if let Err(reason) = self.on_readable(token) {
+                                let problem = reason != CLOSED_BY_SLAVE;
+                                self.close(token, reason, problem);
+                            }
+                        }
+                    }
+                }
+            }
+            self.service_all();
+        }
+        let tokens: Vec<Token> = self.conns.keys().copied().collect();
+        for t in tokens {
+            self.close(t, "master shutting down".into(), false);
+        }
+    }
+
+    /// Chooses how long to sleep: until the nearest heartbeat, housekeeping or flow-control
+    /// deadline, or not at all when a connection has bytes to send.
+    fn prepare_to_sleep(&mut self) -> Duration {
+        let cfg = &self.shared.config;
+        let now = Instant::now();
+        let max = self.shared.store.max_offset();
+        let mut deadline = now + cfg.housekeeping_interval;
+        let mut wake_at = AWAKE;
+        for c in self.conns.values() {
+            let (d, w) = c.wake_bounds(cfg, max, now);
+            deadline = deadline.min(d);
+            wake_at = wake_at.min(w);
+        }
+        self.shared.wake_at.store(wake_at, Ordering::SeqCst);
+        // Re-check after announcing the threshold: an append published before it was set did
+        // not wake us, so look for its bytes now.
+        let max = self.shared.store.max_offset();
+        if self.conns.values().any(|c| c.busy(cfg, max, now)) {
+            self.shared.wake_at.store(AWAKE, Ordering::SeqCst);
+            return Duration::ZERO;
+        }
+        deadline.saturating_duration_since(now)
+    }
+
+    fn accept(&mut self) {
+        loop {
+            match self.listener.accept() {
+                Ok((mut stream, addr)) => {
+                    let _ = stream.set_nodelay(true);
+                    let id = self.next_id;
+                    self.next_id += 1;
+                    let token = Token(id as usize);
+                    if let Err(e) = self.event_loop.registry().register(
+                        &mut stream,
+                        token,
+                        Interest::READABLE | Interest::WRITABLE,
+                    ) {
+                        let reason = format!("register failed: {e}");
+                        self.shared
+                            .events
+                            .push(addr.to_string(), HaState::Shutdown, reason, true);
+                        continue;
+                    }
+                    let auth = self.shared.config.auth_secret.is_some();
+                    let conn = HaConnection::new(id, stream, addr.to_string(), auth);
+                    let status = conn.status().clone();
+                    let state = status.snapshot().state;
+                    self.shared
+                        .connections
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(id, status);
+                    self.shared
+                        .events
+                        .push(addr.to_string(), state, "slave connected", false);
+                    self.conns.insert(token, conn);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    // Out of file descriptors and the like: report and retry on the next event.
+                    let reason = format!("accept failed: {e}");
+                    self.shared
+                        .events
+                        .push("master", HaState::Ready, reason, true);
+                    return;
+                }
+            }
+        }
+    }
+
+    fn on_readable(&mut self, token: Token) -> Result<(), Close> {
+        let secret = self.shared.config.auth_secret.as_deref();
+        let Some(c) = self.conns.get_mut(&token) else {
+            return Ok(());
+        };
+        let latest = c.read(secret)?;
+        if c.authenticated() {
+            // One slave, one connection: an older connection of the same slave is stale.
+            let slave_key = c.slave_key;
+            let stale: Vec<Token> = self
+                .conns
+                .iter()
+                .filter(|(t, o)| **t != token && o.slave_key == slave_key)
+                .map(|(t, _)| *t)
+                .collect();
+            for t in stale {
+                let reason = "replaced by a newer connection of the same slave";
+                self.close(t, reason.into(), false);
+            }
+        }
+        if let Some(offset) = latest {
+            self.on_report(token, offset)?;
+        }
+        Ok(())
+    }
+
+    fn on_report(&mut self, token: Token, offset: u64) -> Result<(), Close> {
+        let Some(c) = self.conns.get_mut(&token) else {
+            return Ok(());
+        };
+        let sync_from_last_file = self.shared.config.sync_from_last_file;
+        if let Some(start) = c.on_report(offset, &self.shared.store, sync_from_last_file)? {
+            self.shared.events.push(
+                c.addr(),
+                HaState::Transfer,
+                format!("transfer starts at offset {start} (slave reported {offset})"),
+                false,
+            );
+        }
+        // After the connection's own record of the ack: a put woken by it may read that at once.
+        self.shared.acks.update(c.id(), c.slave_key, offset);
+        Ok(())
+    }
+
+    fn service_all(&mut self) {
+        let now = Instant::now();
+        let tokens: Vec<Token> = self.conns.keys().copied().collect();
+        for token in tokens {
+            let Some(c) = self.conns.get_mut(&token) else {
+                continue;
+            };
+            let done = match c.expired(&self.shared.config, now) {
+                Some(reason) => Err(reason),
+                None => c.write(&self.shared.store, &self.shared.config, now),
+            };
+            if let Err(reason) = done {
+                self.close(token, reason, true);
+            }
+        }
+    }
+
+    fn close(&mut self, token: Token, reason: Close, problem: bool) {
+        if let Some(mut c) = self.conns.remove(&token) {
+            let _ = self.event_loop.registry().deregister(&mut c.stream);
+            self.shared.acks.remove(c.id());
+            self.shared
+                .connections
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&c.id());
+            self.shared
+                .events
+                .push(c.addr(), HaState::Shutdown, reason, problem);
+        }
+    }
+}

@@ -1,0 +1,624 @@
+//! The slave side, RocketMQ's `HAClient`: connect, report the local max offset, append every
+//! frame the master pushes, report again; READY -> TRANSFER -> (closed, backoff) -> READY ...
+//! until SHUTDOWN.
+//!
+//! A connection goes through three steps, each on its own: the optional handshake
+//! ([`Client::handshake`]), the divergence check of the log's tail ([`PrefixCheck`]), then the
+//! frame sink ([`Session::sink`]), which hands what the master pushes to the commit log. The
+//! commit log refuses bytes that do not start at its max offset, so the offset check of
+//! RocketMQ's `HAClient` is made there, once.
+
+use std::convert::Infallible;
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use mio::net::TcpStream;
+use mio::{Events, Interest, Token};
+
+use super::auth::{self, CHALLENGE_LEN, MASTER_PROOF_LEN};
+use super::dispatch::{Frame, FrameDispatcher, READ_BUFFER_SIZE};
+use super::event_loop::{EventLoop, LoopThread};
+use super::frame;
+use super::prefix_check::{divergence_reason, record_divergence, PrefixCheck};
+use super::{HaConfig, HaEvents, HaState};
+use crate::error::{CommitLogError, FrameError, HaError};
+use crate::store::MessageStore;
+
+const SOCKET: Token = Token(0);
+const BACKOFF_MIN: Duration = Duration::from_millis(100);
+const BACKOFF_MAX: Duration = Duration::from_secs(5);
+
+fn resolve(addr: &str) -> Result<SocketAddr, HaError> {
+    addr.to_socket_addrs()
+        .ok()
+        .and_then(|mut a| a.next())
+        .ok_or_else(|| HaError::BadAddress(addr.to_owned()))
+}
+
+/// Counters of the client, for status and benchmarks.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ClientStats {
+    pub bytes_received: u64,
+    pub frames: u64,
+    pub buffer_swaps: u64,
+    pub connects: u64,
+}
+
+struct Shared {
+    store: Arc<MessageStore>,
+    config: HaConfig,
+    slave_id: u64,
+    master: Mutex<Option<String>>,
+    /// Bumped by `update_master_address` so the loop drops its current connection.
+    master_version: AtomicU64,
+    state: Mutex<HaState>,
+    stats: Mutex<ClientStats>,
+    events: HaEvents,
+}
+
+pub struct HaClient {
+    shared: Arc<Shared>,
+    thread: LoopThread,
+}
+
+impl HaClient {
+    /// Starts the client thread; `master` may be `None` until an address is known.
+    pub fn start(
+        store: Arc<MessageStore>,
+        master: Option<String>,
+        config: HaConfig,
+        slave_id: u64,
+    ) -> Result<Self, HaError> {
+        let io_err = |source| HaError::Io {
+            addr: "slave".into(),
+            source,
+        };
+        let event_loop = EventLoop::new().map_err(io_err)?;
+        if let Some(m) = &master {
+            resolve(m)?;
+        }
+        let shared = Arc::new(Shared {
+            store,
+            config,
+            slave_id,
+            master: Mutex::new(master),
+            master_version: AtomicU64::new(0),
+            state: Mutex::new(HaState::Ready),
+            stats: Mutex::new(ClientStats::default()),
+            events: HaEvents::default(),
+        });
+        let signal = event_loop.signal().clone();
+        let client = Client {
+            shared: shared.clone(),
+            event_loop,
+        };
+        let thread = LoopThread::spawn(&signal, "rocketha-ha-client", move || client.run())
+            .map_err(io_err)?;
+        Ok(Self { shared, thread })
+    }
+
+    pub fn update_master_address(&self, addr: Option<String>) -> Result<(), HaError> {
+        if let Some(a) = &addr {
+            resolve(a)?;
+        }
+        *self.shared.master.lock().unwrap_or_else(|p| p.into_inner()) = addr;
+        self.shared.master_version.fetch_add(1, Ordering::AcqRel);
+        self.thread.signal().wake();
+        Ok(())
+    }
+
+    pub fn master_address(&self) -> Option<String> {
+        self.shared
+            .master
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    pub fn state(&self) -> HaState {
+        *self.shared.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn stats(&self) -> ClientStats {
+        *self.shared.stats.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn events(&self) -> &HaEvents {
+        &self.shared.events
+    }
+
+    pub fn shutdown(&self) {
+        self.thread.stop();
+        self.shared.events.wake();
+    }
+}
+
+impl Drop for HaClient {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+/// Why the transfer loop ended: a reason to log, and whether it is a problem or routine.
+struct Ended {
+    reason: String,
+    problem: bool,
+}
+
+impl Ended {
+    fn problem(reason: impl Into<String>) -> Self {
+        Self {
+            reason: reason.into(),
+            problem: true,
+        }
+    }
+    fn routine(reason: impl Into<String>) -> Self {
+        Self {
+            reason: reason.into(),
+            problem: false,
+        }
+    }
+}
+
+/// Why the frame sink refused a frame; nothing of it was written.
+pub(super) enum DispatchError {
+    Frame(FrameError),
+    /// The master's bytes differ from ours at `at`, inside what we already hold.
+    Divergent {
+        at: u64,
+        slave_max: u64,
+        master_offset: u64,
+    },
+    /// The commit log refused the bytes; an offset mismatch says so in RocketMQ's words.
+    Store(CommitLogError),
+}
+
+impl From<FrameError> for DispatchError {
+    fn from(e: FrameError) -> Self {
+        DispatchError::Frame(e)
+    }
+}
+
+impl DispatchError {
+    fn ended(self, store: &MessageStore, master: &str) -> Ended {
+        match self {
+            DispatchError::Store(e @ CommitLogError::OffsetMismatch { .. }) => {
+                Ended::problem(e.to_string())
+            }
+            DispatchError::Store(e) => Ended::problem(format!("append failed: {e}")),
+            DispatchError::Divergent {
+                at,
+                slave_max,
+                master_offset,
+            } => {
+                record_divergence(store, at, slave_max, master);
+                Ended::problem(divergence_reason(at, slave_max, master_offset))
+            }
+            DispatchError::Frame(e) => {
+                Ended::problem(format!("bad frame from master: {e}; nothing written"))
+            }
+        }
+    }
+}
+
+/// One connection's transfer state, from the first report on.
+struct Session {
+    store: Arc<MessageStore>,
+    /// The CRC extension was negotiated: reports carry a CRC32 trailer.
+    crc: bool,
+    /// Set while the divergence check still compares bytes we hold.
+    check: Option<PrefixCheck>,
+    /// The offset of the first report: while the check runs, heartbeats repeat it.
+    first: u64,
+    reported: u64,
+    last_read: Instant,
+    last_report: Instant,
+}
+
+impl Session {
+    /// The frame sink: the part of a frame past what the divergence check still compares goes
+    /// to the commit log, heartbeats included, so that it checks every offset the master pushes.
+    fn sink(&mut self, f: Frame<'_>) -> Result<(), DispatchError> {
+        let body = match self.check.as_mut() {
+            Some(c) => {
+                let rest = c.verify(&self.store, f.offset, f.body)?;
+                if !c.done() {
+                    // Still inside bytes we hold: nothing to append yet.
+                    return Ok(());
+                }
+                self.check = None;
+                rest
+            }
+            None => f.body,
+        };
+        let at = f.offset + (f.body.len() - body.len()) as u64;
+        self.store
+            .append_raw(at, body)
+            .map_err(DispatchError::Store)
+    }
+
+    /// The report due now, if any: the new max offset after appends, or, when `heartbeat` is
+    /// set, the current one (the first report again while the check runs).
+    fn due_report(&self, heartbeat: bool) -> Option<u64> {
+        match &self.check {
+            Some(_) => heartbeat.then_some(self.first),
+            None => {
+                let max = self.store.max_offset();
+                (heartbeat || max > self.reported).then_some(max)
+            }
+        }
+    }
+}
+
+struct Client {
+    shared: Arc<Shared>,
+    event_loop: EventLoop,
+}
+
+impl Client {
+    fn set_state(&self, state: HaState, addr: &str, reason: impl Into<String>, problem: bool) {
+        *self.shared.state.lock().unwrap_or_else(|p| p.into_inner()) = state;
+        self.shared.events.push(addr, state, reason, problem);
+    }
+
+    fn stopped(&self) -> bool {
+        self.event_loop.stopped()
+    }
+
+    /// Sleeps up to `d`, waking early for shutdown or a new master address.
+    fn pause(&mut self, d: Duration) {
+        let mut events = Events::with_capacity(4);
+        let _ = self.event_loop.poll(&mut events, d);
+    }
+
+    fn run(mut self) {
+        let mut backoff = BACKOFF_MIN;
+        let mut dispatcher = FrameDispatcher::new(READ_BUFFER_SIZE);
+        while !self.stopped() {
+            let master = self
+                .shared
+                .master
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone();
+            let Some(master) = master else {
+                self.pause(BACKOFF_MAX);
+                continue;
+            };
+            let version = self.shared.master_version.load(Ordering::Acquire);
+            let started = Instant::now();
+            let ended = self.connect_and_transfer(&master, version, &mut dispatcher);
+            let transferred = started.elapsed() > BACKOFF_MAX;
+            if self.stopped() {
+                break;
+            }
+            self.set_state(HaState::Ready, &master, ended.reason, ended.problem);
+            if self.shared.master_version.load(Ordering::Acquire) != version {
+                backoff = BACKOFF_MIN;
+                continue;
+            }
+            // Reconnect fast after a long healthy transfer, slower while the master stays away.
+            if transferred {
+                backoff = BACKOFF_MIN;
+            }
+            self.pause(backoff);
+            backoff = (backoff * 2).min(BACKOFF_MAX);
+        }
+        *self.shared.state.lock().unwrap_or_else(|p| p.into_inner()) = HaState::Shutdown;
+        self.shared
+            .events
+            .push("slave", HaState::Shutdown, "HA client stopped", false);
+    }
+
+    fn connect_and_transfer(
+        &mut self,
+        master: &str,
+        version: u64,
+        dispatcher: &mut FrameDispatcher,
+    ) -> Ended {
+        let addr = match resolve(master) {
+            Ok(a) => a,
+            Err(e) => return Ended::problem(e.to_string()),
+        };
+        let mut stream = match TcpStream::connect(addr) {
+            Ok(s) => s,
+            Err(e) => return Ended::problem(format!("connect to master {master} failed: {e}")),
+        };
+        if let Err(e) = self.event_loop.registry().register(
+            &mut stream,
+            SOCKET,
+            Interest::READABLE | Interest::WRITABLE,
+        ) {
+            return Ended::problem(format!("register failed: {e}"));
+        }
+        let ended = match self.transfer(&mut stream, master, version, dispatcher) {
+            Ok(never) => match never {},
+            Err(ended) => ended,
+        };
+        let _ = self.event_loop.registry().deregister(&mut stream);
+        // Discard a partial frame of the old connection: the next one starts at our max offset.
+        *dispatcher = FrameDispatcher::new(READ_BUFFER_SIZE);
+        ended
+    }
+
+    /// Waits for the socket to become connected (or fail), honouring shutdown.
+    fn await_connected(&mut self, stream: &TcpStream, master: &str) -> Result<(), Ended> {
+        let deadline = Instant::now() + self.shared.config.handshake_timeout();
+        let mut events = Events::with_capacity(4);
+        loop {
+            if self.stopped() {
+                return Err(Ended::routine("shutdown"));
+            }
+            match stream.peer_addr() {
+                Ok(_) => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::NotConnected => {}
+                Err(e) => {
+                    return Err(Ended::problem(format!(
+                        "connect to master {master} failed: {e}"
+                    )))
+                }
+            }
+            if let Ok(Some(e)) = stream.take_error() {
+                return Err(Ended::problem(format!(
+                    "connect to master {master} failed: {e}"
+                )));
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(Ended::problem(format!(
+                    "connect to master {master} timed out"
+                )));
+            }
+            let _ = self.event_loop.poll(&mut events, deadline - now);
+        }
+    }
+
+    /// Reads exactly `buf.len()` bytes during the handshake, within its deadline.
+    fn read_exact(
+        &mut self,
+        stream: &mut TcpStream,
+        buf: &mut [u8],
+        deadline: Instant,
+        what: &str,
+    ) -> Result<(), Ended> {
+        let mut got = 0;
+        let mut events = Events::with_capacity(4);
+        while got < buf.len() {
+            match stream.read(&mut buf[got..]) {
+                Ok(0) => {
+                    return Err(Ended::problem(format!(
+                        "master closed the connection during {what}"
+                    )))
+                }
+                Ok(n) => got += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    let now = Instant::now();
+                    if now >= deadline || self.stopped() {
+                        return Err(Ended::problem(format!(
+                            "no {what} from the master in time; is haAuthSecret set on the master too?"
+                        )));
+                    }
+                    let _ = self.event_loop.poll(&mut events, deadline - now);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(Ended::problem(format!("read failed during {what}: {e}"))),
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes all of `data` (a report or handshake reply), waiting briefly for room.
+    fn write_all(&mut self, stream: &mut TcpStream, mut data: &[u8]) -> Result<(), Ended> {
+        let deadline = Instant::now() + self.shared.config.handshake_timeout();
+        let mut events = Events::with_capacity(4);
+        while !data.is_empty() {
+            match stream.write(data) {
+                Ok(n) => data = &data[n..],
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    let now = Instant::now();
+                    if now >= deadline {
+                        return Err(Ended::problem("master is not reading our reports"));
+                    }
+                    let _ = self.event_loop.poll(&mut events, deadline - now);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(Ended::problem(format!("write failed: {e}"))),
+            }
+        }
+        Ok(())
+    }
+
+    /// One connection from connect to close; returns only why it ended.
+    fn transfer(
+        &mut self,
+        stream: &mut TcpStream,
+        master: &str,
+        version: u64,
+        dispatcher: &mut FrameDispatcher,
+    ) -> Result<Infallible, Ended> {
+        self.await_connected(stream, master)?;
+        let _ = stream.set_nodelay(true);
+        self.shared
+            .stats
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .connects += 1;
+        let crc = match self.shared.config.auth_secret.clone() {
+            Some(secret) => self.handshake(stream, master, &secret)?,
+            None => false,
+        };
+        dispatcher.set_crc(crc);
+        let mut session = self.start_session(stream, master, crc)?;
+        let mut events = Events::with_capacity(16);
+        loop {
+            self.wait_readable(&mut session, version, &mut events)?;
+            self.receive(&mut session, stream, master, dispatcher)?;
+            if session.last_report.elapsed() >= self.shared.config.heartbeat_interval {
+                self.report(&mut session, stream, true)?;
+            }
+        }
+    }
+
+    /// The `haAuthSecret` handshake; returns whether the CRC extension was agreed on.
+    fn handshake(
+        &mut self,
+        stream: &mut TcpStream,
+        master: &str,
+        secret: &[u8],
+    ) -> Result<bool, Ended> {
+        self.set_state(
+            HaState::Handshake,
+            master,
+            "authenticating with haAuthSecret",
+            false,
+        );
+        let deadline = Instant::now() + self.shared.config.handshake_timeout();
+        let mut challenge = [0u8; CHALLENGE_LEN];
+        self.read_exact(stream, &mut challenge, deadline, "authentication challenge")?;
+        let flags = if self.shared.config.frame_crc {
+            auth::FLAG_FRAME_CRC
+        } else {
+            0
+        };
+        let Some(response) = auth::slave_response(secret, &challenge, self.shared.slave_id, flags)
+        else {
+            return Err(Ended::problem("the master's first bytes are not an authentication challenge; is haAuthSecret set on the master?"));
+        };
+        self.write_all(stream, &response)?;
+        let mut proof = [0u8; MASTER_PROOF_LEN];
+        self.read_exact(stream, &mut proof, deadline, "authentication proof")?;
+        let Some(accepted) = auth::verify_master(secret, &challenge, &response, &proof) else {
+            return Err(Ended::problem(
+                "the master failed authentication: different haAuthSecret",
+            ));
+        };
+        let crc = accepted & auth::FLAG_FRAME_CRC != 0;
+        if self.shared.config.frame_crc && !crc {
+            return Err(Ended::problem(
+                "the master refused the per-frame CRC extension",
+            ));
+        }
+        Ok(crc)
+    }
+
+    /// Sends the first report: the start of the divergence check, or the max offset.
+    fn start_session(
+        &mut self,
+        stream: &mut TcpStream,
+        master: &str,
+        crc: bool,
+    ) -> Result<Session, Ended> {
+        let store = self.shared.store.clone();
+        let check = PrefixCheck::new(&store);
+        let first = check.as_ref().map_or(store.max_offset(), |c| c.from);
+        self.write_all(stream, &report(first, crc))?;
+        let reported = store.max_offset();
+        let reason = match &check {
+            Some(c) => format!(
+                "connected; verifying bytes [{}, {}) against the master before resuming",
+                c.from, c.until
+            ),
+            None => format!("connected, reported max offset {reported}"),
+        };
+        self.set_state(HaState::Transfer, master, reason, false);
+        let now = Instant::now();
+        Ok(Session {
+            store,
+            crc,
+            check,
+            first,
+            reported,
+            last_read: now,
+            last_report: now,
+        })
+    }
+
+    /// Sleeps until the socket is readable or the next report is due; ends the connection on
+    /// shutdown, a new master address or housekeeping.
+    fn wait_readable(
+        &mut self,
+        session: &mut Session,
+        version: u64,
+        events: &mut Events,
+    ) -> Result<(), Ended> {
+        if self.stopped() {
+            return Err(Ended::routine("shutdown"));
+        }
+        if self.shared.master_version.load(Ordering::Acquire) != version {
+            return Err(Ended::routine("master address changed"));
+        }
+        let cfg = &self.shared.config;
+        let now = Instant::now();
+        if now.duration_since(session.last_read) > cfg.housekeeping_interval {
+            return Err(Ended::problem(format!(
+                "housekeeping: nothing from the master for {} ms (haHousekeepingInterval)",
+                cfg.housekeeping_interval.as_millis()
+            )));
+        }
+        let wait = (session.last_report + cfg.heartbeat_interval)
+            .min(session.last_read + cfg.housekeeping_interval)
+            .saturating_duration_since(now);
+        self.event_loop
+            .poll(events, wait)
+            .map_err(|e| Ended::problem(format!("epoll failed: {e}")))
+    }
+
+    /// Reads until the socket would block, handing every complete frame to the sink and
+    /// reporting the new max offset after each read that appended.
+    fn receive(
+        &mut self,
+        session: &mut Session,
+        stream: &mut TcpStream,
+        master: &str,
+        dispatcher: &mut FrameDispatcher,
+    ) -> Result<(), Ended> {
+        loop {
+            match dispatcher.read_from(stream) {
+                Ok(0) => return Err(Ended::problem("master closed the connection")),
+                Ok(n) => {
+                    session.last_read = Instant::now();
+                    let mut stats = self.shared.stats.lock().unwrap_or_else(|p| p.into_inner());
+                    stats.bytes_received += n as u64;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(Ended::problem(format!("read failed: {e}"))),
+            }
+            let frames = dispatcher
+                .dispatch(|f| session.sink(f))
+                .map_err(|e| e.ended(&session.store, master))?;
+            let mut stats = self.shared.stats.lock().unwrap_or_else(|p| p.into_inner());
+            stats.frames += frames as u64;
+            stats.buffer_swaps = dispatcher.swaps();
+            drop(stats);
+            self.report(session, stream, false)?;
+        }
+    }
+
+    /// Sends the report due now, if one is (see [`Session::due_report`]).
+    fn report(
+        &mut self,
+        session: &mut Session,
+        stream: &mut TcpStream,
+        heartbeat: bool,
+    ) -> Result<(), Ended> {
+        if let Some(offset) = session.due_report(heartbeat) {
+            self.write_all(stream, &report(offset, session.crc))?;
+            session.reported = session.reported.max(offset);
+            session.last_report = Instant::now();
+        }
+        Ok(())
+    }
+}
+
+fn report(offset: u64, crc: bool) -> Vec<u8> {
+    let mut out = frame::encode_report(offset).to_vec();
+    if crc {
+        let trailer = frame::crc_trailer(&[&out]);
+        out.extend_from_slice(&trailer);
+    }
+    out
+}
