@@ -115,29 +115,59 @@ class Rechunk(Fault):
 
 class FlipByte(Fault):
     """XORs one byte of frame ``frame`` on connection 0: header byte ``header_at``, or body
-    byte ``body_at`` when ``header_at`` is None."""
+    byte ``body_at`` when ``header_at`` is None. With ``inside``, the flip goes to the first
+    body byte from ``body_at`` on (in that frame or a later one) that ends a run of
+    :data:`RUN` bytes equal to ``inside``: with message bodies made of that byte, the flip lands
+    inside a message body, which the body CRC covers, never in a record header field that no
+    check covers (only the per-frame CRC extension catches those)."""
 
-    def __init__(self, frame: int, xor: int, *, header_at: int | None, body_at: int = 0) -> None:
+    RUN = 16
+
+    def __init__(
+        self,
+        frame: int,
+        xor: int,
+        *,
+        header_at: int | None,
+        body_at: int = 0,
+        inside: int | None = None,
+    ) -> None:
         self.target_frame = frame
         self.xor = xor
         self.header_at = header_at
         self.body_at = body_at
+        self.inside = inside
         self.flipped = False
         # Where the stream is: frame number, header bytes seen, body bytes left.
         self.frame = 0
         self.header = bytearray()
         self.body_left = 0
         self.body_pos = 0
+        #: Body bytes equal to ``inside`` just before this one.
+        self.run = 0
+
+    def _body_hit(self, byte: int) -> bool:
+        if self.header_at is not None:
+            return False
+        if self.inside is None:
+            return self.body_pos == self.body_at and self.frame == self.target_frame
+        hit = (
+            (self.frame, self.body_pos) >= (self.target_frame, self.body_at)
+            and byte == self.inside
+            and self.run >= self.RUN
+        )
+        self.run = self.run + 1 if byte == self.inside else 0
+        return hit
 
     def _is_target(self, byte: int) -> bool:
         """Consumes one byte of the stream; True if it is the one to flip."""
         if self.body_left:
-            hit = self.header_at is None and self.body_pos == self.body_at
+            hit = self._body_hit(byte)
             self.body_pos += 1
             self.body_left -= 1
             if not self.body_left:
                 self.frame += 1
-            return hit and self.frame == self.target_frame
+            return hit
         hit = self.header_at == len(self.header) and self.frame == self.target_frame
         self.header.append(byte)
         if len(self.header) == HEADER_LEN:

@@ -31,22 +31,31 @@ def master_config(tmp: Path) -> BrokerConfig:
     )
 
 
-def batch(rng: random.Random, n: int = 100) -> list[Message]:
-    return [Message(f"T{i % 3}", rng.randbytes(rng.randint(1, 2000))) for i in range(n)]
+Bodies = Callable[[random.Random], bytes]
 
 
-def replicate_through(tmp: Path, fault: Fault, rng: random.Random) -> tuple[bool, bool, str]:
+def random_bodies(rng: random.Random) -> bytes:
+    return rng.randbytes(rng.randint(1, 2000))
+
+
+def batch(rng: random.Random, bodies: Bodies, n: int = 100) -> list[Message]:
+    return [Message(f"T{i % 3}", bodies(rng)) for i in range(n)]
+
+
+def replicate_through(
+    tmp: Path, fault: Fault, rng: random.Random, bodies: Bodies
+) -> tuple[bool, bool, str]:
     """Master in-process, slave in a child process behind the proxy; about 1.5 MB before the
     slave connects and more while it catches up. Returns (converged, prefix, slave log)."""
     with Broker(master_config(tmp)) as master:
         assert master.ha is not None
         for _ in range(15):
-            master.put_batch(batch(rng))
+            master.put_batch(batch(rng, bodies))
         proxy = FaultProxy(master.ha_address, fault)
         slave = start_slave(tmp, "s", proxy.address, **HA_TIMERS)
         try:
             for _ in range(5):
-                master.put_batch(batch(rng))
+                master.put_batch(batch(rng, bodies))
             target = master.max_offset
             acks = master.ha.slave_ack_offsets
             # Stop early once the slave holds a byte the master does not: it cannot heal.
@@ -72,12 +81,19 @@ def written_prefix(replica: Path, master: Path) -> bool:
 
 
 def check(
-    tmp: Path, name: str, make: Callable[[random.Random], Fault], trials: int, report: FaultReport
+    tmp: Path,
+    name: str,
+    make: Callable[[random.Random], Fault],
+    trials: int,
+    report: FaultReport,
+    bodies: Bodies = random_bodies,
 ) -> None:
     rng = random.Random()
     for trial in range(trials):
         fault = make(rng)
-        converged, prefix, log = replicate_through(tmp / f"trial{trial}", fault, rng)
+        converged, prefix, log = replicate_through(tmp / f"trial{trial}", fault, rng, bodies)
+        if isinstance(fault, FlipByte):
+            assert fault.flipped, f"{name}: the proxy never found the byte to flip"
         clear_error = any(e in log for e in CLEAR_ERRORS)
         error = clear_error and not converged
         report.trial(f"c. {name}", corrupt=not prefix, converged=converged, error=error)
@@ -111,13 +127,21 @@ def test_network_fault(
     check(tmp_path, name, FAULTS[name], 5 if long_run else 1, fault_report)
 
 
+#: The byte message bodies are made of in the flipped-body test.
+FILLER = 0xAB
+
+
 def test_flipped_body_byte_is_detected(
     tmp_path: Path, long_run: bool, fault_report: FaultReport
 ) -> None:
     check(
         tmp_path,
         "flip body byte",
-        lambda rng: FlipByte(3, 0xFF, header_at=None, body_at=rng.randint(0, 30_000)),
+        lambda rng: FlipByte(
+            3, 0xFF, header_at=None, body_at=rng.randint(0, 30_000), inside=FILLER
+        ),
         5 if long_run else 1,
         fault_report,
+        # Bodies of one byte value, so the flip lands in a body: see FlipByte.
+        bodies=lambda rng: bytes([FILLER]) * rng.randint(FlipByte.RUN + 1, 2000),
     )
