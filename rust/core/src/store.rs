@@ -14,11 +14,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use rustc_hash::FxHashMap;
 
 use crate::commitlog::flush::{FlushDiskType, FlushService, FlushStats};
-use crate::commitlog::mapped_file::MappedFile;
 use crate::commitlog::record::{self, MessageDraft, RecordView, PROPERTY_TAGS};
 use crate::commitlog::recover::RecoveryReport;
 use crate::commitlog::{
-    AppendResult, CommitLog, OwnedRecord, RecordIter, DEFAULT_MAPPED_FILE_SIZE,
+    AppendResult, CommitLog, LogSlice, OwnedRecord, RecordIter, DEFAULT_MAPPED_FILE_SIZE,
 };
 use crate::consume_queue::{ConsumeQueue, ConsumeQueueTable, CqEntry, DEFAULT_CQ_ENTRIES_PER_FILE};
 use crate::error::CommitLogError;
@@ -71,6 +70,14 @@ impl StoreConfig {
             max_gap_not_in_sync: self.ha_max_gap_not_in_sync,
         }
     }
+}
+
+/// One commit log segment file: where it starts and how many bytes it holds.
+#[derive(Debug, Clone)]
+pub struct Segment {
+    pub path: PathBuf,
+    pub start: u64,
+    pub used: usize,
 }
 
 /// Writer-side state, guarded by the put lock.
@@ -558,7 +565,26 @@ impl MessageStore {
     }
 
     /// Up to `max` complete bytes at `offset`, never crossing a segment.
-    pub fn read_raw(&self, offset: u64, max: usize) -> Option<(Arc<MappedFile>, usize, usize)> {
+    /// Every commit log segment, oldest first.
+    pub fn segments(&self) -> Vec<Segment> {
+        self.commit_log
+            .files()
+            .files()
+            .iter()
+            .map(|f| Segment {
+                path: f.path().to_owned(),
+                start: f.start(),
+                used: f.wrote(),
+            })
+            .collect()
+    }
+
+    /// The `ip:port` recorded in every record this store writes (and in its msg ids).
+    pub fn store_host(&self) -> SocketAddr {
+        self.commit_log.store_host()
+    }
+
+    pub fn read_raw(&self, offset: u64, max: usize) -> Option<LogSlice> {
         self.commit_log.read(offset, max)
     }
 

@@ -1,20 +1,15 @@
 //! Zero-copy views of commit log bytes for Python (the buffer protocol).
 
 use std::os::raw::c_int;
-use std::sync::Arc;
 
 use pyo3::exceptions::PyBufferError;
 use pyo3::prelude::*;
-use rocketha_core::commitlog::mapped_file::MappedFile;
+use rocketha_core::commitlog::LogSlice;
 
 /// Bytes of a mapped segment lent to Python without a copy (buffer protocol). Holding it keeps
 /// the mapping alive; the bytes are immutable once published.
 #[pyclass(frozen, module = "rocketha._core")]
-pub struct SegmentSlice {
-    pub(crate) file: Arc<MappedFile>,
-    pub(crate) pos: usize,
-    pub(crate) len: usize,
-}
+pub struct SegmentSlice(pub(crate) LogSlice);
 
 #[pymethods]
 impl SegmentSlice {
@@ -23,8 +18,7 @@ impl SegmentSlice {
         view: *mut pyo3::ffi::Py_buffer,
         flags: c_int,
     ) -> PyResult<()> {
-        let this = slf.get();
-        let bytes = &this.file.readable(this.pos)[..this.len];
+        let bytes = slf.get().0.bytes();
         // SAFETY: `view` comes from CPython; the bytes live in a mapping kept alive by `slf`,
         // which the view owns.
         unsafe {
@@ -39,7 +33,7 @@ impl SegmentSlice {
     }
 
     fn __len__(&self) -> usize {
-        self.len
+        self.0.len()
     }
 }
 

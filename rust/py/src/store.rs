@@ -89,7 +89,7 @@ impl PyMessageStore {
             store.put(&drafts[0])
         }
         .map_err(to_py)?;
-        Ok(PutResult::new(&r, store.commit_log().store_host()))
+        Ok(PutResult::new(&r, store.store_host()))
     }
 
     /// The verdict of the put ending at `next_offset`: at once without a policy to wait for,
@@ -217,7 +217,7 @@ impl PyMessageStore {
                 store.put_batch(&drafts)
             })
             .map_err(to_py)?;
-        let host = store.commit_log().store_host();
+        let host = store.store_host();
         let status = match results.last() {
             Some(last) => self.verdict(py, last.next_offset())?,
             None => PutStatus::PutOk,
@@ -263,8 +263,8 @@ impl PyMessageStore {
     fn read_raw(&self, py: Python<'_>, offset: u64, max_bytes: usize) -> PyResult<Py<PyAny>> {
         let store = self.store()?;
         match store.read_raw(offset, max_bytes) {
-            Some((file, pos, len)) => {
-                let slice = Bound::new(py, SegmentSlice { file, pos, len })?;
+            Some(slice) => {
+                let slice = Bound::new(py, SegmentSlice(slice))?;
                 Ok(pyo3::types::PyMemoryView::from(&slice.into_any())?
                     .into_any()
                     .unbind())
@@ -334,11 +334,9 @@ impl PyMessageStore {
     fn segments(&self) -> PyResult<Vec<(PathBuf, u64, usize)>> {
         Ok(self
             .store()?
-            .commit_log()
-            .files()
-            .files()
-            .iter()
-            .map(|f| (f.path().to_owned(), f.start(), f.wrote()))
+            .segments()
+            .into_iter()
+            .map(|s| (s.path, s.start, s.used))
             .collect())
     }
 

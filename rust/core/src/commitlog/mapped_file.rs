@@ -13,7 +13,7 @@ pub fn segment_name(start: u64) -> String {
     format!("{start:020}")
 }
 
-pub struct MappedFile {
+pub(crate) struct MappedFile {
     path: PathBuf,
     start: u64,
     size: usize,
@@ -105,10 +105,10 @@ impl MappedFile {
         }
     }
 
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
-    pub fn start(&self) -> u64 {
+    pub(crate) fn start(&self) -> u64 {
         self.start
     }
     pub(crate) fn size(&self) -> usize {
@@ -117,7 +117,7 @@ impl MappedFile {
     pub(crate) fn end(&self) -> u64 {
         self.start + self.size as u64
     }
-    pub fn wrote(&self) -> usize {
+    pub(crate) fn wrote(&self) -> usize {
         self.wrote.load(Ordering::Acquire)
     }
     pub(crate) fn remaining(&self) -> usize {
@@ -135,7 +135,7 @@ impl MappedFile {
     }
 
     /// The complete bytes `[pos, wrote)`.
-    pub fn readable(&self, pos: usize) -> &[u8] {
+    pub(crate) fn readable(&self, pos: usize) -> &[u8] {
         let end = self.wrote();
         if pos >= end {
             return &[];

@@ -28,6 +28,29 @@ pub(crate) fn check_file_size(size: u64) -> Result<usize, CommitLogError> {
     Ok(size as usize)
 }
 
+/// Published bytes of one segment, lent without a copy: holding it keeps the mapping alive, and
+/// published bytes never change.
+#[derive(Clone)]
+pub struct LogSlice {
+    file: Arc<MappedFile>,
+    pos: usize,
+    len: usize,
+}
+
+impl LogSlice {
+    pub fn bytes(&self) -> &[u8] {
+        &self.file.readable(self.pos)[..self.len]
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
 /// Where one appended record landed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AppendResult {
@@ -62,7 +85,7 @@ impl CommitLog {
         })
     }
 
-    pub fn files(&self) -> &MappedFileQueue {
+    pub(crate) fn files(&self) -> &MappedFileQueue {
         &self.files
     }
     pub fn store_host(&self) -> SocketAddr {
@@ -233,11 +256,11 @@ impl CommitLog {
 
     /// Up to `max` complete bytes at `offset`, never crossing a segment: the zero-copy unit of
     /// reading and of HA transfer.
-    pub(crate) fn read(&self, offset: u64, max: usize) -> Option<(Arc<MappedFile>, usize, usize)> {
+    pub(crate) fn read(&self, offset: u64, max: usize) -> Option<LogSlice> {
         let file = self.files.find(offset)?;
         let pos = (offset - file.start()) as usize;
-        let n = file.readable(pos).len().min(max);
-        (n > 0).then_some((file, pos, n))
+        let len = file.readable(pos).len().min(max);
+        (len > 0).then_some(LogSlice { file, pos, len })
     }
 
     /// Iterates records from `offset` (a record boundary), skipping blanks across segments.

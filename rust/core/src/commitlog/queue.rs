@@ -20,7 +20,7 @@ type Prealloc = (u64, JoinHandle<Result<MappedFile, CommitLogError>>);
 /// segment prepared at once costs as much CPU as the appends that fill it.
 pub(crate) const PREFAULT_WINDOW: usize = 64 << 20;
 
-pub struct MappedFileQueue {
+pub(crate) struct MappedFileQueue {
     dir: PathBuf,
     file_size: usize,
     writable: bool,
@@ -107,7 +107,7 @@ impl MappedFileQueue {
         self.file_size
     }
 
-    pub fn files(&self) -> Vec<Arc<MappedFile>> {
+    pub(crate) fn files(&self) -> Vec<Arc<MappedFile>> {
         self.files.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 

@@ -15,7 +15,7 @@ use super::flow::FlowMonitor;
 use super::frame::{self, CRC_LEN, HEADER_LEN, REPORT_LEN};
 use super::master::AWAKE;
 use super::{HaConfig, HaState};
-use crate::commitlog::mapped_file::MappedFile;
+use crate::commitlog::LogSlice;
 use crate::store::{now_millis, MessageStore};
 
 /// Longest a partial batch waits for the ack of the frame before it (see [`group_hold`]):
@@ -90,15 +90,15 @@ impl ConnectionStatus {
 /// extension is on. `done` counts bytes written so far across the three.
 struct PendingWrite {
     header: [u8; HEADER_LEN],
-    body: Option<(Arc<MappedFile>, usize, usize)>,
+    body: Option<LogSlice>,
     trailer: [u8; CRC_LEN],
     trailer_len: usize,
     done: usize,
 }
 
 impl PendingWrite {
-    fn new(offset: u64, body: Option<(Arc<MappedFile>, usize, usize)>, crc: bool) -> Self {
-        let len = body.as_ref().map_or(0, |b| b.2);
+    fn new(offset: u64, body: Option<LogSlice>, crc: bool) -> Self {
+        let len = body.as_ref().map_or(0, LogSlice::len);
         let mut w = Self {
             header: frame::encode_header(offset, len),
             body,
@@ -113,13 +113,10 @@ impl PendingWrite {
         w
     }
     fn body(&self) -> &[u8] {
-        match &self.body {
-            Some((file, pos, len)) => &file.readable(*pos)[..*len],
-            None => &[],
-        }
+        self.body.as_ref().map_or(&[], LogSlice::bytes)
     }
     fn body_len(&self) -> usize {
-        self.body.as_ref().map_or(0, |b| b.2)
+        self.body.as_ref().map_or(0, LogSlice::len)
     }
     fn total(&self) -> usize {
         HEADER_LEN + self.body_len() + self.trailer_len
@@ -428,7 +425,7 @@ impl HaConnection {
                 }
                 self.write = match store.read_raw(next, allowance) {
                     Some(body) => {
-                        self.flow.sent(body.2);
+                        self.flow.sent(body.len());
                         Some(PendingWrite::new(next, Some(body), self.crc))
                     }
                     None if now.duration_since(self.last_write) >= cfg.heartbeat_interval => {

@@ -75,10 +75,10 @@ impl PrefixCheck {
         let mut at = offset;
         let mut mine_done = 0;
         while mine_done < overlap {
-            let Some((file, pos, len)) = store.read_raw(at, overlap - mine_done) else {
+            let Some(slice) = store.read_raw(at, overlap - mine_done) else {
                 return Err(divergent(at));
             };
-            let mine = &file.readable(pos)[..len];
+            let (mine, len) = (slice.bytes(), slice.len());
             let theirs = &body[mine_done..mine_done + len];
             if let Some(i) = mine.iter().zip(theirs).position(|(a, b)| a != b) {
                 return Err(divergent(at + i as u64));
