@@ -218,9 +218,15 @@ impl MessageStore {
             // Replays records the consume queues may miss after a crash (idempotent).
             store.reput(&mut st)?;
         }
-        let flushed = commit_log.max_offset();
-        let root = store.config.root.clone();
-        let (log, cqs) = (commit_log, consume_queues);
+        store.start_services();
+        Ok(store)
+    }
+
+    /// Starts the flush thread and the GroupTransferService it reports every msync to.
+    fn start_services(&self) {
+        let flushed = self.commit_log.max_offset();
+        let root = self.config.root.clone();
+        let (log, cqs) = (self.commit_log.clone(), self.consume_queues.clone());
         let mut last_cq_flush = Instant::now();
         let flush_fn = Box::new(move || {
             let target = log.max_offset();
@@ -240,11 +246,11 @@ impl MessageStore {
             Ok(target)
         });
         let group_transfer = Arc::new(GroupTransferService::start(
-            store.config.wait_policy(),
+            self.config.wait_policy(),
             flushed,
         ));
         let on_flushed = group_transfer.clone();
-        let path = store.config.root.join("commitlog");
+        let path = self.config.root.join("commitlog");
         let listener = Box::new(move |result: Result<u64, &CommitLogError>| match result {
             Ok(offset) => on_flushed.on_flushed(Ok(offset)),
             Err(e) => {
@@ -252,14 +258,13 @@ impl MessageStore {
                 on_flushed.on_flushed(Err(()));
             }
         });
-        let _ = store.group_transfer.set(group_transfer);
-        let _ = store.flush.set(FlushService::start(
-            store.config.flush_interval,
+        let _ = self.group_transfer.set(group_transfer);
+        let _ = self.flush.set(FlushService::start(
+            self.config.flush_interval,
             flush_fn,
             flushed,
             listener,
         ));
-        Ok(store)
     }
 
     fn open_read_only(config: StoreConfig) -> Result<Self, CommitLogError> {
