@@ -75,6 +75,12 @@ impl Default for WaitPolicy {
 }
 
 impl WaitPolicy {
+    /// The soonest any request under this policy can be due.
+    fn shortest_timeout(&self) -> Duration {
+        self.sync_flush_timeout
+            .map_or(self.slave_timeout, |t| t.min(self.slave_timeout))
+    }
+
     /// Whether a put must wait at all: without it, every put is PUT_OK once appended.
     pub fn waits(&self) -> bool {
         self.sync_flush_timeout.is_some() || self.slaves > 0
@@ -307,10 +313,15 @@ impl GroupTransferService {
     fn expire_loop(state: &Mutex<State>, timer: &Condvar) {
         let mut st = lock(state);
         while !st.stop {
-            let until = st.earliest_deadline();
-            st.sleeping_until = until;
-            st = wait_until(timer, st, until, |s| {
-                s.stop || s.sleeping_until != until || until.is_some_and(|d| Instant::now() >= d)
+            // Idle, it still sleeps only as long as the shortest timeout: a request submitted
+            // meanwhile is due later than that, so submitting never has to wake this thread
+            // (a futex wake and a context switch on every put of a lone producer).
+            let until = st
+                .earliest_deadline()
+                .unwrap_or_else(|| Instant::now() + st.policy.shortest_timeout());
+            st.sleeping_until = Some(until);
+            st = wait_until(timer, st, Some(until), |s| {
+                s.stop || s.sleeping_until != Some(until) || Instant::now() >= until
             })
             .0;
             let settled = st.settle(Instant::now());
@@ -375,8 +386,8 @@ impl GroupTransferService {
             })
             .min();
         st.requests.push(request);
-        // Deadlines mostly grow (one timeout for all), so the thread needs waking only when it
-        // sleeps without one or past this one.
+        // Only a request due before the thread's wake-up needs to wake it: with the policy's
+        // timeouts never (see `expire_loop`), with a shorter explicit wait sometimes.
         if due.is_some() && st.sleeping_until.is_none_or(|s| due.is_some_and(|d| d < s)) {
             st.sleeping_until = due;
             self.timer.notify_one();
