@@ -4,6 +4,7 @@
 //! is usable and testable without Python.
 
 pub mod arrow;
+mod broker;
 pub mod commitlog;
 mod consume_queue;
 pub mod error;

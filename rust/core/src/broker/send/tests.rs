@@ -1,0 +1,238 @@
+//! Sends as a Java producer writes them, field by field from RocketMQ's definitions
+//! (`SendMessageRequestHeaderV2`'s letters, `MessageDecoder.encodeMessage`), not by our encoder.
+
+use std::sync::mpsc;
+use std::time::Duration;
+
+use super::*;
+use crate::remoting::header::SendMessageResponseHeader;
+use crate::store::StoreConfig;
+
+const PRODUCER: &str = "10.1.2.3:40000";
+const LONG: Duration = Duration::from_secs(60);
+
+fn broker(dir: &std::path::Path, settings: BrokerSettings, slaves: usize) -> SendMessageProcessor {
+    let mut config = StoreConfig::new(dir);
+    config.mapped_file_size = 64 * 1024;
+    config.sync_slaves = slaves;
+    config.slave_timeout = Duration::from_millis(if slaves > 0 { 60_000 } else { 3000 });
+    let store = Arc::new(MessageStore::open(config).unwrap());
+    let topics = Arc::new(
+        TopicConfigManager::load(
+            dir,
+            settings.auto_create_topic,
+            settings.default_topic_queue_nums,
+        )
+        .unwrap(),
+    );
+    SendMessageProcessor::new(store, topics, Arc::new(settings))
+}
+
+/// SEND_MESSAGE_V2 as `SendMessageRequestHeaderV2` names its fields `a`..`n`.
+fn send_v2(topic: &str, queue_id: i32, properties: &str, body: &[u8]) -> RemotingCommand {
+    let mut request = RemotingCommand::request(request_code::SEND_MESSAGE_V2, 7);
+    for (k, v) in [
+        ("a", "producer-group"),
+        ("b", topic),
+        ("c", "TBW102"),
+        ("d", "4"),
+        ("e", &queue_id.to_string()),
+        ("f", "0"),
+        ("g", "1700000000000"),
+        ("h", "0"),
+        ("i", properties),
+        ("j", "0"),
+        ("k", "false"),
+        ("m", "false"),
+    ] {
+        request.ext_fields.insert(k.into(), v.into());
+    }
+    request.body = body.to_vec();
+    request
+}
+
+fn process(
+    p: &SendMessageProcessor,
+    request: &RemotingCommand,
+) -> (Option<RemotingCommand>, mpsc::Receiver<RemotingCommand>) {
+    let (tx, rx) = mpsc::channel();
+    let now = p.process(request, PRODUCER.parse().unwrap(), move |r| {
+        let _ = tx.send(r);
+    });
+    (now, rx)
+}
+
+#[test]
+fn a_send_is_stored_and_answered_as_java_reads_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = broker(dir.path(), BrokerSettings::default(), 0);
+    let request = send_v2("orders", 2, "TAGS\u{1}new\u{2}WAIT\u{1}true\u{2}", b"hello");
+    let (now, _) = process(&p, &request);
+    let response = now.expect("an ASYNC_MASTER answers at once");
+    assert_eq!(
+        (response.code, response.opaque),
+        (response_code::SUCCESS, 7)
+    );
+    assert!(response.is_response());
+    let header: SendMessageResponseHeader = response.decode_custom_header().unwrap();
+    assert_eq!(header.queue_id, 2);
+    assert_eq!(header.queue_offset, 0);
+    assert_eq!(header.msg_id, record::msg_id(&p.store.store_host(), 0));
+    assert_eq!(response.ext_fields["MSG_REGION"], "DefaultRegion");
+
+    let stored = p.store.get_messages("orders", 2, 0, 10).unwrap();
+    let view = stored[0].1.view();
+    assert_eq!(view.body, b"hello");
+    assert_eq!(view.born_host, PRODUCER.parse().unwrap());
+    assert_eq!(view.born_timestamp, 1_700_000_000_000);
+    assert_eq!(
+        view.properties, b"TAGS\x01new\x02CLUSTER\x01DefaultCluster\x02",
+        "WAIT is not stored, the cluster is"
+    );
+    assert_eq!(
+        p.topics.select("orders").unwrap().write_queue_nums,
+        4,
+        "created from TBW102 with the producer's queue count"
+    );
+}
+
+#[test]
+fn a_batch_stores_every_message_with_the_batch_properties() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = broker(dir.path(), BrokerSettings::default(), 0);
+    let mut body = Vec::new();
+    for (i, props) in [(0i32, "KEYS\u{1}k0\u{2}"), (1, "")] {
+        let msg_body = format!("m{i}");
+        let total = 4 + 4 + 4 + 4 + 4 + msg_body.len() + 2 + props.len();
+        body.extend_from_slice(&(total as i32).to_be_bytes());
+        body.extend_from_slice(&0i32.to_be_bytes()); // magic
+        body.extend_from_slice(&0i32.to_be_bytes()); // body CRC
+        body.extend_from_slice(&i.to_be_bytes()); // flag
+        body.extend_from_slice(&(msg_body.len() as i32).to_be_bytes());
+        body.extend_from_slice(msg_body.as_bytes());
+        body.extend_from_slice(&(props.len() as i16).to_be_bytes());
+        body.extend_from_slice(props.as_bytes());
+    }
+    let mut request = send_v2("batch", 0, "", &body);
+    request.code = request_code::SEND_BATCH_MESSAGE;
+    let response = process(&p, &request).0.unwrap();
+    assert_eq!(
+        response.code,
+        response_code::SUCCESS,
+        "{:?}",
+        response.remark
+    );
+    let header: SendMessageResponseHeader = response.decode_custom_header().unwrap();
+    assert_eq!(header.msg_id.split(',').count(), 2);
+    let stored = p.store.get_messages("batch", 0, 0, 10).unwrap();
+    let views: Vec<_> = stored.iter().map(|(_, r)| r.view()).collect();
+    assert_eq!((views[0].body, views[1].body), (&b"m0"[..], &b"m1"[..]));
+    assert_eq!(views[1].flag, 1);
+    assert_eq!(
+        views[0].properties,
+        b"KEYS\x01k0\x02CLUSTER\x01DefaultCluster\x02"
+    );
+    assert_eq!(views[1].properties, b"CLUSTER\x01DefaultCluster\x02");
+}
+
+#[test]
+fn refused_sends_name_the_problem_and_write_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let strict = BrokerSettings {
+        auto_create_topic: false,
+        max_message_size: 16,
+        ..BrokerSettings::default()
+    };
+    let p = broker(dir.path(), strict, 0);
+    p.topics
+        .update_or_create(TopicConfig {
+            topic_name: "known".into(),
+            write_queue_nums: 2,
+            read_queue_nums: 2,
+            ..TopicConfig::default()
+        })
+        .unwrap();
+    let cases = [
+        (
+            send_v2("unknown", 0, "", b"x"),
+            response_code::TOPIC_NOT_EXIST,
+            "topic[unknown] not exist",
+        ),
+        (
+            send_v2("known", 9, "", b"x"),
+            response_code::SYSTEM_ERROR,
+            "queueId[9] is illegal",
+        ),
+        (
+            send_v2("known", 0, "", &[0; 17]),
+            response_code::MESSAGE_ILLEGAL,
+            "MAX: 16",
+        ),
+        (
+            {
+                let mut r = send_v2("known", 0, "", b"x");
+                r.ext_fields.remove("e");
+                r
+            },
+            response_code::SYSTEM_ERROR,
+            "`e`",
+        ),
+        (
+            {
+                let mut r = send_v2("known", 0, "", &[0, 0, 0, 99, 1]);
+                r.code = request_code::SEND_BATCH_MESSAGE;
+                r
+            },
+            response_code::MESSAGE_ILLEGAL,
+            "does not fit",
+        ),
+    ];
+    for (request, code, remark) in cases {
+        let response = process(&p, &request).0.unwrap();
+        assert_eq!(response.code, code, "{:?}", response.remark);
+        let text = response.remark.unwrap_or_default();
+        assert!(text.contains(remark), "{text:?} should say {remark:?}");
+    }
+    assert_eq!(p.store.max_offset(), 0, "nothing written");
+
+    let slave = broker(
+        tempfile::tempdir().unwrap().path(),
+        BrokerSettings {
+            is_slave: true,
+            ..BrokerSettings::default()
+        },
+        0,
+    );
+    let response = process(&slave, &send_v2("t", 0, "", b"x")).0.unwrap();
+    assert_eq!(response.code, response_code::SERVICE_NOT_AVAILABLE);
+    assert!(response.remark.unwrap().contains("SLAVE"));
+}
+
+#[test]
+fn a_sync_master_answers_when_the_slave_ack_covers_the_send() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = broker(dir.path(), BrokerSettings::default(), 1);
+    let gt = p.store.group_transfer().unwrap().clone();
+
+    let (now, rx) = process(&p, &send_v2("t", 0, "", b"x"));
+    assert!(now.is_none());
+    assert_eq!(
+        rx.recv_timeout(LONG).unwrap().code,
+        response_code::SLAVE_NOT_AVAILABLE,
+        "no slave: answered at once, the message stays stored"
+    );
+
+    gt.on_acks(vec![p.store.max_offset()]);
+    let (now, rx) = process(&p, &send_v2("t", 0, "", b"y"));
+    assert!(now.is_none());
+    assert!(rx.try_recv().is_err(), "waits for the ack");
+    gt.on_acks(vec![p.store.max_offset()]);
+    assert_eq!(rx.recv_timeout(LONG).unwrap().code, response_code::SUCCESS);
+
+    let (now, _) = process(&p, &send_v2("t", 0, "WAIT\u{1}false\u{2}", b"z"));
+    assert_eq!(
+        now.unwrap().code,
+        response_code::SUCCESS,
+        "WAIT=false does not wait"
+    );
+}

@@ -1,0 +1,228 @@
+//! RocketMQ's `TopicConfigManager`: the broker's topics with their queue counts and permissions,
+//! persisted in `STORE/config/topics.json` (written to a temporary file, synced, renamed: a
+//! crash leaves the old file or the new one, never half of one) and sent to the name server.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use crate::namesrv::{perm, DataVersion, TopicConfig, TopicConfigSerializeWrapper};
+use crate::store::now_millis;
+use crate::sync::lock;
+
+/// `TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC`: the template a producer names as
+/// `defaultTopic` when it sends to a topic nobody created (`autoCreateTopicEnable`).
+pub(crate) const AUTO_CREATE_TOPIC_KEY_TOPIC: &str = "TBW102";
+/// `PermName.PERM_INHERIT`: topics created from this one inherit its permission.
+pub(crate) const PERM_INHERIT: i32 = 1;
+
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum TopicConfigError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path} is not a topic config file: {reason}")]
+    BadFile { path: PathBuf, reason: String },
+}
+
+pub(crate) struct TopicConfigManager {
+    path: PathBuf,
+    table: Mutex<TopicConfigSerializeWrapper>,
+}
+
+impl TopicConfigManager {
+    /// Loads `ROOT/config/topics.json` (none yet: no topics). With `auto_create`, the
+    /// `TBW102` template is there too, with `default_queue_nums` queues, as RocketMQ's broker
+    /// adds it when `autoCreateTopicEnable` is on.
+    pub(crate) fn load(
+        root: &Path,
+        auto_create: bool,
+        default_queue_nums: i32,
+    ) -> Result<Self, TopicConfigError> {
+        let path = root.join("config").join("topics.json");
+        let mut table = match std::fs::read(&path) {
+            Ok(raw) => {
+                serde_json::from_slice::<TopicConfigSerializeWrapper>(&raw).map_err(|e| {
+                    TopicConfigError::BadFile {
+                        path: path.clone(),
+                        reason: e.to_string(),
+                    }
+                })?
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                TopicConfigSerializeWrapper::default()
+            }
+            Err(source) => return Err(TopicConfigError::Io { path, source }),
+        };
+        if auto_create {
+            table
+                .topic_config_table
+                .entry(AUTO_CREATE_TOPIC_KEY_TOPIC.to_owned())
+                .or_insert_with(|| TopicConfig {
+                    topic_name: AUTO_CREATE_TOPIC_KEY_TOPIC.to_owned(),
+                    read_queue_nums: default_queue_nums,
+                    write_queue_nums: default_queue_nums,
+                    perm: perm::PERM_READ | perm::PERM_WRITE | PERM_INHERIT,
+                    ..TopicConfig::default()
+                });
+        }
+        Ok(Self {
+            path,
+            table: Mutex::new(table),
+        })
+    }
+
+    pub(crate) fn select(&self, topic: &str) -> Option<TopicConfig> {
+        lock(&self.table).topic_config_table.get(topic).cloned()
+    }
+
+    /// `createTopicInSendMessageMethod`: a send to an unknown topic that names a template
+    /// allowed to spawn topics (`PERM_INHERIT`) creates it with at most the template's queues.
+    /// `None` when the template does not exist or does not allow it.
+    pub(crate) fn create_in_send(
+        &self,
+        topic: &str,
+        default_topic: &str,
+        queue_nums: i32,
+        topic_sys_flag: i32,
+    ) -> Result<Option<TopicConfig>, TopicConfigError> {
+        let created = {
+            let mut table = lock(&self.table);
+            if let Some(existing) = table.topic_config_table.get(topic) {
+                return Ok(Some(existing.clone()));
+            }
+            let Some(template) = table.topic_config_table.get(default_topic) else {
+                return Ok(None);
+            };
+            if template.perm & PERM_INHERIT == 0 {
+                return Ok(None);
+            }
+            let nums = queue_nums.clamp(1, template.write_queue_nums.max(1));
+            let config = TopicConfig {
+                topic_name: topic.to_owned(),
+                read_queue_nums: nums,
+                write_queue_nums: nums,
+                perm: template.perm & !PERM_INHERIT,
+                topic_sys_flag,
+                ..TopicConfig::default()
+            };
+            table
+                .topic_config_table
+                .insert(topic.to_owned(), config.clone());
+            bump(&mut table.data_version);
+            config
+        };
+        self.persist()?;
+        Ok(Some(created))
+    }
+
+    /// UPDATE_AND_CREATE_TOPIC.
+    pub(crate) fn update_or_create(&self, config: TopicConfig) -> Result<(), TopicConfigError> {
+        {
+            let mut table = lock(&self.table);
+            table
+                .topic_config_table
+                .insert(config.topic_name.clone(), config);
+            bump(&mut table.data_version);
+        }
+        self.persist()
+    }
+
+    /// What REGISTER_BROKER sends the name server, and GET_ALL_TOPIC_CONFIG a slave.
+    pub(crate) fn wrapper(&self) -> TopicConfigSerializeWrapper {
+        lock(&self.table).clone()
+    }
+
+    fn persist(&self) -> Result<(), TopicConfigError> {
+        let text = {
+            let table = lock(&self.table);
+            serde_json::to_vec_pretty(&*table).map_err(|e| TopicConfigError::BadFile {
+                path: self.path.clone(),
+                reason: e.to_string(),
+            })?
+        };
+        write_atomically(&self.path, &text).map_err(|source| TopicConfigError::Io {
+            path: self.path.clone(),
+            source,
+        })
+    }
+}
+
+fn bump(version: &mut DataVersion) {
+    version.timestamp = now_millis();
+    version.counter += 1;
+}
+
+/// Writes `data` to `path` so that a crash at any point leaves the old file or the new one:
+/// a temporary file beside it, synced, then renamed over it, then the directory synced.
+pub(crate) fn write_atomically(path: &Path, data: &[u8]) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    let tmp = path.with_extension("tmp");
+    {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(data)?;
+        f.sync_all()?;
+    }
+    std::fs::rename(&tmp, path)?;
+    std::fs::File::open(dir)?.sync_all()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sends_create_topics_from_the_template_and_they_persist() {
+        let dir = tempfile::tempdir().unwrap();
+        let topics = TopicConfigManager::load(dir.path(), true, 8).unwrap();
+        assert!(topics.select("orders").is_none());
+        let created = topics
+            .create_in_send("orders", AUTO_CREATE_TOPIC_KEY_TOPIC, 4, 0)
+            .unwrap()
+            .unwrap();
+        assert_eq!((created.write_queue_nums, created.read_queue_nums), (4, 4));
+        assert_eq!(created.perm & PERM_INHERIT, 0, "the child does not inherit");
+        let wide = topics
+            .create_in_send("wide", AUTO_CREATE_TOPIC_KEY_TOPIC, 64, 0)
+            .unwrap()
+            .unwrap();
+        assert_eq!(wide.write_queue_nums, 8, "at most the template's queues");
+        assert!(
+            topics
+                .create_in_send("x", "orders", 4, 0)
+                .unwrap()
+                .is_none(),
+            "a topic without PERM_INHERIT is no template"
+        );
+        let again = TopicConfigManager::load(dir.path(), true, 8).unwrap();
+        assert_eq!(again.select("orders"), Some(created));
+        assert!(again.wrapper().data_version.counter >= 2);
+    }
+
+    #[test]
+    fn without_auto_create_there_is_no_template() {
+        let dir = tempfile::tempdir().unwrap();
+        let topics = TopicConfigManager::load(dir.path(), false, 8).unwrap();
+        assert!(topics.select(AUTO_CREATE_TOPIC_KEY_TOPIC).is_none());
+        assert!(topics
+            .create_in_send("orders", AUTO_CREATE_TOPIC_KEY_TOPIC, 4, 0)
+            .unwrap()
+            .is_none());
+    }
+
+    #[test]
+    fn a_corrupt_file_is_refused_with_its_path() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("config")).unwrap();
+        std::fs::write(dir.path().join("config/topics.json"), b"{not json").unwrap();
+        let err = TopicConfigManager::load(dir.path(), true, 8)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains("topics.json"), "{err}");
+    }
+}
