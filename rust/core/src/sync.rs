@@ -1,8 +1,14 @@
-//! The two locking helpers every thread of the core shares: a poison-tolerant lock, and the one
-//! condvar wait with a deadline that every timed wait (flush, group transfer, HA events) uses.
+//! The locking helpers every thread of the core shares: a poison-tolerant lock, the one condvar
+//! wait with a deadline that every timed wait (flush, group transfer, events) uses, and the
+//! bounded event queue the event loops report through.
 
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
-use std::time::Instant;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use mio::Waker;
 
 /// Locks `m`, taking the data even if a thread panicked while holding it: every guarded state
 /// in the core stays consistent between statements, and a panic must not wedge the broker.
@@ -34,6 +40,61 @@ pub(crate) fn wait_until<'a, T>(
                     .0
             }
         };
+    }
+}
+
+/// Stops an event loop thread: raises its stop flag, interrupts its poll, joins it. Safe to call
+/// again once stopped.
+pub(crate) fn stop_loop(stop: &AtomicBool, waker: &Waker, thread: &Mutex<Option<JoinHandle<()>>>) {
+    stop.store(true, Ordering::SeqCst);
+    let _ = waker.wake();
+    let thread = lock(thread).take();
+    if let Some(t) = thread {
+        let _ = t.join();
+    }
+}
+
+/// Enough to show the last events even if nobody drains them.
+const MAX_QUEUED_EVENTS: usize = 10_000;
+
+/// Events queued by a loop thread, drained by whoever observes the service (the Python
+/// wrapper logs them). Bounded: the oldest go first when nobody drains.
+pub(crate) struct EventQueue<E> {
+    queue: Mutex<VecDeque<E>>,
+    ready: Condvar,
+}
+
+impl<E> Default for EventQueue<E> {
+    fn default() -> Self {
+        Self {
+            queue: Mutex::new(VecDeque::new()),
+            ready: Condvar::new(),
+        }
+    }
+}
+
+impl<E> EventQueue<E> {
+    pub(crate) fn push(&self, event: E) {
+        let mut q = lock(&self.queue);
+        if q.len() >= MAX_QUEUED_EVENTS {
+            q.pop_front();
+        }
+        q.push_back(event);
+        self.ready.notify_all();
+    }
+
+    /// Waits up to `timeout` for events and returns all queued ones.
+    pub(crate) fn drain(&self, timeout: Duration) -> Vec<E> {
+        let deadline = Instant::now() + timeout;
+        let (mut q, _) = wait_until(&self.ready, lock(&self.queue), Some(deadline), |q| {
+            !q.is_empty()
+        });
+        q.drain(..).collect()
+    }
+
+    /// Wakes a drainer early (on shutdown).
+    pub(crate) fn wake(&self) {
+        self.ready.notify_all();
     }
 }
 

@@ -309,7 +309,7 @@ impl HaMaster {
     }
 
     pub fn shutdown(&self) {
-        super::stop_loop(&self.shared.stop, &self.shared.waker, &self.thread);
+        crate::sync::stop_loop(&self.shared.stop, &self.shared.waker, &self.thread);
         self.shared.store.set_append_listener(None);
         self.shared.events.wake();
     }

@@ -14,15 +14,9 @@ pub mod group_transfer;
 pub mod master;
 pub mod slave;
 
-use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Condvar, Mutex};
-use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use mio::Waker;
-
-use crate::sync::{lock, wait_until};
+use crate::sync::EventQueue;
 
 /// RocketMQ 5's `HAConnectionState`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,13 +50,7 @@ pub struct HaEvent {
 
 /// Events queued by the loops, drained by whoever observes the service.
 #[derive(Default)]
-pub struct HaEvents {
-    queue: Mutex<VecDeque<HaEvent>>,
-    ready: Condvar,
-}
-
-/// Enough to show the last events even if nobody drains them.
-const MAX_QUEUED_EVENTS: usize = 10_000;
+pub struct HaEvents(EventQueue<HaEvent>);
 
 impl HaEvents {
     pub fn push(
@@ -72,42 +60,22 @@ impl HaEvents {
         reason: impl Into<String>,
         problem: bool,
     ) {
-        let mut q = lock(&self.queue);
-        if q.len() >= MAX_QUEUED_EVENTS {
-            q.pop_front();
-        }
-        q.push_back(HaEvent {
+        self.0.push(HaEvent {
             addr: addr.into(),
             state,
             reason: reason.into(),
             problem,
         });
-        self.ready.notify_all();
     }
 
     /// Waits up to `timeout` for events and returns all queued ones.
     pub fn drain(&self, timeout: Duration) -> Vec<HaEvent> {
-        let deadline = Instant::now() + timeout;
-        let (mut q, _) = wait_until(&self.ready, lock(&self.queue), Some(deadline), |q| {
-            !q.is_empty()
-        });
-        q.drain(..).collect()
+        self.0.drain(timeout)
     }
 
     /// Wakes a drainer early (on shutdown).
     pub fn wake(&self) {
-        self.ready.notify_all();
-    }
-}
-
-/// Stops a side's event loop thread: raises its stop flag, interrupts its poll, joins it.
-/// Safe to call again once stopped.
-fn stop_loop(stop: &AtomicBool, waker: &Waker, thread: &Mutex<Option<JoinHandle<()>>>) {
-    stop.store(true, Ordering::SeqCst);
-    let _ = waker.wake();
-    let thread = thread.lock().unwrap_or_else(|p| p.into_inner()).take();
-    if let Some(t) = thread {
-        let _ = t.join();
+        self.0.wake();
     }
 }
 

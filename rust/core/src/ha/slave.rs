@@ -141,7 +141,7 @@ impl HaClient {
     }
 
     pub fn shutdown(&self) {
-        super::stop_loop(&self.shared.stop, &self.shared.waker, &self.thread);
+        crate::sync::stop_loop(&self.shared.stop, &self.shared.waker, &self.thread);
         self.shared.events.wake();
     }
 }
