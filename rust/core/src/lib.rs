@@ -9,7 +9,7 @@ pub mod commitlog;
 pub mod consume_queue;
 pub mod error;
 pub mod ha;
-mod namesrv;
+pub mod namesrv;
 pub mod remoting;
 pub mod store;
 mod sync;
