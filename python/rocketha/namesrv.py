@@ -72,8 +72,9 @@ class NameServer:
         return self._handle.listen_address
 
     def _pump_events(self) -> None:
+        # Blocks until events arrive; shutdown closes the queue, which returns it at once.
         while self._running:
-            self._drain(0.5)
+            self._drain(3600)
 
     def _drain(self, timeout: float) -> None:
         if self._handle is None:

@@ -60,14 +60,24 @@ const MAX_QUEUED_EVENTS: usize = 10_000;
 /// Events queued by a loop thread, drained by whoever observes the service (the Python
 /// wrapper logs them). Bounded: the oldest go first when nobody drains.
 pub(crate) struct EventQueue<E> {
-    queue: Mutex<VecDeque<E>>,
+    state: Mutex<Queued<E>>,
     ready: Condvar,
+}
+
+struct Queued<E> {
+    events: VecDeque<E>,
+    /// The service stopped: drains return at once instead of waiting for events that will
+    /// not come, so an observer can block without a timeout and still see the end.
+    closed: bool,
 }
 
 impl<E> Default for EventQueue<E> {
     fn default() -> Self {
         Self {
-            queue: Mutex::new(VecDeque::new()),
+            state: Mutex::new(Queued {
+                events: VecDeque::new(),
+                closed: false,
+            }),
             ready: Condvar::new(),
         }
     }
@@ -75,25 +85,27 @@ impl<E> Default for EventQueue<E> {
 
 impl<E> EventQueue<E> {
     pub(crate) fn push(&self, event: E) {
-        let mut q = lock(&self.queue);
-        if q.len() >= MAX_QUEUED_EVENTS {
-            q.pop_front();
+        let mut q = lock(&self.state);
+        if q.events.len() >= MAX_QUEUED_EVENTS {
+            q.events.pop_front();
         }
-        q.push_back(event);
+        q.events.push_back(event);
         self.ready.notify_all();
     }
 
-    /// Waits up to `timeout` for events and returns all queued ones.
+    /// Waits up to `timeout` for events and returns all queued ones; returns at once once
+    /// closed.
     pub(crate) fn drain(&self, timeout: Duration) -> Vec<E> {
         let deadline = Instant::now() + timeout;
-        let (mut q, _) = wait_until(&self.ready, lock(&self.queue), Some(deadline), |q| {
-            !q.is_empty()
+        let (mut q, _) = wait_until(&self.ready, lock(&self.state), Some(deadline), |q| {
+            !q.events.is_empty() || q.closed
         });
-        q.drain(..).collect()
+        q.events.drain(..).collect()
     }
 
-    /// Wakes a drainer early (on shutdown).
-    pub(crate) fn wake(&self) {
+    /// Wakes every drainer, now and later (on shutdown).
+    pub(crate) fn close(&self) {
+        lock(&self.state).closed = true;
         self.ready.notify_all();
     }
 }
@@ -119,5 +131,20 @@ mod tests {
         setter.join().unwrap();
         let (_guard, ok) = wait_until(&state.1, lock(&state.0), Some(Instant::now()), |v| *v == 4);
         assert!(!ok, "a passed deadline returns false at once");
+    }
+
+    #[test]
+    fn a_closed_event_queue_never_makes_a_drainer_wait() {
+        let q = Arc::new(EventQueue::<u32>::default());
+        let q2 = q.clone();
+        let drainer = std::thread::spawn(move || q2.drain(Duration::from_secs(3600)));
+        q.push(1);
+        assert_eq!(drainer.join().unwrap(), vec![1]);
+        let q2 = q.clone();
+        let drainer = std::thread::spawn(move || q2.drain(Duration::from_secs(3600)));
+        q.close();
+        assert!(drainer.join().unwrap().is_empty());
+        q.push(2);
+        assert_eq!(q.drain(Duration::from_secs(3600)), vec![2]);
     }
 }

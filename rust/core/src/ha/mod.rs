@@ -73,9 +73,9 @@ impl HaEvents {
         self.0.drain(timeout)
     }
 
-    /// Wakes a drainer early (on shutdown).
+    /// Wakes drainers early, and keeps them from waiting from now on (on shutdown).
     pub fn wake(&self) {
-        self.0.wake();
+        self.0.close();
     }
 }
 
