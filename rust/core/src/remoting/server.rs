@@ -33,8 +33,14 @@ const LISTENER: Token = Token(0);
 const WAKER: Token = Token(1);
 const FIRST_CONNECTION: u64 = 2;
 
-/// Bytes asked of the socket per read.
+/// Bytes asked of the socket per read, into the loop's one scratch buffer.
 const READ_CHUNK: usize = 64 * 1024;
+/// Reads one connection gets before the others have their turn: a client pipelining without
+/// pause must not starve the rest of the loop.
+const READS_PER_TURN: usize = 16;
+/// A connection's buffer of undecoded bytes is given back past this once empty, so a single
+/// large frame does not pin its memory for the life of the connection.
+const KEEP_READ_CAPACITY: usize = 64 * 1024;
 /// Frames handed to one `writev`.
 const MAX_IOVECS: usize = 64;
 
@@ -141,9 +147,9 @@ impl ServerEvents {
         self.0.drain(timeout)
     }
 
-    /// Wakes a drainer early (on shutdown).
+    /// Wakes drainers early, and keeps them from waiting from now on (on shutdown).
     pub fn wake(&self) {
-        self.0.wake();
+        self.0.close();
     }
 }
 
@@ -257,6 +263,7 @@ impl RemotingServer {
             local_addr,
             conns: HashMap::new(),
             next_id: FIRST_CONNECTION,
+            scratch: vec![0; READ_CHUNK].into_boxed_slice(),
         };
         let thread = std::thread::Builder::new()
             .name("rocketha-remoting".into())
@@ -309,9 +316,11 @@ struct Connection {
     id: u64,
     stream: TcpStream,
     remote: SocketAddr,
-    /// Bytes read and not yet decoded start at `read_start`.
+    /// Bytes read and not yet decoded (a partial frame).
     read_buf: Vec<u8>,
-    read_start: usize,
+    /// Its turn ended before the socket said WouldBlock: the loop reads it again before
+    /// sleeping, since edge-triggered epoll will not report it again.
+    more_to_read: bool,
     /// Encoded responses not yet written; the front one from `out_written` on.
     out: VecDeque<Vec<u8>>,
     out_written: usize,
@@ -373,15 +382,19 @@ struct EventLoop {
     local_addr: SocketAddr,
     conns: HashMap<u64, Connection>,
     next_id: u64,
+    scratch: Box<[u8]>,
 }
 
 impl EventLoop {
     fn run(mut self) {
         let mut events = Events::with_capacity(256);
         while !self.shared.stop.load(Ordering::Acquire) {
-            let timeout = self
-                .idle_deadline()
-                .map(|d| d.saturating_duration_since(Instant::now()));
+            let timeout = if self.conns.values().any(|c| c.more_to_read) {
+                Some(Duration::ZERO)
+            } else {
+                self.idle_deadline()
+                    .map(|d| d.saturating_duration_since(Instant::now()))
+            };
             if let Err(e) = self.poll.poll(&mut events, timeout) {
                 if e.kind() != io::ErrorKind::Interrupted {
                     self.shared.events.push(
@@ -410,6 +423,7 @@ impl EventLoop {
                     }
                 }
             }
+            self.read_the_rest();
             self.deliver_outbox();
             self.close_idle();
         }
@@ -485,7 +499,7 @@ impl EventLoop {
                             stream,
                             remote,
                             read_buf: Vec::new(),
-                            read_start: 0,
+                            more_to_read: false,
                             out: VecDeque::new(),
                             out_written: 0,
                             out_bytes: 0,
@@ -530,44 +544,62 @@ impl EventLoop {
         Ok(())
     }
 
-    /// Reads until the socket would block, dispatching every complete frame as it arrives, so
-    /// the buffer never holds more than one frame and one read.
+    /// Reads until the socket would block or the connection's turn ends, dispatching every
+    /// complete frame as it arrives, so its buffer holds at most one partial frame.
     fn read(&mut self, id: u64) -> Result<(), Close> {
-        loop {
+        for _ in 0..READS_PER_TURN {
             let Some(conn) = self.conns.get_mut(&id) else {
                 return Ok(());
             };
-            let filled = conn.read_buf.len();
-            conn.read_buf.resize(filled + READ_CHUNK, 0);
-            let result = conn.stream.read(&mut conn.read_buf[filled..]);
-            conn.read_buf
-                .truncate(filled + *result.as_ref().unwrap_or(&0));
-            match result {
+            match conn.stream.read(&mut self.scratch) {
                 Ok(0) => {
                     return Err(Close {
                         reason: "closed by the peer".into(),
                         problem: false,
                     })
                 }
-                Ok(_) => {
+                Ok(n) => {
                     conn.last_active = Instant::now();
+                    conn.read_buf.extend_from_slice(&self.scratch[..n]);
                     self.dispatch_frames(id)?;
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    conn.more_to_read = false;
+                    return Ok(());
+                }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(Close::problem(format!("read failed: {e}"))),
+            }
+        }
+        if let Some(conn) = self.conns.get_mut(&id) {
+            conn.more_to_read = true;
+        }
+        Ok(())
+    }
+
+    /// Reads again from the connections whose turn ended with bytes left in their socket.
+    fn read_the_rest(&mut self) {
+        let ids: Vec<u64> = self
+            .conns
+            .values()
+            .filter(|c| c.more_to_read)
+            .map(|c| c.id)
+            .collect();
+        for id in ids {
+            if let Err(close) = self.read(id) {
+                self.close(id, close);
             }
         }
     }
 
     fn dispatch_frames(&mut self, id: u64) -> Result<(), Close> {
         let max_frame_size = self.config.max_frame_size;
+        let mut start = 0;
         loop {
             let Some(conn) = self.conns.get_mut(&id) else {
                 return Ok(());
             };
-            let pending = &conn.read_buf[conn.read_start..];
-            let (command, consumed) = match decode_frame(pending, max_frame_size) {
+            let (command, consumed) = match decode_frame(&conn.read_buf[start..], max_frame_size) {
                 Ok(Decoded::NeedMore { .. }) => break,
                 Ok(Decoded::Frame { frame, consumed }) => {
                     let command = RemotingCommand::decode(&frame)
@@ -576,13 +608,15 @@ impl EventLoop {
                 }
                 Err(e) => return Err(Close::problem(format!("malformed frame: {e}"))),
             };
-            conn.read_start += consumed;
+            start += consumed;
             let remote = conn.remote;
             self.dispatch(id, remote, command)?;
         }
         if let Some(conn) = self.conns.get_mut(&id) {
-            conn.read_buf.drain(..conn.read_start);
-            conn.read_start = 0;
+            conn.read_buf.drain(..start);
+            if conn.read_buf.is_empty() && conn.read_buf.capacity() > KEEP_READ_CAPACITY {
+                conn.read_buf = Vec::new();
+            }
         }
         Ok(())
     }
@@ -656,11 +690,11 @@ impl EventLoop {
                     reason.clone(),
                     true,
                 );
-                let mut error = response.clone();
+                let mut error = response;
                 error.code = response_code::SYSTEM_ERROR;
                 error.remark = Some(reason);
                 error.ext_fields.clear();
-                error.body.clear();
+                error.body = Vec::new();
                 error
                     .encode(max_frame_size)
                     .map_err(|e| Close::problem(format!("cannot encode a response: {e}")))?
