@@ -449,3 +449,50 @@ fn client_errors_name_the_address() {
     assert!(matches!(err, ClientError::Closed { .. }), "{err}");
     assert_eq!(err.to_string(), format!("{addr} closed the connection"));
 }
+
+#[test]
+fn a_connection_closed_mid_request_costs_nothing() {
+    let f = start(ServerConfig::default());
+    let frame = echo(&[5u8; 10_000], SerializeType::Json)
+        .encode(1 << 20)
+        .unwrap();
+    let mut half = TcpStream::connect(f.server.local_addr()).unwrap();
+    half.write_all(&frame[..frame.len() / 2]).unwrap();
+    drop(half);
+    let event = closed_with(&f.server, "closed by the peer");
+    assert!(!event.problem, "{event:?}");
+    let mut c = client(&f.server);
+    assert!(c.invoke(echo(b"ok", SerializeType::Json), TIMEOUT).is_ok());
+}
+
+#[test]
+fn the_client_reports_a_bad_frame_and_reconnects_on_the_next_call() {
+    fn assert_send<T: Send>() {}
+    // Shared behind a Mutex between threads.
+    assert_send::<RemotingClient>();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        let _ = read_one(&mut s);
+        s.write_all(&(-5i32).to_be_bytes()).unwrap();
+        // The client drops that connection and comes back on a new one.
+        let (mut s, _) = listener.accept().unwrap();
+        let request = read_one(&mut s);
+        let answer = RemotingCommand::response_to(&request, 0, None);
+        s.write_all(&answer.encode(1 << 20).unwrap()).unwrap();
+        wait_for_eof(&mut s);
+    });
+    let mut c = RemotingClient::connect(addr, TIMEOUT).unwrap();
+    let err = c
+        .invoke(echo(b"", SerializeType::Json), TIMEOUT)
+        .unwrap_err();
+    assert!(matches!(err, ClientError::BadFrame { .. }), "{err}");
+    assert_eq!(
+        err.to_string(),
+        format!("{addr} sent a bad frame: remoting frame length -5 is negative")
+    );
+    assert!(c.invoke(echo(b"", SerializeType::Json), TIMEOUT).is_ok());
+    drop(c);
+    server.join().unwrap();
+}
