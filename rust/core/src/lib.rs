@@ -1,4 +1,6 @@
-//! rocketha-core: RocketMQ's commit log and classic master/slave HA replication in pure Rust.
+//! rocketha-core: RocketMQ's commit log and classic master/slave HA replication in pure Rust,
+//! with its network front end: the remoting protocol's server and client ([`remoting`]) and
+//! the name server ([`NameServer`]).
 //!
 //! The Python package drives this crate through the thin `rocketha-py` binding; everything here
 //! is usable and testable without Python.
@@ -9,7 +11,7 @@ pub mod commitlog;
 pub mod consume_queue;
 pub mod error;
 pub mod ha;
-pub mod namesrv;
+mod namesrv;
 pub mod remoting;
 pub mod store;
 mod sync;
@@ -17,4 +19,5 @@ mod sync;
 pub use commitlog::flush::FlushDiskType;
 pub use commitlog::record;
 pub use error::{CommitLogError, FrameError, HaError, RecordError};
+pub use namesrv::{NameServer, NamesrvConfig};
 pub use store::{MessageStore, StoreConfig};

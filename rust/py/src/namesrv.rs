@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use pyo3::prelude::*;
-use rocketha_core::namesrv::{NameServer as CoreNameServer, NamesrvConfig};
+use rocketha_core::{NameServer as CoreNameServer, NamesrvConfig};
 
 use crate::errors::ForkGuard;
 use crate::store::parse_host;
