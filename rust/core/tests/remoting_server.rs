@@ -468,8 +468,11 @@ fn a_connection_closed_mid_request_costs_nothing() {
 #[test]
 fn the_client_reports_a_bad_frame_and_reconnects_on_the_next_call() {
     fn assert_send<T: Send>() {}
-    // Shared behind a Mutex between threads.
+    fn assert_send_sync<T: Send + Sync>() {}
+    // A client is shared behind a Mutex; a responder and the server go to other threads.
     assert_send::<RemotingClient>();
+    assert_send_sync::<Responder>();
+    assert_send_sync::<RemotingServer>();
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     let server = std::thread::spawn(move || {

@@ -82,7 +82,9 @@ impl Default for ServerConfig {
     fn default() -> Self {
         Self {
             max_frame_size: DEFAULT_MAX_FRAME_SIZE,
-            max_output_per_connection: 64 * 1024 * 1024,
+            // Four largest frames: room for a burst of big answers to a slow reader, not for
+            // one that stopped reading.
+            max_output_per_connection: 4 * DEFAULT_MAX_FRAME_SIZE,
             idle_timeout: Some(Duration::from_secs(120)),
         }
     }
