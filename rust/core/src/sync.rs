@@ -43,6 +43,13 @@ pub(crate) fn wait_until<'a, T>(
     }
 }
 
+/// `timeout` from now, or `None` (no deadline) when that is beyond what an `Instant` holds: a
+/// caller asking for forever, or a peer announcing an absurd timeout, gets forever instead of
+/// an overflow panic.
+pub(crate) fn deadline_after(timeout: Duration) -> Option<Instant> {
+    Instant::now().checked_add(timeout)
+}
+
 /// Stops an event loop thread: raises its stop flag, interrupts its poll, joins it. Safe to call
 /// again once stopped.
 pub(crate) fn stop_loop(stop: &AtomicBool, waker: &Waker, thread: &Mutex<Option<JoinHandle<()>>>) {
@@ -96,10 +103,12 @@ impl<E> EventQueue<E> {
     /// Waits up to `timeout` for events and returns all queued ones; returns at once once
     /// closed.
     pub(crate) fn drain(&self, timeout: Duration) -> Vec<E> {
-        let deadline = Instant::now() + timeout;
-        let (mut q, _) = wait_until(&self.ready, lock(&self.state), Some(deadline), |q| {
-            !q.events.is_empty() || q.closed
-        });
+        let (mut q, _) = wait_until(
+            &self.ready,
+            lock(&self.state),
+            deadline_after(timeout),
+            |q| !q.events.is_empty() || q.closed,
+        );
         q.events.drain(..).collect()
     }
 

@@ -381,6 +381,24 @@ mod tests {
     }
 
     #[test]
+    fn a_broker_announcing_an_endless_heartbeat_timeout_breaks_nothing() {
+        let ns = start(NamesrvConfig {
+            broker_channel_expired_time: Duration::from_millis(300),
+            ..NamesrvConfig::default()
+        });
+        let mut c = client(&ns);
+        let mut endless = register_request(0, MASTER, MASTER_HA);
+        endless
+            .ext_fields
+            .insert("heartbeatTimeoutMillis".into(), i64::MAX.to_string());
+        let response = c.invoke(endless, TIMEOUT).unwrap();
+        assert_eq!(response.code, response_code::SUCCESS);
+        register(&mut c, 1, SLAVE, "10.0.0.2:10912");
+        wait_event(&ns, "EXPIRED", |e| e.addr == SLAVE);
+        assert_eq!(addrs(&mut c), Some(BTreeMap::from([(0, MASTER.into())])));
+    }
+
+    #[test]
     fn a_closed_connection_removes_the_brokers_registered_over_it() {
         let ns = start(NamesrvConfig::default());
         let mut observer = client(&ns);

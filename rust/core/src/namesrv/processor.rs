@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Condvar, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::route_info::{BrokerAddrInfo, RouteInfoManager};
 use super::{parse_lenient, to_json, DataVersion, JsonStyle, NamesrvError, RegisterBrokerBody};
@@ -24,7 +24,7 @@ use crate::remoting::{
     ServerEvents,
 };
 use crate::store::now_millis;
-use crate::sync::{lock, wait_until};
+use crate::sync::{deadline_after, lock, wait_until};
 
 /// `FAQUrl.suggestTodo(FAQUrl.APPLY_TOPIC_URL)`, the tail of TOPIC_NOT_EXIST's remark.
 const APPLY_TOPIC_TIP: &str =
@@ -86,9 +86,10 @@ impl DefaultRequestProcessor {
         let mut routes = lock(&self.routes);
         while !routes.stop {
             let seen = routes.generation;
-            let deadline = routes.table.next_expiry_ms().map(|at| {
+            // A broker may announce any heartbeat timeout, i64::MAX included.
+            let deadline = routes.table.next_expiry_ms().and_then(|at| {
                 let wait = u64::try_from(at.saturating_sub(now_millis())).unwrap_or(0);
-                Instant::now() + Duration::from_millis(wait)
+                deadline_after(Duration::from_millis(wait))
             });
             routes = wait_until(&self.changed, routes, deadline, |r| {
                 r.stop || r.generation != seen

@@ -13,6 +13,10 @@ use std::time::{Duration, Instant};
 use super::frame::{decode_frame, Decoded, RemotingFrameError, DEFAULT_MAX_FRAME_SIZE};
 use super::header::{CommandError, RemotingCommand};
 
+/// Longer waits are cut to this, which an `Instant` always holds (`Duration::MAX` would
+/// overflow it).
+const MAX_TIMEOUT: Duration = Duration::from_secs(365 * 24 * 3600);
+
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
     #[error("connect to {addr} failed: {source}")]
@@ -116,6 +120,7 @@ impl RemotingClient {
         mut request: RemotingCommand,
         timeout: Duration,
     ) -> Result<RemotingCommand, ClientError> {
+        let timeout = timeout.min(MAX_TIMEOUT);
         let deadline = Instant::now() + timeout;
         let opaque = self.prepare(&mut request);
         let result = self
@@ -135,6 +140,7 @@ impl RemotingClient {
     ) -> Result<(), ClientError> {
         request.mark_oneway();
         self.prepare(&mut request);
+        let timeout = timeout.min(MAX_TIMEOUT);
         let result = self.write(&request, Instant::now() + timeout, timeout);
         if result.is_err() {
             self.stream = None;

@@ -444,7 +444,10 @@ impl EventLoop {
     /// The nearest moment a connection turns idle; `None` sleeps until an event.
     fn idle_deadline(&self) -> Option<Instant> {
         let idle = self.config.idle_timeout?;
-        self.conns.values().map(|c| c.last_active + idle).min()
+        self.conns
+            .values()
+            .filter_map(|c| c.last_active.checked_add(idle))
+            .min()
     }
 
     fn close_idle(&mut self) {
