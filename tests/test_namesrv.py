@@ -4,6 +4,7 @@ protocol (JSON headers), the way a Java broker and client would."""
 from __future__ import annotations
 
 import json
+import logging
 import signal
 import socket
 import struct
@@ -179,7 +180,8 @@ def test_register_route_and_stop(namesrv_process: tuple[subprocess.Popen[str], s
     assert json.loads(proc.stdout.readline()) == {"stopped": True}
 
 
-def test_a_closed_broker_connection_leaves_the_routes() -> None:
+def test_a_closed_broker_connection_leaves_the_routes(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="rocketha.namesrv")
     with NameServer("127.0.0.1:0") as namesrv:
         broker = RemotingSocket(namesrv.listen_address)
         fields = broker_fields(0, "127.0.0.1:10911", "127.0.0.1:10912", REGISTER_BODY)
@@ -194,6 +196,12 @@ def test_a_closed_broker_connection_leaves_the_routes() -> None:
 
         wait_for(route_gone, timeout=30, what="the closed broker's route to go")
         client.close()
+
+        def logged(event: str) -> bool:
+            return any(f"127.0.0.1:10911 {event}: " in r.getMessage() for r in caplog.records)
+
+        wait_for(lambda: logged("REGISTERED"), timeout=30, what="the registration logged")
+        wait_for(lambda: logged("UNREGISTERED"), timeout=30, what="the unregistration logged")
 
 
 def test_non_loopback_listen_needs_allow_insecure() -> None:
