@@ -1,7 +1,7 @@
 """rocketha: RocketMQ's commit log and master/slave replication, for Python, with a Rust core.
 
 Start with :class:`MessageStore` (a local commit log) or :class:`Broker` (a master or slave
-configured like RocketMQ's ``broker.conf``).
+configured like RocketMQ's ``broker.conf``); :class:`NameServer` is RocketMQ's name server.
 """
 
 from rocketha._core import Message, MessageExt, PutResult, __version__
@@ -20,6 +20,7 @@ from rocketha.exceptions import (
     StoreLockedError,
 )
 from rocketha.ha import HAService
+from rocketha.namesrv import NameServer
 from rocketha.roles import BrokerRole, FlushDiskType, PutStatus
 from rocketha.store import MessageStore
 
@@ -38,6 +39,7 @@ __all__ = [
     "Message",
     "MessageExt",
     "MessageStore",
+    "NameServer",
     "NotMasterError",
     "OffsetMismatch",
     "PutResult",

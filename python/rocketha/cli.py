@@ -1,11 +1,12 @@
-"""The ``rocketha`` command: ``demo``, ``broker``, ``status``, ``inspect``, ``repair``,
-``bench``."""
+"""The ``rocketha`` command: ``demo``, ``namesrv``, ``broker``, ``status``, ``inspect``,
+``repair``, ``bench``."""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
 import hashlib
+import ipaddress
 import json
 import logging
 import os
@@ -23,6 +24,7 @@ from rocketha import Message, MessageStore, PutStatus
 from rocketha.broker import Broker
 from rocketha.config import BrokerConfig
 from rocketha.exceptions import RocketHAError
+from rocketha.namesrv import NameServer
 from rocketha.roles import BrokerRole
 
 log = logging.getLogger("rocketha.cli")
@@ -176,6 +178,46 @@ def _serve(config: BrokerConfig, args: argparse.Namespace) -> None:
         threading.Event().wait()
 
 
+def _is_loopback(listen: str) -> bool:
+    """Whether ``ip:port`` (``[ip]:port`` for IPv6) names a loopback address."""
+    host = listen.rpartition(":")[0].strip("[]")
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def cmd_namesrv(args: argparse.Namespace) -> int:
+    if not _is_loopback(args.listen) and not args.allow_insecure:
+        print(
+            f"rocketha namesrv: refusing to listen on {args.listen}: the name server has no "
+            "authentication, so anyone who can reach it can register or unregister brokers and "
+            "rewrite the routes every producer and consumer follows. Listen on a loopback "
+            "address (127.0.0.1:PORT), or pass --allow-insecure on a trusted network.",
+            file=sys.stderr,
+        )
+        return 2
+
+    def on_signal(signum: int, _frame: object) -> None:
+        log.info("signal %d: shutting down", signum)
+        raise _Stopped
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    # The server's threads inherit a mask with the stop signals blocked, so the kernel delivers
+    # them to the main thread, the one that runs Python handlers (see _serve).
+    signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+    try:
+        namesrv = NameServer(args.listen).start()
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
+    with contextlib.suppress(_Stopped), namesrv:
+        print(json.dumps({"started": {"listen": namesrv.listen_address}}), flush=True)
+        threading.Event().wait()
+    print(json.dumps({"stopped": True}), flush=True)
+    return 0
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     url = args.url.rstrip("/")
     if not url.endswith("/metrics"):
@@ -315,6 +357,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     demo.add_argument("--json", action="store_true", help="print the summary as JSON")
     demo.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     demo.set_defaults(func=cmd_demo)
+
+    namesrv = sub.add_parser("namesrv", help="run a name server in the foreground")
+    namesrv.add_argument(
+        "--listen", default="127.0.0.1:9876", help="ip:port (port 0 picks a free one)"
+    )
+    namesrv.add_argument(
+        "--allow-insecure",
+        action="store_true",
+        help="listen on a non-loopback address although anyone reaching it can rewrite routes",
+    )
+    namesrv.set_defaults(func=cmd_namesrv)
 
     broker = sub.add_parser("broker", help="run a broker in the foreground")
     broker.add_argument("-c", "--config", required=True, help="broker.conf")

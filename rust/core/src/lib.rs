@@ -1,4 +1,6 @@
-//! rocketha-core: RocketMQ's commit log and classic master/slave HA replication in pure Rust.
+//! rocketha-core: RocketMQ's commit log and classic master/slave HA replication in pure Rust,
+//! with its network front end: the remoting protocol's server and client ([`remoting`]) and
+//! the name server ([`NameServer`]).
 //!
 //! The Python package drives this crate through the thin `rocketha-py` binding; everything here
 //! is usable and testable without Python.
@@ -15,4 +17,5 @@ pub mod store;
 mod sync;
 
 pub use commitlog::flush::FlushDiskType;
+pub use namesrv::{NameServer, NamesrvConfig};
 pub use store::{MessageStore, StoreConfig};

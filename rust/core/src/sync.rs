@@ -1,8 +1,14 @@
-//! The two locking helpers every thread of the core shares: a poison-tolerant lock, and the one
-//! condvar wait with a deadline that every timed wait (flush, group transfer, HA events) uses.
+//! The locking helpers every thread of the core shares: a poison-tolerant lock, the one condvar
+//! wait with a deadline that every timed wait (flush, group transfer, events) uses, and the
+//! bounded event queue the event loops report through.
 
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
-use std::time::Instant;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use mio::Waker;
 
 /// Locks `m`, taking the data even if a thread panicked while holding it: every guarded state
 /// in the core stays consistent between statements, and a panic must not wedge the broker.
@@ -37,6 +43,82 @@ pub(crate) fn wait_until<'a, T>(
     }
 }
 
+/// `timeout` from now, or `None` (no deadline) when that is beyond what an `Instant` holds: a
+/// caller asking for forever, or a peer announcing an absurd timeout, gets forever instead of
+/// an overflow panic.
+pub(crate) fn deadline_after(timeout: Duration) -> Option<Instant> {
+    Instant::now().checked_add(timeout)
+}
+
+/// Stops an event loop thread: raises its stop flag, interrupts its poll, joins it. Safe to call
+/// again once stopped.
+pub(crate) fn stop_loop(stop: &AtomicBool, waker: &Waker, thread: &Mutex<Option<JoinHandle<()>>>) {
+    stop.store(true, Ordering::SeqCst);
+    let _ = waker.wake();
+    let thread = lock(thread).take();
+    if let Some(t) = thread {
+        let _ = t.join();
+    }
+}
+
+/// Enough to show the last events even if nobody drains them.
+const MAX_QUEUED_EVENTS: usize = 10_000;
+
+/// Events queued by a loop thread, drained by whoever observes the service (the Python
+/// wrapper logs them). Bounded: the oldest go first when nobody drains.
+pub(crate) struct EventQueue<E> {
+    state: Mutex<Queued<E>>,
+    ready: Condvar,
+}
+
+struct Queued<E> {
+    events: VecDeque<E>,
+    /// The service stopped: drains return at once instead of waiting for events that will
+    /// not come, so an observer can block without a timeout and still see the end.
+    closed: bool,
+}
+
+impl<E> Default for EventQueue<E> {
+    fn default() -> Self {
+        Self {
+            state: Mutex::new(Queued {
+                events: VecDeque::new(),
+                closed: false,
+            }),
+            ready: Condvar::new(),
+        }
+    }
+}
+
+impl<E> EventQueue<E> {
+    pub(crate) fn push(&self, event: E) {
+        let mut q = lock(&self.state);
+        if q.events.len() >= MAX_QUEUED_EVENTS {
+            q.events.pop_front();
+        }
+        q.events.push_back(event);
+        self.ready.notify_all();
+    }
+
+    /// Waits up to `timeout` for events and returns all queued ones; returns at once once
+    /// closed.
+    pub(crate) fn drain(&self, timeout: Duration) -> Vec<E> {
+        let (mut q, _) = wait_until(
+            &self.ready,
+            lock(&self.state),
+            deadline_after(timeout),
+            |q| !q.events.is_empty() || q.closed,
+        );
+        q.events.drain(..).collect()
+    }
+
+    /// Wakes every drainer, now and later (on shutdown).
+    pub(crate) fn close(&self) {
+        lock(&self.state).closed = true;
+        self.ready.notify_all();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -58,5 +140,20 @@ mod tests {
         setter.join().unwrap();
         let (_guard, ok) = wait_until(&state.1, lock(&state.0), Some(Instant::now()), |v| *v == 4);
         assert!(!ok, "a passed deadline returns false at once");
+    }
+
+    #[test]
+    fn a_closed_event_queue_never_makes_a_drainer_wait() {
+        let q = Arc::new(EventQueue::<u32>::default());
+        let q2 = q.clone();
+        let drainer = std::thread::spawn(move || q2.drain(Duration::from_secs(3600)));
+        q.push(1);
+        assert_eq!(drainer.join().unwrap(), vec![1]);
+        let q2 = q.clone();
+        let drainer = std::thread::spawn(move || q2.drain(Duration::from_secs(3600)));
+        q.close();
+        assert!(drainer.join().unwrap().is_empty());
+        q.push(2);
+        assert_eq!(q.drain(Duration::from_secs(3600)), vec![2]);
     }
 }

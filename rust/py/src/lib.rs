@@ -11,6 +11,7 @@ mod buffer;
 mod errors;
 mod ha;
 mod message;
+mod namesrv;
 mod store;
 
 #[pymodule]
@@ -25,6 +26,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<store::PyMessageStore>()?;
     m.add_class::<ha::HAMaster>()?;
     m.add_class::<ha::HAClient>()?;
+    m.add_class::<namesrv::NameServer>()?;
     m.add("DEFAULTS", defaults(m.py())?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

@@ -19,11 +19,9 @@ pub mod group_transfer;
 pub mod master;
 mod prefix_check;
 
-use std::collections::VecDeque;
-use std::sync::{Condvar, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use crate::sync::{lock, wait_until};
+use crate::sync::EventQueue;
 
 /// RocketMQ 5's `HAConnectionState`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,13 +55,7 @@ pub struct HaEvent {
 
 /// Events queued by the loops, drained by whoever observes the service.
 #[derive(Default)]
-pub struct HaEvents {
-    queue: Mutex<VecDeque<HaEvent>>,
-    ready: Condvar,
-}
-
-/// Enough to show the last events even if nobody drains them.
-const MAX_QUEUED_EVENTS: usize = 10_000;
+pub struct HaEvents(EventQueue<HaEvent>);
 
 impl HaEvents {
     pub(crate) fn push(
@@ -73,31 +65,22 @@ impl HaEvents {
         reason: impl Into<String>,
         problem: bool,
     ) {
-        let mut q = lock(&self.queue);
-        if q.len() >= MAX_QUEUED_EVENTS {
-            q.pop_front();
-        }
-        q.push_back(HaEvent {
+        self.0.push(HaEvent {
             addr: addr.into(),
             state,
             reason: reason.into(),
             problem,
         });
-        self.ready.notify_all();
     }
 
     /// Waits up to `timeout` for events and returns all queued ones.
     pub fn drain(&self, timeout: Duration) -> Vec<HaEvent> {
-        let deadline = Instant::now() + timeout;
-        let (mut q, _) = wait_until(&self.ready, lock(&self.queue), Some(deadline), |q| {
-            !q.is_empty()
-        });
-        q.drain(..).collect()
+        self.0.drain(timeout)
     }
 
-    /// Wakes a drainer early (on shutdown).
+    /// Wakes drainers early, and keeps them from waiting from now on (on shutdown).
     pub(crate) fn wake(&self) {
-        self.ready.notify_all();
+        self.0.close();
     }
 }
 

@@ -1,7 +1,8 @@
-//! The name server: RocketMQ's `RouteInfoManager` ([`route_info`]) and the bodies it reads and
-//! answers with, under RocketMQ's names: `TopicRouteData`, `BrokerData`, `QueueData`,
-//! `ClusterInfo`, `DataVersion`, `TopicConfig`, `TopicConfigSerializeWrapper` and
-//! `RegisterBrokerBody`.
+//! The name server: [`NameServer`] (RocketMQ's `NamesrvController`) serving
+//! `DefaultRequestProcessor` ([`processor`]) over the remoting server, on RocketMQ's
+//! `RouteInfoManager` ([`route_info`]), and the bodies it reads and answers with, under
+//! RocketMQ's names: `TopicRouteData`, `BrokerData`, `QueueData`, `ClusterInfo`, `DataVersion`,
+//! `TopicConfig`, `TopicConfigSerializeWrapper` and `RegisterBrokerBody`.
 //!
 //! The bodies are fastjson text. fastjson writes a map with non-string keys with the keys bare
 //! (`"brokerAddrs":{0:"127.0.0.1:10911"}`), which is not JSON; the Java client reads it, and a
@@ -9,10 +10,11 @@
 //! serde_json, and writing has two styles ([`JsonStyle`]): fastjson's default, for old clients,
 //! and the standard JSON the name server gives clients from 4.9.4 on.
 
-// Used by the broker's client port (next step).
-#![allow(dead_code)]
-
+mod controller;
+pub(crate) mod processor;
 pub(crate) mod route_info;
+
+pub use controller::{NameServer, NamesrvConfig};
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
@@ -218,6 +220,8 @@ impl RegisterBrokerBody {
     }
 
     /// The uncompressed JSON body, as fastjson writes it.
+    // For the broker's registration with the name server (next step).
+    #[allow(dead_code)]
     pub(crate) fn encode(&self) -> Vec<u8> {
         to_json(self, JsonStyle::Fastjson).into_bytes()
     }
@@ -310,6 +314,8 @@ impl TopicRouteData {
         to_json(self, style).into_bytes()
     }
 
+    // For the broker's and the clients' route lookups (next step).
+    #[allow(dead_code)]
     pub(crate) fn decode(data: &[u8]) -> Result<TopicRouteData, NamesrvError> {
         parse_lenient(data, "TopicRouteData")
     }
@@ -329,6 +335,8 @@ impl ClusterInfo {
         to_json(self, JsonStyle::Fastjson).into_bytes()
     }
 
+    // For the admin tools' cluster listing (next step).
+    #[allow(dead_code)]
     pub(crate) fn decode(data: &[u8]) -> Result<ClusterInfo, NamesrvError> {
         parse_lenient(data, "ClusterInfo")
     }

@@ -4,19 +4,26 @@
 //! codes ([`codes`]). Everything follows Apache RocketMQ's wire format byte for byte, so its Java
 //! client, `mqadmin` and name server talk to rocketha unchanged.
 //!
-//! Public (not `pub(crate)`) because the fuzz crate drives the decoders; nothing here starts a
-//! thread or opens a socket.
+//! On top of the codec, the network: [`server`] (RocketMQ's `NettyRemotingServer`, one mio
+//! event loop dispatching requests to a processor) and [`client`] (a blocking `invokeSync`).
+//!
+//! Public (not `pub(crate)`) because the fuzz crate drives the decoders, and the broker, the
+//! name server and the integration tests build on the server and the client.
 
-// Used by the broker's client port (next step).
-#![allow(dead_code)]
-
+pub mod client;
 pub mod codes;
 pub mod frame;
 pub mod header;
+pub mod server;
 
+pub use client::{ClientError, RemotingClient};
 pub use codes::{request_code, response_code, LanguageCode, SerializeType};
 pub use frame::{decode_frame, encode_frame, Decoded, RawFrame, RemotingFrameError};
 pub use header::{CommandError, CustomHeader, ExtFields, HeaderError, RemotingCommand};
+pub use server::{
+    not_supported, RemotingServer, RequestContext, RequestProcessor, Responder, ServerConfig,
+    ServerEvent, ServerEventKind, ServerEvents,
+};
 
 /// Appends `s` as a JSON string literal. `ascii_only` escapes every non-ASCII character as
 /// `\uXXXX` (UTF-16 units), as fastjson's `BrowserCompatible` does for the name server's

@@ -1,0 +1,357 @@
+//! RocketMQ's `DefaultRequestProcessor` (with `ClientRequestProcessor`'s GET_ROUTEINFO_BY_TOPIC):
+//! the name server's answers over the remoting server, on the route table behind one lock.
+//!
+//! Served: REGISTER_BROKER, UNREGISTER_BROKER, GET_ROUTEINFO_BY_TOPIC, GET_BROKER_CLUSTER_INFO
+//! and QUERY_DATA_VERSION; anything else is REQUEST_CODE_NOT_SUPPORTED. Brokers leave the routes
+//! when they unregister, when the connection they registered over closes (`onChannelDestroy`),
+//! and when they stay silent past their heartbeat timeout: [`DefaultRequestProcessor::run_housekeeping`]
+//! sleeps until exactly the next broker would expire, woken early by registrations and shutdown.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+use super::route_info::{BrokerAddrInfo, RouteInfoManager};
+use super::{parse_lenient, to_json, DataVersion, JsonStyle, NamesrvError, RegisterBrokerBody};
+use crate::remoting::codes::{request_code, response_code};
+use crate::remoting::header::{
+    GetRouteInfoRequestHeader, QueryDataVersionRequestHeader, QueryDataVersionResponseHeader,
+    RegisterBrokerRequestHeader, RegisterBrokerResponseHeader, UnRegisterBrokerRequestHeader,
+};
+use crate::remoting::{
+    not_supported, HeaderError, RemotingCommand, RequestContext, RequestProcessor, ServerEventKind,
+    ServerEvents,
+};
+use crate::store::now_millis;
+use crate::sync::{deadline_after, lock, wait_until};
+
+/// `FAQUrl.suggestTodo(FAQUrl.APPLY_TOPIC_URL)`, the tail of TOPIC_NOT_EXIST's remark.
+const APPLY_TOPIC_TIP: &str =
+    "\nSee https://rocketmq.apache.org/docs/bestPractice/06FAQ for further details.";
+
+/// Why a request failed; answered as SYSTEM_ERROR with this text, as Netty's handler answers a
+/// `RemotingCommandException`.
+#[derive(Debug, thiserror::Error)]
+enum RequestError {
+    #[error(transparent)]
+    Header(#[from] HeaderError),
+    #[error(transparent)]
+    Body(#[from] NamesrvError),
+}
+
+/// The route table and what the processor keeps beside it, under one lock: requests (loop
+/// thread) and expiry (housekeeping thread) both change it.
+struct Routes {
+    table: RouteInfoManager,
+    /// The connection each live broker registered over (`BrokerLiveInfo.channel`).
+    channels: HashMap<BrokerAddrInfo, u64>,
+    /// Bumped by every registration, so housekeeping re-reads the next expiry.
+    generation: u64,
+    stop: bool,
+}
+
+pub(crate) struct DefaultRequestProcessor {
+    routes: Mutex<Routes>,
+    /// Wakes housekeeping: a registration may bring the next expiry forward; shutdown.
+    changed: Condvar,
+    events: Arc<ServerEvents>,
+    /// The heartbeat timeout of a broker whose register request names none.
+    broker_channel_expired_time_ms: i64,
+}
+
+impl DefaultRequestProcessor {
+    pub(crate) fn new(
+        support_acting_master: bool,
+        broker_channel_expired_time: Duration,
+        events: Arc<ServerEvents>,
+    ) -> Self {
+        Self {
+            routes: Mutex::new(Routes {
+                table: RouteInfoManager::new(support_acting_master),
+                channels: HashMap::new(),
+                generation: 0,
+                stop: false,
+            }),
+            changed: Condvar::new(),
+            events,
+            broker_channel_expired_time_ms: i64::try_from(broker_channel_expired_time.as_millis())
+                .unwrap_or(i64::MAX),
+        }
+    }
+
+    /// `scanNotActiveBroker`, run on its own thread until [`DefaultRequestProcessor::stop`]:
+    /// sleeps until the next broker's heartbeat runs out, then drops whoever is silent.
+    pub(crate) fn run_housekeeping(&self) {
+        let mut routes = lock(&self.routes);
+        while !routes.stop {
+            let seen = routes.generation;
+            // A broker may announce any heartbeat timeout, i64::MAX included.
+            let deadline = routes.table.next_expiry_ms().and_then(|at| {
+                let wait = u64::try_from(at.saturating_sub(now_millis())).unwrap_or(0);
+                deadline_after(Duration::from_millis(wait))
+            });
+            routes = wait_until(&self.changed, routes, deadline, |r| {
+                r.stop || r.generation != seen
+            })
+            .0;
+            if routes.stop {
+                break;
+            }
+            for info in routes.table.scan_not_active_broker(now_millis()) {
+                routes.channels.remove(&info);
+                self.events.push(
+                    info.broker_addr,
+                    ServerEventKind::Processor("EXPIRED"),
+                    format!(
+                        "broker of cluster {} sent no heartbeat within its timeout: removed from the routes",
+                        info.cluster_name
+                    ),
+                    true,
+                );
+            }
+        }
+    }
+
+    /// Ends [`DefaultRequestProcessor::run_housekeeping`].
+    pub(crate) fn stop(&self) {
+        lock(&self.routes).stop = true;
+        self.changed.notify_all();
+    }
+
+    fn handle(
+        &self,
+        request: &RemotingCommand,
+        ctx: &RequestContext,
+    ) -> Result<RemotingCommand, RequestError> {
+        match request.code {
+            request_code::REGISTER_BROKER => self.register_broker(request, ctx),
+            request_code::UNREGISTER_BROKER => self.unregister_broker(request),
+            request_code::GET_ROUTEINFO_BY_TOPIC => self.get_route_info_by_topic(request),
+            request_code::GET_BROKER_CLUSTER_INFO => {
+                let mut response =
+                    RemotingCommand::response_to(request, response_code::SUCCESS, None);
+                response.body = lock(&self.routes).table.get_all_cluster_info().encode();
+                Ok(response)
+            }
+            request_code::QUERY_DATA_VERSION => self.query_broker_topic_config(request),
+            _ => Ok(not_supported(request)),
+        }
+    }
+
+    fn register_broker(
+        &self,
+        request: &RemotingCommand,
+        ctx: &RequestContext,
+    ) -> Result<RemotingCommand, RequestError> {
+        let mut header: RegisterBrokerRequestHeader = request.decode_custom_header()?;
+        if !header.body_crc_matches(&request.body) {
+            log::warn!("register broker from {}: crc32 not match", ctx.remote());
+            return Ok(RemotingCommand::response_to(
+                request,
+                response_code::SYSTEM_ERROR,
+                Some("crc32 not match".into()),
+            ));
+        }
+        // Java registers an empty body as no topics at data version zero.
+        let body = if request.body.is_empty() {
+            RegisterBrokerBody::default()
+        } else {
+            RegisterBrokerBody::decode(&request.body, header.compressed, request.version)?
+        };
+        header
+            .heartbeat_timeout_millis
+            .get_or_insert(self.broker_channel_expired_time_ms);
+        // Brokers before 3.0.11 send no filter server list.
+        let filter_servers = (request.version >= super::mq_version::V3_0_11)
+            .then_some(body.filter_server_list.as_slice());
+        let info = BrokerAddrInfo {
+            cluster_name: header.cluster_name.clone(),
+            broker_addr: header.broker_addr.clone(),
+        };
+
+        let mut routes = lock(&self.routes);
+        let first = routes
+            .table
+            .broker_live_info(&info.cluster_name, &info.broker_addr)
+            .is_none();
+        let result = routes.table.register_broker(
+            &header,
+            Some(&body.topic_config_serialize_wrapper),
+            filter_servers,
+            now_millis(),
+        );
+        let live = routes
+            .table
+            .broker_live_info(&info.cluster_name, &info.broker_addr)
+            .is_some();
+        if live {
+            routes.channels.insert(info.clone(), ctx.connection_id());
+            routes.generation += 1;
+            self.changed.notify_all();
+        } else {
+            routes.channels.remove(&info);
+        }
+        drop(routes);
+
+        let Some(result) = result else {
+            return Ok(RemotingCommand::response_to(
+                request,
+                response_code::SYSTEM_ERROR,
+                Some("register broker failed".into()),
+            ));
+        };
+        if first && live {
+            self.events.push(
+                header.broker_addr.clone(),
+                ServerEventKind::Processor("REGISTERED"),
+                format!(
+                    "{}[{}] of cluster {} registered from {}, HA address {:?}",
+                    header.broker_name,
+                    header.broker_id,
+                    header.cluster_name,
+                    ctx.remote(),
+                    header.ha_server_addr
+                ),
+                false,
+            );
+        }
+        let mut response = RemotingCommand::response_to(request, response_code::SUCCESS, None);
+        response.write_custom_header(&RegisterBrokerResponseHeader {
+            ha_server_addr: result.ha_server_addr,
+            master_addr: result.master_addr,
+        });
+        // Java answers with the order topic configs of its KV store (none here: rocketha keeps
+        // no KV config), and a null body when there are none, which brokers accept.
+        Ok(response)
+    }
+
+    fn unregister_broker(
+        &self,
+        request: &RemotingCommand,
+    ) -> Result<RemotingCommand, RequestError> {
+        let header: UnRegisterBrokerRequestHeader = request.decode_custom_header()?;
+        let info = BrokerAddrInfo {
+            cluster_name: header.cluster_name.clone(),
+            broker_addr: header.broker_addr.clone(),
+        };
+        {
+            let mut routes = lock(&self.routes);
+            routes
+                .table
+                .unregister_broker(std::slice::from_ref(&header));
+            routes.channels.remove(&info);
+        }
+        self.events.push(
+            header.broker_addr,
+            ServerEventKind::Processor("UNREGISTERED"),
+            format!(
+                "{}[{}] of cluster {} unregistered",
+                header.broker_name, header.broker_id, header.cluster_name
+            ),
+            false,
+        );
+        Ok(RemotingCommand::response_to(
+            request,
+            response_code::SUCCESS,
+            None,
+        ))
+    }
+
+    fn get_route_info_by_topic(
+        &self,
+        request: &RemotingCommand,
+    ) -> Result<RemotingCommand, RequestError> {
+        let header: GetRouteInfoRequestHeader = request.decode_custom_header()?;
+        let route = lock(&self.routes)
+            .table
+            .pickup_topic_route_data(&header.topic);
+        let Some(route) = route else {
+            return Ok(RemotingCommand::response_to(
+                request,
+                response_code::TOPIC_NOT_EXIST,
+                Some(format!(
+                    "No topic route info in name server for the topic: {}{APPLY_TOPIC_TIP}",
+                    header.topic
+                )),
+            ));
+        };
+        let mut response = RemotingCommand::response_to(request, response_code::SUCCESS, None);
+        response.body = route.encode_for(
+            request.version,
+            header.accept_standard_json_only.unwrap_or(false),
+        );
+        Ok(response)
+    }
+
+    fn query_broker_topic_config(
+        &self,
+        request: &RemotingCommand,
+    ) -> Result<RemotingCommand, RequestError> {
+        let header: QueryDataVersionRequestHeader = request.decode_custom_header()?;
+        let data_version: DataVersion = parse_lenient(&request.body, "DataVersion")?;
+        let (changed, current) = {
+            let mut routes = lock(&self.routes);
+            let table = &mut routes.table;
+            let changed = table.is_broker_topic_config_changed(
+                &header.cluster_name,
+                &header.broker_addr,
+                &data_version,
+            );
+            // The query counts as a heartbeat.
+            table.update_broker_info_update_timestamp(
+                &header.cluster_name,
+                &header.broker_addr,
+                now_millis(),
+            );
+            let current = table
+                .query_broker_topic_config(&header.cluster_name, &header.broker_addr)
+                .cloned();
+            (changed, current)
+        };
+        let mut response = RemotingCommand::response_to(request, response_code::SUCCESS, None);
+        if let Some(current) = current {
+            response.body = to_json(&current, JsonStyle::Fastjson).into_bytes();
+        }
+        response.write_custom_header(&QueryDataVersionResponseHeader { changed });
+        Ok(response)
+    }
+}
+
+impl RequestProcessor for DefaultRequestProcessor {
+    fn process(&self, request: RemotingCommand, ctx: &RequestContext) -> Option<RemotingCommand> {
+        Some(self.handle(&request, ctx).unwrap_or_else(|e| {
+            log::warn!(
+                "{}: request code {} failed: {e}",
+                ctx.remote(),
+                request.code
+            );
+            RemotingCommand::response_to(&request, response_code::SYSTEM_ERROR, Some(e.to_string()))
+        }))
+    }
+
+    /// `BrokerHousekeepingService.onChannelClose`: the brokers that registered over this
+    /// connection are gone.
+    fn on_close(&self, connection_id: u64, remote: SocketAddr) {
+        let mut routes = lock(&self.routes);
+        let gone: Vec<BrokerAddrInfo> = routes
+            .channels
+            .iter()
+            .filter(|(_, &id)| id == connection_id)
+            .map(|(info, _)| info.clone())
+            .collect();
+        for info in gone {
+            routes.channels.remove(&info);
+            routes.table.on_channel_destroy(&info);
+            self.events.push(
+                info.broker_addr,
+                ServerEventKind::Processor("UNREGISTERED"),
+                format!(
+                    "its connection from {remote} closed (onChannelDestroy): removed from the routes of cluster {}",
+                    info.cluster_name
+                ),
+                false,
+            );
+        }
+    }
+}

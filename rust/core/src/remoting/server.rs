@@ -1,0 +1,746 @@
+//! RocketMQ's `NettyRemotingServer` on one mio event loop: it accepts connections, cuts each
+//! one's byte stream into frames ([`decode_frame`]), decodes the commands and hands requests to a
+//! [`RequestProcessor`], then writes the responses back in the request's serialize type with its
+//! opaque.
+//!
+//! A processor answers at once, or later from any thread through a [`Responder`] (a SYNC_MASTER
+//! send answered when its slave acks): the response is queued for the loop and the loop's
+//! [`Waker`] is woken. The loop never polls: it sleeps in epoll until a socket is ready, a
+//! response or shutdown wakes it, or the nearest idle deadline passes.
+//!
+//! A peer's fault costs only its own connection: a bad frame or header, an oversized length
+//! prefix, or a client that never reads its responses (past `max_output_per_connection`) closes
+//! that connection with the reason in [`ServerEvents`]; everyone else goes on.
+
+use std::collections::{HashMap, VecDeque};
+use std::io::{self, IoSlice, Read, Write};
+use std::net::SocketAddr;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use mio::net::{TcpListener, TcpStream};
+use mio::{Events, Interest, Poll, Token, Waker};
+
+use super::codes::{response_code, SerializeType};
+use super::frame::{decode_frame, Decoded, DEFAULT_MAX_FRAME_SIZE};
+use super::header::RemotingCommand;
+use crate::sync::{lock, stop_loop, EventQueue};
+
+const LISTENER: Token = Token(0);
+const WAKER: Token = Token(1);
+const FIRST_CONNECTION: u64 = 2;
+
+/// Bytes asked of the socket per read, into the loop's one scratch buffer.
+const READ_CHUNK: usize = 64 * 1024;
+/// Reads one connection gets before the others have their turn: a client pipelining without
+/// pause must not starve the rest of the loop.
+const READS_PER_TURN: usize = 16;
+/// A connection's buffer of undecoded bytes is given back past this once empty, so a single
+/// large frame does not pin its memory for the life of the connection.
+const KEEP_READ_CAPACITY: usize = 64 * 1024;
+/// Frames handed to one `writev`.
+const MAX_IOVECS: usize = 64;
+
+/// Handles requests; one instance serves every connection of a server.
+pub trait RequestProcessor: Send + Sync + 'static {
+    /// Handles one request on the loop thread (must not block). Returns the response now, or
+    /// None when it will be sent later through `ctx.responder()` (a SYNC_MASTER send waiting
+    /// for its slave ack), or for a oneway request.
+    fn process(&self, request: RemotingCommand, ctx: &RequestContext) -> Option<RemotingCommand>;
+
+    /// A connection closed, for whatever reason (RocketMQ's `ChannelEventListener.onChannelClose`;
+    /// the name server forgets the brokers registered over it). Runs on the loop thread.
+    fn on_close(&self, _connection_id: u64, _remote: SocketAddr) {}
+}
+
+/// `REQUEST_CODE_NOT_SUPPORTED` for `request`, with the remark RocketMQ gives.
+pub fn not_supported(request: &RemotingCommand) -> RemotingCommand {
+    RemotingCommand::response_to(
+        request,
+        response_code::REQUEST_CODE_NOT_SUPPORTED,
+        Some(format!(" request type {} not supported", request.code)),
+    )
+}
+
+/// Limits of a server, RocketMQ's by default.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Largest frame accepted or sent, its length field included (`NettyDecoder`'s 16 MiB).
+    pub max_frame_size: usize,
+    /// Cap on a connection's unwritten response bytes: past it the connection is closed (a
+    /// client that sends requests but never reads the answers would otherwise grow it forever).
+    pub max_output_per_connection: usize,
+    /// A connection with nothing read or written for this long is closed
+    /// (`serverChannelMaxIdleTimeSeconds`, 120 s); `None` keeps idle connections.
+    pub idle_timeout: Option<Duration>,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            max_frame_size: DEFAULT_MAX_FRAME_SIZE,
+            // Four largest frames: room for a burst of big answers to a slow reader, not for
+            // one that stopped reading.
+            max_output_per_connection: 4 * DEFAULT_MAX_FRAME_SIZE,
+            idle_timeout: Some(Duration::from_secs(120)),
+        }
+    }
+}
+
+/// What happened to a connection or the server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServerEventKind {
+    Connected,
+    Closed,
+    /// A server-wide failure (accept, epoll), not tied to one connection.
+    Error,
+    /// A processor's own news (the name server's `REGISTERED`, `EXPIRED`).
+    Processor(&'static str),
+}
+
+impl ServerEventKind {
+    pub fn name(&self) -> &'static str {
+        match self {
+            ServerEventKind::Connected => "CONNECTED",
+            ServerEventKind::Closed => "CLOSED",
+            ServerEventKind::Error => "ERROR",
+            ServerEventKind::Processor(name) => name,
+        }
+    }
+}
+
+/// One event, with its reason, for logging.
+#[derive(Debug, Clone)]
+pub struct ServerEvent {
+    /// The peer (`ip:port`), or the listen address for server-wide events.
+    pub addr: String,
+    pub kind: ServerEventKind,
+    pub reason: String,
+    /// Warnings (a malformed frame, a client closed for not reading) as opposed to routine
+    /// connects and closes.
+    pub problem: bool,
+}
+
+/// Events queued by the loop (and a processor), drained by whoever observes the server.
+#[derive(Default)]
+pub struct ServerEvents(EventQueue<ServerEvent>);
+
+impl ServerEvents {
+    pub fn push(
+        &self,
+        addr: impl Into<String>,
+        kind: ServerEventKind,
+        reason: impl Into<String>,
+        problem: bool,
+    ) {
+        self.0.push(ServerEvent {
+            addr: addr.into(),
+            kind,
+            reason: reason.into(),
+            problem,
+        });
+    }
+
+    /// Waits up to `timeout` for events and returns all queued ones.
+    pub fn drain(&self, timeout: Duration) -> Vec<ServerEvent> {
+        self.0.drain(timeout)
+    }
+
+    /// Wakes drainers early, and keeps them from waiting from now on (on shutdown).
+    pub fn wake(&self) {
+        self.0.close();
+    }
+}
+
+/// What the loop shares with responders and the owning handle.
+struct Shared {
+    stop: AtomicBool,
+    waker: Waker,
+    /// Responses sent from other threads, by connection id, for the loop to write. A lock
+    /// rather than a channel: the loop takes the whole batch in one swap.
+    outbox: Mutex<Vec<(u64, RemotingCommand)>>,
+    events: Arc<ServerEvents>,
+}
+
+/// Sends the response to one request later, from any thread.
+#[derive(Clone)]
+pub struct Responder {
+    connection_id: u64,
+    opaque: i32,
+    serialize_type: SerializeType,
+    shared: Arc<Shared>,
+}
+
+impl Responder {
+    /// Thread-safe; queues the response for its connection and wakes the loop. Dropped silently
+    /// if the connection is gone. The response is sent with the request's opaque and serialize
+    /// type, and marked as a response, whatever the processor built.
+    pub fn send(&self, mut response: RemotingCommand) {
+        if self.shared.stop.load(Ordering::Acquire) {
+            return;
+        }
+        response.opaque = self.opaque;
+        response.serialize_type = self.serialize_type;
+        response.mark_response();
+        let first = {
+            let mut outbox = lock(&self.shared.outbox);
+            outbox.push((self.connection_id, response));
+            outbox.len() == 1
+        };
+        // A non-empty outbox already has a wake-up on its way.
+        if first {
+            let _ = self.shared.waker.wake();
+        }
+    }
+}
+
+/// What a processor knows about the request in hand.
+pub struct RequestContext {
+    remote: SocketAddr,
+    responder: Responder,
+}
+
+impl RequestContext {
+    pub fn remote(&self) -> SocketAddr {
+        self.remote
+    }
+
+    pub fn connection_id(&self) -> u64 {
+        self.responder.connection_id
+    }
+
+    /// Answers this request later, from any thread.
+    pub fn responder(&self) -> Responder {
+        self.responder.clone()
+    }
+}
+
+/// The server: a listening socket and its event loop thread.
+pub struct RemotingServer {
+    shared: Arc<Shared>,
+    local_addr: SocketAddr,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl RemotingServer {
+    /// Binds `listen` (port 0 = OS-chosen) and starts the event loop thread.
+    pub fn start(
+        listen: SocketAddr,
+        processor: Arc<dyn RequestProcessor>,
+        config: ServerConfig,
+    ) -> Result<Self, io::Error> {
+        Self::start_with_events(listen, processor, config, Arc::default())
+    }
+
+    /// [`RemotingServer::start`] reporting into `events`, which the processor may share.
+    pub fn start_with_events(
+        listen: SocketAddr,
+        processor: Arc<dyn RequestProcessor>,
+        config: ServerConfig,
+        events: Arc<ServerEvents>,
+    ) -> Result<Self, io::Error> {
+        let std_listener = std::net::TcpListener::bind(listen)?;
+        std_listener.set_nonblocking(true)?;
+        let local_addr = std_listener.local_addr()?;
+        let mut listener = TcpListener::from_std(std_listener);
+        let poll = Poll::new()?;
+        poll.registry()
+            .register(&mut listener, LISTENER, Interest::READABLE)?;
+        let waker = Waker::new(poll.registry(), WAKER)?;
+        let shared = Arc::new(Shared {
+            stop: AtomicBool::new(false),
+            waker,
+            outbox: Mutex::new(Vec::new()),
+            events,
+        });
+        let event_loop = EventLoop {
+            shared: shared.clone(),
+            processor,
+            config,
+            poll,
+            listener,
+            local_addr,
+            conns: HashMap::new(),
+            next_id: FIRST_CONNECTION,
+            scratch: vec![0; READ_CHUNK].into_boxed_slice(),
+        };
+        let thread = std::thread::Builder::new()
+            .name("rocketha-remoting".into())
+            .spawn(move || event_loop.run())?;
+        Ok(Self {
+            shared,
+            local_addr,
+            thread: Mutex::new(Some(thread)),
+        })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    pub fn events(&self) -> &ServerEvents {
+        &self.shared.events
+    }
+
+    /// Closes every connection and stops the loop; responses still queued are dropped.
+    pub fn shutdown(&self) {
+        stop_loop(&self.shared.stop, &self.shared.waker, &self.thread);
+        lock(&self.shared.outbox).clear();
+        self.shared.events.wake();
+    }
+}
+
+impl Drop for RemotingServer {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+/// Why a connection is closed, and whether that is the peer's fault.
+struct Close {
+    reason: String,
+    problem: bool,
+}
+
+impl Close {
+    fn problem(reason: String) -> Self {
+        Self {
+            reason,
+            problem: true,
+        }
+    }
+}
+
+struct Connection {
+    id: u64,
+    stream: TcpStream,
+    remote: SocketAddr,
+    /// Bytes read and not yet decoded (a partial frame).
+    read_buf: Vec<u8>,
+    /// Its turn ended before the socket said WouldBlock: the loop reads it again before
+    /// sleeping, since edge-triggered epoll will not report it again.
+    more_to_read: bool,
+    /// Encoded responses not yet written; the front one from `out_written` on.
+    out: VecDeque<Vec<u8>>,
+    out_written: usize,
+    out_bytes: usize,
+    /// The socket said WouldBlock: nothing more goes out until its writable edge.
+    write_blocked: bool,
+    last_active: Instant,
+}
+
+impl Connection {
+    fn queue(&mut self, frame: Vec<u8>) {
+        self.out_bytes += frame.len();
+        self.out.push_back(frame);
+    }
+
+    /// Writes until the socket would block or nothing is left.
+    fn flush(&mut self) -> Result<(), Close> {
+        while !self.out.is_empty() && !self.write_blocked {
+            let slices: Vec<IoSlice<'_>> = self
+                .out
+                .iter()
+                .take(MAX_IOVECS)
+                .enumerate()
+                .map(|(i, f)| IoSlice::new(if i == 0 { &f[self.out_written..] } else { f }))
+                .collect();
+            match self.stream.write_vectored(&slices) {
+                Ok(0) => return Err(Close::problem("write returned 0 bytes".into())),
+                Ok(mut n) => {
+                    self.last_active = Instant::now();
+                    self.out_bytes -= n;
+                    while n > 0 {
+                        let Some(front) = self.out.front() else { break };
+                        let left = front.len() - self.out_written;
+                        if n >= left {
+                            n -= left;
+                            self.out.pop_front();
+                            self.out_written = 0;
+                        } else {
+                            self.out_written += n;
+                            n = 0;
+                        }
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.write_blocked = true,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(Close::problem(format!("write failed: {e}"))),
+            }
+        }
+        Ok(())
+    }
+}
+
+struct EventLoop {
+    shared: Arc<Shared>,
+    processor: Arc<dyn RequestProcessor>,
+    config: ServerConfig,
+    poll: Poll,
+    listener: TcpListener,
+    local_addr: SocketAddr,
+    conns: HashMap<u64, Connection>,
+    next_id: u64,
+    scratch: Box<[u8]>,
+}
+
+impl EventLoop {
+    fn run(mut self) {
+        let mut events = Events::with_capacity(256);
+        while !self.shared.stop.load(Ordering::Acquire) {
+            let timeout = if self.conns.values().any(|c| c.more_to_read) {
+                Some(Duration::ZERO)
+            } else {
+                self.idle_deadline()
+                    .map(|d| d.saturating_duration_since(Instant::now()))
+            };
+            if let Err(e) = self.poll.poll(&mut events, timeout) {
+                if e.kind() != io::ErrorKind::Interrupted {
+                    self.shared.events.push(
+                        self.local_addr.to_string(),
+                        ServerEventKind::Error,
+                        format!("epoll failed, the server stops: {e}"),
+                        true,
+                    );
+                    break;
+                }
+            }
+            for event in events.iter() {
+                match event.token() {
+                    LISTENER => self.accept(),
+                    WAKER => {}
+                    Token(token) => {
+                        let id = token as u64;
+                        let result = self.on_event(
+                            id,
+                            event.is_writable(),
+                            event.is_readable() || event.is_read_closed() || event.is_error(),
+                        );
+                        if let Err(close) = result {
+                            self.close(id, close);
+                        }
+                    }
+                }
+            }
+            self.read_the_rest();
+            self.deliver_outbox();
+            self.close_idle();
+        }
+        let ids: Vec<u64> = self.conns.keys().copied().collect();
+        for id in ids {
+            self.close(
+                id,
+                Close {
+                    reason: "server shutting down".into(),
+                    problem: false,
+                },
+            );
+        }
+    }
+
+    /// The nearest moment a connection turns idle; `None` sleeps until an event.
+    fn idle_deadline(&self) -> Option<Instant> {
+        let idle = self.config.idle_timeout?;
+        self.conns
+            .values()
+            .filter_map(|c| c.last_active.checked_add(idle))
+            .min()
+    }
+
+    fn close_idle(&mut self) {
+        let Some(idle) = self.config.idle_timeout else {
+            return;
+        };
+        let now = Instant::now();
+        let idle_ids: Vec<u64> = self
+            .conns
+            .values()
+            .filter(|c| now.saturating_duration_since(c.last_active) >= idle)
+            .map(|c| c.id)
+            .collect();
+        for id in idle_ids {
+            let reason = format!(
+                "idle for {} ms (serverChannelMaxIdleTimeSeconds)",
+                idle.as_millis()
+            );
+            self.close(
+                id,
+                Close {
+                    reason,
+                    problem: false,
+                },
+            );
+        }
+    }
+
+    fn accept(&mut self) {
+        loop {
+            match self.listener.accept() {
+                Ok((mut stream, remote)) => {
+                    // Requests and responses are small and latency-bound.
+                    let _ = stream.set_nodelay(true);
+                    let id = self.next_id;
+                    self.next_id += 1;
+                    if let Err(e) = self.poll.registry().register(
+                        &mut stream,
+                        Token(id as usize),
+                        Interest::READABLE | Interest::WRITABLE,
+                    ) {
+                        self.shared.events.push(
+                            remote.to_string(),
+                            ServerEventKind::Closed,
+                            format!("register with epoll failed: {e}"),
+                            true,
+                        );
+                        continue;
+                    }
+                    self.conns.insert(
+                        id,
+                        Connection {
+                            id,
+                            stream,
+                            remote,
+                            read_buf: Vec::new(),
+                            more_to_read: false,
+                            out: VecDeque::new(),
+                            out_written: 0,
+                            out_bytes: 0,
+                            write_blocked: false,
+                            last_active: Instant::now(),
+                        },
+                    );
+                    self.shared.events.push(
+                        remote.to_string(),
+                        ServerEventKind::Connected,
+                        format!("connection {id} accepted"),
+                        false,
+                    );
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    // Out of file descriptors and the like: report, retry on the next event.
+                    self.shared.events.push(
+                        self.local_addr.to_string(),
+                        ServerEventKind::Error,
+                        format!("accept failed: {e}"),
+                        true,
+                    );
+                    return;
+                }
+            }
+        }
+    }
+
+    fn on_event(&mut self, id: u64, writable: bool, readable: bool) -> Result<(), Close> {
+        let Some(conn) = self.conns.get_mut(&id) else {
+            return Ok(());
+        };
+        if writable {
+            conn.write_blocked = false;
+            conn.flush()?;
+        }
+        if readable {
+            self.read(id)?;
+        }
+        Ok(())
+    }
+
+    /// Reads until the socket would block or the connection's turn ends, dispatching every
+    /// complete frame as it arrives, so its buffer holds at most one partial frame.
+    fn read(&mut self, id: u64) -> Result<(), Close> {
+        for _ in 0..READS_PER_TURN {
+            let Some(conn) = self.conns.get_mut(&id) else {
+                return Ok(());
+            };
+            match conn.stream.read(&mut self.scratch) {
+                Ok(0) => {
+                    return Err(Close {
+                        reason: "closed by the peer".into(),
+                        problem: false,
+                    })
+                }
+                Ok(n) => {
+                    conn.last_active = Instant::now();
+                    conn.read_buf.extend_from_slice(&self.scratch[..n]);
+                    self.dispatch_frames(id)?;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    conn.more_to_read = false;
+                    return Ok(());
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(Close::problem(format!("read failed: {e}"))),
+            }
+        }
+        if let Some(conn) = self.conns.get_mut(&id) {
+            conn.more_to_read = true;
+        }
+        Ok(())
+    }
+
+    /// Reads again from the connections whose turn ended with bytes left in their socket.
+    fn read_the_rest(&mut self) {
+        let ids: Vec<u64> = self
+            .conns
+            .values()
+            .filter(|c| c.more_to_read)
+            .map(|c| c.id)
+            .collect();
+        for id in ids {
+            if let Err(close) = self.read(id) {
+                self.close(id, close);
+            }
+        }
+    }
+
+    fn dispatch_frames(&mut self, id: u64) -> Result<(), Close> {
+        let max_frame_size = self.config.max_frame_size;
+        let mut start = 0;
+        loop {
+            let Some(conn) = self.conns.get_mut(&id) else {
+                return Ok(());
+            };
+            let (command, consumed) = match decode_frame(&conn.read_buf[start..], max_frame_size) {
+                Ok(Decoded::NeedMore { .. }) => break,
+                Ok(Decoded::Frame { frame, consumed }) => {
+                    let command = RemotingCommand::decode(&frame)
+                        .map_err(|e| Close::problem(format!("malformed command: {e}")))?;
+                    (command, consumed)
+                }
+                Err(e) => return Err(Close::problem(format!("malformed frame: {e}"))),
+            };
+            start += consumed;
+            let remote = conn.remote;
+            self.dispatch(id, remote, command)?;
+        }
+        if let Some(conn) = self.conns.get_mut(&id) {
+            conn.read_buf.drain(..start);
+            if conn.read_buf.is_empty() && conn.read_buf.capacity() > KEEP_READ_CAPACITY {
+                conn.read_buf = Vec::new();
+            }
+        }
+        Ok(())
+    }
+
+    fn dispatch(
+        &mut self,
+        id: u64,
+        remote: SocketAddr,
+        request: RemotingCommand,
+    ) -> Result<(), Close> {
+        if request.is_response() {
+            // The server sends no requests of its own, so no response is awaited.
+            log::debug!(
+                "{remote}: dropped a response (code {}, opaque {}) nobody asked for",
+                request.code,
+                request.opaque
+            );
+            return Ok(());
+        }
+        let oneway = request.is_oneway();
+        let (opaque, serialize_type) = (request.opaque, request.serialize_type);
+        let ctx = RequestContext {
+            remote,
+            responder: Responder {
+                connection_id: id,
+                opaque,
+                serialize_type,
+                shared: self.shared.clone(),
+            },
+        };
+        let code = request.code;
+        let processor = &self.processor;
+        let response = match catch_unwind(AssertUnwindSafe(|| processor.process(request, &ctx))) {
+            Ok(response) => response,
+            // As Netty's handler answers an exception: the loop and the other peers go on.
+            Err(_) => Some(RemotingCommand::response_to(
+                &RemotingCommand::request(code, opaque),
+                response_code::SYSTEM_ERROR,
+                Some(format!(
+                    "request code {code} failed: the processor panicked"
+                )),
+            )),
+        };
+        let Some(mut response) = response else {
+            return Ok(());
+        };
+        if oneway {
+            return Ok(());
+        }
+        response.opaque = opaque;
+        response.serialize_type = serialize_type;
+        response.mark_response();
+        self.send(id, response)
+    }
+
+    /// Encodes, queues and tries to write one response; a response too large for a frame goes
+    /// out as SYSTEM_ERROR instead, so the client is not left waiting.
+    fn send(&mut self, id: u64, response: RemotingCommand) -> Result<(), Close> {
+        let max_frame_size = self.config.max_frame_size;
+        let cap = self.config.max_output_per_connection;
+        let Some(conn) = self.conns.get_mut(&id) else {
+            return Ok(());
+        };
+        let frame = match response.encode(max_frame_size) {
+            Ok(frame) => frame,
+            Err(e) => {
+                let reason = format!("response code {} not sent: {e}", response.code);
+                self.shared.events.push(
+                    conn.remote.to_string(),
+                    ServerEventKind::Error,
+                    reason.clone(),
+                    true,
+                );
+                let mut error = response;
+                error.code = response_code::SYSTEM_ERROR;
+                error.remark = Some(reason);
+                error.ext_fields.clear();
+                error.body = Vec::new();
+                error
+                    .encode(max_frame_size)
+                    .map_err(|e| Close::problem(format!("cannot encode a response: {e}")))?
+            }
+        };
+        conn.queue(frame);
+        conn.flush()?;
+        if conn.out_bytes > cap {
+            return Err(Close::problem(format!(
+                "{} response bytes unread by the client, over the cap of {cap} \
+                 (max_output_per_connection): a client that does not read its responses",
+                conn.out_bytes
+            )));
+        }
+        Ok(())
+    }
+
+    /// Writes the responses other threads queued.
+    fn deliver_outbox(&mut self) {
+        let queued = std::mem::take(&mut *lock(&self.shared.outbox));
+        for (id, response) in queued {
+            if let Err(close) = self.send(id, response) {
+                self.close(id, close);
+            }
+        }
+    }
+
+    fn close(&mut self, id: u64, close: Close) {
+        if let Some(mut conn) = self.conns.remove(&id) {
+            let _ = self.poll.registry().deregister(&mut conn.stream);
+            // The processor first: whoever sees the event finds its consequences done.
+            let processor = &self.processor;
+            if catch_unwind(AssertUnwindSafe(|| processor.on_close(id, conn.remote))).is_err() {
+                log::error!("{}: on_close of connection {id} panicked", conn.remote);
+            }
+            self.shared.events.push(
+                conn.remote.to_string(),
+                ServerEventKind::Closed,
+                format!("connection {id}: {}", close.reason),
+                close.problem,
+            );
+        }
+    }
+}

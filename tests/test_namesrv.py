@@ -1,0 +1,216 @@
+"""``rocketha namesrv`` as a child process, spoken to over a raw socket in RocketMQ's remoting
+protocol (JSON headers), the way a Java broker and client would."""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import wait_for
+from rocketha import NameServer
+
+REGISTER_BROKER, UNREGISTER_BROKER, GET_ROUTEINFO_BY_TOPIC = 103, 104, 105
+SUCCESS, TOPIC_NOT_EXIST, REQUEST_CODE_NOT_SUPPORTED = 0, 17, 3
+#: A RocketMQ 5 client's ``MQVersion`` ordinal: it gets routes as standard JSON.
+V5 = 479
+
+
+class RemotingSocket:
+    """A minimal blocking RocketMQ remoting client: JSON header, one request at a time."""
+
+    def __init__(self, address: str) -> None:
+        host, port = address.rsplit(":", 1)
+        self.sock = socket.create_connection((host, int(port)), timeout=10)
+        self.opaque = 0
+
+    def invoke(
+        self, code: int, ext_fields: dict[str, str], body: bytes = b"", version: int = V5
+    ) -> tuple[dict[str, Any], bytes]:
+        self.opaque += 1
+        header = json.dumps(
+            {
+                "code": code,
+                "extFields": ext_fields,
+                "flag": 0,
+                "language": "PYTHON",
+                "opaque": self.opaque,
+                "serializeTypeCurrentRPC": "JSON",
+                "version": version,
+            }
+        ).encode()
+        self.sock.sendall(struct.pack(">ii", 4 + len(header) + len(body), len(header)))
+        self.sock.sendall(header + body)
+        total, word = struct.unpack(">ii", self._read(8))
+        rest = self._read(total - 4)
+        header_len = word & 0xFFFFFF
+        response = json.loads(rest[:header_len])
+        assert response["opaque"] == self.opaque and response["flag"] & 1
+        return response, rest[header_len:]
+
+    def _read(self, n: int) -> bytes:
+        data = b""
+        while len(data) < n:
+            chunk = self.sock.recv(n - len(data))
+            assert chunk, "the name server closed the connection"
+            data += chunk
+        return data
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def broker_fields(broker_id: int, addr: str, ha: str, body: bytes) -> dict[str, str]:
+    return {
+        "brokerName": "broker-a",
+        "brokerAddr": addr,
+        "clusterName": "DefaultCluster",
+        "haServerAddr": ha,
+        "brokerId": str(broker_id),
+        "enableActingMaster": "false",
+        "compressed": "false",
+        # UtilAll.crc32: the unsigned CRC32 masked to 31 bits.
+        "bodyCrc32": str(zlib.crc32(body) & 0x7FFFFFFF),
+    }
+
+
+REGISTER_BODY = json.dumps(
+    {
+        "filterServerList": [],
+        "topicConfigSerializeWrapper": {
+            "dataVersion": {"counter": 1, "stateVersion": 0, "timestamp": 1700000000000},
+            "topicConfigTable": {
+                name: {
+                    "topicName": name,
+                    "readQueueNums": 4,
+                    "writeQueueNums": 4,
+                    "perm": 6,
+                }
+                for name in ("TopicTest", "OtherTopic")
+            },
+        },
+    }
+).encode()
+
+
+@pytest.fixture
+def namesrv_process(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """``rocketha namesrv`` on an OS-chosen port; its log goes to a file (an undrained pipe
+    would block it)."""
+    log = tmp_path / "namesrv.log"
+    with log.open("w") as stderr:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "rocketha", "-v", "namesrv", "--listen", "127.0.0.1:0"],
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+        )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if not line:
+        proc.wait(timeout=30)
+        raise AssertionError(f"namesrv failed to start: {log.read_text()}")
+    listen = json.loads(line)["started"]["listen"]
+    print(f"rocketha namesrv listening on {listen}")
+    try:
+        yield proc, listen
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=30)
+        proc.stdout.close()
+
+
+def test_register_route_and_stop(namesrv_process: tuple[subprocess.Popen[str], str]) -> None:
+    proc, listen = namesrv_process
+    assert listen.startswith("127.0.0.1:") and not listen.endswith(":0")
+    broker = RemotingSocket(listen)
+    master = broker_fields(0, "127.0.0.1:10911", "127.0.0.1:10912", REGISTER_BODY)
+    response, _ = broker.invoke(REGISTER_BROKER, master, REGISTER_BODY)
+    assert response["code"] == SUCCESS, response
+    slave = broker_fields(1, "127.0.0.1:10921", "127.0.0.1:10922", REGISTER_BODY)
+    response, _ = broker.invoke(REGISTER_BROKER, slave, REGISTER_BODY)
+    assert response["code"] == SUCCESS, response
+    # The slave learns its master's HA address from the answer.
+    assert response["extFields"]["haServerAddr"] == "127.0.0.1:10912"
+    assert response["extFields"]["masterAddr"] == "127.0.0.1:10911"
+
+    client = RemotingSocket(listen)
+    response, body = client.invoke(GET_ROUTEINFO_BY_TOPIC, {"topic": "TopicTest"})
+    assert response["code"] == SUCCESS, response
+    route = json.loads(body)
+    assert route["brokerDatas"][0]["brokerAddrs"] == {
+        "0": "127.0.0.1:10911",
+        "1": "127.0.0.1:10921",
+    }
+    assert route["queueDatas"][0]["writeQueueNums"] == 4
+    # An old client gets fastjson's bare integer keys, as the Java name server writes them.
+    _, old = client.invoke(GET_ROUTEINFO_BY_TOPIC, {"topic": "TopicTest"}, version=0)
+    assert b'"brokerAddrs":{0:"127.0.0.1:10911",1:"127.0.0.1:10921"}' in old
+
+    response, _ = client.invoke(9999, {})
+    assert response["code"] == REQUEST_CODE_NOT_SUPPORTED
+    assert response["remark"] == " request type 9999 not supported"
+
+    unregister = {k: master[k] for k in ("brokerName", "brokerAddr", "clusterName", "brokerId")}
+    response, _ = broker.invoke(UNREGISTER_BROKER, unregister)
+    assert response["code"] == SUCCESS
+    slave_only = {k: slave[k] for k in ("brokerName", "brokerAddr", "clusterName", "brokerId")}
+    broker.invoke(UNREGISTER_BROKER, slave_only)
+    response, _ = client.invoke(GET_ROUTEINFO_BY_TOPIC, {"topic": "TopicTest"})
+    assert response["code"] == TOPIC_NOT_EXIST
+    assert response["remark"].startswith(
+        "No topic route info in name server for the topic: TopicTest"
+    )
+    broker.close()
+    client.close()
+
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 0
+    assert proc.stdout is not None
+    assert json.loads(proc.stdout.readline()) == {"stopped": True}
+
+
+def test_a_closed_broker_connection_leaves_the_routes(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="rocketha.namesrv")
+    with NameServer("127.0.0.1:0") as namesrv:
+        broker = RemotingSocket(namesrv.listen_address)
+        fields = broker_fields(0, "127.0.0.1:10911", "127.0.0.1:10912", REGISTER_BODY)
+        assert broker.invoke(REGISTER_BROKER, fields, REGISTER_BODY)[0]["code"] == SUCCESS
+        client = RemotingSocket(namesrv.listen_address)
+        assert client.invoke(GET_ROUTEINFO_BY_TOPIC, {"topic": "OtherTopic"})[0]["code"] == 0
+        broker.close()
+
+        def route_gone() -> bool:
+            response, _ = client.invoke(GET_ROUTEINFO_BY_TOPIC, {"topic": "OtherTopic"})
+            return bool(response["code"] == TOPIC_NOT_EXIST)
+
+        wait_for(route_gone, timeout=30, what="the closed broker's route to go")
+        client.close()
+
+        def logged(event: str) -> bool:
+            return any(f"127.0.0.1:10911 {event}: " in r.getMessage() for r in caplog.records)
+
+        wait_for(lambda: logged("REGISTERED"), timeout=30, what="the registration logged")
+        wait_for(lambda: logged("UNREGISTERED"), timeout=30, what="the unregistration logged")
+
+
+def test_non_loopback_listen_needs_allow_insecure() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "rocketha", "namesrv", "--listen", "0.0.0.0:0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert "--allow-insecure" in result.stderr
+    assert "rewrite the routes" in result.stderr
