@@ -10,6 +10,7 @@ mod broker;
 pub mod commitlog;
 mod consume_queue;
 pub mod error;
+mod event_loop;
 pub mod ha;
 mod namesrv;
 pub mod remoting;

@@ -22,6 +22,7 @@ use crate::commitlog::{
 use crate::consume_queue::{ConsumeQueue, ConsumeQueueTable, CqEntry, DEFAULT_CQ_ENTRIES_PER_FILE};
 use crate::error::CommitLogError;
 use crate::ha::group_transfer::{Completion, GroupTransferService, PutStatus, WaitPolicy};
+use crate::sync::{lock, read, write};
 
 #[derive(Debug, Clone)]
 pub struct StoreConfig {
@@ -326,7 +327,7 @@ impl MessageStore {
         let pos = all[from].wrote() % all[from].size().max(1);
         let pos = if all[from].is_full() { 0 } else { pos };
         let scan = self.commit_log.scan_valid(&all, from, pos);
-        *self.scan_error.lock().unwrap_or_else(|p| p.into_inner()) = scan.error.clone();
+        *lock(&self.scan_error) = scan.error.clone();
         for (i, f) in all.iter().enumerate().skip(from) {
             f.set_wrote(match i.cmp(&scan.index) {
                 std::cmp::Ordering::Less => f.size(),
@@ -338,7 +339,7 @@ impl MessageStore {
     }
 
     fn lock_put(&self) -> std::sync::MutexGuard<'_, PutState> {
-        self.put.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.put)
     }
 
     fn check_writable(&self) -> Result<(), CommitLogError> {
@@ -363,10 +364,7 @@ impl MessageStore {
     /// Read-only stores: where and why valid data ended at the last refresh, when that was an
     /// invalid record rather than zeroed space (a writer mid-append, or corruption).
     pub fn scan_error(&self) -> Option<(u64, PathBuf, crate::error::RecordError)> {
-        self.scan_error
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        lock(&self.scan_error).clone()
     }
 
     pub fn min_offset(&self) -> u64 {
@@ -380,16 +378,11 @@ impl MessageStore {
     }
 
     pub(crate) fn set_append_listener(&self, listener: Option<AppendListener>) {
-        *self.listener.write().unwrap_or_else(|p| p.into_inner()) = listener;
+        *write(&self.listener) = listener;
     }
 
     fn published(&self) {
-        if let Some(listener) = self
-            .listener
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .as_ref()
-        {
+        if let Some(listener) = read(&self.listener).as_ref() {
             listener(self.commit_log.max_offset());
         }
     }
@@ -681,10 +674,7 @@ impl MessageStore {
         write_checkpoint(&self.config.root, self.commit_log.max_offset())?;
         let abort = self.config.root.join("abort");
         std::fs::remove_file(&abort).map_err(|e| CommitLogError::io(&abort, e))?;
-        self.lock_file
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
+        lock(&self.lock_file).take();
         Ok(())
     }
 }

@@ -3,17 +3,23 @@
 //! bounded event queue the event loops report through.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Condvar, Mutex, MutexGuard};
-use std::thread::JoinHandle;
+use std::sync::{Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
-
-use mio::Waker;
 
 /// Locks `m`, taking the data even if a thread panicked while holding it: every guarded state
 /// in the core stays consistent between statements, and a panic must not wedge the broker.
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// [`lock`] for readers of an `RwLock`.
+pub(crate) fn read<T>(l: &RwLock<T>) -> RwLockReadGuard<'_, T> {
+    l.read().unwrap_or_else(|p| p.into_inner())
+}
+
+/// [`lock`] for writers of an `RwLock`.
+pub(crate) fn write<T>(l: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
+    l.write().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Waits on `cv` until `done(state)` holds or `deadline` passes, whichever comes first (`None`:
@@ -48,17 +54,6 @@ pub(crate) fn wait_until<'a, T>(
 /// an overflow panic.
 pub(crate) fn deadline_after(timeout: Duration) -> Option<Instant> {
     Instant::now().checked_add(timeout)
-}
-
-/// Stops an event loop thread: raises its stop flag, interrupts its poll, joins it. Safe to call
-/// again once stopped.
-pub(crate) fn stop_loop(stop: &AtomicBool, waker: &Waker, thread: &Mutex<Option<JoinHandle<()>>>) {
-    stop.store(true, Ordering::SeqCst);
-    let _ = waker.wake();
-    let thread = lock(thread).take();
-    if let Some(t) = thread {
-        let _ = t.join();
-    }
 }
 
 /// Enough to show the last events even if nobody drains them.

@@ -12,6 +12,7 @@ use std::thread::JoinHandle;
 
 use super::mapped_file::MappedFile;
 use crate::error::CommitLogError;
+use crate::sync::{lock, read, write};
 
 type Prealloc = (u64, JoinHandle<Result<MappedFile, CommitLogError>>);
 
@@ -108,28 +109,20 @@ impl MappedFileQueue {
     }
 
     pub(crate) fn files(&self) -> Vec<Arc<MappedFile>> {
-        self.files.read().unwrap_or_else(|p| p.into_inner()).clone()
+        read(&self.files).clone()
     }
 
     pub(crate) fn first(&self) -> Option<Arc<MappedFile>> {
-        self.files
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .first()
-            .cloned()
+        read(&self.files).first().cloned()
     }
 
     pub(crate) fn last(&self) -> Option<Arc<MappedFile>> {
-        self.files
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .last()
-            .cloned()
+        read(&self.files).last().cloned()
     }
 
     /// The segment holding `offset` (segments are contiguous, so this is arithmetic).
     pub(crate) fn find(&self, offset: u64) -> Option<Arc<MappedFile>> {
-        let files = self.files.read().unwrap_or_else(|p| p.into_inner());
+        let files = read(&self.files);
         let first = files.first()?.start();
         if offset < first {
             return None;
@@ -146,7 +139,7 @@ impl MappedFileQueue {
     /// End of the data: a trailing segment nobody wrote to yet (just rolled, or prepared by a
     /// live writer that a read-only reader sees) does not move it.
     pub(crate) fn max_offset(&self) -> u64 {
-        let files = self.files.read().unwrap_or_else(|p| p.into_inner());
+        let files = read(&self.files);
         files
             .iter()
             .rev()
@@ -166,10 +159,7 @@ impl MappedFileQueue {
             }
             let file = MappedFile::open(&path, next, self.file_size, self.writable)?;
             file.set_wrote(0);
-            self.files
-                .write()
-                .unwrap_or_else(|p| p.into_inner())
-                .push(Arc::new(file));
+            write(&self.files).push(Arc::new(file));
             added += 1;
         }
     }
@@ -180,7 +170,7 @@ impl MappedFileQueue {
             return Err(CommitLogError::ReadOnly);
         }
         let ready = {
-            let mut next = self.next.lock().unwrap_or_else(|p| p.into_inner());
+            let mut next = lock(&self.next);
             match next.take() {
                 Some((at, handle)) if at == start => handle.join().ok(),
                 Some((_, handle)) => {
@@ -204,10 +194,7 @@ impl MappedFileQueue {
             // allocator): prefault behind the writer's back rather than stall the append.
             self.prefault_ahead(&file);
         }
-        self.files
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(file.clone());
+        write(&self.files).push(file.clone());
         Ok(file)
     }
 
@@ -238,7 +225,7 @@ impl MappedFileQueue {
         {
             return;
         }
-        let mut running = self.prefaulting.lock().unwrap_or_else(|p| p.into_inner());
+        let mut running = lock(&self.prefaulting);
         if running.as_ref().is_some_and(|t| !t.is_finished()) {
             return;
         }
@@ -257,14 +244,14 @@ impl MappedFileQueue {
             .name("rocketha-allocate".into())
             .spawn(move || MappedFile::create(&dir, start, size, PREFAULT_WINDOW));
         if let Ok(handle) = handle {
-            *self.next.lock().unwrap_or_else(|p| p.into_inner()) = Some((start, handle));
+            *lock(&self.next) = Some((start, handle));
         }
     }
 
     /// Drops every segment starting at or after `offset` and deletes its file.
     pub(crate) fn delete_from(&self, offset: u64) -> Result<Vec<PathBuf>, CommitLogError> {
         self.discard_prepared();
-        let mut files = self.files.write().unwrap_or_else(|p| p.into_inner());
+        let mut files = write(&self.files);
         let mut deleted = Vec::new();
         while files.last().is_some_and(|f| f.start() >= offset) {
             if let Some(file) = files.pop() {
@@ -280,23 +267,14 @@ impl MappedFileQueue {
     /// it for the end of the log.
     pub(crate) fn discard_prepared(&self) {
         self.prepared.store(u64::MAX, Ordering::Relaxed);
-        let prefaulting = self
-            .prefaulting
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
+        let prefaulting = lock(&self.prefaulting).take();
         if let Some(t) = prefaulting {
             let _ = t.join();
         }
-        let prepared = self.next.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let prepared = lock(&self.next).take();
         if let Some((start, handle)) = prepared {
             let _ = handle.join();
-            let in_use = self
-                .files
-                .read()
-                .unwrap_or_else(|p| p.into_inner())
-                .iter()
-                .any(|f| f.start() == start);
+            let in_use = read(&self.files).iter().any(|f| f.start() == start);
             if !in_use {
                 let _ =
                     std::fs::remove_file(self.dir.join(super::mapped_file::segment_name(start)));

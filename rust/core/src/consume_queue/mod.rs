@@ -10,6 +10,7 @@ use std::sync::{Arc, RwLock};
 
 use crate::commitlog::queue::MappedFileQueue;
 use crate::error::CommitLogError;
+use crate::sync::{read, write};
 
 pub(crate) const CQ_ENTRY_SIZE: usize = 20;
 /// RocketMQ's `mappedFileSizeConsumeQueue`: 300,000 entries a file.
@@ -252,17 +253,12 @@ impl ConsumeQueueTable {
                     .insert(queue_id, Arc::new(cq));
             }
         }
-        *table.queues.write().unwrap_or_else(|p| p.into_inner()) = queues;
+        *write(&table.queues) = queues;
         Ok(table)
     }
 
     pub(crate) fn get(&self, topic: &str, queue_id: i32) -> Option<Arc<ConsumeQueue>> {
-        self.queues
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(topic)?
-            .get(&queue_id)
-            .cloned()
+        read(&self.queues).get(topic)?.get(&queue_id).cloned()
     }
 
     pub(crate) fn get_or_create(
@@ -281,7 +277,7 @@ impl ConsumeQueueTable {
             self.entries_per_file,
             self.writable,
         )?);
-        let mut queues = self.queues.write().unwrap_or_else(|p| p.into_inner());
+        let mut queues = write(&self.queues);
         Ok(queues
             .entry(topic.to_owned())
             .or_default()
@@ -291,7 +287,7 @@ impl ConsumeQueueTable {
     }
 
     pub(crate) fn all(&self) -> Vec<Arc<ConsumeQueue>> {
-        let queues = self.queues.read().unwrap_or_else(|p| p.into_inner());
+        let queues = read(&self.queues);
         let mut all: Vec<_> = queues.values().flat_map(|m| m.values().cloned()).collect();
         all.sort_by(|a, b| (a.topic(), a.queue_id()).cmp(&(b.topic(), b.queue_id())));
         all

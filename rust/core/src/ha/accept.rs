@@ -13,9 +13,10 @@ use mio::net::TcpListener;
 use mio::{Events, Interest, Token};
 
 use super::connection::{Close, HaConnection, CLOSED_BY_SLAVE};
-use super::event_loop::{EventLoop, WAKER};
 use super::master::{Shared, AWAKE};
 use super::HaState;
+use crate::event_loop::{EventLoop, WAKER};
+use crate::sync::lock;
 
 const LISTENER: Token = Token(0);
 
@@ -132,11 +133,7 @@ impl AcceptSocketService {
                     let conn = HaConnection::new(id, stream, addr.to_string(), auth);
                     let status = conn.status().clone();
                     let state = status.snapshot().state;
-                    self.shared
-                        .connections
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .insert(id, status);
+                    lock(&self.shared.connections).insert(id, status);
                     self.shared
                         .events
                         .push(addr.to_string(), state, "slave connected", false);
@@ -221,11 +218,7 @@ impl AcceptSocketService {
         if let Some(mut c) = self.conns.remove(&token) {
             let _ = self.event_loop.registry().deregister(&mut c.stream);
             self.shared.acks.remove(c.id());
-            self.shared
-                .connections
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(&c.id());
+            lock(&self.shared.connections).remove(&c.id());
             self.shared
                 .events
                 .push(c.addr(), HaState::Shutdown, reason, problem);

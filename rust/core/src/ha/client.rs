@@ -20,12 +20,13 @@ use mio::{Events, Interest, Token};
 
 use super::auth::{self, CHALLENGE_LEN, MASTER_PROOF_LEN};
 use super::dispatch::{Frame, FrameDispatcher, READ_BUFFER_SIZE};
-use super::event_loop::{EventLoop, LoopThread};
 use super::frame;
 use super::prefix_check::{divergence_reason, record_divergence, PrefixCheck};
 use super::{HaConfig, HaEvents, HaState};
 use crate::error::{CommitLogError, FrameError, HaError};
+use crate::event_loop::{EventLoop, LoopThread};
 use crate::store::MessageStore;
+use crate::sync::lock;
 
 const SOCKET: Token = Token(0);
 const BACKOFF_MIN: Duration = Duration::from_millis(100);
@@ -104,26 +105,22 @@ impl HaClient {
         if let Some(a) = &addr {
             resolve(a)?;
         }
-        *self.shared.master.lock().unwrap_or_else(|p| p.into_inner()) = addr;
+        *lock(&self.shared.master) = addr;
         self.shared.master_version.fetch_add(1, Ordering::AcqRel);
         self.thread.signal().wake();
         Ok(())
     }
 
     pub fn master_address(&self) -> Option<String> {
-        self.shared
-            .master
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        lock(&self.shared.master).clone()
     }
 
     pub fn state(&self) -> HaState {
-        *self.shared.state.lock().unwrap_or_else(|p| p.into_inner())
+        *lock(&self.shared.state)
     }
 
     pub fn stats(&self) -> ClientStats {
-        *self.shared.stats.lock().unwrap_or_else(|p| p.into_inner())
+        *lock(&self.shared.stats)
     }
 
     pub fn events(&self) -> &HaEvents {
@@ -260,7 +257,7 @@ struct Client {
 
 impl Client {
     fn set_state(&self, state: HaState, addr: &str, reason: impl Into<String>, problem: bool) {
-        *self.shared.state.lock().unwrap_or_else(|p| p.into_inner()) = state;
+        *lock(&self.shared.state) = state;
         self.shared.events.push(addr, state, reason, problem);
     }
 
@@ -278,12 +275,7 @@ impl Client {
         let mut backoff = BACKOFF_MIN;
         let mut dispatcher = FrameDispatcher::new(READ_BUFFER_SIZE);
         while !self.stopped() {
-            let master = self
-                .shared
-                .master
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .clone();
+            let master = lock(&self.shared.master).clone();
             let Some(master) = master else {
                 self.pause(BACKOFF_MAX);
                 continue;
@@ -307,7 +299,7 @@ impl Client {
             self.pause(backoff);
             backoff = (backoff * 2).min(BACKOFF_MAX);
         }
-        *self.shared.state.lock().unwrap_or_else(|p| p.into_inner()) = HaState::Shutdown;
+        *lock(&self.shared.state) = HaState::Shutdown;
         self.shared
             .events
             .push("slave", HaState::Shutdown, "HA client stopped", false);
@@ -441,11 +433,7 @@ impl Client {
     ) -> Result<Infallible, Ended> {
         self.await_connected(stream, master)?;
         let _ = stream.set_nodelay(true);
-        self.shared
-            .stats
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .connects += 1;
+        lock(&self.shared.stats).connects += 1;
         let crc = match self.shared.config.auth_secret.clone() {
             Some(secret) => self.handshake(stream, master, &secret)?,
             None => false,
@@ -580,7 +568,7 @@ impl Client {
                 Ok(0) => return Err(Ended::problem("master closed the connection")),
                 Ok(n) => {
                     session.last_read = Instant::now();
-                    let mut stats = self.shared.stats.lock().unwrap_or_else(|p| p.into_inner());
+                    let mut stats = lock(&self.shared.stats);
                     stats.bytes_received += n as u64;
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
@@ -590,7 +578,7 @@ impl Client {
             let frames = dispatcher
                 .dispatch(|f| session.sink(f))
                 .map_err(|e| e.ended(&session.store, master))?;
-            let mut stats = self.shared.stats.lock().unwrap_or_else(|p| p.into_inner());
+            let mut stats = lock(&self.shared.stats);
             stats.frames += frames as u64;
             stats.buffer_swaps = dispatcher.swaps();
             drop(stats);

@@ -13,10 +13,11 @@ use mio::net::TcpListener;
 use super::accept::AcceptSocketService;
 use super::ack::AckTable;
 use super::connection::{ConnectionInfo, ConnectionStatus};
-use super::event_loop::{EventLoop, LoopThread};
 use super::{HaConfig, HaEvents};
 use crate::error::{CommitLogError, HaError};
+use crate::event_loop::{EventLoop, LoopThread};
 use crate::store::MessageStore;
+use crate::sync::lock;
 
 /// [`Shared::wake_at`] while the loop runs: no append wakes it.
 pub(super) const AWAKE: u64 = u64::MAX;
@@ -102,11 +103,7 @@ impl HaMaster {
     }
 
     pub fn connections(&self) -> Vec<ConnectionInfo> {
-        let mut all: Vec<_> = self
-            .shared
-            .connections
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+        let mut all: Vec<_> = lock(&self.shared.connections)
             .values()
             .map(|c| c.snapshot())
             .collect();

@@ -12,7 +12,6 @@ pub(crate) mod auth;
 pub mod client;
 mod connection;
 pub mod dispatch;
-mod event_loop;
 mod flow;
 pub mod frame;
 pub mod group_transfer;

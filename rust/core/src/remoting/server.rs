@@ -16,22 +16,20 @@ use std::collections::{HashMap, VecDeque};
 use std::io::{self, IoSlice, Read, Write};
 use std::net::SocketAddr;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use mio::net::{TcpListener, TcpStream};
-use mio::{Events, Interest, Poll, Token, Waker};
+use mio::{Events, Interest, Token};
 
 use super::codes::{response_code, SerializeType};
 use super::frame::{decode_frame, Decoded, DEFAULT_MAX_FRAME_SIZE};
 use super::header::RemotingCommand;
-use crate::sync::{lock, stop_loop, EventQueue};
+use crate::event_loop::{EventLoop as Poller, LoopThread, Signal, WAKER};
+use crate::sync::{lock, EventQueue};
 
 const LISTENER: Token = Token(0);
-const WAKER: Token = Token(1);
-const FIRST_CONNECTION: u64 = 2;
+const FIRST_CONNECTION: u64 = 1;
 
 /// Bytes asked of the socket per read, into the loop's one scratch buffer.
 const READ_CHUNK: usize = 64 * 1024;
@@ -157,8 +155,7 @@ impl ServerEvents {
 
 /// What the loop shares with responders and the owning handle.
 struct Shared {
-    stop: AtomicBool,
-    waker: Waker,
+    signal: Arc<Signal>,
     /// Responses sent from other threads, by connection id, for the loop to write. A lock
     /// rather than a channel: the loop takes the whole batch in one swap.
     outbox: Mutex<Vec<(u64, RemotingCommand)>>,
@@ -179,7 +176,7 @@ impl Responder {
     /// if the connection is gone. The response is sent with the request's opaque and serialize
     /// type, and marked as a response, whatever the processor built.
     pub fn send(&self, mut response: RemotingCommand) {
-        if self.shared.stop.load(Ordering::Acquire) {
+        if self.shared.signal.stopped() {
             return;
         }
         response.opaque = self.opaque;
@@ -192,7 +189,7 @@ impl Responder {
         };
         // A non-empty outbox already has a wake-up on its way.
         if first {
-            let _ = self.shared.waker.wake();
+            self.shared.signal.wake();
         }
     }
 }
@@ -222,7 +219,7 @@ impl RequestContext {
 pub struct RemotingServer {
     shared: Arc<Shared>,
     local_addr: SocketAddr,
-    thread: Mutex<Option<JoinHandle<()>>>,
+    thread: LoopThread,
 }
 
 impl RemotingServer {
@@ -246,13 +243,11 @@ impl RemotingServer {
         std_listener.set_nonblocking(true)?;
         let local_addr = std_listener.local_addr()?;
         let mut listener = TcpListener::from_std(std_listener);
-        let poll = Poll::new()?;
+        let poll = Poller::new()?;
         poll.registry()
             .register(&mut listener, LISTENER, Interest::READABLE)?;
-        let waker = Waker::new(poll.registry(), WAKER)?;
         let shared = Arc::new(Shared {
-            stop: AtomicBool::new(false),
-            waker,
+            signal: poll.signal().clone(),
             outbox: Mutex::new(Vec::new()),
             events,
         });
@@ -267,13 +262,13 @@ impl RemotingServer {
             next_id: FIRST_CONNECTION,
             scratch: vec![0; READ_CHUNK].into_boxed_slice(),
         };
-        let thread = std::thread::Builder::new()
-            .name("rocketha-remoting".into())
-            .spawn(move || event_loop.run())?;
+        let thread = LoopThread::spawn(&shared.signal, "rocketha-remoting", move || {
+            event_loop.run()
+        })?;
         Ok(Self {
             shared,
             local_addr,
-            thread: Mutex::new(Some(thread)),
+            thread,
         })
     }
 
@@ -287,7 +282,7 @@ impl RemotingServer {
 
     /// Closes every connection and stops the loop; responses still queued are dropped.
     pub fn shutdown(&self) {
-        stop_loop(&self.shared.stop, &self.shared.waker, &self.thread);
+        self.thread.stop();
         lock(&self.shared.outbox).clear();
         self.shared.events.wake();
     }
@@ -379,7 +374,7 @@ struct EventLoop {
     shared: Arc<Shared>,
     processor: Arc<dyn RequestProcessor>,
     config: ServerConfig,
-    poll: Poll,
+    poll: Poller,
     listener: TcpListener,
     local_addr: SocketAddr,
     conns: HashMap<u64, Connection>,
@@ -390,23 +385,25 @@ struct EventLoop {
 impl EventLoop {
     fn run(mut self) {
         let mut events = Events::with_capacity(256);
-        while !self.shared.stop.load(Ordering::Acquire) {
+        while !self.poll.stopped() {
             let timeout = if self.conns.values().any(|c| c.more_to_read) {
                 Some(Duration::ZERO)
             } else {
                 self.idle_deadline()
                     .map(|d| d.saturating_duration_since(Instant::now()))
             };
-            if let Err(e) = self.poll.poll(&mut events, timeout) {
-                if e.kind() != io::ErrorKind::Interrupted {
-                    self.shared.events.push(
-                        self.local_addr.to_string(),
-                        ServerEventKind::Error,
-                        format!("epoll failed, the server stops: {e}"),
-                        true,
-                    );
-                    break;
-                }
+            // Without an idle deadline it sleeps until an event (mio caps the wait itself).
+            if let Err(e) = self
+                .poll
+                .poll(&mut events, timeout.unwrap_or(Duration::MAX))
+            {
+                self.shared.events.push(
+                    self.local_addr.to_string(),
+                    ServerEventKind::Error,
+                    format!("epoll failed, the server stops: {e}"),
+                    true,
+                );
+                break;
             }
             for event in events.iter() {
                 match event.token() {

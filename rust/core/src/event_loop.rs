@@ -1,7 +1,7 @@
-//! The skeleton both HA sides run on: one thread sleeping in a mio `Poll`, a `Waker` that
-//! interrupts it (bytes to send, a new master address, shutdown) and a stop flag it checks after
-//! every wake-up. The master's AcceptSocketService and the slave's HAClient differ only in what
-//! they do between two polls.
+//! The skeleton every network loop runs on: one thread sleeping in a mio `Poll`, a `Waker` that
+//! interrupts it (bytes to send, a response from another thread, a new master address,
+//! shutdown) and a stop flag it checks after every wake-up. The HA master's AcceptSocketService,
+//! the slave's HAClient and the remoting server differ only in what they do between two polls.
 
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -11,34 +11,36 @@ use std::time::Duration;
 
 use mio::{Events, Poll, Registry, Token, Waker};
 
+use crate::sync::lock;
+
 /// The waker's token; sockets take tokens from 0 up.
-pub(super) const WAKER: Token = Token(usize::MAX);
+pub(crate) const WAKER: Token = Token(usize::MAX);
 
 /// What a loop's thread and its handle share.
-pub(super) struct Signal {
+pub(crate) struct Signal {
     stop: AtomicBool,
     waker: Waker,
 }
 
 impl Signal {
     /// Interrupts the loop's poll; harmless when it is not sleeping.
-    pub(super) fn wake(&self) {
+    pub(crate) fn wake(&self) {
         let _ = self.waker.wake();
     }
 
-    pub(super) fn stopped(&self) -> bool {
+    pub(crate) fn stopped(&self) -> bool {
         self.stop.load(Ordering::Acquire)
     }
 }
 
 /// The thread's side: the poll it sleeps in.
-pub(super) struct EventLoop {
+pub(crate) struct EventLoop {
     poll: Poll,
     signal: Arc<Signal>,
 }
 
 impl EventLoop {
-    pub(super) fn new() -> io::Result<Self> {
+    pub(crate) fn new() -> io::Result<Self> {
         let poll = Poll::new()?;
         let waker = Waker::new(poll.registry(), WAKER)?;
         Ok(Self {
@@ -50,20 +52,20 @@ impl EventLoop {
         })
     }
 
-    pub(super) fn signal(&self) -> &Arc<Signal> {
+    pub(crate) fn signal(&self) -> &Arc<Signal> {
         &self.signal
     }
 
-    pub(super) fn registry(&self) -> &Registry {
+    pub(crate) fn registry(&self) -> &Registry {
         self.poll.registry()
     }
 
-    pub(super) fn stopped(&self) -> bool {
+    pub(crate) fn stopped(&self) -> bool {
         self.signal.stopped()
     }
 
     /// Sleeps until a socket event, a wake-up or `timeout`; an interrupted sleep is no error.
-    pub(super) fn poll(&mut self, events: &mut Events, timeout: Duration) -> io::Result<()> {
+    pub(crate) fn poll(&mut self, events: &mut Events, timeout: Duration) -> io::Result<()> {
         match self.poll.poll(events, Some(timeout)) {
             Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(()),
             done => done,
@@ -72,7 +74,7 @@ impl EventLoop {
 }
 
 /// The handle's side of a running loop.
-pub(super) struct LoopThread {
+pub(crate) struct LoopThread {
     signal: Arc<Signal>,
     /// Taken by the first `stop`: shutdown and then drop join the thread once.
     thread: Mutex<Option<JoinHandle<()>>>,
@@ -80,7 +82,7 @@ pub(super) struct LoopThread {
 
 impl LoopThread {
     /// Runs `body`, which owns the loop `signal` belongs to, on a thread of its own.
-    pub(super) fn spawn(
+    pub(crate) fn spawn(
         signal: &Arc<Signal>,
         name: &str,
         body: impl FnOnce() + Send + 'static,
@@ -92,16 +94,16 @@ impl LoopThread {
         })
     }
 
-    pub(super) fn signal(&self) -> &Signal {
+    pub(crate) fn signal(&self) -> &Signal {
         &self.signal
     }
 
     /// Raises the stop flag, interrupts the poll and joins the thread. Safe to call again once
     /// stopped.
-    pub(super) fn stop(&self) {
+    pub(crate) fn stop(&self) {
         self.signal.stop.store(true, Ordering::SeqCst);
         self.signal.wake();
-        let thread = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let thread = lock(&self.thread).take();
         if let Some(t) = thread {
             let _ = t.join();
         }
