@@ -14,7 +14,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use rustc_hash::FxHashMap;
 
 use crate::commitlog::flush::{FlushDiskType, FlushService, FlushStats};
-use crate::commitlog::record::{self, MessageDraft, RecordView, PROPERTY_TAGS};
+use crate::commitlog::record::{self, MessageDraft, RecordView};
 use crate::commitlog::recover::RecoveryReport;
 use crate::commitlog::{
     AppendResult, CommitLog, LogSlice, OwnedRecord, RecordIter, DEFAULT_MAPPED_FILE_SIZE,
@@ -410,8 +410,11 @@ impl MessageStore {
         };
         let result = self.commit_log.append(draft, slot.0, now)?;
         slot.0 += 1;
-        let tags_code = record::find_property(draft.properties, PROPERTY_TAGS)
-            .map_or(0, |t| record::tags_hash_code(&String::from_utf8_lossy(t)));
+        let tags_code = record::tags_code(
+            draft.topic.as_bytes(),
+            draft.properties,
+            result.store_timestamp,
+        );
         st.reput_offset = result.next_offset();
         slot.1.put(
             result.queue_offset,

@@ -61,6 +61,33 @@ pub(crate) fn tags_hash_code(tags: &str) -> i64 {
     h as i64
 }
 
+/// `TopicValidator.RMQ_SYS_SCHEDULE_TOPIC`: where RocketMQ parks delayed messages until due.
+const SCHEDULE_TOPIC: &[u8] = b"SCHEDULE_TOPIC_XXXX";
+/// `MessageConst.PROPERTY_DELAY_TIME_LEVEL`.
+const PROPERTY_DELAY_TIME_LEVEL: &str = "DELAY";
+/// RocketMQ's default `messageDelayLevel`, "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m
+/// 1h 2h", in ms: level `n` waits `DELAY_LEVELS_MS[n - 1]`.
+const DELAY_LEVELS_MS: [i64; 18] = [
+    1_000, 5_000, 10_000, 30_000, 60_000, 120_000, 180_000, 240_000, 300_000, 360_000, 420_000,
+    480_000, 540_000, 600_000, 1_200_000, 1_800_000, 3_600_000, 7_200_000,
+];
+
+/// A consume queue entry's tag code, as RocketMQ's `CommitLog.checkMessageAndReturnSize`
+/// computes it: the hash of the TAGS property, except for a delayed message in
+/// SCHEDULE_TOPIC_XXXX, whose code is its delivery time (what the ScheduleMessageService scans
+/// the queue by), the store time plus its level's delay.
+pub(crate) fn tags_code(topic: &[u8], properties: &[u8], store_timestamp: i64) -> i64 {
+    if topic == SCHEDULE_TOPIC {
+        let level = find_property(properties, PROPERTY_DELAY_TIME_LEVEL)
+            .and_then(|l| std::str::from_utf8(l).ok()?.parse::<usize>().ok());
+        if let Some(level @ 1..) = level {
+            return store_timestamp + DELAY_LEVELS_MS[level.min(DELAY_LEVELS_MS.len()) - 1];
+        }
+    }
+    find_property(properties, PROPERTY_TAGS)
+        .map_or(0, |t| tags_hash_code(&String::from_utf8_lossy(t)))
+}
+
 /// Encodes `key\x01value\x02` pairs, refusing separator bytes inside names or values.
 pub fn encode_properties<'a, I>(pairs: I) -> Result<Vec<u8>, RecordError>
 where
@@ -299,9 +326,7 @@ impl RecordView<'_> {
     }
 
     pub(crate) fn tags_code(&self) -> i64 {
-        self.tags()
-            .map(|t| tags_hash_code(&String::from_utf8_lossy(t)))
-            .unwrap_or(0)
+        tags_code(self.topic, self.properties, self.store_timestamp)
     }
 }
 
@@ -641,6 +666,21 @@ mod tests {
             Peeked::Record(r) => assert_eq!(r.topic, topic.as_bytes()),
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn delayed_messages_are_indexed_by_delivery_time() {
+        let props = encode_properties([("DELAY", "3"), ("TAGS", "x")]).unwrap();
+        assert_eq!(tags_code(b"SCHEDULE_TOPIC_XXXX", &props, 1_000), 11_000);
+        let past_max = encode_properties([("DELAY", "99")]).unwrap();
+        assert_eq!(tags_code(b"SCHEDULE_TOPIC_XXXX", &past_max, 0), 7_200_000);
+        assert_eq!(
+            tags_code(b"orders", &props, 1_000),
+            tags_hash_code("x"),
+            "only the schedule topic"
+        );
+        let level_zero = encode_properties([("DELAY", "0")]).unwrap();
+        assert_eq!(tags_code(b"SCHEDULE_TOPIC_XXXX", &level_zero, 5), 0);
     }
 
     #[test]
