@@ -23,6 +23,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::remoting::header::{ReadError, Reader};
 use crate::remoting::write_json_string;
 
 /// `MQVersion.Version` ordinals that change what the name server reads or writes.
@@ -55,15 +56,8 @@ pub(crate) enum NamesrvError {
     BadJson { what: &'static str, reason: String },
     #[error("compressed RegisterBrokerBody does not inflate: {0}")]
     Inflate(String),
-    #[error("compressed RegisterBrokerBody is truncated: {what} needs {needed} bytes at offset {offset} of {len}")]
-    Truncated {
-        what: &'static str,
-        needed: usize,
-        offset: usize,
-        len: usize,
-    },
-    #[error("compressed RegisterBrokerBody: {what} {value} is negative")]
-    NegativeLength { what: &'static str, value: i32 },
+    #[error("compressed RegisterBrokerBody: {0}")]
+    Body(#[from] ReadError),
     #[error("compressed RegisterBrokerBody: topic config {0:?} has fewer than 5 fields")]
     BadTopicConfig(String),
     #[error(
@@ -193,7 +187,7 @@ impl RegisterBrokerBody {
     fn decode_compressed(data: &[u8], broker_version: i32) -> Result<Self, NamesrvError> {
         let raw = miniz_oxide::inflate::decompress_to_vec_zlib_with_limit(data, MAX_INFLATED_BODY)
             .map_err(|e| NamesrvError::Inflate(format!("{:?}", e.status)))?;
-        let mut r = BodyReader { buf: &raw, pos: 0 };
+        let mut r = Reader::new(&raw);
         let data_version: DataVersion = parse_lenient(r.chunk("DataVersion")?, "DataVersion")?;
         let count = r.count("topic config count")?;
         let mut table = BTreeMap::new();
@@ -224,41 +218,6 @@ impl RegisterBrokerBody {
     #[allow(dead_code)]
     pub(crate) fn encode(&self) -> Vec<u8> {
         to_json(self, JsonStyle::Fastjson).into_bytes()
-    }
-}
-
-/// Reads the length-prefixed pieces of an inflated register body.
-struct BodyReader<'a> {
-    buf: &'a [u8],
-    pos: usize,
-}
-
-impl<'a> BodyReader<'a> {
-    fn take(&mut self, n: usize, what: &'static str) -> Result<&'a [u8], NamesrvError> {
-        let end = self.pos.checked_add(n).filter(|&e| e <= self.buf.len());
-        let Some(end) = end else {
-            return Err(NamesrvError::Truncated {
-                what,
-                needed: n,
-                offset: self.pos,
-                len: self.buf.len(),
-            });
-        };
-        let out = &self.buf[self.pos..end];
-        self.pos = end;
-        Ok(out)
-    }
-
-    fn count(&mut self, what: &'static str) -> Result<usize, NamesrvError> {
-        let mut raw = [0u8; 4];
-        raw.copy_from_slice(self.take(4, what)?);
-        let value = i32::from_be_bytes(raw);
-        usize::try_from(value).map_err(|_| NamesrvError::NegativeLength { what, value })
-    }
-
-    fn chunk(&mut self, what: &'static str) -> Result<&'a [u8], NamesrvError> {
-        let n = self.count(what)?;
-        self.take(n, what)
     }
 }
 
@@ -702,7 +661,7 @@ mod tests {
         let err = RegisterBrokerBody::decode(&compressed_body(false), true, 479).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "compressed RegisterBrokerBody is truncated: topic queue mapping count needs 4 bytes at offset 155 of 155"
+            "compressed RegisterBrokerBody: truncated: topic queue mapping count needs 4 bytes at offset 155 of 155"
         );
         assert!(matches!(
             RegisterBrokerBody::decode(b"not zlib", true, 479),

@@ -45,15 +45,8 @@ pub enum CommandError {
         found: String,
         expected: &'static str,
     },
-    #[error("ROCKETMQ remoting header is truncated: {field} needs {needed} bytes at offset {offset} but the header has {len}")]
-    Truncated {
-        field: &'static str,
-        needed: usize,
-        offset: usize,
-        len: usize,
-    },
-    #[error("ROCKETMQ remoting header: {field} length {length} is negative")]
-    NegativeLength { field: &'static str, length: i32 },
+    #[error("ROCKETMQ remoting header: {0}")]
+    Read(#[from] ReadError),
     #[error("ROCKETMQ remoting header has {0} bytes left after its extFields")]
     TrailingBytes(usize),
     #[error("{field} {value} does not fit the 16 bits a ROCKETMQ header gives it")]
@@ -351,17 +344,48 @@ fn decode_json_header(header: &[u8]) -> Result<RemotingCommand, CommandError> {
     })
 }
 
-/// A cursor over a ROCKETMQ header that names what it was reading when the bytes ran out.
-struct Reader<'a> {
+/// What a [`Reader`] found wrong.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReadError {
+    #[error("truncated: {field} needs {needed} bytes at offset {offset} of {len}")]
+    Truncated {
+        field: &'static str,
+        needed: usize,
+        offset: usize,
+        len: usize,
+    },
+    #[error("{field} length {length} is negative")]
+    NegativeLength { field: &'static str, length: i32 },
+}
+
+/// A cursor over big-endian, length-prefixed bytes (a ROCKETMQ header, a compressed register
+/// body) that names what it was reading when the bytes ran out.
+pub(crate) struct Reader<'a> {
     buf: &'a [u8],
     pos: usize,
 }
 
 impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize, field: &'static str) -> Result<&'a [u8], CommandError> {
+    pub(crate) fn new(buf: &'a [u8]) -> Self {
+        Self { buf, pos: 0 }
+    }
+
+    /// An `i32` length that must not be negative.
+    pub(crate) fn count(&mut self, field: &'static str) -> Result<usize, ReadError> {
+        let n = self.i32(field)?;
+        Self::len(n, field)
+    }
+
+    /// `i32 len | len bytes`.
+    pub(crate) fn chunk(&mut self, field: &'static str) -> Result<&'a [u8], ReadError> {
+        let n = self.count(field)?;
+        self.take(n, field)
+    }
+
+    fn take(&mut self, n: usize, field: &'static str) -> Result<&'a [u8], ReadError> {
         let end = self.pos.checked_add(n).filter(|&e| e <= self.buf.len());
         let Some(end) = end else {
-            return Err(CommandError::Truncated {
+            return Err(ReadError::Truncated {
                 field,
                 needed: n,
                 offset: self.pos,
@@ -373,35 +397,32 @@ impl<'a> Reader<'a> {
         Ok(out)
     }
 
-    fn array<const N: usize>(&mut self, field: &'static str) -> Result<[u8; N], CommandError> {
+    fn array<const N: usize>(&mut self, field: &'static str) -> Result<[u8; N], ReadError> {
         let mut out = [0u8; N];
         out.copy_from_slice(self.take(N, field)?);
         Ok(out)
     }
 
-    fn i16(&mut self, field: &'static str) -> Result<i16, CommandError> {
+    fn i16(&mut self, field: &'static str) -> Result<i16, ReadError> {
         Ok(i16::from_be_bytes(self.array(field)?))
     }
 
-    fn i32(&mut self, field: &'static str) -> Result<i32, CommandError> {
+    fn i32(&mut self, field: &'static str) -> Result<i32, ReadError> {
         Ok(i32::from_be_bytes(self.array(field)?))
     }
 
-    fn len(len: i32, field: &'static str) -> Result<usize, CommandError> {
-        usize::try_from(len).map_err(|_| CommandError::NegativeLength { field, length: len })
+    fn len(len: i32, field: &'static str) -> Result<usize, ReadError> {
+        usize::try_from(len).map_err(|_| ReadError::NegativeLength { field, length: len })
     }
 
     /// A string of a known byte length. Invalid UTF-8 is replaced, as Java's decoder does.
-    fn text(&mut self, len: usize, field: &'static str) -> Result<String, CommandError> {
+    fn text(&mut self, len: usize, field: &'static str) -> Result<String, ReadError> {
         Ok(String::from_utf8_lossy(self.take(len, field)?).into_owned())
     }
 }
 
 fn decode_rocketmq_header(header: &[u8]) -> Result<RemotingCommand, CommandError> {
-    let mut r = Reader {
-        buf: header,
-        pos: 0,
-    };
+    let mut r = Reader::new(header);
     let code = r.i16("code")?;
     let [language] = r.array::<1>("language")?;
     let version = r.i16("version")?;
@@ -419,7 +440,7 @@ fn decode_rocketmq_header(header: &[u8]) -> Result<RemotingCommand, CommandError
     if r.pos != header.len() {
         return Err(CommandError::TrailingBytes(header.len() - r.pos));
     }
-    let mut e = Reader { buf: ext, pos: 0 };
+    let mut e = Reader::new(ext);
     let mut ext_fields = ExtFields::new();
     while e.pos < ext.len() {
         let key_len = e.i16("extFields key length")?;
@@ -1151,14 +1172,14 @@ mod tests {
         // Every proper prefix is truncated somewhere, and says where.
         for cut in 0..full.len() {
             match decode(&full[..cut]) {
-                Err(CommandError::Truncated { len, .. }) => assert_eq!(len, cut),
+                Err(CommandError::Read(ReadError::Truncated { len, .. })) => assert_eq!(len, cut),
                 other => panic!("cut at {cut}: {other:?}"),
             }
         }
         let err = decode(&full[..5]).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "ROCKETMQ remoting header is truncated: opaque needs 4 bytes at offset 5 but the header has 5"
+            "ROCKETMQ remoting header: truncated: opaque needs 4 bytes at offset 5 of 5"
         );
         let mut trailing = full.clone();
         trailing.push(0);
@@ -1167,19 +1188,19 @@ mod tests {
         negative[FIXED_LEN..FIXED_LEN + 4].copy_from_slice(&(-2i32).to_be_bytes());
         assert_eq!(
             decode(&negative),
-            Err(CommandError::NegativeLength {
+            Err(CommandError::Read(ReadError::NegativeLength {
                 field: "remark",
                 length: -2
-            })
+            }))
         );
         let mut huge = full;
         huge[FIXED_LEN..FIXED_LEN + 4].copy_from_slice(&i32::MAX.to_be_bytes());
         assert!(matches!(
             decode(&huge),
-            Err(CommandError::Truncated {
+            Err(CommandError::Read(ReadError::Truncated {
                 field: "remark",
                 ..
-            })
+            }))
         ));
         cmd.code = 40_000;
         assert_eq!(
