@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from rocketha import _core
+from rocketha._events import EventPump
 from rocketha.store import MessageStore
 
 log = logging.getLogger("rocketha.ha")
@@ -54,7 +55,7 @@ class HAService:
         self._callbacks: list[StateCallback] = []
         self._states: dict[str, str] = {}
         self._changed = threading.Condition()
-        self._pump: threading.Thread | None = None
+        self._pump: EventPump[tuple[str, str, str, bool]] | None = None
         self._running = False
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -69,10 +70,9 @@ class HAService:
             )
             log.info("HA client replicating from %s", self._master_address)
         self._running = True
-        self._pump = threading.Thread(
-            target=self._pump_events, name="rocketha-ha-events", daemon=True
-        )
-        self._pump.start()
+        handle = self.master or self.client
+        assert handle is not None
+        self._pump = EventPump("rocketha-ha-events", handle.next_events, self._on_event)
         return self
 
     def shutdown(self) -> None:
@@ -83,8 +83,7 @@ class HAService:
         if handle is not None:
             handle.shutdown()
         if self._pump is not None:
-            self._pump.join(timeout=5)
-        self._drain(0)
+            self._pump.stop()
 
     def __enter__(self) -> HAService:
         return self.start()
@@ -98,25 +97,18 @@ class HAService:
         """Calls ``callback(address, state, reason)`` on every state change (event thread)."""
         self._callbacks.append(callback)
 
-    def _pump_events(self) -> None:
-        while self._running:
-            self._drain(0.5)
-
-    def _drain(self, timeout: float) -> None:
-        handle = self.master or self.client
-        if handle is None:
-            return
-        for address, state, reason, problem in handle.next_events(timeout):
-            level = logging.WARNING if problem else logging.INFO
-            log.log(level, "HA %s %s: %s", address, state, reason)
-            with self._changed:
-                self._states[address] = state
-                self._changed.notify_all()
-            for callback in list(self._callbacks):
-                try:
-                    callback(address, state, reason)
-                except Exception:
-                    log.exception("HA state callback %r failed", callback)
+    def _on_event(self, event: tuple[str, str, str, bool]) -> None:
+        address, state, reason, problem = event
+        level = logging.WARNING if problem else logging.INFO
+        log.log(level, "HA %s %s: %s", address, state, reason)
+        with self._changed:
+            self._states[address] = state
+            self._changed.notify_all()
+        for callback in list(self._callbacks):
+            try:
+                callback(address, state, reason)
+            except Exception:
+                log.exception("HA state callback %r failed", callback)
 
     def wait_for_state(self, address: str | None, state: str, timeout: float) -> bool:
         """Waits until the connection with ``address`` (any connection if None; the master's

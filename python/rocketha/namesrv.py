@@ -12,9 +12,9 @@ every producer and consumer follows; keep it on loopback or a trusted network.
 from __future__ import annotations
 
 import logging
-import threading
 
 from rocketha import _core
+from rocketha._events import EventPump
 
 log = logging.getLogger("rocketha.namesrv")
 
@@ -33,30 +33,22 @@ class NameServer:
         self._listen = listen
         self._expired_time_ms = broker_channel_expired_time_ms
         self._handle: _core.NameServer | None = None
-        self._pump: threading.Thread | None = None
-        self._running = False
+        self._pump: EventPump[tuple[str, str, str, bool]] | None = None
 
     def start(self) -> NameServer:
         self._handle = _core.NameServer(
             self._listen, broker_channel_expired_time_ms=self._expired_time_ms
         )
         log.info("name server listening on %s", self._handle.listen_address)
-        self._running = True
-        self._pump = threading.Thread(
-            target=self._pump_events, name="rocketha-namesrv-events", daemon=True
-        )
-        self._pump.start()
+        self._pump = EventPump("rocketha-namesrv-events", self._handle.next_events, _log_event)
         return self
 
     def shutdown(self) -> None:
-        if not self._running:
+        if self._pump is None or self._handle is None:
             return
-        self._running = False
-        if self._handle is not None:
-            self._handle.shutdown()
-        if self._pump is not None:
-            self._pump.join(timeout=5)
-        self._drain(0)
+        self._handle.shutdown()
+        self._pump.stop()
+        self._pump = None
 
     def __enter__(self) -> NameServer:
         return self.start()
@@ -71,17 +63,10 @@ class NameServer:
             raise RuntimeError("the name server is not started")
         return self._handle.listen_address
 
-    def _pump_events(self) -> None:
-        # Blocks until events arrive; shutdown closes the queue, which returns it at once.
-        while self._running:
-            self._drain(3600)
 
-    def _drain(self, timeout: float) -> None:
-        if self._handle is None:
-            return
-        for address, event, reason, problem in self._handle.next_events(timeout):
-            level = logging.WARNING if problem else logging.INFO
-            log.log(level, "%s %s: %s", address, event, reason)
+def _log_event(event: tuple[str, str, str, bool]) -> None:
+    address, kind, reason, problem = event
+    log.log(logging.WARNING if problem else logging.INFO, "%s %s: %s", address, kind, reason)
 
 
 __all__ = ["DEFAULT_LISTEN", "NameServer"]

@@ -1,0 +1,43 @@
+"""The thread that carries a native service's events into Python: its Rust threads queue them
+(state changes, closed connections with their reasons), and this drains the queue, blocking in
+Rust with the GIL released until there is something, and hands each event to a handler."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Generic, TypeVar
+
+E = TypeVar("E")
+
+
+class EventPump(Generic[E]):
+    """Runs ``handle(event)`` for every event ``next_events(timeout)`` returns, on a daemon
+    thread, until :meth:`stop`. The native service's shutdown closes its queue, which returns a
+    waiting ``next_events`` at once."""
+
+    def __init__(
+        self, name: str, next_events: Callable[[float], list[E]], handle: Callable[[E], None]
+    ) -> None:
+        self._next_events = next_events
+        self._handle = handle
+        self._running = True
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while self._running:
+            self.drain(3600)
+
+    def drain(self, timeout: float) -> None:
+        for event in self._next_events(timeout):
+            self._handle(event)
+
+    def stop(self) -> None:
+        """Call after the native service shut down; handles what it queued last."""
+        self._running = False
+        self._thread.join(timeout=5)
+        self.drain(0)
+
+
+__all__ = ["EventPump"]
