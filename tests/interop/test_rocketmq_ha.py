@@ -1,0 +1,410 @@
+"""rocketha against the real Apache RocketMQ (Java), both directions, on 127.0.0.1.
+
+a. A RocketMQ master (ASYNC_MASTER / SYNC_MASTER, 4.9 and 5.x) fed by the Java producer
+   replicates to a rocketha slave: the commit logs are byte-identical, the consume queues equal,
+   and a SYNC_MASTER answers SEND_OK only once our slave has acked.
+b. A rocketha master replicates to a RocketMQ slave (brokerRole=SLAVE, haMasterAddress set):
+   byte-identical, our SYNC_MASTER puts answered PUT_OK on the Java slave's acks; with
+   ``syncFromLastFile`` both ways of starting an empty slave.
+c. Stores both ways: a RocketMQ broker serves a store rocketha wrote to the Java consumer, and
+   rocketha reads (``rocketha inspect``, read-only ``MessageStore``) a store RocketMQ wrote.
+
+Every comparison reads the files with the harness's own decoder (``benches/peers/rocketmq.py``),
+not rocketha's, so rocketha is never its own judge. Run: ``pytest -m interop``.
+"""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import sys
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from helpers import wait_for
+from rocketha import Broker, BrokerConfig, Message, MessageStore, PutStatus
+
+from benches.peers.rocketmq import (
+    VERSION_4,
+    VERSION_5,
+    VERSIONS,
+    NameServer,
+    RocketMQ,
+    Sent,
+    Unavailable,
+    body,
+    consume_queues,
+    log_bytes,
+    log_end,
+    log_segments,
+)
+
+pytestmark = pytest.mark.interop
+
+SEG = 1 << 20
+#: Consume queue files of 1,000 entries, on both sides, so queues span several files too.
+CQ_ENTRIES = 1000
+CQ_BYTES = CQ_ENTRIES * 20
+#: Body sizes the Java producer cycles through: tiny, > 4 KiB (the client zlib-compresses
+#: those), and 80,000 (about 47 KiB compressed: one record spans two 32 KiB HA frames).
+SIZES = [100, 2000, 80_000, 17, 9000]
+N = 300
+#: A SYNC_MASTER without a slave gives up after this (5.x waits for it; 4.9 answers at once).
+SLAVE_TIMEOUT = 1500
+
+
+def resolve(version: str) -> RocketMQ:
+    """Maven resolves the pinned version on first use; with java and mvn present, a failure
+    to resolve is a failure, not a skip."""
+    try:
+        return RocketMQ.resolve(version)
+    except Unavailable as e:
+        pytest.fail(str(e))
+
+
+def rocketha_slave(store: Path, master: str) -> Broker:
+    return Broker(
+        BrokerConfig(
+            broker_role="SLAVE",
+            broker_id=1,
+            store_path_root_dir=str(store),
+            ha_master_address=master,
+            mapped_file_size_commit_log=SEG,
+            mapped_file_size_consume_queue=CQ_BYTES,
+        )
+    ).start()
+
+
+def first_difference(a: bytes, b: bytes) -> int:
+    n = min(len(a), len(b))
+    return next((i for i in range(n) if a[i] != b[i]), n)
+
+
+def assert_same_log(java: Path, ours: Path, start: int, end: int) -> None:
+    """Byte-identical commit logs over [start, end), the same segment files holding them."""
+
+    def names(store: Path) -> list[str]:
+        return [p.name for p in log_segments(store) if start <= int(p.name) < end]
+
+    assert names(ours) == names(java), "different segment files"
+    for store in (java, ours):
+        sizes = {p.name: p.stat().st_size for p in log_segments(store)}
+        assert set(sizes.values()) == {SEG}, f"{store}: segment sizes {sizes}"
+    theirs, mine = log_bytes(java, start, end), log_bytes(ours, start, end)
+    assert len(theirs) == end - start
+    if theirs != mine:
+        i = first_difference(theirs, mine)
+        at = start + i
+        raise AssertionError(
+            f"commit logs differ at offset {at} (segment {at - at % SEG:020d} + {at % SEG}): "
+            f"RocketMQ {theirs[i : i + 16].hex()} rocketha {mine[i : i + 16].hex()}"
+        )
+
+
+def queues_match_sends(queues: dict, topic: str, sent: list[Sent]) -> None:
+    for s in sent:
+        entry = queues[(topic, s.queue_id)][s.queue_offset]
+        assert entry[0] == s.commit_log_offset, (s, entry)
+
+
+def entries(store: Path) -> int:
+    return sum(len(q) for q in consume_queues(store).values())
+
+
+# -- a. RocketMQ master -> rocketha slave ------------------------------------------------------
+
+
+@dataclass
+class JavaMasterRun:
+    """One RocketMQ master fed by the Java producer, with a rocketha slave attached."""
+
+    version: str
+    role: str
+    java_store: Path
+    slave_store: Path
+    topic: str
+    sent: list[Sent]
+    control: list[Sent]
+    end: int
+    end_after_stop: int
+    slave_max_offset: int
+    java_logs: str
+
+
+_runs: dict[tuple[str, str], JavaMasterRun | BaseException] = {}
+
+
+def java_master_run(
+    version: str, role: str, factory: pytest.TempPathFactory, namesrv: NameServer
+) -> JavaMasterRun:
+    """Runs the scenario once per (version, role); the store tests read the ASYNC run's store
+    afterwards, whichever test asks first."""
+    key = (version, role)
+    if key not in _runs:
+        try:
+            _runs[key] = _run_java_master(resolve(version), role, factory, namesrv)
+        except BaseException as e:
+            _runs[key] = e
+            raise
+    run = _runs[key]
+    if isinstance(run, BaseException):
+        raise AssertionError(f"the {version} {role} run failed earlier: {run!r}")
+    return run
+
+
+def _run_java_master(
+    rmq: RocketMQ, role: str, factory: pytest.TempPathFactory, namesrv: NameServer
+) -> JavaMasterRun:
+    home = factory.mktemp(f"java-master-{rmq.version}-{role}")
+    tag = f"{rmq.major}{role[0]}"
+    topic = f"InteropT{tag}"
+    conf = {
+        "brokerName": f"rmq-master-{tag}",
+        "brokerRole": role,
+        "mappedFileSizeConsumeQueue": CQ_BYTES,
+        "slaveTimeout": SLAVE_TIMEOUT,
+    }
+    if role == "SYNC_MASTER":
+        # 5.x: with the default inSyncReplicas=1 a SYNC_MASTER waits for no slave at all.
+        conf["inSyncReplicas"] = 2
+    java = rmq.broker(home / "java-master", namesrv, **conf)
+    control: list[Sent] = []
+    try:
+        if role == "SYNC_MASTER":
+            # No slave yet: the master must not answer SEND_OK, or SEND_OK below proves nothing.
+            control = rmq.produce(namesrv.address, f"{topic}C", 1, [64], home=home / "control")
+        slave = rocketha_slave(home / "rocketha-slave", java.ha_address)
+        try:
+            wait_for(lambda: slave.ha_status()["state"] == "TRANSFER", 30, "the slave to connect")
+            sent = rmq.produce(namesrv.address, topic, N, SIZES, home=home / "producer")
+            end = log_end(java.store)
+            wait_for(lambda: slave.max_offset >= end, 60, f"the slave to reach {end}")
+            slave_max = slave.max_offset
+            # RocketMQ builds its consume queues asynchronously (reput).
+            wait_for(lambda: entries(java.store) >= len(sent) + len(control), 30, "dispatch")
+        finally:
+            slave.shutdown()
+    finally:
+        # The ASYNC run's store is also the "store RocketMQ wrote": shut it down cleanly.
+        if role == "ASYNC_MASTER":
+            java.stop()
+        else:
+            java.kill()
+    return JavaMasterRun(
+        rmq.version,
+        role,
+        java.store,
+        home / "rocketha-slave",
+        topic,
+        sent,
+        control,
+        end,
+        log_end(java.store),
+        slave_max,
+        java.logs(),
+    )
+
+
+@pytest.mark.parametrize("role", ["ASYNC_MASTER", "SYNC_MASTER"])
+@pytest.mark.parametrize("version", VERSIONS)
+def test_rocketmq_master_to_rocketha_slave(
+    version: str, role: str, tmp_path_factory: pytest.TempPathFactory, namesrv: NameServer
+) -> None:
+    run = java_master_run(version, role, tmp_path_factory, namesrv)
+
+    assert [s.status for s in run.sent] == ["SEND_OK"] * N
+    if role == "SYNC_MASTER":
+        # Before our slave connected: 4.9 answers SLAVE_NOT_AVAILABLE at once, 5.x
+        # FLUSH_SLAVE_TIMEOUT after slaveTimeout. After it: SEND_OK, on our acks.
+        assert [s.status for s in run.control] in (
+            ["SLAVE_NOT_AVAILABLE"],
+            ["FLUSH_SLAVE_TIMEOUT"],
+        )
+    assert run.end_after_stop == run.end, "RocketMQ wrote after the producer finished"
+    assert run.slave_max_offset == run.end
+    assert log_end(run.slave_store) == run.end
+    assert len([p for p in log_segments(run.java_store) if int(p.name) < run.end]) >= 3
+    assert_same_log(run.java_store, run.slave_store, 0, run.end)
+
+    theirs, ours = consume_queues(run.java_store), consume_queues(run.slave_store)
+    assert sorted(ours) == sorted(theirs)
+    for key in theirs:
+        assert ours[key] == theirs[key], f"consume queue {key} differs"
+    queues_match_sends(theirs, run.topic, run.sent)
+
+
+# -- c. rocketha reads a store RocketMQ wrote --------------------------------------------------
+
+
+def expected_body(stored: bytes, sys_flag: int, seq: int, size: int) -> bool:
+    """The Java client zlib-compresses bodies over 4 KiB (sysflag bit 0) before sending."""
+    raw = zlib.decompress(stored) if sys_flag & 1 else stored
+    return raw == body(seq, size)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_rocketha_reads_a_store_rocketmq_wrote(
+    version: str, tmp_path_factory: pytest.TempPathFactory, namesrv: NameServer
+) -> None:
+    run = java_master_run(version, "ASYNC_MASTER", tmp_path_factory, namesrv)
+    store = run.java_store
+    assert not (store / "abort").exists(), "RocketMQ did not shut down cleanly"
+
+    inspect = subprocess.run(
+        [sys.executable, "-m", "rocketha", "inspect", str(store)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert inspect.returncode == 0, inspect.stdout[-2000:] + inspect.stderr[-2000:]
+    assert f"{N} records, every CRC verified" in inspect.stdout
+
+    by_offset = {s.commit_log_offset: s for s in run.sent}
+    with MessageStore(
+        store, mapped_file_size=SEG, consume_queue_entries=CQ_ENTRIES, read_only=True
+    ) as ms:
+        assert (ms.min_offset, ms.max_offset) == (0, run.end)
+        messages = list(ms.messages(check_crc=True))
+        assert len(messages) == N
+        for m in messages:
+            s = by_offset[m.commitlog_offset]
+            assert (m.topic, m.queue_id, m.queue_offset) == (run.topic, s.queue_id, s.queue_offset)
+            assert m.tags == f"t{s.seq % 3}"
+            assert expected_body(m.body, m.sys_flag, s.seq, s.body_len), m.commitlog_offset
+        java_queues = consume_queues(store)
+        counts = {(t, q): (lo, hi) for t, q, lo, hi in ms.queues()}
+        assert counts == {k: (0, len(v)) for k, v in java_queues.items()}
+        for (topic, qid), java_entries in java_queues.items():
+            got = ms.get_messages(topic, qid, 0, len(java_entries) + 10)
+            assert [(m.commitlog_offset, m.store_size) for m in got] == [
+                (e[0], e[1]) for e in java_entries
+            ]
+
+
+# -- b. rocketha master -> RocketMQ slave ------------------------------------------------------
+
+
+def rocketha_messages(n: int, seed: int, topic: str) -> list[Message]:
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        size = 40_000 if i % 97 == 0 else rng.randint(0, 12_000)
+        out.append(
+            Message(topic, rng.randbytes(size), tags=f"t{i % 3}", keys=f"k{i}", queue_id=i % 4)
+        )
+    return out
+
+
+@pytest.mark.parametrize(
+    ("version", "role", "from_last_file"),
+    [
+        (VERSION_4, "SYNC_MASTER", False),
+        (VERSION_4, "ASYNC_MASTER", True),
+        (VERSION_5, "SYNC_MASTER", False),
+        (VERSION_5, "ASYNC_MASTER", True),
+    ],
+)
+def test_rocketha_master_to_rocketmq_slave(
+    version: str, role: str, from_last_file: bool, tmp_path: Path
+) -> None:
+    rmq = resolve(version)
+    msgs = rocketha_messages(900, seed=3, topic="OursT")
+    config = BrokerConfig(
+        broker_role=role,
+        store_path_root_dir=str(tmp_path / "rocketha-master"),
+        mapped_file_size_commit_log=SEG,
+        mapped_file_size_consume_queue=CQ_BYTES,
+        ha_listen_address="127.0.0.1",
+        ha_listen_port=0,
+        sync_from_last_file=from_last_file,
+    )
+    with Broker(config) as master:
+        # Before the slave: about 2.5 segments (a SYNC_MASTER answers SLAVE_NOT_AVAILABLE).
+        before = master.put_batch(msgs[:400])
+        assert before[-1].status in (PutStatus.PUT_OK, PutStatus.SLAVE_NOT_AVAILABLE)
+        at_connect = master.max_offset
+        last_file = at_connect - at_connect % SEG
+        java = rmq.broker(
+            tmp_path / "java-slave",
+            brokerName=f"ours-{rmq.major}{role[0]}",
+            brokerRole="SLAVE",
+            brokerId=1,
+            haMasterAddress=master.ha_address,
+            mappedFileSizeConsumeQueue=CQ_BYTES,
+        )
+        try:
+
+            def acked() -> int:
+                conns = master.ha_status()["connections"]
+                return max((c["slave_ack_offset"] for c in conns), default=-1)
+
+            wait_for(lambda: acked() >= at_connect, 60, "the RocketMQ slave to catch up")
+            statuses = [master.put(m).status for m in msgs[400:]]
+            end = master.max_offset
+            wait_for(lambda: acked() == end, 60, f"the RocketMQ slave to ack {end}")
+            wait_for(
+                lambda: (
+                    log_end(java.store) == end
+                    and (from_last_file or entries(java.store) == len(msgs))
+                ),
+                30,
+                "RocketMQ's files",
+            )
+        finally:
+            java.kill()
+        ours = consume_queues(Path(config.store_path_root_dir))
+
+    assert statuses == [PutStatus.PUT_OK] * len(statuses)
+    start = last_file if from_last_file else 0
+    java_files = [int(p.name) for p in log_segments(java.store)]
+    assert java_files[0] == start, f"RocketMQ's slave starts at {java_files[0]}, expected {start}"
+    assert end - start > 2 * SEG
+    assert_same_log(java.store, Path(config.store_path_root_dir), start, end)
+    if not from_last_file:
+        theirs = consume_queues(java.store)
+        assert sorted(theirs) == sorted(ours)
+        for key in theirs:
+            assert theirs[key] == ours[key], f"consume queue {key} differs"
+    log = java.logs()
+    assert "master pushed offset not equal" not in log
+
+
+# -- c. RocketMQ serves a store rocketha wrote -------------------------------------------------
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_rocketmq_serves_a_store_rocketha_wrote(
+    version: str, tmp_path: Path, namesrv: NameServer
+) -> None:
+    rmq = resolve(version)
+    topic = f"OursServedT{rmq.major}"
+    store = tmp_path / "store"
+    msgs = rocketha_messages(600, seed=4, topic=topic)
+    with MessageStore(store, mapped_file_size=SEG, consume_queue_entries=CQ_ENTRIES) as ms:
+        results = ms.put_batch(msgs)
+        assert ms.max_offset > 3 * SEG
+    java = rmq.broker(
+        tmp_path / "java",
+        namesrv,
+        brokerName=f"served-{rmq.major}",
+        storePathRootDir=store,
+        mappedFileSizeConsumeQueue=CQ_BYTES,
+    )
+    try:
+        got = rmq.consume(
+            namesrv.address, topic, len(msgs), home=tmp_path / "consumer", create_queues=4
+        )
+    finally:
+        java.kill()
+    want = {
+        (m.queue_id, r.queue_offset): (r.offset, len(m.body), zlib.crc32(m.body), m.tags)
+        for m, r in zip(msgs, results, strict=True)
+    }
+    seen = {
+        (g.queue_id, g.queue_offset): (g.commit_log_offset, g.body_len, g.body_crc, g.tags)
+        for g in got
+    }
+    assert len(got) == len(msgs)
+    assert seen == want
