@@ -616,21 +616,28 @@ def log_bytes(store: Path, start: int, end: int) -> bytes:
     return bytes(out)
 
 
-def consume_queue(store: Path, topic: str, queue_id: int) -> list[tuple[int, int, int]]:
-    """The (commit log offset, size, tag hash) entries of one queue, across its files, up to
-    the first all-zero entry."""
-    out = []
+#: A placeholder RocketMQ writes for queue offsets a store never held (a slave that started
+#: mid-log): commit log offset 0, size Integer.MAX_VALUE.
+_BLANK_ENTRY_SIZE = 0x7FFFFFFF
+Entry = tuple[int, int, int]
+
+
+def consume_queue(store: Path, topic: str, queue_id: int) -> dict[int, Entry]:
+    """The (commit log offset, size, tag hash) entries of one queue by queue offset, across
+    its files (named by their first entry's byte position); zero-filled and blank entries (the
+    part of a queue a store never held) are left out."""
+    out = {}
     for path in sorted((store / "consumequeue" / topic / str(queue_id)).glob("[0-9]" * 20)):
-        data = path.read_bytes()
-        for pos in range(0, len(data) - 19, 20):
-            entry = struct.unpack_from(">qiq", data, pos)
-            if entry == (0, 0, 0):
-                return out
-            out.append(entry)
+        first = int(path.name) // 20
+        data = path.read_bytes().rstrip(b"\0")
+        data += b"\0" * (-len(data) % 20)
+        for index, entry in enumerate(struct.iter_unpack(">qiq", data)):
+            if entry[1] != 0 and entry[1] != _BLANK_ENTRY_SIZE:
+                out[first + index] = entry
     return out
 
 
-def consume_queues(store: Path) -> dict[tuple[str, int], list[tuple[int, int, int]]]:
+def consume_queues(store: Path) -> dict[tuple[str, int], dict[int, Entry]]:
     """Every queue of a store directory, by (topic, queue id)."""
     out = {}
     root = store / "consumequeue"

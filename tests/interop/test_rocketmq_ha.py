@@ -44,13 +44,17 @@ from benches.peers.rocketmq import (
 pytestmark = pytest.mark.interop
 
 SEG = 1 << 20
-#: Consume queue files of 1,000 entries, on both sides, so queues span several files too.
+#: Consume queue files of 1,000 entries (both sides), so queues span several files too. The
+#: ASYNC_MASTER runs keep RocketMQ's default (300,000 entries) instead.
 CQ_ENTRIES = 1000
 CQ_BYTES = CQ_ENTRIES * 20
+DEFAULT_CQ_BYTES = 300_000 * 20
 #: Body sizes the Java producer cycles through: tiny, > 4 KiB (the client zlib-compresses
 #: those), and 80,000 (about 47 KiB compressed: one record spans two 32 KiB HA frames).
 SIZES = [100, 2000, 80_000, 17, 9000]
 N = 300
+#: Sent before the rocketha slave connects in the ASYNC_MASTER runs (about 1.3 MiB).
+N_BEFORE = 120
 #: A SYNC_MASTER without a slave gives up after this (5.x waits for it; 4.9 answers at once).
 SLAVE_TIMEOUT = 1500
 
@@ -64,7 +68,7 @@ def resolve(version: str) -> RocketMQ:
         pytest.fail(str(e))
 
 
-def rocketha_slave(store: Path, master: str) -> Broker:
+def rocketha_slave(store: Path, master: str, cq_bytes: int = CQ_BYTES) -> Broker:
     return Broker(
         BrokerConfig(
             broker_role="SLAVE",
@@ -72,7 +76,7 @@ def rocketha_slave(store: Path, master: str) -> Broker:
             store_path_root_dir=str(store),
             ha_master_address=master,
             mapped_file_size_commit_log=SEG,
-            mapped_file_size_consume_queue=CQ_BYTES,
+            mapped_file_size_consume_queue=cq_bytes,
         )
     ).start()
 
@@ -127,6 +131,8 @@ class JavaMasterRun:
     topic: str
     sent: list[Sent]
     control: list[Sent]
+    #: Where the master started our (empty) slave: the start of its last file at connect.
+    start: int
     end: int
     end_after_stop: int
     slave_max_offset: int
@@ -160,10 +166,11 @@ def _run_java_master(
     home = factory.mktemp(f"java-master-{rmq.version}-{role}")
     tag = f"{rmq.major}{role[0]}"
     topic = f"InteropT{tag}"
+    cq_bytes = DEFAULT_CQ_BYTES if role == "ASYNC_MASTER" else CQ_BYTES
     conf = {
         "brokerName": f"rmq-master-{tag}",
         "brokerRole": role,
-        "mappedFileSizeConsumeQueue": CQ_BYTES,
+        "mappedFileSizeConsumeQueue": cq_bytes,
         "slaveTimeout": SLAVE_TIMEOUT,
     }
     if role == "SYNC_MASTER":
@@ -171,14 +178,22 @@ def _run_java_master(
         conf["inSyncReplicas"] = 2
     java = rmq.broker(home / "java-master", namesrv, **conf)
     control: list[Sent] = []
+    sent: list[Sent] = []
     try:
         if role == "SYNC_MASTER":
             # No slave yet: the master must not answer SEND_OK, or SEND_OK below proves nothing.
             control = rmq.produce(namesrv.address, f"{topic}C", 1, [64], home=home / "control")
-        slave = rocketha_slave(home / "rocketha-slave", java.ha_address)
+        else:
+            # More than a segment before the slave: RocketMQ starts an empty slave at the
+            # beginning of its last file, so ours must accept a log that starts there.
+            sent = rmq.produce(namesrv.address, topic, N_BEFORE, SIZES, home=home / "before")
+        at_connect = log_end(java.store)
+        start = at_connect - at_connect % SEG
+        slave = rocketha_slave(home / "rocketha-slave", java.ha_address, cq_bytes)
         try:
             wait_for(lambda: slave.ha_status()["state"] == "TRANSFER", 30, "the slave to connect")
-            sent = rmq.produce(namesrv.address, topic, N, SIZES, home=home / "producer")
+            count = N - len(sent)
+            sent += rmq.produce(namesrv.address, topic, count, SIZES, home=home / "producer")
             end = log_end(java.store)
             wait_for(lambda: slave.max_offset >= end, 60, f"the slave to reach {end}")
             slave_max = slave.max_offset
@@ -187,11 +202,8 @@ def _run_java_master(
         finally:
             slave.shutdown()
     finally:
-        # The ASYNC run's store is also the "store RocketMQ wrote": shut it down cleanly.
-        if role == "ASYNC_MASTER":
-            java.stop()
-        else:
-            java.kill()
+        # Cleanly (RocketMQ's shutdown hook): the stores are read as "stores RocketMQ wrote".
+        java.stop()
     return JavaMasterRun(
         rmq.version,
         role,
@@ -200,6 +212,7 @@ def _run_java_master(
         topic,
         sent,
         control,
+        start,
         end,
         log_end(java.store),
         slave_max,
@@ -225,14 +238,23 @@ def test_rocketmq_master_to_rocketha_slave(
     assert run.end_after_stop == run.end, "RocketMQ wrote after the producer finished"
     assert run.slave_max_offset == run.end
     assert log_end(run.slave_store) == run.end
-    assert len([p for p in log_segments(run.java_store) if int(p.name) < run.end]) >= 3
-    assert_same_log(run.java_store, run.slave_store, 0, run.end)
+    assert len([p for p in log_segments(run.java_store) if int(p.name) < run.end]) >= 4
+    if role == "ASYNC_MASTER":
+        assert run.start >= SEG, "the master had one segment only when the slave connected"
+    else:
+        assert run.start == 0
+    # Our slave holds exactly what the master sent it: from its last file at connect on.
+    assert int(log_segments(run.slave_store)[0].name) == run.start
+    assert_same_log(run.java_store, run.slave_store, run.start, run.end)
 
     theirs, ours = consume_queues(run.java_store), consume_queues(run.slave_store)
-    assert sorted(ours) == sorted(theirs)
-    for key in theirs:
-        assert ours[key] == theirs[key], f"consume queue {key} differs"
     queues_match_sends(theirs, run.topic, run.sent)
+    held = {
+        key: {q: e for q, e in queue.items() if e[0] >= run.start} for key, queue in theirs.items()
+    }
+    assert sorted(ours) == sorted(k for k, v in held.items() if v)
+    for key, queue in ours.items():
+        assert queue == held[key], f"consume queue {key} differs"
 
 
 # -- c. rocketha reads a store RocketMQ wrote --------------------------------------------------
@@ -262,9 +284,7 @@ def test_rocketha_reads_a_store_rocketmq_wrote(
     assert f"{N} records, every CRC verified" in inspect.stdout
 
     by_offset = {s.commit_log_offset: s for s in run.sent}
-    with MessageStore(
-        store, mapped_file_size=SEG, consume_queue_entries=CQ_ENTRIES, read_only=True
-    ) as ms:
+    with MessageStore(store, mapped_file_size=SEG, read_only=True) as ms:
         assert (ms.min_offset, ms.max_offset) == (0, run.end)
         messages = list(ms.messages(check_crc=True))
         assert len(messages) == N
@@ -276,11 +296,11 @@ def test_rocketha_reads_a_store_rocketmq_wrote(
         java_queues = consume_queues(store)
         counts = {(t, q): (lo, hi) for t, q, lo, hi in ms.queues()}
         assert counts == {k: (0, len(v)) for k, v in java_queues.items()}
-        for (topic, qid), java_entries in java_queues.items():
-            got = ms.get_messages(topic, qid, 0, len(java_entries) + 10)
-            assert [(m.commitlog_offset, m.store_size) for m in got] == [
-                (e[0], e[1]) for e in java_entries
-            ]
+        for (topic, qid), queue in java_queues.items():
+            assert sorted(queue) == list(range(len(queue)))
+            got = ms.get_messages(topic, qid, 0, len(queue) + 10)
+            want = [(queue[q][0], queue[q][1]) for q in sorted(queue)]
+            assert [(m.commitlog_offset, m.store_size) for m in got] == want
 
 
 # -- b. rocketha master -> RocketMQ slave ------------------------------------------------------
@@ -341,14 +361,13 @@ def test_rocketha_master_to_rocketmq_slave(
                 return max((c["slave_ack_offset"] for c in conns), default=-1)
 
             wait_for(lambda: acked() >= at_connect, 60, "the RocketMQ slave to catch up")
-            statuses = [master.put(m).status for m in msgs[400:]]
+            after = [master.put(m) for m in msgs[400:]]
             end = master.max_offset
+            start = last_file if from_last_file else 0
+            held = sum(r.offset >= start for r in before + after)
             wait_for(lambda: acked() == end, 60, f"the RocketMQ slave to ack {end}")
             wait_for(
-                lambda: (
-                    log_end(java.store) == end
-                    and (from_last_file or entries(java.store) == len(msgs))
-                ),
+                lambda: log_end(java.store) == end and entries(java.store) == held,
                 30,
                 "RocketMQ's files",
             )
@@ -356,17 +375,18 @@ def test_rocketha_master_to_rocketmq_slave(
             java.kill()
         ours = consume_queues(Path(config.store_path_root_dir))
 
-    assert statuses == [PutStatus.PUT_OK] * len(statuses)
-    start = last_file if from_last_file else 0
+    # A SYNC_MASTER answers PUT_OK only on the RocketMQ slave's acks.
+    assert [r.status for r in after] == [PutStatus.PUT_OK] * len(after)
     java_files = [int(p.name) for p in log_segments(java.store)]
     assert java_files[0] == start, f"RocketMQ's slave starts at {java_files[0]}, expected {start}"
     assert end - start > 2 * SEG
     assert_same_log(java.store, Path(config.store_path_root_dir), start, end)
-    if not from_last_file:
-        theirs = consume_queues(java.store)
-        assert sorted(theirs) == sorted(ours)
-        for key in theirs:
-            assert theirs[key] == ours[key], f"consume queue {key} differs"
+    # RocketMQ's slave indexes what it holds; a slave started at the last file has the later
+    # part of every queue, at the same queue offsets.
+    theirs = consume_queues(java.store)
+    assert sorted(theirs) == sorted(ours)
+    for key, queue in ours.items():
+        assert theirs[key] == {q: e for q, e in queue.items() if e[0] >= start}, key
     log = java.logs()
     assert "master pushed offset not equal" not in log
 
