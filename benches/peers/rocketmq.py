@@ -17,6 +17,7 @@ is stopped (SIGTERM, then SIGKILL) when its ``with`` block ends, whatever happen
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import fcntl
 import hashlib
@@ -195,6 +196,17 @@ _LOGBACK = """<configuration>
 """
 
 
+_live: set[JavaProcess] = set()
+
+
+@atexit.register
+def _kill_leftovers() -> None:
+    """A JVM must not outlive the Python process that started it (it runs in a session of
+    its own, so a Ctrl-C at the terminal does not reach it)."""
+    for process in list(_live):
+        process.kill()
+
+
 class JavaProcess:
     """A RocketMQ JVM; ``stdout.log`` in its home collects what it prints."""
 
@@ -230,6 +242,7 @@ class JavaProcess:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
+        _live.add(self)
 
     def wait_ready(self, port: int, line: str, timeout: float = 90.0) -> None:
         """Until ``port`` accepts connections and the process printed ``line``."""
@@ -271,6 +284,7 @@ class JavaProcess:
         if self.proc.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.proc.pid, signal.SIGKILL)
+        _live.discard(self)
         return self.proc.wait(timeout=30)
 
     def stop(self, timeout: float = 30.0) -> int:
@@ -284,6 +298,7 @@ class JavaProcess:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait(timeout=30)
+        _live.discard(self)
         return self.proc.returncode
 
     def __enter__(self) -> Any:

@@ -142,15 +142,13 @@ class JavaMasterRun:
 _runs: dict[tuple[str, str], JavaMasterRun | BaseException] = {}
 
 
-def java_master_run(
-    version: str, role: str, factory: pytest.TempPathFactory, namesrv: NameServer
-) -> JavaMasterRun:
+def java_master_run(version: str, role: str, root: Path, namesrv: NameServer) -> JavaMasterRun:
     """Runs the scenario once per (version, role); the store tests read the ASYNC run's store
     afterwards, whichever test asks first."""
     key = (version, role)
     if key not in _runs:
         try:
-            _runs[key] = _run_java_master(resolve(version), role, factory, namesrv)
+            _runs[key] = _run_java_master(resolve(version), role, root, namesrv)
         except BaseException as e:
             _runs[key] = e
             raise
@@ -160,10 +158,8 @@ def java_master_run(
     return run
 
 
-def _run_java_master(
-    rmq: RocketMQ, role: str, factory: pytest.TempPathFactory, namesrv: NameServer
-) -> JavaMasterRun:
-    home = factory.mktemp(f"java-master-{rmq.version}-{role}")
+def _run_java_master(rmq: RocketMQ, role: str, root: Path, namesrv: NameServer) -> JavaMasterRun:
+    home = root / f"java-master-{rmq.version}-{role}"
     tag = f"{rmq.major}{role[0]}"
     topic = f"InteropT{tag}"
     cq_bytes = DEFAULT_CQ_BYTES if role == "ASYNC_MASTER" else CQ_BYTES
@@ -223,9 +219,9 @@ def _run_java_master(
 @pytest.mark.parametrize("role", ["ASYNC_MASTER", "SYNC_MASTER"])
 @pytest.mark.parametrize("version", VERSIONS)
 def test_rocketmq_master_to_rocketha_slave(
-    version: str, role: str, tmp_path_factory: pytest.TempPathFactory, namesrv: NameServer
+    version: str, role: str, interop_root: Path, namesrv: NameServer
 ) -> None:
-    run = java_master_run(version, role, tmp_path_factory, namesrv)
+    run = java_master_run(version, role, interop_root, namesrv)
 
     assert [s.status for s in run.sent] == ["SEND_OK"] * N
     if role == "SYNC_MASTER":
@@ -268,9 +264,9 @@ def expected_body(stored: bytes, sys_flag: int, seq: int, size: int) -> bool:
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_rocketha_reads_a_store_rocketmq_wrote(
-    version: str, tmp_path_factory: pytest.TempPathFactory, namesrv: NameServer
+    version: str, interop_root: Path, namesrv: NameServer
 ) -> None:
-    run = java_master_run(version, "ASYNC_MASTER", tmp_path_factory, namesrv)
+    run = java_master_run(version, "ASYNC_MASTER", interop_root, namesrv)
     store = run.java_store
     assert not (store / "abort").exists(), "RocketMQ did not shut down cleanly"
 
@@ -303,6 +299,29 @@ def test_rocketha_reads_a_store_rocketmq_wrote(
             assert [(m.commitlog_offset, m.store_size) for m in got] == want
 
 
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.xfail(
+    strict=True,
+    reason="rocketha inspect opens consume queues with the default 300,000-entry file size "
+    "only: a store with another mappedFileSizeConsumeQueue fails with ConfigError "
+    "'segment is 20000 bytes but mappedFileSizeCommitLog is 6000000' (and names the wrong key)",
+)
+def test_rocketha_inspects_a_store_with_other_consume_queue_files(
+    version: str, interop_root: Path, namesrv: NameServer
+) -> None:
+    """The SYNC_MASTER runs' stores: 1,000-entry consume queue files (RocketMQ lets a broker
+    set mappedFileSizeConsumeQueue; the commit log size is found from the files already)."""
+    run = java_master_run(version, "SYNC_MASTER", interop_root, namesrv)
+    inspect = subprocess.run(
+        [sys.executable, "-m", "rocketha", "inspect", str(run.java_store)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert inspect.returncode == 0, inspect.stdout[-2000:] + inspect.stderr[-2000:]
+    assert f"{N + 1} records, every CRC verified" in inspect.stdout
+
+
 # -- b. rocketha master -> RocketMQ slave ------------------------------------------------------
 
 
@@ -327,13 +346,13 @@ def rocketha_messages(n: int, seed: int, topic: str) -> list[Message]:
     ],
 )
 def test_rocketha_master_to_rocketmq_slave(
-    version: str, role: str, from_last_file: bool, tmp_path: Path
+    version: str, role: str, from_last_file: bool, workdir: Path
 ) -> None:
     rmq = resolve(version)
     msgs = rocketha_messages(900, seed=3, topic="OursT")
     config = BrokerConfig(
         broker_role=role,
-        store_path_root_dir=str(tmp_path / "rocketha-master"),
+        store_path_root_dir=str(workdir / "rocketha-master"),
         mapped_file_size_commit_log=SEG,
         mapped_file_size_consume_queue=CQ_BYTES,
         ha_listen_address="127.0.0.1",
@@ -343,11 +362,12 @@ def test_rocketha_master_to_rocketmq_slave(
     with Broker(config) as master:
         # Before the slave: about 2.5 segments (a SYNC_MASTER answers SLAVE_NOT_AVAILABLE).
         before = master.put_batch(msgs[:400])
-        assert before[-1].status in (PutStatus.PUT_OK, PutStatus.SLAVE_NOT_AVAILABLE)
+        alone = PutStatus.SLAVE_NOT_AVAILABLE if role == "SYNC_MASTER" else PutStatus.PUT_OK
+        assert {r.status for r in before} == {alone}
         at_connect = master.max_offset
         last_file = at_connect - at_connect % SEG
         java = rmq.broker(
-            tmp_path / "java-slave",
+            workdir / "java-slave",
             brokerName=f"ours-{rmq.major}{role[0]}",
             brokerRole="SLAVE",
             brokerId=1,
@@ -396,17 +416,17 @@ def test_rocketha_master_to_rocketmq_slave(
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_rocketmq_serves_a_store_rocketha_wrote(
-    version: str, tmp_path: Path, namesrv: NameServer
+    version: str, workdir: Path, namesrv: NameServer
 ) -> None:
     rmq = resolve(version)
     topic = f"OursServedT{rmq.major}"
-    store = tmp_path / "store"
+    store = workdir / "store"
     msgs = rocketha_messages(600, seed=4, topic=topic)
     with MessageStore(store, mapped_file_size=SEG, consume_queue_entries=CQ_ENTRIES) as ms:
         results = ms.put_batch(msgs)
         assert ms.max_offset > 3 * SEG
     java = rmq.broker(
-        tmp_path / "java",
+        workdir / "java",
         namesrv,
         brokerName=f"served-{rmq.major}",
         storePathRootDir=store,
@@ -414,7 +434,7 @@ def test_rocketmq_serves_a_store_rocketha_wrote(
     )
     try:
         got = rmq.consume(
-            namesrv.address, topic, len(msgs), home=tmp_path / "consumer", create_queues=4
+            namesrv.address, topic, len(msgs), home=workdir / "consumer", create_queues=4
         )
     finally:
         java.kill()
