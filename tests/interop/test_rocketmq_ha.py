@@ -18,6 +18,7 @@ from __future__ import annotations
 import random
 import subprocess
 import sys
+import time
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,7 +57,7 @@ N = 300
 #: Sent before the rocketha slave connects in the ASYNC_MASTER runs (about 1.3 MiB).
 N_BEFORE = 120
 #: A SYNC_MASTER without a slave gives up after this (5.x waits for it; 4.9 answers at once).
-SLAVE_TIMEOUT = 1500
+SLAVE_TIMEOUT = 1000
 
 
 def resolve(version: str) -> RocketMQ:
@@ -68,7 +69,14 @@ def resolve(version: str) -> RocketMQ:
         pytest.fail(str(e))
 
 
-def rocketha_slave(store: Path, master: str, cq_bytes: int = CQ_BYTES) -> Broker:
+#: Short HA timers for the idle checks: a link with nothing to send must stay up on heartbeats
+#: alone, through several housekeeping periods (both sides drop a link silent that long).
+FAST_HA = {"haSendHeartbeatInterval": 500, "haHousekeepingInterval": 2000}
+FAST_HA_OURS = {"ha_send_heartbeat_interval": 500, "ha_housekeeping_interval": 2000}
+IDLE = 2.5
+
+
+def rocketha_slave(store: Path, master: str, cq_bytes: int = CQ_BYTES, **keys: object) -> Broker:
     return Broker(
         BrokerConfig(
             broker_role="SLAVE",
@@ -77,6 +85,7 @@ def rocketha_slave(store: Path, master: str, cq_bytes: int = CQ_BYTES) -> Broker
             ha_master_address=master,
             mapped_file_size_commit_log=SEG,
             mapped_file_size_consume_queue=cq_bytes,
+            **keys,  # type: ignore[arg-type]
         )
     ).start()
 
@@ -136,6 +145,8 @@ class JavaMasterRun:
     end: int
     end_after_stop: int
     slave_max_offset: int
+    #: The slave's HA state and connection count after an idle period (ASYNC runs).
+    after_idle: tuple[str, int] | None
     java_logs: str
 
 
@@ -172,34 +183,53 @@ def _run_java_master(rmq: RocketMQ, role: str, root: Path, namesrv: NameServer) 
     if role == "SYNC_MASTER":
         # 5.x: with the default inSyncReplicas=1 a SYNC_MASTER waits for no slave at all.
         conf["inSyncReplicas"] = 2
+    else:
+        conf.update(FAST_HA)
     java = rmq.broker(home / "java-master", namesrv, **conf)
     control: list[Sent] = []
     sent: list[Sent] = []
     try:
         if role == "SYNC_MASTER":
             # No slave yet: the master must not answer SEND_OK, or SEND_OK below proves nothing.
-            control = rmq.produce(namesrv.address, f"{topic}C", 1, [64], home=home / "control")
+            control = rmq.produce(
+                namesrv.address, f"{topic}C", 1, [64], home=home / "control", broker=java.address
+            )
         else:
             # More than a segment before the slave: RocketMQ starts an empty slave at the
             # beginning of its last file, so ours must accept a log that starts there.
-            sent = rmq.produce(namesrv.address, topic, N_BEFORE, SIZES, home=home / "before")
+            sent = rmq.produce(
+                namesrv.address, topic, N_BEFORE, SIZES, home=home / "before", broker=java.address
+            )
         at_connect = log_end(java.store)
         start = at_connect - at_connect % SEG
-        slave = rocketha_slave(home / "rocketha-slave", java.ha_address, cq_bytes)
+        fast = FAST_HA_OURS if role == "ASYNC_MASTER" else {}
+        slave = rocketha_slave(home / "rocketha-slave", java.ha_address, cq_bytes, **fast)
         try:
             wait_for(lambda: slave.ha_status()["state"] == "TRANSFER", 30, "the slave to connect")
             count = N - len(sent)
-            sent += rmq.produce(namesrv.address, topic, count, SIZES, home=home / "producer")
+            sent += rmq.produce(
+                namesrv.address, topic, count, SIZES, home=home / "producer", broker=java.address
+            )
             end = log_end(java.store)
             wait_for(lambda: slave.max_offset >= end, 60, f"the slave to reach {end}")
             slave_max = slave.max_offset
             # RocketMQ builds its consume queues asynchronously (reput).
             wait_for(lambda: entries(java.store) >= len(sent) + len(control), 30, "dispatch")
+            after_idle = None
+            if fast:
+                time.sleep(IDLE)  # the idle period under test, not a wait for readiness
+                status = slave.ha_status()
+                after_idle = (status["state"], status["connects"])
         finally:
             slave.shutdown()
     finally:
-        # Cleanly (RocketMQ's shutdown hook): the stores are read as "stores RocketMQ wrote".
-        java.stop()
+        # The ASYNC run's store is read as "a store RocketMQ wrote": stop it cleanly (its
+        # shutdown hook flushes and removes the abort marker). The files of a killed broker
+        # hold everything too (mmap'd writes are in the page cache), without the slow stop.
+        if role == "ASYNC_MASTER":
+            java.stop()
+        else:
+            java.kill()
     return JavaMasterRun(
         rmq.version,
         role,
@@ -212,6 +242,7 @@ def _run_java_master(rmq: RocketMQ, role: str, root: Path, namesrv: NameServer) 
         end,
         log_end(java.store),
         slave_max,
+        after_idle,
         java.logs(),
     )
 
@@ -237,6 +268,8 @@ def test_rocketmq_master_to_rocketha_slave(
     assert len([p for p in log_segments(run.java_store) if int(p.name) < run.end]) >= 4
     if role == "ASYNC_MASTER":
         assert run.start >= SEG, "the master had one segment only when the slave connected"
+        # RocketMQ's heartbeats (empty frames) and our offset reports kept the link up.
+        assert run.after_idle == ("TRANSFER", 1), run.after_idle
     else:
         assert run.start == 0
     # Our slave holds exactly what the master sent it: from its last file at connect on.
@@ -288,6 +321,8 @@ def test_rocketha_reads_a_store_rocketmq_wrote(
             s = by_offset[m.commitlog_offset]
             assert (m.topic, m.queue_id, m.queue_offset) == (run.topic, s.queue_id, s.queue_offset)
             assert m.tags == f"t{s.seq % 3}"
+            assert m.keys == [f"k{s.seq}"]
+            assert m.msg_id == s.offset_msg_id
             assert expected_body(m.body, m.sys_flag, s.seq, s.body_len), m.commitlog_offset
         java_queues = consume_queues(store)
         counts = {(t, q): (lo, hi) for t, q, lo, hi in ms.queues()}
@@ -349,7 +384,7 @@ def test_rocketha_master_to_rocketmq_slave(
     version: str, role: str, from_last_file: bool, workdir: Path
 ) -> None:
     rmq = resolve(version)
-    msgs = rocketha_messages(900, seed=3, topic="OursT")
+    msgs = rocketha_messages(700, seed=3, topic="OursT")
     config = BrokerConfig(
         broker_role=role,
         store_path_root_dir=str(workdir / "rocketha-master"),
@@ -358,10 +393,11 @@ def test_rocketha_master_to_rocketmq_slave(
         ha_listen_address="127.0.0.1",
         ha_listen_port=0,
         sync_from_last_file=from_last_file,
+        **(FAST_HA_OURS if from_last_file else {}),  # type: ignore[arg-type]
     )
     with Broker(config) as master:
-        # Before the slave: about 2.5 segments (a SYNC_MASTER answers SLAVE_NOT_AVAILABLE).
-        before = master.put_batch(msgs[:400])
+        # Before the slave: about 1.9 segments (a SYNC_MASTER answers SLAVE_NOT_AVAILABLE).
+        before = master.put_batch(msgs[:300])
         alone = PutStatus.SLAVE_NOT_AVAILABLE if role == "SYNC_MASTER" else PutStatus.PUT_OK
         assert {r.status for r in before} == {alone}
         at_connect = master.max_offset
@@ -373,6 +409,7 @@ def test_rocketha_master_to_rocketmq_slave(
             brokerId=1,
             haMasterAddress=master.ha_address,
             mappedFileSizeConsumeQueue=CQ_BYTES,
+            **(FAST_HA if from_last_file else {}),
         )
         try:
 
@@ -381,7 +418,7 @@ def test_rocketha_master_to_rocketmq_slave(
                 return max((c["slave_ack_offset"] for c in conns), default=-1)
 
             wait_for(lambda: acked() >= at_connect, 60, "the RocketMQ slave to catch up")
-            after = [master.put(m) for m in msgs[400:]]
+            after = [master.put(m) for m in msgs[300:]]
             end = master.max_offset
             start = last_file if from_last_file else 0
             held = sum(r.offset >= start for r in before + after)
@@ -391,6 +428,13 @@ def test_rocketha_master_to_rocketmq_slave(
                 30,
                 "RocketMQ's files",
             )
+            if from_last_file:
+                link = master.ha_status()["connections"]
+                time.sleep(IDLE)  # the idle period under test, not a wait for readiness
+                # The same single link, kept up by RocketMQ's reports and our heartbeats.
+                assert master.ha_status()["connections"][0]["since"] == link[0]["since"]
+                assert len(master.ha_status()["connections"]) == 1
+                assert acked() == end
         finally:
             java.kill()
         ours = consume_queues(Path(config.store_path_root_dir))
@@ -434,7 +478,7 @@ def test_rocketmq_serves_a_store_rocketha_wrote(
     )
     try:
         got = rmq.consume(
-            namesrv.address, topic, len(msgs), home=workdir / "consumer", create_queues=4
+            namesrv.address, topic, len(msgs), home=workdir / "consumer", broker=java.address
         )
     finally:
         java.kill()

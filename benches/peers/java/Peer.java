@@ -1,14 +1,15 @@
-import java.lang.reflect.Method;
 import java.util.ArrayList;
 import java.util.Collection;
+import java.util.HashSet;
 import java.util.List;
-import java.util.Map;
 import java.util.Random;
+import java.util.Set;
 import java.util.zip.CRC32;
 
 import org.apache.rocketmq.client.consumer.DefaultLitePullConsumer;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
 import org.apache.rocketmq.client.producer.SendResult;
+import org.apache.rocketmq.common.TopicConfig;
 import org.apache.rocketmq.common.message.Message;
 import org.apache.rocketmq.common.message.MessageExt;
 import org.apache.rocketmq.common.message.MessageQueue;
@@ -16,6 +17,7 @@ import org.apache.rocketmq.remoting.CommandCustomHeader;
 import org.apache.rocketmq.remoting.netty.NettyClientConfig;
 import org.apache.rocketmq.remoting.netty.NettyRemotingClient;
 import org.apache.rocketmq.remoting.protocol.RemotingCommand;
+import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
 
 /**
  * The Java client side of rocketha's interop tests (benches/peers/rocketmq.py compiles it
@@ -23,9 +25,9 @@ import org.apache.rocketmq.remoting.protocol.RemotingCommand;
  * Python side can parse it without a JSON library on the Java side:
  *
  * <pre>
- * produce NAMESRV TOPIC GROUP COUNT SIZE[,SIZE...]
+ * produce NAMESRV BROKER TOPIC GROUP COUNT SIZE[,SIZE...]
  *   SENT seq status msgId offsetMsgId queueId queueOffset bodyLen bodyCrc32
- * consume NAMESRV TOPIC GROUP EXPECTED TIMEOUT_MS [CREATE_QUEUES]
+ * consume NAMESRV BROKER TOPIC GROUP EXPECTED TIMEOUT_MS
  *   MSG queueId queueOffset commitLogOffset bodyLen bodyCrc32 tags
  *   DONE count
  * set-ha-master BROKER HA_ADDRESS          (5.x only)
@@ -34,8 +36,16 @@ import org.apache.rocketmq.remoting.protocol.RemotingCommand;
  *
  * Bodies are deterministic: message seq gets {@code body(seq, size)}, which the Python side
  * rebuilds to check what was stored. Tags cycle over t0, t1, t2; keys are k{seq}.
+ *
+ * <p>With BROKER (host:port; "-" for none) the topic is first created on that broker with
+ * {@value #QUEUES} queues (UPDATE_AND_CREATE_TOPIC), which also makes the broker register
+ * with the name server at once: a 5.x broker's own first registration comes about 10 s after
+ * it booted (the one at start-up races the scan that finds a reachable name server).
  */
 public final class Peer {
+    static final int QUEUES = 4;
+    static final long ROUTE_TIMEOUT_MS = 30000;
+
     private Peer() {
     }
 
@@ -63,12 +73,13 @@ public final class Peer {
         }
         switch (args[0]) {
             case "produce":
-                produce(args[1], args[2], args[3], Integer.parseInt(args[4]), args[5]);
+                prepareTopic(args[1], args[2], args[3]);
+                produce(args[1], args[3], args[4], Integer.parseInt(args[5]), args[6]);
                 break;
             case "consume":
-                int create = args.length > 6 ? Integer.parseInt(args[6]) : 0;
-                consume(args[1], args[2], args[3], Integer.parseInt(args[4]),
-                    Long.parseLong(args[5]), create);
+                prepareTopic(args[1], args[2], args[3]);
+                consume(args[1], args[3], args[4], Integer.parseInt(args[5]),
+                    Long.parseLong(args[6]));
                 break;
             case "set-ha-master":
                 setHaMaster(args[1], args[2]);
@@ -108,23 +119,33 @@ public final class Peer {
         }
     }
 
-    /** createTopic(key, topic, queues) in 4.9; 5.x added a trailing attributes map. */
-    static void createTopic(DefaultMQProducer admin, String topic, int queues) throws Exception {
-        for (Method m : DefaultMQProducer.class.getMethods()) {
-            if (!m.getName().equals("createTopic") || m.getParameterCount() < 3
-                || m.getParameterTypes()[2] != int.class) {
-                continue;
-            }
-            if (m.getParameterCount() == 3) {
-                m.invoke(admin, "TBW102", topic, queues);
-                return;
-            }
-            if (m.getParameterCount() == 4 && m.getParameterTypes()[3] == Map.class) {
-                m.invoke(admin, "TBW102", topic, queues, null);
-                return;
-            }
+    /** Creates {@code topic} on {@code broker} (unless "-") and waits for its route. */
+    static void prepareTopic(String namesrv, String broker, String topic) throws Exception {
+        if (broker.equals("-")) {
+            return;
         }
-        throw new IllegalStateException("no createTopic(String, String, int[, Map]) found");
+        DefaultMQAdminExt admin = new DefaultMQAdminExt("interop-admin");
+        admin.setInstanceName("interop-admin-" + System.nanoTime());
+        admin.setNamesrvAddr(namesrv);
+        admin.start();
+        try {
+            admin.createAndUpdateTopicConfig(broker, new TopicConfig(topic, QUEUES, QUEUES, 6));
+            long deadline = System.currentTimeMillis() + ROUTE_TIMEOUT_MS;
+            while (true) {
+                try {
+                    if (!admin.examineTopicRouteInfo(topic).getBrokerDatas().isEmpty()) {
+                        return;
+                    }
+                } catch (Exception e) {
+                    if (System.currentTimeMillis() > deadline) {
+                        throw e;
+                    }
+                }
+                Thread.sleep(100);
+            }
+        } finally {
+            admin.shutdown();
+        }
     }
 
     /**
@@ -158,24 +179,15 @@ public final class Peer {
         }
     }
 
-    static void consume(String namesrv, String topic, String group, int expected, long timeoutMs,
-        int createQueues) throws Exception {
+    static void consume(String namesrv, String topic, String group, int expected, long timeoutMs)
+        throws Exception {
         long deadline = System.currentTimeMillis() + timeoutMs;
-        if (createQueues > 0) {
-            DefaultMQProducer admin = new DefaultMQProducer(group + "-admin");
-            admin.setNamesrvAddr(namesrv);
-            admin.start();
-            try {
-                createTopic(admin, topic, createQueues);
-            } finally {
-                admin.shutdown();
-            }
-        }
         DefaultLitePullConsumer consumer = new DefaultLitePullConsumer(group);
         consumer.setNamesrvAddr(namesrv);
         consumer.setAutoCommit(false);
         consumer.start();
         int count = 0;
+        Set<String> seen = new HashSet<>();
         try {
             Collection<MessageQueue> queues = null;
             while (queues == null || queues.isEmpty()) {
@@ -195,6 +207,11 @@ public final class Peer {
             }
             while (count < expected && System.currentTimeMillis() < deadline) {
                 for (MessageExt m : consumer.poll(1000)) {
+                    // seek() right after assign() can race the pull already under way: a
+                    // message may come twice. Print each (queue, offset) once.
+                    if (!seen.add(m.getQueueId() + ":" + m.getQueueOffset())) {
+                        continue;
+                    }
                     byte[] data = m.getBody();
                     String tags = m.getTags() == null ? "-" : m.getTags();
                     System.out.println("MSG " + m.getQueueId() + " " + m.getQueueOffset() + " "
