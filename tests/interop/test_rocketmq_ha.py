@@ -147,6 +147,8 @@ class JavaMasterRun:
     slave_max_offset: int
     #: The slave's HA state and connection count after an idle period (ASYNC runs).
     after_idle: tuple[str, int] | None
+    #: The restarted slave's max offset (ASYNC runs restart it once caught up).
+    resumed_from: int | None
     java_logs: str
 
 
@@ -204,8 +206,16 @@ def _run_java_master(rmq: RocketMQ, role: str, root: Path, namesrv: NameServer) 
         start = at_connect - at_connect % SEG
         fast = FAST_HA_OURS if role == "ASYNC_MASTER" else {}
         slave = rocketha_slave(home / "rocketha-slave", java.ha_address, cq_bytes, **fast)
+        resumed_from = None
         try:
             wait_for(lambda: slave.ha_status()["state"] == "TRANSFER", 30, "the slave to connect")
+            if fast:
+                # A restarted slave reports its own max offset; the master goes on from there.
+                wait_for(lambda: slave.max_offset >= at_connect, 60, "the slave to catch up")
+                slave.shutdown()
+                slave = rocketha_slave(home / "rocketha-slave", java.ha_address, cq_bytes, **fast)
+                resumed_from = slave.max_offset
+                wait_for(lambda: slave.ha_status()["state"] == "TRANSFER", 30, "a reconnect")
             count = N - len(sent)
             sent += rmq.produce(
                 namesrv.address, topic, count, SIZES, home=home / "producer", broker=java.address
@@ -243,6 +253,7 @@ def _run_java_master(rmq: RocketMQ, role: str, root: Path, namesrv: NameServer) 
         log_end(java.store),
         slave_max,
         after_idle,
+        resumed_from,
         java.logs(),
     )
 
@@ -270,6 +281,7 @@ def test_rocketmq_master_to_rocketha_slave(
         assert run.start >= SEG, "the master had one segment only when the slave connected"
         # RocketMQ's heartbeats (empty frames) and our offset reports kept the link up.
         assert run.after_idle == ("TRANSFER", 1), run.after_idle
+        assert run.resumed_from is not None and run.resumed_from > run.start
     else:
         assert run.start == 0
     # Our slave holds exactly what the master sent it: from its last file at connect on.
@@ -402,15 +414,15 @@ def test_rocketha_master_to_rocketmq_slave(
         assert {r.status for r in before} == {alone}
         at_connect = master.max_offset
         last_file = at_connect - at_connect % SEG
-        java = rmq.broker(
-            workdir / "java-slave",
-            brokerName=f"ours-{rmq.major}{role[0]}",
-            brokerRole="SLAVE",
-            brokerId=1,
-            haMasterAddress=master.ha_address,
-            mappedFileSizeConsumeQueue=CQ_BYTES,
+        slave_conf = {
+            "brokerName": f"ours-{rmq.major}{role[0]}",
+            "brokerRole": "SLAVE",
+            "brokerId": 1,
+            "haMasterAddress": master.ha_address,
+            "mappedFileSizeConsumeQueue": CQ_BYTES,
             **(FAST_HA if from_last_file else {}),
-        )
+        }
+        java = rmq.broker(workdir / "java-slave", **slave_conf)
         try:
 
             def acked() -> int:
@@ -418,7 +430,16 @@ def test_rocketha_master_to_rocketmq_slave(
                 return max((c["slave_ack_offset"] for c in conns), default=-1)
 
             wait_for(lambda: acked() >= at_connect, 60, "the RocketMQ slave to catch up")
-            after = [master.put(m) for m in msgs[300:]]
+            after = []
+            if from_last_file:
+                # Killed, missing 100 puts, restarted on its store: RocketMQ's slave recovers,
+                # reports its own max offset, and our master resumes from there.
+                java.kill()
+                wait_for(lambda: not master.ha_status()["connections"], 30, "the link to close")
+                after += [master.put(m) for m in msgs[300:400]]
+                java = rmq.broker(workdir / "java-slave", **slave_conf)
+                wait_for(lambda: acked() >= at_connect, 60, "the restarted slave to report")
+            after += [master.put(m) for m in msgs[len(before) + len(after) :]]
             end = master.max_offset
             start = last_file if from_last_file else 0
             held = sum(r.offset >= start for r in before + after)
