@@ -61,5 +61,8 @@ def namesrv(interop_root: Path) -> Iterator[NameServer]:
         rmq = RocketMQ.resolve(VERSION_5)
     except Unavailable as e:
         pytest.fail(str(e))
-    with rmq.namesrv(interop_root / "namesrv") as ns:
+    ns = rmq.namesrv(interop_root / "namesrv")
+    try:
         yield ns
+    finally:
+        ns.kill()  # it keeps no state worth a graceful (5 s or more) shutdown
