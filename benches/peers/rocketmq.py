@@ -417,6 +417,8 @@ class Sent:
     queue_offset: int
     body_len: int
     body_crc: int
+    #: The delay level it was sent with (0: none); delayed ones wait in SCHEDULE_TOPIC_XXXX.
+    delay_level: int = 0
 
     @property
     def commit_log_offset(self) -> int:
@@ -513,10 +515,12 @@ class RocketMQ:
         home: Path,
         broker: str | None = None,
         group: str = "interop-producer",
+        delay_every: int = 0,
         timeout: float = 120.0,
     ) -> list[Sent]:
         """Sends ``count`` messages with ``DefaultMQProducer`` (bodies: :func:`body`); with
-        ``broker`` (host:port) the topic is created there first, with 4 queues."""
+        ``broker`` (host:port) the topic is created there first, with 4 queues; with
+        ``delay_every`` n, every n-th message gets delay level 4 (30 s)."""
         lines = self._client(
             home,
             [
@@ -527,6 +531,7 @@ class RocketMQ:
                 group,
                 str(count),
                 ",".join(map(str, sizes)),
+                str(delay_every),
             ],
             timeout,
         )
@@ -534,9 +539,8 @@ class RocketMQ:
         for line in lines:
             if line.startswith("SENT "):
                 f = line.split()
-                out.append(
-                    Sent(int(f[1]), f[2], f[3], f[4], int(f[5]), int(f[6]), int(f[7]), int(f[8]))
-                )
+                numbers = [int(x) for x in f[5:10]]
+                out.append(Sent(int(f[1]), f[2], f[3], f[4], *numbers))
         return out
 
     def consume(

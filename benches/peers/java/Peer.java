@@ -25,8 +25,8 @@ import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
  * Python side can parse it without a JSON library on the Java side:
  *
  * <pre>
- * produce NAMESRV BROKER TOPIC GROUP COUNT SIZE[,SIZE...]
- *   SENT seq status msgId offsetMsgId queueId queueOffset bodyLen bodyCrc32
+ * produce NAMESRV BROKER TOPIC GROUP COUNT SIZE[,SIZE...] [DELAY_EVERY]
+ *   SENT seq status msgId offsetMsgId queueId queueOffset bodyLen bodyCrc32 delayLevel
  * consume NAMESRV BROKER TOPIC GROUP EXPECTED TIMEOUT_MS
  *   MSG queueId queueOffset commitLogOffset bodyLen bodyCrc32 tags
  *   DONE count
@@ -35,7 +35,9 @@ import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
  * </pre>
  *
  * Bodies are deterministic: message seq gets {@code body(seq, size)}, which the Python side
- * rebuilds to check what was stored. Tags cycle over t0, t1, t2; keys are k{seq}.
+ * rebuilds to check what was stored. Tags cycle over t0, t1, t2; keys are k{seq}. With
+ * DELAY_EVERY n, every n-th message is sent with delay level {@value #DELAY_LEVEL} (30 s): the
+ * broker stores it in SCHEDULE_TOPIC_XXXX until then.
  *
  * <p>With BROKER (host:port; "-" for none) the topic is first created on that broker with
  * {@value #QUEUES} queues (UPDATE_AND_CREATE_TOPIC), which also makes the broker register
@@ -44,6 +46,7 @@ import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
  */
 public final class Peer {
     static final int QUEUES = 4;
+    static final int DELAY_LEVEL = 4;
     static final long ROUTE_TIMEOUT_MS = 30000;
 
     private Peer() {
@@ -74,7 +77,9 @@ public final class Peer {
         switch (args[0]) {
             case "produce":
                 prepareTopic(args[1], args[2], args[3]);
-                produce(args[1], args[3], args[4], Integer.parseInt(args[5]), args[6]);
+                int delayEvery = args.length > 7 ? Integer.parseInt(args[7]) : 0;
+                produce(args[1], args[3], args[4], Integer.parseInt(args[5]), args[6],
+                    delayEvery);
                 break;
             case "consume":
                 prepareTopic(args[1], args[2], args[3]);
@@ -91,8 +96,8 @@ public final class Peer {
         System.exit(0);
     }
 
-    static void produce(String namesrv, String topic, String group, int count, String sizes)
-        throws Exception {
+    static void produce(String namesrv, String topic, String group, int count, String sizes,
+        int delayEvery) throws Exception {
         String[] parts = sizes.split(",");
         int[] lengths = new int[parts.length];
         for (int i = 0; i < parts.length; i++) {
@@ -108,10 +113,14 @@ public final class Peer {
             for (int seq = 0; seq < count; seq++) {
                 byte[] data = body(seq, lengths[seq % lengths.length]);
                 Message msg = new Message(topic, "t" + (seq % 3), "k" + seq, data);
+                int delay = delayEvery > 0 && seq % delayEvery == delayEvery - 1 ? DELAY_LEVEL : 0;
+                if (delay > 0) {
+                    msg.setDelayTimeLevel(delay);
+                }
                 SendResult r = producer.send(msg);
                 System.out.println("SENT " + seq + " " + r.getSendStatus() + " " + r.getMsgId()
                     + " " + r.getOffsetMsgId() + " " + r.getMessageQueue().getQueueId() + " "
-                    + r.getQueueOffset() + " " + data.length + " " + crc(data));
+                    + r.getQueueOffset() + " " + data.length + " " + crc(data) + " " + delay);
                 System.out.flush();
             }
         } finally {
