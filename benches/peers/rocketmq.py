@@ -219,6 +219,8 @@ class JavaProcess:
         for name in ("broker", "namesrv", "tools"):
             (home / "conf" / f"logback_{name}.xml").write_text(_LOGBACK.format(name=name))
         self.stdout = home / "stdout.log"
+        # A restart in the same home appends: only what this process printed counts.
+        self._stdout_from = self.stdout.stat().st_size if self.stdout.exists() else 0
         env = {**os.environ, "ROCKETMQ_HOME": str(home), "HOME": str(home)}
         command = [
             "java",
@@ -263,8 +265,11 @@ class JavaProcess:
             time.sleep(0.05)
 
     def output(self) -> str:
+        """What this process printed (stdout and stderr)."""
         try:
-            return self.stdout.read_text(errors="replace")
+            with self.stdout.open("rb") as f:
+                f.seek(self._stdout_from)
+                return f.read().decode(errors="replace")
         except FileNotFoundError:
             return ""
 
@@ -405,6 +410,18 @@ class JavaBroker(JavaProcess):
         return f"127.0.0.1:{self.ha_port}"
 
 
+def _retry_ports(start: Any, attempts: int = 3) -> Any:
+    """Free ports are probed, then bound by the JVM seconds later: on a shared machine another
+    process can take one in between. Such a start is retried on fresh ports."""
+    for attempt in range(attempts):
+        try:
+            return start()
+        except RuntimeError as e:
+            if "Address already in use" not in str(e) or attempt == attempts - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
 @dataclass(frozen=True)
 class Sent:
     """One ``SendResult`` of the Java producer."""
@@ -464,10 +481,10 @@ class RocketMQ:
         return int(self.version.split(".")[0])
 
     def namesrv(self, home: Path) -> NameServer:
-        return NameServer(self, home)
+        return _retry_ports(lambda: NameServer(self, home))
 
     def broker(self, home: Path, namesrv: NameServer | None = None, **conf: Any) -> JavaBroker:
-        return JavaBroker(self, home, namesrv, **conf)
+        return _retry_ports(lambda: JavaBroker(self, home, namesrv, **conf))
 
     def _client(self, home: Path, args: Sequence[str], timeout: float) -> list[str]:
         home.mkdir(parents=True, exist_ok=True)
