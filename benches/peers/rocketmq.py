@@ -7,8 +7,8 @@ the compiled ``java/Peer.java`` (a producer / consumer on the real Java client, 
 its source changes). It needs ``java`` (17), ``javac`` and ``mvn`` on PATH, and Maven Central.
 
 >>> rmq = RocketMQ.resolve("4.9.7")
->>> with rmq.namesrv(tmp / "ns") as ns, rmq.broker(tmp / "b", namesrvAddr=ns.address) as b:
-...     sent = rmq.produce(ns.address, "T", 10, [100])
+>>> with rmq.namesrv(tmp / "ns") as ns, rmq.broker(tmp / "b", ns) as b:
+...     sent = rmq.produce(ns.address, "T", 10, [100], home=tmp / "p", broker=b.address)
 
 Every process runs on 127.0.0.1 with ports picked free at start, ``ROCKETMQ_HOME`` and
 ``user.home`` inside the given directory (so logs and stores land there), a 256 MiB heap, and
