@@ -1,7 +1,7 @@
 # The targets CI runs; `make test` is the README's test command.
 PYTHON ?= python3
 
-.PHONY: install lint test test-rust test-python
+.PHONY: install lint test test-rust test-python test-interop
 
 install:
 	$(PYTHON) -m pip install --quiet --upgrade pip
@@ -22,5 +22,10 @@ test-rust:
 
 test-python:
 	$(PYTHON) -m pytest -q
+
+# Only the tests against the real Apache RocketMQ (Java 17 + Maven; the harness resolves the
+# jars on first use). `test-python` runs them too.
+test-interop:
+	$(PYTHON) -m pytest -q -m interop
 
 test: install lint test-rust test-python

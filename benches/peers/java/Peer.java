@@ -1,0 +1,239 @@
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Random;
+import java.util.Set;
+import java.util.zip.CRC32;
+
+import org.apache.rocketmq.client.consumer.DefaultLitePullConsumer;
+import org.apache.rocketmq.client.producer.DefaultMQProducer;
+import org.apache.rocketmq.client.producer.SendResult;
+import org.apache.rocketmq.common.TopicConfig;
+import org.apache.rocketmq.common.message.Message;
+import org.apache.rocketmq.common.message.MessageExt;
+import org.apache.rocketmq.common.message.MessageQueue;
+import org.apache.rocketmq.remoting.CommandCustomHeader;
+import org.apache.rocketmq.remoting.netty.NettyClientConfig;
+import org.apache.rocketmq.remoting.netty.NettyRemotingClient;
+import org.apache.rocketmq.remoting.protocol.RemotingCommand;
+import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
+
+/**
+ * The Java client side of rocketha's interop tests (benches/peers/rocketmq.py compiles it
+ * against the pinned RocketMQ client). One line of output per event, space separated, so the
+ * Python side can parse it without a JSON library on the Java side:
+ *
+ * <pre>
+ * produce NAMESRV BROKER TOPIC GROUP COUNT SIZE[,SIZE...] [DELAY_EVERY]
+ *   SENT seq status msgId offsetMsgId queueId queueOffset bodyLen bodyCrc32 delayLevel
+ * consume NAMESRV BROKER TOPIC GROUP EXPECTED TIMEOUT_MS
+ *   MSG queueId queueOffset commitLogOffset bodyLen bodyCrc32 tags
+ *   DONE count
+ * set-ha-master BROKER HA_ADDRESS          (5.x only)
+ *   OK
+ * </pre>
+ *
+ * Bodies are deterministic: message seq gets {@code body(seq, size)}, which the Python side
+ * rebuilds to check what was stored. Tags cycle over t0, t1, t2; keys are k{seq}. With
+ * DELAY_EVERY n, every n-th message is sent with delay level {@value #DELAY_LEVEL} (30 s): the
+ * broker stores it in SCHEDULE_TOPIC_XXXX until then.
+ *
+ * <p>With BROKER (host:port; "-" for none) the topic is first created on that broker with
+ * {@value #QUEUES} queues (UPDATE_AND_CREATE_TOPIC), which also makes the broker register
+ * with the name server at once: a 5.x broker's own first registration comes about 10 s after
+ * it booted (the one at start-up races the scan that finds a reachable name server).
+ */
+public final class Peer {
+    static final int QUEUES = 4;
+    static final int DELAY_LEVEL = 4;
+    static final long ROUTE_TIMEOUT_MS = 30000;
+
+    private Peer() {
+    }
+
+    /** The body of message {@code seq}: bytes of a Random seeded with seq (printable, so the
+     * client's compression above 4 KiB does not change what a reader gets back). */
+    static byte[] body(int seq, int size) {
+        Random random = new Random(seq);
+        byte[] out = new byte[size];
+        for (int i = 0; i < size; i++) {
+            out[i] = (byte) ('a' + random.nextInt(26));
+        }
+        return out;
+    }
+
+    static long crc(byte[] data) {
+        CRC32 crc = new CRC32();
+        crc.update(data, 0, data.length);
+        return crc.getValue();
+    }
+
+    public static void main(String[] args) throws Exception {
+        if (args.length < 1) {
+            System.err.println("usage: Peer produce|consume ...");
+            System.exit(2);
+        }
+        switch (args[0]) {
+            case "produce":
+                prepareTopic(args[1], args[2], args[3]);
+                int delayEvery = args.length > 7 ? Integer.parseInt(args[7]) : 0;
+                produce(args[1], args[3], args[4], Integer.parseInt(args[5]), args[6],
+                    delayEvery);
+                break;
+            case "consume":
+                prepareTopic(args[1], args[2], args[3]);
+                consume(args[1], args[3], args[4], Integer.parseInt(args[5]),
+                    Long.parseLong(args[6]));
+                break;
+            case "set-ha-master":
+                setHaMaster(args[1], args[2]);
+                break;
+            default:
+                System.err.println("unknown mode " + args[0]);
+                System.exit(2);
+        }
+        System.exit(0);
+    }
+
+    static void produce(String namesrv, String topic, String group, int count, String sizes,
+        int delayEvery) throws Exception {
+        String[] parts = sizes.split(",");
+        int[] lengths = new int[parts.length];
+        for (int i = 0; i < parts.length; i++) {
+            lengths[i] = Integer.parseInt(parts[i]);
+        }
+        DefaultMQProducer producer = new DefaultMQProducer(group);
+        producer.setNamesrvAddr(namesrv);
+        producer.setSendMsgTimeout(10000);
+        producer.setRetryTimesWhenSendFailed(0);
+        producer.setRetryAnotherBrokerWhenNotStoreOK(false);
+        producer.start();
+        try {
+            for (int seq = 0; seq < count; seq++) {
+                byte[] data = body(seq, lengths[seq % lengths.length]);
+                Message msg = new Message(topic, "t" + (seq % 3), "k" + seq, data);
+                int delay = delayEvery > 0 && seq % delayEvery == delayEvery - 1 ? DELAY_LEVEL : 0;
+                if (delay > 0) {
+                    msg.setDelayTimeLevel(delay);
+                }
+                SendResult r = producer.send(msg);
+                System.out.println("SENT " + seq + " " + r.getSendStatus() + " " + r.getMsgId()
+                    + " " + r.getOffsetMsgId() + " " + r.getMessageQueue().getQueueId() + " "
+                    + r.getQueueOffset() + " " + data.length + " " + crc(data) + " " + delay);
+                System.out.flush();
+            }
+        } finally {
+            producer.shutdown();
+        }
+    }
+
+    /** Creates {@code topic} on {@code broker} (unless "-") and waits for its route. */
+    static void prepareTopic(String namesrv, String broker, String topic) throws Exception {
+        if (broker.equals("-")) {
+            return;
+        }
+        DefaultMQAdminExt admin = new DefaultMQAdminExt("interop-admin");
+        admin.setInstanceName("interop-admin-" + System.nanoTime());
+        admin.setNamesrvAddr(namesrv);
+        admin.start();
+        try {
+            admin.createAndUpdateTopicConfig(broker, new TopicConfig(topic, QUEUES, QUEUES, 6));
+            long deadline = System.currentTimeMillis() + ROUTE_TIMEOUT_MS;
+            while (true) {
+                try {
+                    if (!admin.examineTopicRouteInfo(topic).getBrokerDatas().isEmpty()) {
+                        return;
+                    }
+                } catch (Exception e) {
+                    if (System.currentTimeMillis() > deadline) {
+                        throw e;
+                    }
+                }
+                Thread.sleep(100);
+            }
+        } finally {
+            admin.shutdown();
+        }
+    }
+
+    /**
+     * Tells a 5.x slave broker its master's HA address with the admin request
+     * EXCHANGE_BROKER_HA_INFO (what 5.x's own pre-online service sends). A 5.x slave drops the
+     * haMasterAddress of its broker.conf: BrokerController.initialize() hands it to the HA
+     * service before DefaultMessageStore.start() creates the HA client, which then connects to
+     * "null" forever. Reflection keeps this file compiling against 4.9, which has neither
+     * class (nor the bug).
+     */
+    static void setHaMaster(String broker, String haAddress) throws Exception {
+        Class<?> codes = Class.forName("org.apache.rocketmq.remoting.protocol.RequestCode");
+        int code = codes.getField("EXCHANGE_BROKER_HA_INFO").getInt(null);
+        Class<?> headerClass = Class.forName(
+            "org.apache.rocketmq.remoting.protocol.header.ExchangeHAInfoRequestHeader");
+        Object header = headerClass.getConstructor().newInstance();
+        headerClass.getMethod("setMasterHaAddress", String.class).invoke(header, haAddress);
+        headerClass.getMethod("setMasterFlushOffset", Long.class).invoke(header, 0L);
+        NettyRemotingClient client = new NettyRemotingClient(new NettyClientConfig());
+        client.start();
+        try {
+            RemotingCommand request = RemotingCommand.createRequestCommand(code,
+                (CommandCustomHeader) header);
+            RemotingCommand response = client.invokeSync(broker, request, 10000);
+            if (response.getCode() != 0) {
+                throw new IllegalStateException("EXCHANGE_BROKER_HA_INFO: " + response);
+            }
+            System.out.println("OK");
+        } finally {
+            client.shutdown();
+        }
+    }
+
+    static void consume(String namesrv, String topic, String group, int expected, long timeoutMs)
+        throws Exception {
+        long deadline = System.currentTimeMillis() + timeoutMs;
+        DefaultLitePullConsumer consumer = new DefaultLitePullConsumer(group);
+        consumer.setNamesrvAddr(namesrv);
+        consumer.setAutoCommit(false);
+        consumer.start();
+        int count = 0;
+        Set<String> seen = new HashSet<>();
+        try {
+            Collection<MessageQueue> queues = null;
+            while (queues == null || queues.isEmpty()) {
+                try {
+                    queues = consumer.fetchMessageQueues(topic);
+                } catch (Exception e) {
+                    if (System.currentTimeMillis() > deadline) {
+                        throw e;
+                    }
+                    Thread.sleep(200);
+                }
+            }
+            List<MessageQueue> assigned = new ArrayList<>(queues);
+            consumer.assign(assigned);
+            for (MessageQueue mq : assigned) {
+                consumer.seek(mq, 0);
+            }
+            while (count < expected && System.currentTimeMillis() < deadline) {
+                for (MessageExt m : consumer.poll(1000)) {
+                    // seek() right after assign() can race the pull already under way: a
+                    // message may come twice. Print each (queue, offset) once.
+                    if (!seen.add(m.getQueueId() + ":" + m.getQueueOffset())) {
+                        continue;
+                    }
+                    byte[] data = m.getBody();
+                    String tags = m.getTags() == null ? "-" : m.getTags();
+                    System.out.println("MSG " + m.getQueueId() + " " + m.getQueueOffset() + " "
+                        + m.getCommitLogOffset() + " " + data.length + " " + crc(data) + " "
+                        + tags);
+                    count++;
+                }
+                System.out.flush();
+            }
+        } finally {
+            System.out.println("DONE " + count);
+            System.out.flush();
+            consumer.shutdown();
+        }
+    }
+}

@@ -1,0 +1,705 @@
+"""Apache RocketMQ (the Java original) as a peer: name server, brokers and a Java client.
+
+Benches and the interop tests (``tests/interop/``) share this module. Nothing is installed
+system-wide: the pinned RocketMQ jars are resolved once with Maven (``java/pom.xml``, into
+``~/.m2``) and the classpath is cached under ``~/.cache/rocketha/rocketmq/<version>/``, beside
+the compiled ``java/Peer.java`` (a producer / consumer on the real Java client, recompiled when
+its source changes). It needs ``java`` (17), ``javac`` and ``mvn`` on PATH, and Maven Central.
+
+>>> rmq = RocketMQ.resolve("4.9.7")
+>>> with rmq.namesrv(tmp / "ns") as ns, rmq.broker(tmp / "b", ns) as b:
+...     sent = rmq.produce(ns.address, "T", 10, [100], home=tmp / "p", broker=b.address)
+
+Every process runs on 127.0.0.1 with ports picked free at start, ``ROCKETMQ_HOME`` and
+``user.home`` inside the given directory (so logs and stores land there), a 256 MiB heap, and
+is stopped (SIGTERM, then SIGKILL) when its ``with`` block ends, whatever happened inside.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import fcntl
+import hashlib
+import os
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+#: The pinned versions: the last 4.9 on Maven Central (4.9.8 was never published there) and
+#: the newest 5.x whose jars all resolve (5.5.1's broker pom is there, its other jars are not).
+VERSION_4 = "4.9.7"
+VERSION_5 = "5.4.0"
+VERSIONS = (VERSION_4, VERSION_5)
+
+JAVA_DIR = Path(__file__).resolve().with_name("java")
+CACHE = Path(os.environ.get("ROCKETHA_CACHE", Path.home() / ".cache" / "rocketha")) / "rocketmq"
+
+#: Small, predictable JVMs: the machines we run on have 2 cores shared with builds.
+JVM_FLAGS = [
+    "-Xms256m",
+    "-Xmx256m",
+    "-XX:MaxDirectMemorySize=256m",
+    "-XX:+UseSerialGC",
+    "-XX:TieredStopAtLevel=1",
+    "-XX:-UsePerfData",
+    "-XX:+IgnoreUnrecognizedVMOptions",
+]
+#: JDK 9+ strong encapsulation: RocketMQ unmaps commit log files through the JDK's internal
+#: cleaner (sun.nio.ch.DirectBuffer, java.nio.DirectByteBuffer), which 4.9 reaches by reflection.
+JDK17_FLAGS = [
+    "--add-opens=java.base/java.nio=ALL-UNNAMED",
+    "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED",
+    "--add-exports=java.base/sun.nio.ch=ALL-UNNAMED",
+    "--add-opens=java.base/java.lang=ALL-UNNAMED",
+    "--add-opens=java.base/java.util=ALL-UNNAMED",
+    # 4.9's MappedFile.clean() calls jdk.internal.ref.Cleaner.clean(): without this its
+    # shutdown hook dies unmapping the first file and leaves the abort marker behind.
+    "--add-opens=java.base/jdk.internal.ref=ALL-UNNAMED",
+    "--add-exports=java.base/jdk.internal.ref=ALL-UNNAMED",
+]
+
+MESSAGE_MAGIC = 0xDAA320A7
+MESSAGE_MAGIC_V2 = 0xDAA320AB
+BLANK_MAGIC = 0xCBD43194
+
+
+class Unavailable(Exception):
+    """A tool the peer needs is missing; the message says which and how to get it."""
+
+
+def missing_tools() -> str | None:
+    """Why RocketMQ cannot run here, or None."""
+    missing = [t for t in ("java", "javac", "mvn") if shutil.which(t) is None]
+    if missing:
+        return (
+            f"needs {', '.join(missing)} on PATH "
+            "(Debian: apt-get install openjdk-17-jdk-headless maven)"
+        )
+    return None
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """Serialises resolution between processes (pytest-xdist, a bench beside a test run)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _classpath(version: str) -> str:
+    """The pinned jars' classpath, from the cache or resolved by Maven (once)."""
+    out = CACHE / version / "classpath.txt"
+    with _locked(CACHE / version / ".lock"):
+        if out.is_file():
+            cp = out.read_text().strip()
+            if cp and all(Path(j).is_file() for j in cp.split(os.pathsep)):
+                return cp
+        proc = subprocess.run(
+            [
+                "mvn",
+                "-q",
+                "-B",
+                "-f",
+                str(JAVA_DIR / "pom.xml"),
+                f"-Drocketmq.version={version}",
+                "dependency:build-classpath",
+                f"-Dmdep.outputFile={out}",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+        if proc.returncode != 0 or not out.is_file():
+            raise Unavailable(
+                f"mvn could not resolve org.apache.rocketmq {version}:\n"
+                f"{proc.stdout[-3000:]}{proc.stderr[-3000:]}"
+            )
+        return out.read_text().strip()
+
+
+def _compile_peer(version: str, classpath: str) -> Path:
+    """``Peer.java`` compiled against ``version``'s client, cached by source hash."""
+    source = JAVA_DIR / "Peer.java"
+    digest = hashlib.sha256(source.read_bytes() + version.encode()).hexdigest()[:16]
+    out = CACHE / version / f"peer-{digest}"
+    with _locked(CACHE / version / ".lock"):
+        if not (out / "Peer.class").is_file():
+            tmp = out.with_name(out.name + ".tmp")
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir(parents=True)
+            proc = subprocess.run(
+                ["javac", "-nowarn", "-cp", classpath, "-d", str(tmp), str(source)],
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
+            if proc.returncode != 0:
+                raise RuntimeError(f"javac Peer.java against {version}:\n{proc.stderr}")
+            shutil.rmtree(out, ignore_errors=True)
+            tmp.rename(out)
+    return out
+
+
+def free_ports(count: int) -> int:
+    """The first of ``count`` consecutive free TCP ports (a broker uses listenPort - 2 for its
+    fast channel, listenPort, and listenPort + 1 for HA)."""
+    for _ in range(200):
+        with socket.socket() as probe:
+            probe.bind(("0.0.0.0", 0))
+            base = probe.getsockname()[1]
+        if base + count > 65535:
+            continue
+        socks = []
+        try:
+            for port in range(base, base + count):
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("0.0.0.0", port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise RuntimeError(f"no {count} consecutive free ports found")
+
+
+def _port_open(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(0.5)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+#: What a 4.9 process logs with: logback, configured from $ROCKETMQ_HOME/conf (5.x ships its
+#: own configuration in its jars and writes under ${user.home}/logs/rocketmqlogs).
+_LOGBACK = """<configuration>
+  <appender name="FILE" class="ch.qos.logback.core.FileAppender">
+    <file>${{user.home}}/logs/{name}.log</file>
+    <encoder>
+      <pattern>%d{{HH:mm:ss.SSS}} %-5level [%thread] %logger{{0}} - %msg%n</pattern>
+    </encoder>
+  </appender>
+  <root level="INFO"><appender-ref ref="FILE"/></root>
+</configuration>
+"""
+
+
+_live: set[JavaProcess] = set()
+
+
+@atexit.register
+def _kill_leftovers() -> None:
+    """A JVM must not outlive the Python process that started it (it runs in a session of
+    its own, so a Ctrl-C at the terminal does not reach it)."""
+    for process in list(_live):
+        process.kill()
+
+
+class JavaProcess:
+    """A RocketMQ JVM; ``stdout.log`` in its home collects what it prints."""
+
+    kind = "process"
+
+    def __init__(self, rmq: RocketMQ, home: Path, main: str, args: Sequence[str]) -> None:
+        self.rmq = rmq
+        self.home = home
+        (home / "conf").mkdir(parents=True, exist_ok=True)
+        for name in ("broker", "namesrv", "tools"):
+            (home / "conf" / f"logback_{name}.xml").write_text(_LOGBACK.format(name=name))
+        self.stdout = home / "stdout.log"
+        # A restart in the same home appends: only what this process printed counts.
+        self._stdout_from = self.stdout.stat().st_size if self.stdout.exists() else 0
+        env = {**os.environ, "ROCKETMQ_HOME": str(home), "HOME": str(home)}
+        command = [
+            "java",
+            *JVM_FLAGS,
+            *JDK17_FLAGS,
+            f"-Duser.home={home}",
+            f"-Drocketmq.home.dir={home}",
+            "-Drocketmq.client.logUseSlf4j=false",
+            "-cp",
+            rmq.classpath,
+            main,
+            *args,
+        ]
+        with self.stdout.open("ab") as out:
+            self.proc = subprocess.Popen(
+                command,
+                cwd=home,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        _live.add(self)
+
+    def wait_ready(self, port: int, line: str, timeout: float = 90.0) -> None:
+        """Until ``port`` accepts connections and the process printed ``line``."""
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(
+                    f"{self.kind} exited with {self.proc.returncode} before it was ready:\n"
+                    f"{self.output()[-4000:]}"
+                )
+            if line in self.output() and _port_open(port):
+                return
+            if time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(
+                    f"{self.kind} not ready in {timeout} s:\n{self.output()[-4000:]}"
+                )
+            time.sleep(0.05)
+
+    def output(self) -> str:
+        """What this process printed (stdout and stderr)."""
+        try:
+            with self.stdout.open("rb") as f:
+                f.seek(self._stdout_from)
+                return f.read().decode(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def logs(self, pattern: str = "*.log") -> str:
+        """Every log file the process wrote under its home (5.x: logs/rocketmqlogs/)."""
+        out = []
+        for path in sorted((self.home / "logs").rglob(pattern)):
+            out.append(f"== {path.relative_to(self.home)}\n{path.read_text(errors='replace')}")
+        return "\n".join(out)
+
+    def grep(self, needle: str) -> list[str]:
+        return [line for line in self.logs().splitlines() if needle in line]
+
+    def kill(self) -> int:
+        """SIGKILL: for a process whose store is read afterwards only through its files (mmap'd
+        writes are in the page cache already), skipping RocketMQ's slow graceful shutdown."""
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+        _live.discard(self)
+        return self.proc.wait(timeout=30)
+
+    def stop(self, timeout: float = 30.0) -> int:
+        """SIGTERM (RocketMQ's shutdown hook flushes and unmaps), SIGKILL after ``timeout``."""
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(timeout=30)
+        _live.discard(self)
+        return self.proc.returncode
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class NameServer(JavaProcess):
+    kind = "namesrv"
+
+    def __init__(self, rmq: RocketMQ, home: Path) -> None:
+        home.mkdir(parents=True, exist_ok=True)
+        base = free_ports(1)
+        self.port = base
+        conf = home / "namesrv.conf"
+        conf.write_text(f"listenPort={base}\nrocketmqHome={home}\n")
+        super().__init__(rmq, home, "org.apache.rocketmq.namesrv.NamesrvStartup", ["-c", str(conf)])
+        self.wait_ready(self.port, "boot success")
+
+    def wait_registered(self, broker_port: int, timeout: float = 60.0) -> None:
+        """Until a broker on ``broker_port`` registered. Clients only find a broker's topics
+        after that, and a 5.x broker first registers about 10 s after it booted (the attempt
+        at start-up races the scan that finds a reachable name server). ``produce`` and
+        ``consume`` with ``broker=`` do not need this: creating the topic on the broker makes
+        it register at once."""
+        needle = f"127.0.0.1:{broker_port}"
+        deadline = time.monotonic() + timeout
+        while not any(
+            "new broker registered" in line and needle in line for line in self.logs().splitlines()
+        ):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"broker {needle} did not register in {timeout} s")
+            time.sleep(0.1)
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+
+class JavaBroker(JavaProcess):
+    """``BrokerStartup -c broker.conf``. ``conf`` keys are RocketMQ's; the harness sets the
+    ports, paths and a small store unless given."""
+
+    kind = "broker"
+
+    def __init__(
+        self, rmq: RocketMQ, home: Path, namesrv: NameServer | None = None, **conf: Any
+    ) -> None:
+        home.mkdir(parents=True, exist_ok=True)
+        base = free_ports(4)
+        self.listen_port = base + 2
+        self.ha_port = base + 3
+        store = Path(conf.pop("storePathRootDir", home / "store"))
+        keys: dict[str, Any] = {
+            "brokerClusterName": "InteropCluster",
+            "brokerName": "interop-a",
+            "brokerId": 0,
+            "brokerRole": "ASYNC_MASTER",
+            "flushDiskType": "ASYNC_FLUSH",
+            "brokerIP1": "127.0.0.1",
+            # The HA address the broker registers with the name server.
+            "brokerIP2": "127.0.0.1",
+            "listenPort": self.listen_port,
+            # 4.9 always takes listenPort + 1; 5.x takes this key. Both agree this way.
+            "haListenPort": self.ha_port,
+            "storePathRootDir": store,
+            "storePathCommitLog": store / "commitlog",
+            "mappedFileSizeCommitLog": 1 << 20,
+            "rocketmqHome": home,
+            "autoCreateTopicEnable": "true",
+            "diskMaxUsedSpaceRatio": 95,
+            # Not needed here, and each costs threads or files on a 2-core machine.
+            "enableCalcFilterBitMap": "false",
+            "traceTopicEnable": "false",
+        }
+        if namesrv is not None:
+            keys["namesrvAddr"] = namesrv.address
+        keys.update(conf)
+        self.store = Path(keys["storePathRootDir"])
+        self.conf = keys
+        conf_file = home / "broker.conf"
+        conf_file.write_text("".join(f"{k}={v}\n" for k, v in keys.items()))
+        super().__init__(
+            rmq, home, "org.apache.rocketmq.broker.BrokerStartup", ["-c", str(conf_file)]
+        )
+        self.wait_ready(self.listen_port, "boot success")
+        if rmq.major >= 5 and keys["brokerRole"] == "SLAVE" and keys.get("haMasterAddress"):
+            # RocketMQ 5 drops broker.conf's haMasterAddress (its HA client is created after
+            # the address was handed over; apache/rocketmq#6153): tell it again, at run time.
+            try:
+                rmq.set_ha_master(self.address, str(keys["haMasterAddress"]), home=home / "admin")
+            except BaseException:
+                self.kill()
+                raise
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.listen_port}"
+
+    @property
+    def ha_address(self) -> str:
+        return f"127.0.0.1:{self.ha_port}"
+
+
+def _retry_ports(start: Any, attempts: int = 3) -> Any:
+    """Free ports are probed, then bound by the JVM seconds later: on a shared machine another
+    process can take one in between. Such a start is retried on fresh ports."""
+    for attempt in range(attempts):
+        try:
+            return start()
+        except RuntimeError as e:
+            if "Address already in use" not in str(e) or attempt == attempts - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
+@dataclass(frozen=True)
+class Sent:
+    """One ``SendResult`` of the Java producer."""
+
+    seq: int
+    status: str
+    msg_id: str
+    offset_msg_id: str
+    queue_id: int
+    queue_offset: int
+    body_len: int
+    body_crc: int
+    #: The delay level it was sent with (0: none); delayed ones wait in SCHEDULE_TOPIC_XXXX.
+    delay_level: int = 0
+
+    @property
+    def commit_log_offset(self) -> int:
+        """From the offset message id: store host (8 bytes) + commit log offset (8)."""
+        return int(self.offset_msg_id[16:32], 16)
+
+
+@dataclass(frozen=True)
+class Received:
+    """One message the Java consumer read."""
+
+    queue_id: int
+    queue_offset: int
+    commit_log_offset: int
+    body_len: int
+    body_crc: int
+    tags: str
+
+
+class RocketMQ:
+    """One pinned RocketMQ version, resolved and ready to start."""
+
+    _resolved: dict[str, RocketMQ] = {}  # a process-wide cache
+
+    def __init__(self, version: str, classpath: str, peer: Path) -> None:
+        self.version = version
+        self.classpath = classpath
+        self.peer = peer
+
+    @classmethod
+    def resolve(cls, version: str) -> RocketMQ:
+        """Resolves (Maven, once per machine) and compiles (once per source) ``version``."""
+        if version not in cls._resolved:
+            why = missing_tools()
+            if why:
+                raise Unavailable(why)
+            cp = _classpath(version)
+            cls._resolved[version] = cls(version, cp, _compile_peer(version, cp))
+        return cls._resolved[version]
+
+    @property
+    def major(self) -> int:
+        return int(self.version.split(".")[0])
+
+    def namesrv(self, home: Path) -> NameServer:
+        return _retry_ports(lambda: NameServer(self, home))
+
+    def broker(self, home: Path, namesrv: NameServer | None = None, **conf: Any) -> JavaBroker:
+        return _retry_ports(lambda: JavaBroker(self, home, namesrv, **conf))
+
+    def _client(self, home: Path, args: Sequence[str], timeout: float) -> list[str]:
+        home.mkdir(parents=True, exist_ok=True)
+        proc = subprocess.run(
+            [
+                "java",
+                "-Xmx128m",
+                "-XX:+UseSerialGC",
+                "-XX:TieredStopAtLevel=1",
+                "-XX:-UsePerfData",
+                *JDK17_FLAGS,
+                f"-Duser.home={home}",
+                "-Drocketmq.client.logRoot=" + str(home / "logs"),
+                "-cp",
+                f"{self.peer}{os.pathsep}{self.classpath}",
+                "Peer",
+                *args,
+            ],
+            cwd=home,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        (home / f"peer-{args[0]}.out").write_text(proc.stdout + proc.stderr)
+        if proc.returncode != 0:
+            # stderr starts with pages of logback status lines; the cause is at the end.
+            raise RuntimeError(
+                f"Peer {' '.join(args)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+            )
+        return proc.stdout.splitlines()
+
+    def set_ha_master(self, broker: str, ha_address: str, *, home: Path) -> None:
+        """Sends a 5.x slave at ``broker`` its master's HA address (EXCHANGE_BROKER_HA_INFO)."""
+        lines = self._client(home, ["set-ha-master", broker, ha_address], 60)
+        if "OK" not in lines:
+            raise RuntimeError(f"set-ha-master {broker} {ha_address}: {lines}")
+
+    def produce(
+        self,
+        namesrv: str,
+        topic: str,
+        count: int,
+        sizes: Sequence[int],
+        *,
+        home: Path,
+        broker: str | None = None,
+        group: str = "interop-producer",
+        delay_every: int = 0,
+        timeout: float = 120.0,
+    ) -> list[Sent]:
+        """Sends ``count`` messages with ``DefaultMQProducer`` (bodies: :func:`body`); with
+        ``broker`` (host:port) the topic is created there first, with 4 queues; with
+        ``delay_every`` n, every n-th message gets delay level 4 (30 s)."""
+        lines = self._client(
+            home,
+            [
+                "produce",
+                namesrv,
+                broker or "-",
+                topic,
+                group,
+                str(count),
+                ",".join(map(str, sizes)),
+                str(delay_every),
+            ],
+            timeout,
+        )
+        out = []
+        for line in lines:
+            if line.startswith("SENT "):
+                f = line.split()
+                numbers = [int(x) for x in f[5:10]]
+                out.append(Sent(int(f[1]), f[2], f[3], f[4], *numbers))
+        return out
+
+    def consume(
+        self,
+        namesrv: str,
+        topic: str,
+        expected: int,
+        *,
+        home: Path,
+        broker: str | None = None,
+        group: str = "interop-consumer",
+        timeout_ms: int = 60_000,
+    ) -> list[Received]:
+        """Reads every queue of ``topic`` from offset 0 with ``DefaultLitePullConsumer`` until
+        ``expected`` messages or the timeout; with ``broker`` the topic is created there
+        first (4 queues), as a broker started on an existing store has no topic config."""
+        lines = self._client(
+            home,
+            ["consume", namesrv, broker or "-", topic, group, str(expected), str(timeout_ms)],
+            timeout_ms / 1000 + 60,
+        )
+        out = []
+        for line in lines:
+            if line.startswith("MSG "):
+                f = line.split()
+                out.append(Received(int(f[1]), int(f[2]), int(f[3]), int(f[4]), int(f[5]), f[6]))
+        return out
+
+
+def body(seq: int, size: int) -> bytes:
+    """The body ``Peer.java`` sends as message ``seq`` (java.util.Random seeded with seq)."""
+    return bytes(ord("a") + r for r in _java_random_ints(seq, 26, size))
+
+
+def _java_random_ints(seed: int, bound: int, count: int) -> Iterator[int]:
+    """``java.util.Random(seed).nextInt(bound)``, ``count`` times (an LCG the JDK specifies)."""
+    mult, mask = 0x5DEECE66D, (1 << 48) - 1
+    state = (seed ^ mult) & mask
+    for _ in range(count):
+        while True:
+            state = (state * mult + 0xB) & mask
+            bits = state >> 17
+            value = bits % bound
+            if bits - value + (bound - 1) < (1 << 31):
+                yield value
+                break
+
+
+# -- reading a store written by either side, without rocketha ----------------------------------
+
+
+def log_segments(store: Path) -> list[Path]:
+    return sorted((store / "commitlog").glob("[0-9]" * 20))
+
+
+def log_end(store: Path) -> int:
+    """The commit log's max offset, found by walking record headers (TOTALSIZE, MAGIC) from
+    the first segment: the end of the last record or BLANK padding. Files are full-size and
+    zero past what was written (RocketMQ preallocates them)."""
+    end = 0
+    for path in log_segments(store):
+        start = int(path.name)
+        data = path.read_bytes()
+        pos = 0
+        while pos + 8 <= len(data):
+            size, magic = struct.unpack_from(">iI", data, pos)
+            if magic in (MESSAGE_MAGIC, MESSAGE_MAGIC_V2) and 0 < size <= len(data) - pos:
+                pos += size
+            elif magic == BLANK_MAGIC:
+                pos = len(data)
+                break
+            else:
+                break
+        if pos:
+            end = start + pos
+        if pos < len(data):
+            break
+    return end
+
+
+def log_bytes(store: Path, start: int, end: int) -> bytes:
+    """The commit log bytes in [start, end), across segments."""
+    out = bytearray()
+    for path in log_segments(store):
+        seg = int(path.name)
+        size = path.stat().st_size
+        lo, hi = max(start, seg), min(end, seg + size)
+        if lo < hi:
+            with path.open("rb") as f:
+                f.seek(lo - seg)
+                out += f.read(hi - lo)
+    return bytes(out)
+
+
+#: A placeholder RocketMQ writes for queue offsets a store never held (a slave that started
+#: mid-log): commit log offset 0, size Integer.MAX_VALUE.
+_BLANK_ENTRY_SIZE = 0x7FFFFFFF
+Entry = tuple[int, int, int]
+
+
+def consume_queue(store: Path, topic: str, queue_id: int) -> dict[int, Entry]:
+    """The (commit log offset, size, tag hash) entries of one queue by queue offset, across
+    its files (named by their first entry's byte position); zero-filled and blank entries (the
+    part of a queue a store never held) are left out."""
+    out = {}
+    for path in sorted((store / "consumequeue" / topic / str(queue_id)).glob("[0-9]" * 20)):
+        first = int(path.name) // 20
+        data = path.read_bytes().rstrip(b"\0")
+        data += b"\0" * (-len(data) % 20)
+        for index, entry in enumerate(struct.iter_unpack(">qiq", data)):
+            if entry[1] != 0 and entry[1] != _BLANK_ENTRY_SIZE:
+                out[first + index] = entry
+    return out
+
+
+def consume_queues(store: Path) -> dict[tuple[str, int], dict[int, Entry]]:
+    """Every queue of a store directory, by (topic, queue id)."""
+    out = {}
+    root = store / "consumequeue"
+    if root.is_dir():
+        for topic in sorted(p for p in root.iterdir() if p.is_dir()):
+            for qid in sorted(p for p in topic.iterdir() if p.name.isdigit()):
+                out[(topic.name, int(qid.name))] = consume_queue(store, topic.name, int(qid.name))
+    return out
+
+
+__all__ = [
+    "VERSIONS",
+    "VERSION_4",
+    "VERSION_5",
+    "JavaBroker",
+    "NameServer",
+    "Received",
+    "RocketMQ",
+    "Sent",
+    "Unavailable",
+    "body",
+    "consume_queue",
+    "consume_queues",
+    "free_ports",
+    "log_bytes",
+    "log_end",
+    "log_segments",
+    "missing_tools",
+]
