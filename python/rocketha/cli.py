@@ -32,7 +32,7 @@ log = logging.getLogger("rocketha.cli")
 
 def segment_checksums(store_dir: str | os.PathLike[str]) -> dict[str, str]:
     """SHA-256 of the used bytes of every commit log segment, by file name."""
-    with MessageStore(store_dir, read_only=True, mapped_file_size=_size_of(store_dir)) as store:
+    with MessageStore(store_dir, read_only=True) as store:
         out = {}
         for path, start, used in store.segments():
             digest = hashlib.sha256()
@@ -45,12 +45,6 @@ def segment_checksums(store_dir: str | os.PathLike[str]) -> dict[str, str]:
                 offset += len(chunk)
             out[Path(path).name] = digest.hexdigest()
         return out
-
-
-def _size_of(store_dir: str | os.PathLike[str]) -> int | None:
-    """Opening a store read-only needs its segment size: take it from the files."""
-    segments = sorted((Path(store_dir) / "commitlog").glob("[0-9]" * 20))
-    return segments[0].stat().st_size if segments else None
 
 
 def _percentile(sorted_values: Sequence[float], q: float) -> float:
@@ -232,7 +226,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def cmd_inspect(args: argparse.Namespace) -> int:
     """Lists segments and records, verifying every CRC."""
-    with MessageStore(args.store, read_only=True, mapped_file_size=_size_of(args.store)) as store:
+    with MessageStore(args.store, read_only=True) as store:
         print(f"store {args.store}: offsets [{store.min_offset}, {store.max_offset})")
         for path, start, used in store.segments():
             print(f"  segment {Path(path).name}  start {start}  used {used}")
@@ -270,10 +264,8 @@ def _divergence_offset(args: argparse.Namespace) -> int:
         return int(args.to)
     if args.master_store:
         with (
-            MessageStore(args.store, read_only=True, mapped_file_size=_size_of(args.store)) as mine,
-            MessageStore(
-                args.master_store, read_only=True, mapped_file_size=_size_of(args.master_store)
-            ) as theirs,
+            MessageStore(args.store, read_only=True) as mine,
+            MessageStore(args.master_store, read_only=True) as theirs,
         ):
             offset = max(mine.min_offset, theirs.min_offset)
             end = min(mine.max_offset, theirs.max_offset)
@@ -302,7 +294,7 @@ def cmd_repair(args: argparse.Namespace) -> int:
         print("rocketha repair: say what to do: --truncate-to-common-prefix", file=sys.stderr)
         return 2
     diverges_at = _divergence_offset(args)
-    with MessageStore(args.store, mapped_file_size=_size_of(args.store)) as store:
+    with MessageStore(args.store) as store:
         boundary = store.min_offset
         for m in store.messages():
             if m.next_offset > diverges_at:

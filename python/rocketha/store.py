@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterator
+from pathlib import Path
 from types import TracebackType
 from typing import Self
 
@@ -29,13 +30,32 @@ from rocketha.roles import FlushDiskType
 log = logging.getLogger("rocketha.store")
 
 _READ_CHUNK = 1024
+#: RocketMQ names every segment file by its start offset in 20 digits.
+_SEGMENT_NAME = "[0-9]" * 20
+
+
+def existing_file_sizes(path: str | os.PathLike[str]) -> dict[str, int]:
+    """The file sizes an existing store was written with, read from its files, by RocketMQ key:
+    ``mappedFileSizeCommitLog`` from a commit log segment, ``mappedFileSizeConsumeQueue`` from a
+    consume queue file. Empty for a new store."""
+    root = Path(path)
+    found: dict[str, int] = {}
+    for key, pattern in (
+        ("mappedFileSizeCommitLog", "commitlog/" + _SEGMENT_NAME),
+        ("mappedFileSizeConsumeQueue", "consumequeue/*/*/" + _SEGMENT_NAME),
+    ):
+        first = next(root.glob(pattern), None)
+        if first is not None:
+            found[key] = first.stat().st_size
+    return found
 
 
 class MessageStore(_core.MessageStore):
     """Opens (creating if needed) and recovers the store at ``path``.
 
     Keyword arguments mirror RocketMQ's keys: ``mapped_file_size`` is
-    ``mappedFileSizeCommitLog`` (1 GiB; any multiple of 4 KiB from 64 KiB), ``flush_disk_type``
+    ``mappedFileSizeCommitLog`` (1 GiB; an existing store's own size when left out),
+    ``flush_disk_type``
     is ``flushDiskType``. A put waits as the store is told: ``sync_flush_timeout_ms``
     (``syncFlushTimeout``) for SYNC_FLUSH's msync; ``sync_slaves`` distinct slaves' acks
     (``inSyncReplicas - 1``, what a SYNC_MASTER broker sets), ``slave_timeout_ms``
@@ -59,15 +79,18 @@ class MessageStore(_core.MessageStore):
         ha_max_gap_not_in_sync: int | None = None,
         read_only: bool = False,
     ) -> Self:
+        found = existing_file_sizes(path)
         self = super().__new__(
             cls,
             os.fspath(path),
-            mapped_file_size=mapped_file_size,
+            mapped_file_size=mapped_file_size or found.get("mappedFileSizeCommitLog"),
             flush_disk_type=None if flush_disk_type is None else FlushDiskType(flush_disk_type),
             flush_interval_ms=flush_interval_ms,
             sync_flush_timeout_ms=sync_flush_timeout_ms,
             store_host=store_host,
-            consume_queue_entries=consume_queue_entries,
+            consume_queue_entries=consume_queue_entries
+            or found.get("mappedFileSizeConsumeQueue", 0) // 20
+            or None,
             sync_slaves=sync_slaves,
             slave_timeout_ms=slave_timeout_ms,
             ha_max_gap_not_in_sync=ha_max_gap_not_in_sync,
@@ -125,4 +148,4 @@ class MessageStore(_core.MessageStore):
         )
 
 
-__all__ = ["Message", "MessageExt", "MessageStore", "PutResult"]
+__all__ = ["Message", "MessageExt", "MessageStore", "PutResult", "existing_file_sizes"]

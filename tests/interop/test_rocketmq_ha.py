@@ -313,13 +313,6 @@ def test_rocketmq_master_to_rocketha_slave(
 
 
 @pytest.mark.parametrize("version", VERSIONS)
-@pytest.mark.xfail(
-    strict=True,
-    reason="rocketha's dispatch writes the TAGS hash as the tag code of SCHEDULE_TOPIC_XXXX "
-    "entries; RocketMQ writes the delivery time (store timestamp + the level's delay), e.g. "
-    "queue 3 offset 0 (commit log 291971): rocketha 3644 ('t0'.hashCode()), RocketMQ "
-    "1795437612235 = store timestamp 1795437582235 + 30000",
-)
 def test_rocketha_slave_indexes_delayed_messages_as_rocketmq(
     version: str, interop_root: Path, namesrv: NameServer
 ) -> None:
@@ -386,12 +379,6 @@ def test_rocketha_reads_a_store_rocketmq_wrote(
 
 
 @pytest.mark.parametrize("version", VERSIONS)
-@pytest.mark.xfail(
-    strict=True,
-    reason="rocketha inspect opens consume queues with the default 300,000-entry file size "
-    "only: a store with another mappedFileSizeConsumeQueue fails with ConfigError "
-    "'segment is 20000 bytes but mappedFileSizeCommitLog is 6000000' (and names the wrong key)",
-)
 def test_rocketha_inspects_a_store_with_other_consume_queue_files(
     version: str, interop_root: Path, namesrv: NameServer
 ) -> None:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rocketha.exceptions import ConfigError, RocketHAError
-from rocketha.store import MessageStore
+from rocketha.store import MessageStore, existing_file_sizes
 
 log = logging.getLogger("rocketha.spark")
 
@@ -116,11 +116,8 @@ def store_mapped_file_size(path: str) -> int:
     commitlog = os.path.join(path, "commitlog")
     if not os.path.isdir(commitlog):
         raise ConfigError(f"option path: {path!r} is not a rocketha store (no commitlog directory)")
-    for name in sorted(os.listdir(commitlog)):
-        if len(name) == 20 and name.isdigit():
-            return os.path.getsize(os.path.join(commitlog, name))
     # An empty store: any valid size opens it.
-    return 64 * 1024
+    return existing_file_sizes(path).get("mappedFileSizeCommitLog", 64 * 1024)
 
 
 def parse(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
