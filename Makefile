@@ -1,7 +1,7 @@
 # The targets CI runs; `make test` is the README's test command.
 PYTHON ?= python3
 
-.PHONY: install lint test test-rust test-python test-interop
+.PHONY: install lint test test-rust test-python test-interop wheel test-installed
 
 install:
 	$(PYTHON) -m pip install --quiet --upgrade pip
@@ -29,3 +29,29 @@ test-interop:
 	$(PYTHON) -m pytest -q -m interop
 
 test: install lint test-rust test-python
+
+# The wheel a user installs: one abi3 wheel for CPython >= 3.11, manylinux (zig links against an
+# old glibc, no container needed), checked by auditwheel; and the sdist that builds from source.
+wheel:
+	$(PYTHON) -m pip install --quiet "maturin>=1.7,<2" ziglang auditwheel
+	rm -rf dist
+	$(PYTHON) -m maturin build --release --zig --compatibility manylinux2014 --out dist
+	$(PYTHON) -m maturin sdist --out dist
+	$(PYTHON) -m auditwheel show dist/rocketha-*.whl
+
+# The Python suite against the wheel as a user gets it: a fresh venv (its test dependencies come
+# from this Python's site-packages), a PATH without cargo, run from outside the checkout so
+# nothing resolves to the source tree (`python/rocketha` is never on sys.path), then `rocketha demo`.
+INSTALLED := $(CURDIR)/build/venv-installed
+test-installed: wheel
+	rm -rf $(INSTALLED)
+	$(PYTHON) -m venv --system-site-packages $(INSTALLED)
+	$(INSTALLED)/bin/pip install --quiet --no-deps --force-reinstall dist/rocketha-*.whl
+	cd /tmp && env PATH="$(INSTALLED)/bin:/usr/local/bin:/usr/bin:/bin" PYTHONPATH="$(CURDIR)" \
+		$(INSTALLED)/bin/python -c "import rocketha, sys; \
+		assert rocketha.__file__.startswith('$(INSTALLED)'), rocketha.__file__; \
+		assert not [m for m in ('pyarrow', 'pyspark') if m in sys.modules], 'heavy import'"
+	cd /tmp && env PATH="$(INSTALLED)/bin:/usr/local/bin:/usr/bin:/bin" PYTHONPATH="$(CURDIR)" \
+		$(INSTALLED)/bin/python -m pytest -q -p no:cacheprovider \
+		--rootdir="$(CURDIR)" -c "$(CURDIR)/pyproject.toml" "$(CURDIR)/tests"
+	cd /tmp && env PATH="$(INSTALLED)/bin:/usr/local/bin:/usr/bin:/bin" $(INSTALLED)/bin/rocketha demo

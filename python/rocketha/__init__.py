@@ -4,6 +4,14 @@ Start with :class:`MessageStore` (a local commit log) or :class:`Broker` (a mast
 configured like RocketMQ's ``broker.conf``); :class:`NameServer` is RocketMQ's name server.
 """
 
+import sys
+
+if sys.platform != "linux":
+    raise ImportError(
+        f"rocketha runs on Linux only (its core uses epoll, flock and fallocate); this is "
+        f"{sys.platform}. Wheels exist for Linux x86_64 and aarch64."
+    )
+
 from rocketha._core import Message, MessageExt, PutResult, __version__
 from rocketha.broker import Broker, GetMessageResult
 from rocketha.config import BrokerConfig
