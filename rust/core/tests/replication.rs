@@ -125,7 +125,10 @@ fn bytes_pushed_at_another_offset_are_refused_in_rocketmqs_words() {
     let (max, before) = (slave.max_offset(), log_bytes(&slave));
     // A heartbeat (no body) is checked like a frame with one.
     for body in [&b""[..], &b"xyz"[..]] {
-        let err = slave.append_raw(max + 1, body).unwrap_err().to_string();
+        let err = slave
+            .append_raw(max + 1, body, false)
+            .unwrap_err()
+            .to_string();
         let seed = format!(
             "master pushed offset not equal the max phy offset in slave, SLAVE: {max} MASTER: {}",
             max + 1
@@ -264,7 +267,7 @@ fn replica_takes_back_a_record_found_damaged_frames_after_it_began() {
     let refused = damaged
         .chunks(cut)
         .enumerate()
-        .find_map(|(i, frame)| slave.append_raw((i * cut) as u64, frame).err())
+        .find_map(|(i, frame)| slave.append_raw((i * cut) as u64, frame, false).err())
         .unwrap();
     assert!(refused.to_string().contains("corrupt"), "{refused}");
     // Its first bytes, published with earlier frames, are taken back: the slave resumes at the
@@ -276,7 +279,9 @@ fn replica_takes_back_a_record_found_damaged_frames_after_it_began() {
         "damaged bytes kept"
     );
     for (i, frame) in log[start..].chunks(cut).enumerate() {
-        slave.append_raw((start + i * cut) as u64, frame).unwrap();
+        slave
+            .append_raw((start + i * cut) as u64, frame, false)
+            .unwrap();
     }
     assert_eq!(log_bytes(&slave), log);
     assert_eq!(slave.queues(), master.queues());

@@ -25,13 +25,17 @@ use std::time::{Duration, Instant};
 
 use crate::sync::{lock, wait_until};
 
-/// RocketMQ 5's `HAConnectionState`.
+/// RocketMQ 5's `HAConnectionState`, and one state of our own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HaState {
     Ready,
     Handshake,
     Transfer,
     Shutdown,
+    /// A slave that stopped replicating because its master keeps sending a record that fails
+    /// validation at one offset; it waits for an operator instead of reconnecting forever
+    /// (RocketMQ's issue #3388 is that loop).
+    Stopped,
 }
 
 impl HaState {
@@ -41,6 +45,7 @@ impl HaState {
             HaState::Handshake => "HANDSHAKE",
             HaState::Transfer => "TRANSFER",
             HaState::Shutdown => "SHUTDOWN",
+            HaState::Stopped => "STOPPED",
         }
     }
 }
@@ -113,6 +118,9 @@ pub struct HaConfig {
     pub auth_secret: Option<Vec<u8>>,
     /// Slave: ask for the per-frame CRC32 extension (needs `auth_secret`).
     pub frame_crc: bool,
+    /// Slave, `haAcceptZeroBodyCrc`: take records whose BODYCRC is 0 from masters that never
+    /// fill it in; every other check of incoming records stays on.
+    pub accept_zero_body_crc: bool,
 }
 
 impl Default for HaConfig {
@@ -125,6 +133,7 @@ impl Default for HaConfig {
             sync_from_last_file: false,
             auth_secret: None,
             frame_crc: false,
+            accept_zero_body_crc: false,
         }
     }
 }
