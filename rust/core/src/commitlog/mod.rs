@@ -248,7 +248,19 @@ impl CommitLog {
             next = record::check_incoming(fresh, next, file.end(), accept_zero_crc, &mut accepted)
                 .map_err(corrupted)?;
             // SAFETY: put lock held; writing past the published position only.
-            unsafe { file.writable(pos, chunk.len()) }.copy_from_slice(chunk);
+            let out = unsafe { file.writable(pos, chunk.len()) };
+            // One copy per record, in log order: a large copy may store its first and last
+            // bytes after the rest (glibc's memcpy does), so a process killed mid-copy could
+            // leave a torn record with whole ones after it, which recovery would take for
+            // corruption in the middle of the log. Copied this way, only the record being
+            // copied can be torn, and nothing follows it.
+            let mut done = 0;
+            for r in &accepted {
+                let end = (r.physical_offset as u64 + r.total_size as u64 - at) as usize;
+                out[done..end].copy_from_slice(&chunk[done..end]);
+                done = end;
+            }
+            out[done..].copy_from_slice(&chunk[done..]);
             file.set_wrote(pos + chunk.len());
             self.files.prepare_after(&file);
             *record_start = next;
