@@ -38,6 +38,15 @@ def test_keys_map_to_fields_with_rocketmq_defaults(tmp_path: Path) -> None:
     assert BrokerConfig(broker_role="ASYNC_MASTER").in_sync_replicas == 1
 
 
+def test_rocketha_keys_for_foreign_peers(tmp_path: Path) -> None:
+    """haAcceptZeroBodyCrc (off by default) and the 4 KiB segments rocketmq-rust tests use."""
+    assert BrokerConfig().ha_accept_zero_body_crc is False
+    conf = write_conf(tmp_path / "b.conf", haAcceptZeroBodyCrc=True, mappedFileSizeCommitLog=4096)
+    c = BrokerConfig.load(conf)
+    assert (c.ha_accept_zero_body_crc, c.mapped_file_size_commit_log) == (True, 4096)
+    assert "haAcceptZeroBodyCrc=true" in c.to_properties()
+
+
 def test_spacing_and_comments(tmp_path: Path) -> None:
     conf = tmp_path / "b.conf"
     conf.write_text("# comment\n! also a comment\n\nbrokerName = x\nbrokerId:0\n")

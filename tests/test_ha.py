@@ -260,3 +260,91 @@ def test_divergent_slave_is_detected_not_written_and_repaired(
         finally:
             assert slave.stop() == 0
     assert same_log(tmp_path / "master", tmp_path / "s")
+
+
+def test_slave_stops_on_a_record_that_keeps_failing_validation(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A master whose log holds a record with BODYCRC 0 (rocketmq-rust's batch encoder leaves
+    it unset): the slave refuses it, stops after a few tries instead of reconnecting forever,
+    says where, why and from whom, and replicates once told to accept a BODYCRC of 0."""
+    import subprocess
+    import sys
+
+    caplog.set_level(logging.INFO, logger="rocketha.ha")
+    with MessageStore(tmp_path / "master", mapped_file_size=SEGMENT) as store:
+        results = store.put_batch([Message("T", b"body %d" % i + b"." * 300) for i in range(300)])
+    bad = results[120].offset
+    start = bad - bad % SEGMENT
+    with (tmp_path / "master" / "commitlog" / f"{start:020d}").open("r+b") as f:
+        f.seek(bad - start + 8)
+        f.write(b"\0\0\0\0")
+
+    def slave_config(name: str, **kw: object) -> BrokerConfig:
+        return BrokerConfig(
+            broker_role="SLAVE",
+            broker_id=1,
+            store_path_root_dir=str(tmp_path / name),
+            mapped_file_size_commit_log=SEGMENT,
+            ha_master_address=master.ha_address,
+            ha_listen_address="127.0.0.1",
+            ha_listen_port=0,
+            **kw,
+        )
+
+    # The master itself opens such a log only with the opt-in (or recovery refuses it).
+    with Broker(master_config(tmp_path, ha_accept_zero_body_crc=True)) as master:
+        with Broker(slave_config("s", metrics_port=0)) as slave:
+            assert slave.ha is not None
+            assert slave.ha.wait_for_state(None, "STOPPED", 30)
+            status = slave.ha_status()
+            assert status["state"] == "STOPPED"
+            stop = status["stopped"]
+            assert stop["offset"] == bad and stop["master"] == master.ha_address
+            assert "body CRC mismatch: stored 0x0" in stop["reason"]
+            # Nothing of the refused frame is written: the slave ends before the bad record.
+            assert 0 < slave.max_offset <= bad
+            connects = status["connects"]
+            time.sleep(1.0)
+            assert slave.ha_status()["connects"] == connects, "a stopped slave does not retry"
+            out = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "rocketha",
+                    "status",
+                    f"http://127.0.0.1:{slave._metrics.port}",
+                ],
+                capture_output=True,
+                text=True,
+            )
+            assert out.returncode == 0, out.stderr
+            assert 'state="STOPPED"' in out.stdout
+            [line] = [
+                x for x in out.stdout.splitlines() if x.startswith("rocketha_ha_replication_stop")
+            ]
+            assert master.ha_address in line and "stored 0x0" in line
+            assert line.endswith(f" {float(bad)}")
+
+            def stops() -> list[str]:
+                messages = [r.getMessage() for r in caplog.records]
+                return [m for m in messages if "STOPPED: stopped replicating" in m]
+
+            assert len(stops()) == 1, "logged once"
+            assert f"offset {bad}" in stops()[0] and master.ha_address in stops()[0]
+            # A config change is the operator action it waits for: it replicates again (and,
+            # nothing having changed, stops again at the same record).
+            slave.ha.update_master_address(master.ha_address)
+            wait_for(lambda: len(stops()) == 2, 30, "the slave to replicate and stop again")
+            assert slave.ha_status()["connects"] == connects + 3
+
+        with Broker(slave_config("s", ha_accept_zero_body_crc=True)) as slave:
+            target = master.max_offset
+            wait_for(lambda: slave.max_offset == target, 30, "replication with the opt-in")
+
+    def raw(store: Path) -> dict[str, bytes]:
+        files = sorted((store / "commitlog").iterdir())
+        return {f.name: f.read_bytes().rstrip(b"\0") for f in files}
+
+    # Byte for byte, the zero BODYCRC included (a read-only reader would stop at it).
+    assert raw(tmp_path / "s") == raw(tmp_path / "master")

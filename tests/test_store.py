@@ -171,7 +171,8 @@ def test_flipped_byte_in_tail_is_truncated_with_warning(
 ) -> None:
     with open_store(tmp_path) as store:
         results = store.put_batch([Message("T", b"payload-%d" % i) for i in range(50)])
-    victim = results[40]
+    # The last record: nothing valid follows it, so it is a tail recovery may cut.
+    victim = results[-1]
     segment = tmp_path / "commitlog" / f"{0:020d}"
     raw = bytearray(segment.read_bytes())
     raw[victim.offset + 88 + 2] ^= 0xFF  # the body starts at byte 88: its CRC no longer matches
@@ -180,11 +181,122 @@ def test_flipped_byte_in_tail_is_truncated_with_warning(
         store = open_store(tmp_path)
     assert store.max_offset == victim.offset
     assert f"offset {victim.offset}" in caplog.text and "CRC" in caplog.text
-    assert len(list(store.messages())) == 40
-    assert [q[3] for q in store.queues()] == [40]
+    assert len(list(store.messages())) == 49
+    assert [q[3] for q in store.queues()] == [49]
     # Appending continues right after the valid prefix.
     assert store.put(Message("T", b"after")).offset == victim.offset
     store.close()
+
+
+def _log_files(path: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted((path / "commitlog").iterdir())}
+
+
+def _rocketha(*args: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "rocketha", *map(str, args)], capture_output=True, text=True
+    )
+
+
+def _mid_log_store(path: Path) -> tuple[list[int], int]:
+    """400 records over several segments; returns their offsets and the log's end."""
+    with open_store(path) as store:
+        results = store.put_batch([Message("T", b"%d:" % i + b"x" * 500) for i in range(400)])
+        return [r.offset for r in results], store.max_offset
+
+
+def _poke(path: Path, offset: int, data: bytes) -> None:
+    start = offset - offset % SEGMENT
+    with (path / "commitlog" / f"{start:020d}").open("r+b") as f:
+        f.seek(offset - start)
+        f.write(data)
+
+
+def test_mid_log_corruption_is_refused_reported_and_repaired_on_request(tmp_path: Path) -> None:
+    offsets, end = _mid_log_store(tmp_path)
+    assert end > 3 * SEGMENT
+    bad = offsets[300]
+    _poke(tmp_path, bad + 88 + 5, b"\xff")  # a body byte: the CRC no longer matches
+    before = _log_files(tmp_path)
+    with pytest.raises(rocketha.CommitLogCorrupted) as refused:
+        open_store(tmp_path)
+    text = str(refused.value)
+    for part in (
+        f"offset {bad}",
+        "not a torn tail",
+        "body CRC mismatch",
+        "99 valid records",
+        f"rocketha inspect {tmp_path}",
+        f"rocketha repair --truncate-at-corruption {tmp_path}",
+        "--accept-zero-body-crc",
+    ):
+        assert part in text, f"{part!r} missing from: {text}"
+    assert _log_files(tmp_path) == before, "a refused open changes nothing"
+
+    # The read-only open reports the same finding instead of hiding it.
+    with open_store(tmp_path, read_only=True) as reader:
+        found = reader.corruption()
+        assert found is not None
+        assert found[:3] == (bad, offsets[301], 99)
+        assert found[4] == text
+    out = _rocketha("inspect", tmp_path)
+    assert out.returncode == 1 and f"CORRUPT: {text}" in out.stdout
+
+    out = _rocketha("repair", "--truncate-at-corruption", tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert f"at offset {bad}: dropped 99 valid records" in out.stdout
+    with open_store(tmp_path) as store:
+        assert store.max_offset == bad
+        assert len(list(store.messages(check_crc=True))) == 300
+    assert _rocketha("inspect", tmp_path).returncode == 0
+
+
+def test_zero_body_crc_records_are_kept_with_the_opt_in(tmp_path: Path) -> None:
+    offsets, end = _mid_log_store(tmp_path)
+    zeroed = offsets[250::50]
+    for offset in zeroed:
+        _poke(tmp_path, offset + 8, b"\0\0\0\0")  # BODYCRC, as some peers write it
+    before = _log_files(tmp_path)
+    with pytest.raises(rocketha.CommitLogCorrupted, match="stored 0x0") as refused:
+        open_store(tmp_path)
+    assert f"offset {zeroed[0]}" in str(refused.value)
+    out = _rocketha("repair", "--accept-zero-body-crc", tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert f"{len(zeroed)} records keep BODYCRC 0" in out.stdout
+    assert "haAcceptZeroBodyCrc=true" in out.stdout
+    assert _log_files(tmp_path) == before, "nothing rewritten"
+    with open_store(tmp_path, accept_zero_body_crc=True) as store:
+        assert store.max_offset == end
+        got = list(store.messages(check_crc=True))
+        assert len(got) == 400
+        assert [m.commitlog_offset for m in got if m.body_crc == 0] == zeroed
+
+
+def test_4k_segments_open_and_round_trip(tmp_path: Path) -> None:
+    msgs = [Message(f"T{i % 3}", os.urandom(i % 900), queue_id=i % 2) for i in range(300)]
+    with MessageStore(tmp_path, mapped_file_size=4096, consume_queue_entries=64) as store:
+        store.put_batch(msgs)
+        assert len(store.segments()) > 15
+        # A record that cannot fit a segment is the one clear error.
+        with pytest.raises(InvalidMessageError, match=r"does not fit.*mappedFileSizeCommitLog"):
+            store.put(Message("T", b"x" * 4000))
+    with MessageStore(tmp_path, mapped_file_size=4096, consume_queue_entries=64) as store:
+        got = list(store.messages(check_crc=True))
+        assert [(m.topic, m.body, m.queue_id) for m in got] == [
+            (m.topic, m.body, m.queue_id) for m in msgs
+        ]
+    assert rocketha.BrokerConfig(mapped_file_size_commit_log=4096)
+    with pytest.raises(rocketha.ConfigError, match="mappedFileSizeCommitLog"):
+        rocketha.BrokerConfig(mapped_file_size_commit_log=4096 + 1)
+
+
+def test_consume_queue_size_mismatch_names_its_own_key(tmp_path: Path) -> None:
+    with open_store(tmp_path, consume_queue_entries=64) as store:
+        store.put(Message("T", b"x"))
+    with pytest.raises(rocketha.ConfigError) as wrong:
+        open_store(tmp_path, consume_queue_entries=128)
+    assert "mappedFileSizeConsumeQueue" in str(wrong.value)
+    assert "mappedFileSizeCommitLog" not in str(wrong.value)
 
 
 CHILD = textwrap.dedent(

@@ -103,6 +103,7 @@ class Broker:
             sync_slaves=c.slave_acks_required if self.role is BrokerRole.SYNC_MASTER else 0,
             slave_timeout_ms=c.slave_timeout,
             ha_max_gap_not_in_sync=c.ha_max_gap_not_in_sync,
+            accept_zero_body_crc=c.ha_accept_zero_body_crc,
         )
         try:
             ha_options: dict[str, Any] = dict(
@@ -118,7 +119,9 @@ class Broker:
                     sync_from_last_file=c.sync_from_last_file,
                 )
             else:
-                ha_options.update(frame_crc=c.ha_transfer_crc)
+                ha_options.update(
+                    frame_crc=c.ha_transfer_crc, accept_zero_body_crc=c.ha_accept_zero_body_crc
+                )
             self.ha = HAService(
                 self._store,
                 master=self.role.is_master,

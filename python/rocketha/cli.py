@@ -17,6 +17,7 @@ import tempfile
 import threading
 import time
 import urllib.request
+import zlib
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -226,10 +227,18 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def cmd_inspect(args: argparse.Namespace) -> int:
     """Lists segments and records, verifying every CRC."""
-    with MessageStore(args.store, read_only=True) as store:
+    with MessageStore(
+        args.store,
+        read_only=True,
+        accept_zero_body_crc=args.accept_zero_body_crc,
+    ) as store:
         print(f"store {args.store}: offsets [{store.min_offset}, {store.max_offset})")
         for path, start, used in store.segments():
             print(f"  segment {Path(path).name}  start {start}  used {used}")
+        corruption = store.corruption()
+        if corruption is not None:
+            print(f"CORRUPT: {corruption[4]}")
+            return 1
         count, topics = 0, dict[str, int]()
         try:
             for m in store.messages(check_crc=True):
@@ -288,10 +297,53 @@ def _divergence_offset(args: argparse.Namespace) -> int:
     return int(fields["offset"])
 
 
+def _truncate_at_corruption(args: argparse.Namespace) -> int:
+    """Cuts the log at the invalid record in its middle, dropping the valid records after it:
+    what recovery refuses to do unless told."""
+    with MessageStore(args.store, truncate_at_corruption=True) as store:
+        cut = store.corruption()
+        deleted = store.recovery_report()[6]
+        end = store.max_offset
+    if cut is None:
+        print(f"{args.store}: no corruption in the middle of the log; nothing cut")
+        return 0
+    at, _next_valid, records, size, _message = cut
+    print(
+        f"cut {args.store} at offset {at}: dropped {records} valid records ({size} bytes) that "
+        f"followed the invalid one, deleted {len(deleted)} segment files; the log ends at {end}"
+    )
+    return 0
+
+
+def _accept_zero_body_crc(args: argparse.Namespace) -> int:
+    """Checks that the store opens when a BODYCRC of 0 is taken as "never computed"; rewrites
+    nothing, so the records stay byte for byte what their writer sent."""
+    with MessageStore(args.store, accept_zero_body_crc=True) as store:
+        zero = sum(
+            1 for m in store.messages() if m.body_crc == 0 and zlib.crc32(m.body) & 0x7FFFFFFF != 0
+        )
+    print(
+        f"{args.store} opens with a BODYCRC of 0 accepted: {zero} records keep BODYCRC 0, nothing "
+        "rewritten. Set haAcceptZeroBodyCrc=true in the broker.conf of every broker that opens "
+        "or replicates this log; every other check stays on"
+    )
+    return 0
+
+
 def cmd_repair(args: argparse.Namespace) -> int:
-    """Truncates a divergent replica to the last record boundary before the logs part."""
+    """Repairs what recovery and replication refuse to decide alone: a divergent replica
+    (truncated to the last record both logs share), or corruption in the middle of the log (cut
+    there, or kept when its only problem is a BODYCRC of 0)."""
+    if args.truncate_at_corruption:
+        return _truncate_at_corruption(args)
+    if args.accept_zero_body_crc:
+        return _accept_zero_body_crc(args)
     if not args.truncate_to_common_prefix:
-        print("rocketha repair: say what to do: --truncate-to-common-prefix", file=sys.stderr)
+        print(
+            "rocketha repair: say what to do: --truncate-to-common-prefix, "
+            "--truncate-at-corruption or --accept-zero-body-crc",
+            file=sys.stderr,
+        )
         return 2
     diverges_at = _divergence_offset(args)
     with MessageStore(args.store) as store:
@@ -374,14 +426,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     inspect = sub.add_parser("inspect", help="list segments and records, verify CRCs")
     inspect.add_argument("store")
     inspect.add_argument("--records", action="store_true", help="print every record")
+    inspect.add_argument(
+        "--accept-zero-body-crc",
+        action="store_true",
+        help="take a BODYCRC of 0 as never computed (haAcceptZeroBodyCrc)",
+    )
     inspect.set_defaults(func=cmd_inspect)
 
-    repair = sub.add_parser("repair", help="repair a divergent (dirty) replica, explicitly")
+    repair = sub.add_parser(
+        "repair", help="repair a divergent replica or mid-log corruption, explicitly"
+    )
     repair.add_argument("store")
-    repair.add_argument(
+    action = repair.add_mutually_exclusive_group()
+    action.add_argument(
         "--truncate-to-common-prefix",
         action="store_true",
-        help="cut the log back to the last record both logs share",
+        help="divergent replica: cut the log back to the last record both logs share",
+    )
+    action.add_argument(
+        "--truncate-at-corruption",
+        action="store_true",
+        help="mid-log corruption: cut the log at the invalid record, dropping what follows",
+    )
+    action.add_argument(
+        "--accept-zero-body-crc",
+        action="store_true",
+        help="mid-log corruption that is only BODYCRC 0: keep the records, rewrite nothing "
+        "(then set haAcceptZeroBodyCrc=true)",
     )
     repair.add_argument("--master-store", help="compare with this copy of the master's store")
     repair.add_argument("--to", type=int, help="the offset where the logs part, if known")

@@ -151,6 +151,10 @@ class BrokerConfig:
     ha_auth_secret_env: str | None = None
     #: rocketha, slave: ask the master for a CRC32 on every frame (needs haAuthSecret).
     ha_transfer_crc: bool = False
+    #: rocketha: take records whose BODYCRC is 0 (peers whose batch encoder never fills it in;
+    #: Java RocketMQ recomputes it): on a slave, from its master; on open, in the store's own
+    #: log. Only exactly 0; size, magic, position and length checks stay on. Off by default.
+    ha_accept_zero_body_crc: bool = False
     #: rocketha: allow an HA port on a non-loopback address without a secret.
     ha_allow_insecure: bool = False
     #: rocketha: serve Prometheus metrics on this port (0 = OS-chosen; None = off).
@@ -220,10 +224,10 @@ class BrokerConfig:
         if not 0 < self.ha_transfer_batch_size < 4 * MiB:
             raise self._fail("ha_transfer_batch_size", "must be positive and below 4 MiB")
         size = self.mapped_file_size_commit_log
-        if size < 64 * 1024 or size % 4096 or size > 2**31:
+        if size <= 0 or size % 4096 or size > 2**31:
             raise self._fail(
                 "mapped_file_size_commit_log",
-                f"{size} must be a multiple of 4096 in [64 KiB, 2 GiB]",
+                f"{size} must be a positive multiple of 4096, at most 2 GiB",
             )
         if self.mapped_file_size_consume_queue % 20 or self.mapped_file_size_consume_queue < 20:
             raise self._fail("mapped_file_size_consume_queue", "must be a multiple of 20")

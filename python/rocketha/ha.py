@@ -25,6 +25,10 @@ log = logging.getLogger("rocketha.ha")
 StateCallback = Callable[[str, str, str], None]
 
 READY, HANDSHAKE, TRANSFER, SHUTDOWN = "READY", "HANDSHAKE", "TRANSFER", "SHUTDOWN"
+#: rocketha, slave: the master keeps sending a record that fails validation at one offset, so
+#: the client stopped replicating and waits for an operator (a restart, or
+#: :meth:`HAService.update_master_address`) instead of reconnecting forever.
+STOPPED = "STOPPED"
 
 
 class HAService:
@@ -43,7 +47,8 @@ class HAService:
         """``options`` are the native loop's keywords (``transfer_batch_size``,
         ``heartbeat_interval_ms``, ``housekeeping_interval_ms``, ``auth_secret``; on a master
         ``max_transfer_bytes_per_second`` and ``sync_from_last_file``, on a slave
-        ``frame_crc``); left out, they take RocketMQ's defaults from the core."""
+        ``frame_crc`` and ``accept_zero_body_crc``); left out, they take RocketMQ's defaults
+        from the core."""
         self.store = store
         self.is_master = master
         self._listen = listen
@@ -179,7 +184,7 @@ class HAService:
             }
         if self.client is not None:
             received, frames, swaps, connects = self.client.stats()
-            return {
+            status: dict[str, Any] = {
                 "master_address": self.master_address,
                 "state": self.state,
                 "bytes_received": received,
@@ -187,6 +192,10 @@ class HAService:
                 "buffer_swaps": swaps,
                 "connects": connects,
             }
+            stop = self.stop_reason
+            if stop is not None:
+                status["stopped"] = stop
+            return status
         return {}
 
     # -- slave side ------------------------------------------------------------------------
@@ -196,16 +205,36 @@ class HAService:
         return self.client.master_address if self.client is not None else None
 
     @property
+    def stop_reason(self) -> dict[str, Any] | None:
+        """While the slave is STOPPED: the ``offset`` of the record its master keeps sending
+        that fails validation, the ``reason`` and the ``master`` address; None otherwise."""
+        stop = self.client.stop_reason if self.client is not None else None
+        if stop is None:
+            return None
+        offset, reason, master = stop
+        return {"offset": offset, "reason": reason, "master": master}
+
+    @property
     def state(self) -> str:
-        """The slave client's state (READY, HANDSHAKE, TRANSFER, SHUTDOWN)."""
+        """The slave client's state (READY, HANDSHAKE, TRANSFER, SHUTDOWN, STOPPED)."""
         if self.client is None:
             return TRANSFER if self._running else SHUTDOWN
         return self.client.state
 
     def update_master_address(self, address: str | None) -> None:
+        """Points the slave at ``address``; a STOPPED slave replicates again (a config
+        change is the operator's action it waits for)."""
         if self.client is None:
             raise RuntimeError("update_master_address is for slaves")
         self.client.update_master_address(address)
 
 
-__all__ = ["HANDSHAKE", "READY", "SHUTDOWN", "TRANSFER", "HAService", "StateCallback"]
+__all__ = [
+    "HANDSHAKE",
+    "READY",
+    "SHUTDOWN",
+    "STOPPED",
+    "TRANSFER",
+    "HAService",
+    "StateCallback",
+]

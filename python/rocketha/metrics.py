@@ -85,3 +85,13 @@ class BrokerMetrics(Collector):
             )
             state.add_metric([*base, status.get("state", "")], 1)
             yield state
+            stop = status.get("stopped")
+            if stop is not None:
+                stopped = GaugeMetricFamily(
+                    "rocketha_ha_replication_stopped_offset",
+                    "A STOPPED slave: the offset of the record its master keeps sending that "
+                    "fails validation",
+                    labels=[*labels, "master", "reason"],
+                )
+                stopped.add_metric([*base, stop["master"], stop["reason"]], stop["offset"])
+                yield stopped

@@ -54,14 +54,23 @@ class MessageStore(_core.MessageStore):
     """Opens (creating if needed) and recovers the store at ``path``.
 
     Keyword arguments mirror RocketMQ's keys: ``mapped_file_size`` is
-    ``mappedFileSizeCommitLog`` (1 GiB; an existing store's own size when left out),
-    ``flush_disk_type``
-    is ``flushDiskType``. A put waits as the store is told: ``sync_flush_timeout_ms``
-    (``syncFlushTimeout``) for SYNC_FLUSH's msync; ``sync_slaves`` distinct slaves' acks
-    (``inSyncReplicas - 1``, what a SYNC_MASTER broker sets), ``slave_timeout_ms``
-    (``slaveTimeout``) and ``ha_max_gap_not_in_sync``. Left out, every keyword takes RocketMQ's
-    default. ``read_only=True`` opens a store another process is writing, without taking its
-    lock (how Spark readers attach to a live replica).
+    ``mappedFileSizeCommitLog`` (1 GiB, or an existing store's own size when left out; any
+    multiple of 4 KiB, as long as a record fits), ``flush_disk_type`` is ``flushDiskType``.
+    A put waits as the store is told: ``sync_flush_timeout_ms`` (``syncFlushTimeout``) for
+    SYNC_FLUSH's msync; ``sync_slaves`` distinct slaves' acks (``inSyncReplicas - 1``, what a
+    SYNC_MASTER broker sets), ``slave_timeout_ms`` (``slaveTimeout``) and
+    ``ha_max_gap_not_in_sync``. Left out, every keyword takes RocketMQ's default.
+    ``read_only=True`` opens a store another process is writing, without taking its lock (how
+    Spark readers attach to a live replica).
+
+    Recovery cuts a torn tail, the record a crash interrupted with nothing valid after it. An
+    invalid record with valid records after it is corruption in the middle of the log: the open
+    fails with :class:`CommitLogCorrupted` naming the offset, the reason and what follows, and
+    cuts nothing, unless ``truncate_at_corruption=True`` (what ``rocketha repair
+    --truncate-at-corruption`` does) says to cut there. A read-only open reports the same
+    finding in :meth:`corruption` and in its log. ``accept_zero_body_crc``
+    (``haAcceptZeroBodyCrc``) takes a BODYCRC of 0 as "never computed", for logs written by
+    peers that leave it unset.
     """
 
     def __new__(
@@ -78,6 +87,8 @@ class MessageStore(_core.MessageStore):
         slave_timeout_ms: int | None = None,
         ha_max_gap_not_in_sync: int | None = None,
         read_only: bool = False,
+        accept_zero_body_crc: bool = False,
+        truncate_at_corruption: bool = False,
     ) -> Self:
         found = existing_file_sizes(path)
         self = super().__new__(
@@ -95,11 +106,13 @@ class MessageStore(_core.MessageStore):
             slave_timeout_ms=slave_timeout_ms,
             ha_max_gap_not_in_sync=ha_max_gap_not_in_sync,
             read_only=read_only,
+            accept_zero_body_crc=accept_zero_body_crc,
+            truncate_at_corruption=truncate_at_corruption,
         )
-        self._log_recovery()
+        self._log_recovery(read_only)
         return self
 
-    def _log_recovery(self) -> None:
+    def _log_recovery(self, read_only: bool) -> None:
         max_offset, scanned_from, checked, cut_at, reason, file, deleted = self.recovery_report()
         if cut_at is not None:
             log.warning(
@@ -110,6 +123,19 @@ class MessageStore(_core.MessageStore):
             )
         for path in deleted:
             log.warning("commit log recovery deleted %s, which lay past the valid end", path)
+        corruption = self.corruption()
+        if corruption is not None:
+            at, _next, records, size, message = corruption
+            if read_only:
+                log.error("%s", message)
+            else:
+                log.warning(
+                    "commit log cut at mid-log corruption at offset %d, as asked: dropped %d "
+                    "valid records (%d bytes) that followed it",
+                    at,
+                    records,
+                    size,
+                )
         if checked:
             log.debug(
                 "recovered %s: checked %d records from offset %d, max offset %d",

@@ -45,15 +45,17 @@ pub enum CommitLogError {
     },
     #[error("invalid message: {0}")]
     Record(#[from] RecordError),
-    #[error("mapped file size {0} must be a multiple of 4096 and at least 65536")]
+    #[error("mappedFileSizeCommitLog {0} must be a positive multiple of 4096, at most 2 GiB")]
     BadFileSize(u64),
-    #[error("record of {size} bytes does not fit a segment of {file_size} bytes")]
+    #[error("record of {size} bytes does not fit a segment of {file_size} bytes (a record needs 8 bytes to spare for the end-of-file blank); raise mappedFileSizeCommitLog")]
     RecordTooLarge { size: usize, file_size: u64 },
-    #[error("{path}: segment is {actual} bytes but mappedFileSizeCommitLog is {expected}; open the store with the size it was written with")]
+    /// `key` is the setting the size comes from: the commit log's or the consume queue's.
+    #[error("{path}: segment is {actual} bytes but {key} is {expected}; open the store with the size it was written with")]
     SegmentSizeMismatch {
         path: PathBuf,
         actual: u64,
         expected: u64,
+        key: &'static str,
     },
     #[error("{path}: segment file name is not a 20-digit offset")]
     BadSegmentName { path: PathBuf },
@@ -78,6 +80,8 @@ pub enum CommitLogError {
         path: PathBuf,
         reason: RecordError,
     },
+    #[error(transparent)]
+    MidLogCorruption(Box<crate::commitlog::recover::MidLogCorruption>),
     #[error("store {path} is already open by another process (lock held on {path}/lock)")]
     Locked { path: PathBuf },
     #[error("store is read-only")]

@@ -15,7 +15,7 @@ use rustc_hash::FxHashMap;
 
 use crate::commitlog::flush::{FlushDiskType, FlushService, FlushStats};
 use crate::commitlog::record::{self, MessageDraft, RecordView};
-use crate::commitlog::recover::RecoveryReport;
+use crate::commitlog::recover::{MidLogCorruption, RecoveryReport};
 use crate::commitlog::{
     AppendResult, CommitLog, LogSlice, OwnedRecord, RecordIter, DEFAULT_MAPPED_FILE_SIZE,
 };
@@ -42,6 +42,11 @@ pub struct StoreConfig {
     pub ha_max_gap_not_in_sync: u64,
     /// Open without lock, recovery or writes: for readers of a store a broker is serving.
     pub read_only: bool,
+    /// `haAcceptZeroBodyCrc`: a BODYCRC of 0 passes recovery and CRC-checking reads (every
+    /// other check stays on), for logs replicated from peers that never fill it in.
+    pub accept_zero_body_crc: bool,
+    /// An explicit repair: recovery cuts mid-log corruption too, instead of failing the open.
+    pub truncate_at_corruption: bool,
 }
 
 impl StoreConfig {
@@ -58,6 +63,8 @@ impl StoreConfig {
             slave_timeout: WaitPolicy::default().slave_timeout,
             ha_max_gap_not_in_sync: WaitPolicy::default().max_gap_not_in_sync,
             read_only: false,
+            accept_zero_body_crc: false,
+            truncate_at_corruption: false,
         }
     }
 
@@ -110,6 +117,8 @@ pub struct MessageStore {
     recovery: RecoveryReport,
     /// Read-only stores: why the last refresh stopped before the bytes ran out, if it did.
     scan_error: Mutex<Option<(u64, PathBuf, crate::error::RecordError)>>,
+    /// Read-only stores: mid-log corruption the open found (a writable open fails on it).
+    corruption: OnceLock<MidLogCorruption>,
     lock_file: Mutex<Option<File>>,
     closed: AtomicBool,
 }
@@ -179,8 +188,13 @@ impl MessageStore {
             config.mapped_file_size,
             true,
             config.store_host,
+            config.accept_zero_body_crc,
         )?);
-        let recovery = commit_log.recover(crashed, read_checkpoint(&config.root))?;
+        let recovery = commit_log.recover(
+            crashed,
+            read_checkpoint(&config.root),
+            config.truncate_at_corruption,
+        )?;
         let consume_queues = Arc::new(ConsumeQueueTable::load(
             &config.root,
             config.cq_entries_per_file,
@@ -203,6 +217,7 @@ impl MessageStore {
             listener: RwLock::new(None),
             recovery,
             scan_error: Mutex::new(None),
+            corruption: OnceLock::new(),
             lock_file: Mutex::new(Some(lock_file)),
             closed: AtomicBool::new(false),
             config,
@@ -283,6 +298,7 @@ impl MessageStore {
             config.mapped_file_size,
             false,
             config.store_host,
+            config.accept_zero_body_crc,
         )?);
         let consume_queues = Arc::new(ConsumeQueueTable::load(
             &config.root,
@@ -301,32 +317,55 @@ impl MessageStore {
             listener: RwLock::new(None),
             recovery: RecoveryReport::default(),
             scan_error: Mutex::new(None),
+            corruption: OnceLock::new(),
             lock_file: Mutex::new(None),
             closed: AtomicBool::new(false),
             config,
         };
-        store.refresh()?;
+        store.scan(true)?;
         Ok(store)
     }
 
     /// Read-only stores: picks up what a live writer appended since the last look, up to its
     /// last complete valid record. Returns the new max offset.
     pub fn refresh(&self) -> Result<u64, CommitLogError> {
+        self.scan(false)
+    }
+
+    /// [`Self::refresh`]; `at_open` also tells mid-log corruption from a torn tail, as a
+    /// writable open would (once: the look-ahead reads the rest of the log).
+    fn scan(&self, at_open: bool) -> Result<u64, CommitLogError> {
         let files = self.commit_log.files();
         files.map_new_segments()?;
         let all = files.files();
         if all.is_empty() {
             return Ok(0);
         }
-        // Resume from the last segment holding data; a fresh open starts one segment earlier in
-        // case the last one is a preallocated, still empty segment.
+        // Resume from the last segment holding data; a fresh open validates the last three
+        // segments, as recovery does (which also covers a preallocated, still empty last one).
         let from = all
             .iter()
             .rposition(|f| f.wrote() > 0 && !f.is_full())
-            .unwrap_or(all.len().saturating_sub(2));
+            .unwrap_or(all.len().saturating_sub(3));
         let pos = all[from].wrote() % all[from].size().max(1);
         let pos = if all[from].is_full() { 0 } else { pos };
-        let scan = self.commit_log.scan_valid(&all, from, pos);
+        let accept_zero = self.config.accept_zero_body_crc;
+        let scan = self.commit_log.scan_valid(&all, from, pos, accept_zero);
+        if let (true, Some(error)) = (at_open, scan.error.clone()) {
+            let found = self
+                .commit_log
+                .mid_log_corruption(&all, scan.index, scan.pos, error);
+            // A live writer's record still in flight is no corruption: it is valid by now.
+            let settled = || {
+                self.commit_log
+                    .scan_valid(&all, scan.index, scan.pos, accept_zero)
+                    .records
+                    == 0
+            };
+            if let Some(found) = found.filter(|_| settled()) {
+                let _ = self.corruption.set(found);
+            }
+        }
         *lock(&self.scan_error) = scan.error.clone();
         for (i, f) in all.iter().enumerate().skip(from) {
             f.set_wrote(match i.cmp(&scan.index) {
@@ -365,6 +404,14 @@ impl MessageStore {
     /// invalid record rather than zeroed space (a writer mid-append, or corruption).
     pub fn scan_error(&self) -> Option<(u64, PathBuf, crate::error::RecordError)> {
         lock(&self.scan_error).clone()
+    }
+
+    /// Mid-log corruption: what a read-only open found, or what a writable open told to
+    /// `truncate_at_corruption` cut.
+    pub fn corruption(&self) -> Option<&MidLogCorruption> {
+        self.corruption
+            .get()
+            .or(self.recovery.cut_corruption.as_ref())
     }
 
     pub fn min_offset(&self) -> u64 {
@@ -463,8 +510,14 @@ impl MessageStore {
     }
 
     /// A replica's append of bytes received from its master, then dispatch of every record
-    /// they complete.
-    pub fn append_raw(&self, offset: u64, data: &[u8]) -> Result<(), CommitLogError> {
+    /// they complete. `accept_zero_body_crc` (`haAcceptZeroBodyCrc`) lets records with a
+    /// BODYCRC of 0 in; every other check stays on.
+    pub fn append_raw(
+        &self,
+        offset: u64,
+        data: &[u8],
+        accept_zero_body_crc: bool,
+    ) -> Result<(), CommitLogError> {
         self.check_writable()?;
         {
             let mut st = self.lock_put();
@@ -473,7 +526,9 @@ impl MessageStore {
                 reput_offset,
             } = &mut *st;
             self.commit_log
-                .append_raw(offset, reput_offset, data, |r| self.dispatch(queues, r))?;
+                .append_raw(offset, reput_offset, data, accept_zero_body_crc, |r| {
+                    self.dispatch(queues, r)
+                })?;
         }
         self.published();
         Ok(())

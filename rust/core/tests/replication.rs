@@ -125,7 +125,10 @@ fn bytes_pushed_at_another_offset_are_refused_in_rocketmqs_words() {
     let (max, before) = (slave.max_offset(), log_bytes(&slave));
     // A heartbeat (no body) is checked like a frame with one.
     for body in [&b""[..], &b"xyz"[..]] {
-        let err = slave.append_raw(max + 1, body).unwrap_err().to_string();
+        let err = slave
+            .append_raw(max + 1, body, false)
+            .unwrap_err()
+            .to_string();
         let seed = format!(
             "master pushed offset not equal the max phy offset in slave, SLAVE: {max} MASTER: {}",
             max + 1
@@ -264,7 +267,7 @@ fn replica_takes_back_a_record_found_damaged_frames_after_it_began() {
     let refused = damaged
         .chunks(cut)
         .enumerate()
-        .find_map(|(i, frame)| slave.append_raw((i * cut) as u64, frame).err())
+        .find_map(|(i, frame)| slave.append_raw((i * cut) as u64, frame, false).err())
         .unwrap();
     assert!(refused.to_string().contains("corrupt"), "{refused}");
     // Its first bytes, published with earlier frames, are taken back: the slave resumes at the
@@ -276,7 +279,9 @@ fn replica_takes_back_a_record_found_damaged_frames_after_it_began() {
         "damaged bytes kept"
     );
     for (i, frame) in log[start..].chunks(cut).enumerate() {
-        slave.append_raw((start + i * cut) as u64, frame).unwrap();
+        slave
+            .append_raw((start + i * cut) as u64, frame, false)
+            .unwrap();
     }
     assert_eq!(log_bytes(&slave), log);
     assert_eq!(slave.queues(), master.queues());
@@ -302,6 +307,65 @@ fn flow_controlled_master_still_converges() {
         "{:?}",
         client.events().drain(Duration::ZERO)
     );
+    assert_eq!(log_bytes(&slave), log_bytes(&master));
+    client.shutdown();
+    ha.shutdown();
+}
+
+/// A master whose log holds a record with BODYCRC 0 (some peers never fill it in): the slave
+/// refuses it, stops after a few connections instead of reconnecting forever, and replicates
+/// it once told to accept a BODYCRC of 0.
+#[test]
+fn slave_stops_on_a_record_that_keeps_failing_and_accepts_zero_crc_when_told() {
+    use rocketha_core::ha::HaState;
+    use std::os::unix::fs::FileExt;
+    let (md, sd) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let master = store(md.path());
+    for i in 0..60 {
+        put(&master, i);
+    }
+    let bad = master
+        .iter_from(0, false)
+        .nth(40)
+        .unwrap()
+        .unwrap()
+        .offset();
+    let start = bad - bad % (64 * 1024);
+    let segment = md.path().join("commitlog").join(format!("{start:020}"));
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(segment)
+        .unwrap();
+    // BODYCRC, 8 bytes into the record; the master serves its mapping, which sees the write.
+    file.write_all_at(&[0; 4], bad - start + 8).unwrap();
+    let slave = store(sd.path());
+    let ha = HaMaster::start(
+        master.clone(),
+        "127.0.0.1:0".parse().unwrap(),
+        HaConfig::default(),
+    )
+    .unwrap();
+    let addr = ha.local_addr().to_string();
+    let client =
+        HaClient::start(slave.clone(), Some(addr.clone()), HaConfig::default(), 1).unwrap();
+    wait_until("the slave to stop", || client.state() == HaState::Stopped);
+    let stop = client.stop_reason().unwrap();
+    assert_eq!((stop.offset, stop.master.as_str()), (bad, addr.as_str()));
+    assert!(stop.reason.contains("stored 0x0"), "{}", stop.reason);
+    assert!(slave.max_offset() <= bad);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        client.stats().connects,
+        3,
+        "a stopped slave does not reconnect"
+    );
+    client.shutdown();
+    let cfg = HaConfig {
+        accept_zero_body_crc: true,
+        ..HaConfig::default()
+    };
+    let client = HaClient::start(slave.clone(), Some(addr), cfg, 1).unwrap();
+    assert!(acked(&ha, master.max_offset()));
     assert_eq!(log_bytes(&slave), log_bytes(&master));
     client.shutdown();
     ha.shutdown();

@@ -100,6 +100,7 @@ pub fn to_py(err: CommitLogError) -> PyErr {
             ConfigError::new_err(msg)
         }
         CommitLogError::Corrupted { .. }
+        | CommitLogError::MidLogCorruption(_)
         | CommitLogError::BadSegmentName { .. }
         | CommitLogError::SegmentGap { .. } => CommitLogCorrupted::new_err(msg),
         CommitLogError::OffsetMismatch { .. } | CommitLogError::OffsetOutOfRange { .. } => {

@@ -161,7 +161,7 @@ pub struct HAClient {
 impl HAClient {
     /// Keyword arguments left out take the core's defaults (RocketMQ's).
     #[new]
-    #[pyo3(signature = (store, master_address=None, *, slave_id=1, heartbeat_interval_ms=None, housekeeping_interval_ms=None, auth_secret=None, frame_crc=false))]
+    #[pyo3(signature = (store, master_address=None, *, slave_id=1, heartbeat_interval_ms=None, housekeeping_interval_ms=None, auth_secret=None, frame_crc=false, accept_zero_body_crc=false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -172,10 +172,12 @@ impl HAClient {
         housekeeping_interval_ms: Option<u64>,
         auth_secret: Option<Vec<u8>>,
         frame_crc: bool,
+        accept_zero_body_crc: bool,
     ) -> PyResult<Self> {
         let store = store.store()?.clone();
         let mut config = ha_config(heartbeat_interval_ms, housekeeping_interval_ms, auth_secret);
         config.frame_crc = frame_crc;
+        config.accept_zero_body_crc = accept_zero_body_crc;
         let inner = py
             .detach(|| HaClient::start(store, master_address, config, slave_id))
             .map_err(ha_to_py)?;
@@ -193,6 +195,15 @@ impl HAClient {
     #[getter]
     fn master_address(&self) -> Option<String> {
         self.inner.master_address()
+    }
+
+    /// While the state is STOPPED: `(offset, reason, master_address)` of the record the master
+    /// keeps sending that fails validation; None otherwise.
+    #[getter]
+    fn stop_reason(&self) -> Option<(u64, String, String)> {
+        self.inner
+            .stop_reason()
+            .map(|s| (s.offset, s.reason, s.master))
     }
 
     /// Points the client at another master (or none); the current connection is dropped.

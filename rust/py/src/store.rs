@@ -104,6 +104,9 @@ impl PyMessageStore {
     }
 }
 
+/// `(offset, next_valid_offset, valid_records, valid_bytes, message)` of mid-log corruption.
+type Corruption = (u64, u64, u64, u64, String);
+
 /// Producers on this machine: RocketMQ records the client's address; ours is the local host.
 const BORN_HOST: SocketAddr =
     SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 0);
@@ -112,7 +115,7 @@ const BORN_HOST: SocketAddr =
 impl PyMessageStore {
     /// Keyword arguments left out take the core's defaults (RocketMQ's).
     #[new]
-    #[pyo3(signature = (path, *, mapped_file_size=None, flush_disk_type=None, flush_interval_ms=None, sync_flush_timeout_ms=None, store_host=None, consume_queue_entries=None, sync_slaves=None, slave_timeout_ms=None, ha_max_gap_not_in_sync=None, read_only=false))]
+    #[pyo3(signature = (path, *, mapped_file_size=None, flush_disk_type=None, flush_interval_ms=None, sync_flush_timeout_ms=None, store_host=None, consume_queue_entries=None, sync_slaves=None, slave_timeout_ms=None, ha_max_gap_not_in_sync=None, read_only=false, accept_zero_body_crc=false, truncate_at_corruption=false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -127,6 +130,8 @@ impl PyMessageStore {
         slave_timeout_ms: Option<u64>,
         ha_max_gap_not_in_sync: Option<u64>,
         read_only: bool,
+        accept_zero_body_crc: bool,
+        truncate_at_corruption: bool,
     ) -> PyResult<Self> {
         let mut config = StoreConfig::new(path);
         let millis = Duration::from_millis;
@@ -145,6 +150,8 @@ impl PyMessageStore {
         config.ha_max_gap_not_in_sync =
             ha_max_gap_not_in_sync.unwrap_or(config.ha_max_gap_not_in_sync);
         config.read_only = read_only;
+        config.accept_zero_body_crc = accept_zero_body_crc;
+        config.truncate_at_corruption = truncate_at_corruption;
         let waits = !read_only && config.wait_policy().waits();
         let store = py
             .detach(move || MessageStore::open(config))
@@ -231,7 +238,9 @@ impl PyMessageStore {
     /// A replica's append of raw log bytes at `offset` (must be the current max offset).
     fn append_raw(&self, py: Python<'_>, offset: u64, data: &[u8]) -> PyResult<()> {
         let store = self.store()?.clone();
-        py.detach(|| store.append_raw(offset, data)).map_err(to_py)
+        let accept_zero = store.config().accept_zero_body_crc;
+        py.detach(|| store.append_raw(offset, data, accept_zero))
+            .map_err(to_py)
     }
 
     #[getter]
@@ -353,6 +362,20 @@ impl PyMessageStore {
             .store()?
             .scan_error()
             .map(|(at, _, reason)| (at, reason.to_string())))
+    }
+
+    /// Mid-log corruption a read-only open found, or a `truncate_at_corruption` open cut:
+    /// `(offset, next_valid_offset, valid_records, valid_bytes, message)`, or None.
+    fn corruption(&self) -> PyResult<Option<Corruption>> {
+        Ok(self.store()?.corruption().map(|c| {
+            (
+                c.offset,
+                c.next_valid,
+                c.valid_records,
+                c.valid_bytes,
+                c.to_string(),
+            )
+        }))
     }
 
     /// Cuts the log (and consume queues) back to `offset`, a record boundary.

@@ -60,10 +60,12 @@ impl MappedFile {
     }
 
     /// Maps an existing segment; `writable` is false for readers sharing a live store.
+    /// `size_key` names the setting `size` comes from, for the error when the file disagrees.
     pub(crate) fn open(
         path: &Path,
         start: u64,
         size: usize,
+        size_key: &'static str,
         writable: bool,
     ) -> Result<Self, CommitLogError> {
         let file = OpenOptions::new()
@@ -80,6 +82,7 @@ impl MappedFile {
                 path: path.to_owned(),
                 actual,
                 expected: size as u64,
+                key: size_key,
             });
         }
         let mut options = MmapOptions::new();

@@ -21,8 +21,10 @@ use crate::error::{CommitLogError, RecordError};
 
 pub(crate) const DEFAULT_MAPPED_FILE_SIZE: u64 = 1024 * 1024 * 1024;
 
+/// Any whole number of 4 KiB pages up to 2 GiB (offsets within a segment are Java ints). Small
+/// segments are legal, as in RocketMQ: a record that does not fit one is refused when written.
 pub(crate) fn check_file_size(size: u64) -> Result<usize, CommitLogError> {
-    if size < 64 * 1024 || !size.is_multiple_of(4096) || size > i32::MAX as u64 + 1 {
+    if size == 0 || !size.is_multiple_of(4096) || size > i32::MAX as u64 + 1 {
         return Err(CommitLogError::BadFileSize(size));
     }
     Ok(size as usize)
@@ -69,6 +71,9 @@ impl AppendResult {
 pub struct CommitLog {
     files: MappedFileQueue,
     store_host: SocketAddr,
+    /// `haAcceptZeroBodyCrc`: recovery and CRC-checking readers take a BODYCRC of 0 as "never
+    /// computed" (see [`record::check_body_crc`]).
+    accept_zero_body_crc: bool,
 }
 
 impl CommitLog {
@@ -77,11 +82,19 @@ impl CommitLog {
         file_size: u64,
         writable: bool,
         store_host: SocketAddr,
+        accept_zero_body_crc: bool,
     ) -> Result<Self, CommitLogError> {
         let file_size = check_file_size(file_size)?;
         Ok(Self {
-            files: MappedFileQueue::load(&root.join("commitlog"), file_size, writable, writable)?,
+            files: MappedFileQueue::load(
+                &root.join("commitlog"),
+                file_size,
+                "mappedFileSizeCommitLog",
+                writable,
+                writable,
+            )?,
             store_host,
+            accept_zero_body_crc,
         })
     }
 
@@ -167,12 +180,13 @@ impl CommitLog {
     /// record the bytes complete is validated (size, magic, CRC, physical offset) before
     /// anything is written, so bytes corrupted in transit are refused even without the CRC
     /// frame extension; once written and published, each is passed to `dispatch` and
-    /// `record_start` moves past it.
+    /// `record_start` moves past it. `accept_zero_crc`: see [`record::check_body_crc`].
     pub(crate) fn append_raw(
         &self,
         offset: u64,
         record_start: &mut u64,
         mut data: &[u8],
+        accept_zero_crc: bool,
         mut dispatch: impl FnMut(&RecordView<'_>) -> Result<(), CommitLogError>,
     ) -> Result<(), CommitLogError> {
         self.check_append_offset(offset)?;
@@ -202,7 +216,13 @@ impl CommitLog {
             let mut accepted = Vec::new();
             let mut next = from;
             if !straddler.is_empty() {
-                match record::check_incoming(&straddler, from, file.end(), &mut accepted) {
+                match record::check_incoming(
+                    &straddler,
+                    from,
+                    file.end(),
+                    accept_zero_crc,
+                    &mut accepted,
+                ) {
                     Ok(n) => next = n,
                     Err(bad) => {
                         // Earlier frames published the damaged record's first bytes, but it
@@ -225,10 +245,22 @@ impl CommitLog {
             } else {
                 &[]
             };
-            next = record::check_incoming(fresh, next, file.end(), &mut accepted)
+            next = record::check_incoming(fresh, next, file.end(), accept_zero_crc, &mut accepted)
                 .map_err(corrupted)?;
             // SAFETY: put lock held; writing past the published position only.
-            unsafe { file.writable(pos, chunk.len()) }.copy_from_slice(chunk);
+            let out = unsafe { file.writable(pos, chunk.len()) };
+            // One copy per record, in log order: a large copy may store its first and last
+            // bytes after the rest (glibc's memcpy does), so a process killed mid-copy could
+            // leave a torn record with whole ones after it, which recovery would take for
+            // corruption in the middle of the log. Copied this way, only the record being
+            // copied can be torn, and nothing follows it.
+            let mut done = 0;
+            for r in &accepted {
+                let end = (r.physical_offset as u64 + r.total_size as u64 - at) as usize;
+                out[done..end].copy_from_slice(&chunk[done..end]);
+                done = end;
+            }
+            out[done..].copy_from_slice(&chunk[done..]);
             file.set_wrote(pos + chunk.len());
             self.files.prepare_after(&file);
             *record_start = next;
@@ -315,7 +347,14 @@ impl Iterator for RecordIter<'_> {
             if buf.is_empty() {
                 return None;
             }
-            match record::decode(buf, self.check_crc) {
+            let checked = record::decode(buf, false).and_then(|p| match p {
+                Peeked::Record(r) if self.check_crc => {
+                    record::check_body_crc(&r, self.log.accept_zero_body_crc)
+                        .map(|()| Peeked::Record(r))
+                }
+                other => Ok(other),
+            });
+            match checked {
                 Ok(Peeked::Record(r)) => {
                     self.offset += r.total_size as u64;
                     return Some(Ok(OwnedRecord { file, pos }));

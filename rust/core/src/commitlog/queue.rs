@@ -24,6 +24,8 @@ pub(crate) const PREFAULT_WINDOW: usize = 64 << 20;
 pub(crate) struct MappedFileQueue {
     dir: PathBuf,
     file_size: usize,
+    /// The setting `file_size` comes from (`mappedFileSizeCommitLog`, ...), for errors.
+    size_key: &'static str,
     writable: bool,
     preallocate: bool,
     /// Readers clone an `Arc` out under the read lock and drop the lock before touching bytes;
@@ -42,6 +44,7 @@ impl MappedFileQueue {
     pub(crate) fn load(
         dir: &Path,
         file_size: usize,
+        size_key: &'static str,
         writable: bool,
         preallocate: bool,
     ) -> Result<Self, CommitLogError> {
@@ -86,7 +89,7 @@ impl MappedFileQueue {
                     });
                 }
             }
-            let file = MappedFile::open(&path, start, file_size, writable)?;
+            let file = MappedFile::open(&path, start, file_size, size_key, writable)?;
             file.set_wrote(file_size);
             file.set_flushed(file_size);
             expected = Some(file.end());
@@ -95,6 +98,7 @@ impl MappedFileQueue {
         Ok(Self {
             dir: dir.to_owned(),
             file_size,
+            size_key,
             writable,
             preallocate,
             files: RwLock::new(files),
@@ -157,7 +161,7 @@ impl MappedFileQueue {
             if !path.exists() {
                 return Ok(added);
             }
-            let file = MappedFile::open(&path, next, self.file_size, self.writable)?;
+            let file = MappedFile::open(&path, next, self.file_size, self.size_key, self.writable)?;
             file.set_wrote(0);
             write(&self.files).push(Arc::new(file));
             added += 1;
@@ -298,7 +302,7 @@ mod tests {
     fn pages_are_prefaulted_a_window_ahead_of_the_writer() {
         let dir = tempfile::tempdir().unwrap();
         let size = 3 * PREFAULT_WINDOW;
-        let queue = MappedFileQueue::load(dir.path(), size, true, true).unwrap();
+        let queue = MappedFileQueue::load(dir.path(), size, "test", true, true).unwrap();
         let file = queue.roll(0).unwrap();
         settle(&queue);
         assert_eq!(file.prefaulted(), PREFAULT_WINDOW);

@@ -510,6 +510,20 @@ pub fn decode(buf: &[u8], check_crc: bool) -> Result<Peeked<'_>, RecordError> {
     }))
 }
 
+/// Verifies a decoded record's body CRC. `accept_zero` (`haAcceptZeroBodyCrc`) also takes a
+/// stored 0 as "never computed": some peers' batch encoders leave BODYCRC unset and rely on the
+/// broker to fill it in. Only exactly 0; any other mismatch is still an error.
+pub(crate) fn check_body_crc(r: &RecordView<'_>, accept_zero: bool) -> Result<(), RecordError> {
+    let computed = body_crc(r.body);
+    if r.body_crc == computed || (accept_zero && r.body_crc == 0) {
+        return Ok(());
+    }
+    Err(RecordError::BadCrc {
+        stored: r.body_crc,
+        computed,
+    })
+}
+
 /// Checks bytes a replica received before they are published. `buf` starts at a record
 /// boundary `base`; `segment_end` is where its segment ends. Every complete record must decode
 /// with a valid CRC at its own physical offset, a blank must pad exactly to the segment end, and
@@ -517,10 +531,12 @@ pub fn decode(buf: &[u8], check_crc: bool) -> Result<Peeked<'_>, RecordError> {
 ///
 /// Appends every complete record to `accepted` and returns where the first incomplete one
 /// starts (`segment_end` after the blank), or the offset and reason of the first problem.
+/// `accept_zero_crc`: see [`check_body_crc`].
 pub(crate) fn check_incoming<'a>(
     buf: &'a [u8],
     base: u64,
     segment_end: u64,
+    accept_zero_crc: bool,
     accepted: &mut Vec<RecordView<'a>>,
 ) -> Result<u64, (u64, RecordError)> {
     let mut pos = 0usize;
@@ -547,7 +563,11 @@ pub(crate) fn check_incoming<'a>(
         if buf.len() - pos < size {
             break;
         }
-        match decode(&buf[pos..], true) {
+        let checked = decode(&buf[pos..], false).and_then(|p| match p {
+            Peeked::Record(r) => check_body_crc(&r, accept_zero_crc).map(|()| Peeked::Record(r)),
+            other => Ok(other),
+        });
+        match checked {
             Ok(Peeked::Record(r)) if r.physical_offset == offset as i64 => {
                 pos += size;
                 accepted.push(r);
@@ -725,7 +745,7 @@ mod tests {
         draft.encode_into(&mut log[len..], 1, 1000 + len as i64, 0, &host(2));
         let check = |buf: &[u8], base: u64, end: u64| {
             let mut accepted = Vec::new();
-            check_incoming(buf, base, end, &mut accepted).map(|next| (next, accepted.len()))
+            check_incoming(buf, base, end, false, &mut accepted).map(|next| (next, accepted.len()))
         };
         assert_eq!(check(&log, 1000, 1 << 20), Ok((1000 + 2 * len as u64, 2)));
         // Any prefix is fine: the rest of a record may come with the next frame.
@@ -756,6 +776,27 @@ mod tests {
         assert!(check(&log, 2000, 1 << 20).is_err());
         // A record that would not leave room for the end-of-file blank.
         assert!(check(&log, 1000, 1000 + len as u64).is_err());
+    }
+
+    #[test]
+    fn zero_body_crc_is_accepted_only_when_asked_and_only_zero() {
+        let draft = payload_draft();
+        let mut rec = vec![0u8; draft.encoded_len(&host(2))];
+        draft.encode_into(&mut rec, 0, 0, 0, &host(2));
+        rec[BODYCRC_AT..BODYCRC_AT + 4].copy_from_slice(&0i32.to_be_bytes());
+        let check =
+            |buf: &[u8], accept: bool| check_incoming(buf, 0, 1 << 20, accept, &mut Vec::new());
+        assert!(matches!(
+            check(&rec, false),
+            Err((0, RecordError::BadCrc { stored: 0, .. }))
+        ));
+        assert_eq!(check(&rec, true), Ok(rec.len() as u64));
+        // Any other wrong CRC is still refused, opt-in or not.
+        rec[BODYCRC_AT + 3] = 1;
+        assert!(matches!(
+            check(&rec, true),
+            Err((0, RecordError::BadCrc { stored: 1, .. }))
+        ));
     }
 
     proptest! {

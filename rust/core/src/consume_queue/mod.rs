@@ -66,7 +66,13 @@ impl ConsumeQueue {
         entries_per_file: usize,
         writable: bool,
     ) -> Result<Self, CommitLogError> {
-        let files = MappedFileQueue::load(dir, entries_per_file * CQ_ENTRY_SIZE, writable, false)?;
+        let files = MappedFileQueue::load(
+            dir,
+            entries_per_file * CQ_ENTRY_SIZE,
+            "mappedFileSizeConsumeQueue",
+            writable,
+            false,
+        )?;
         let cq = Self {
             topic: topic.to_owned(),
             queue_id,

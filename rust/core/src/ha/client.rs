@@ -31,6 +31,10 @@ use crate::sync::lock;
 const SOCKET: Token = Token(0);
 const BACKOFF_MIN: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_secs(5);
+/// Connections in a row on which the master sent a record that fails validation at the same
+/// offset before the slave stops: the master will not send anything else there, so retrying
+/// forever makes no progress.
+const STUCK_AFTER_REJECTIONS: u32 = 3;
 
 fn resolve(addr: &str) -> Result<SocketAddr, HaError> {
     addr.to_socket_addrs()
@@ -48,6 +52,14 @@ pub struct ClientStats {
     pub connects: u64,
 }
 
+/// Why a slave stopped replicating ([`HaState::Stopped`]): where, why, and from which master.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StopReason {
+    pub offset: u64,
+    pub reason: String,
+    pub master: String,
+}
+
 struct Shared {
     store: Arc<MessageStore>,
     config: HaConfig,
@@ -56,6 +68,8 @@ struct Shared {
     /// Bumped by `update_master_address` so the loop drops its current connection.
     master_version: AtomicU64,
     state: Mutex<HaState>,
+    /// Set while [`HaState::Stopped`]; the loop thread writes it, status readers read it.
+    stopped: Mutex<Option<StopReason>>,
     stats: Mutex<ClientStats>,
     events: HaEvents,
 }
@@ -88,6 +102,7 @@ impl HaClient {
             master: Mutex::new(master),
             master_version: AtomicU64::new(0),
             state: Mutex::new(HaState::Ready),
+            stopped: Mutex::new(None),
             stats: Mutex::new(ClientStats::default()),
             events: HaEvents::default(),
         });
@@ -119,6 +134,15 @@ impl HaClient {
         *lock(&self.shared.state)
     }
 
+    /// Why replication stopped, while the state is [`HaState::Stopped`].
+    pub fn stop_reason(&self) -> Option<StopReason> {
+        self.shared
+            .stopped
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
     pub fn stats(&self) -> ClientStats {
         *lock(&self.shared.stats)
     }
@@ -143,6 +167,8 @@ impl Drop for HaClient {
 struct Ended {
     reason: String,
     problem: bool,
+    /// The offset and reason of a record from the master that failed validation.
+    rejected: Option<(u64, String)>,
 }
 
 impl Ended {
@@ -150,12 +176,14 @@ impl Ended {
         Self {
             reason: reason.into(),
             problem: true,
+            rejected: None,
         }
     }
     fn routine(reason: impl Into<String>) -> Self {
         Self {
             reason: reason.into(),
             problem: false,
+            rejected: None,
         }
     }
 }
@@ -185,7 +213,18 @@ impl DispatchError {
             DispatchError::Store(e @ CommitLogError::OffsetMismatch { .. }) => {
                 Ended::problem(e.to_string())
             }
-            DispatchError::Store(e) => Ended::problem(format!("append failed: {e}")),
+            DispatchError::Store(e) => {
+                let rejected = match &e {
+                    CommitLogError::Corrupted { offset, reason, .. } => {
+                        Some((*offset, reason.to_string()))
+                    }
+                    _ => None,
+                };
+                Ended {
+                    rejected,
+                    ..Ended::problem(format!("append failed: {e}"))
+                }
+            }
             DispatchError::Divergent {
                 at,
                 slave_max,
@@ -204,6 +243,8 @@ impl DispatchError {
 /// One connection's transfer state, from the first report on.
 struct Session {
     store: Arc<MessageStore>,
+    /// `haAcceptZeroBodyCrc`.
+    accept_zero_body_crc: bool,
     /// The CRC extension was negotiated: reports carry a CRC32 trailer.
     crc: bool,
     /// Set while the divergence check still compares bytes we hold.
@@ -233,7 +274,7 @@ impl Session {
         };
         let at = f.offset + (f.body.len() - body.len()) as u64;
         self.store
-            .append_raw(at, body)
+            .append_raw(at, body, self.accept_zero_body_crc)
             .map_err(DispatchError::Store)
     }
 
@@ -274,6 +315,9 @@ impl Client {
     fn run(mut self) {
         let mut backoff = BACKOFF_MIN;
         let mut dispatcher = FrameDispatcher::new(READ_BUFFER_SIZE);
+        // The offset of the last record the master sent that failed validation, and on how
+        // many connections in a row it did.
+        let mut rejections: Option<(u64, u32)> = None;
         while !self.stopped() {
             let master = lock(&self.shared.master).clone();
             let Some(master) = master else {
@@ -288,6 +332,23 @@ impl Client {
                 break;
             }
             self.set_state(HaState::Ready, &master, ended.reason, ended.problem);
+            rejections = match (ended.rejected, rejections) {
+                (Some((at, reason)), last) => {
+                    let times = match last {
+                        Some((last_at, n)) if last_at == at => n + 1,
+                        _ => 1,
+                    };
+                    if times >= STUCK_AFTER_REJECTIONS {
+                        self.stop_replicating(&master, version, at, reason, times);
+                        backoff = BACKOFF_MIN;
+                        None
+                    } else {
+                        Some((at, times))
+                    }
+                }
+                // A connection that ended otherwise breaks the run only by getting past it.
+                (None, last) => last.filter(|(at, _)| self.shared.store.max_offset() <= *at),
+            };
             if self.shared.master_version.load(Ordering::Acquire) != version {
                 backoff = BACKOFF_MIN;
                 continue;
@@ -303,6 +364,52 @@ impl Client {
         self.shared
             .events
             .push("slave", HaState::Shutdown, "HA client stopped", false);
+    }
+
+    /// The master keeps sending a record that fails validation at `offset`: reconnecting
+    /// would repeat that forever, so say so once and wait for an operator: a new master
+    /// address (a config change), or shutdown and restart.
+    fn stop_replicating(
+        &mut self,
+        master: &str,
+        version: u64,
+        offset: u64,
+        reason: String,
+        times: u32,
+    ) {
+        let text = format!(
+            "stopped replicating from master {master}: on {times} connections in a row it sent \
+             a record at offset {offset} that fails validation ({reason}); nothing of it was \
+             written. Waiting for an operator: repair the master's log, or set \
+             haAcceptZeroBodyCrc=true if the only problem is a BODYCRC of 0 from a peer that \
+             never fills it in; then restart this slave or change haMasterAddress"
+        );
+        *self
+            .shared
+            .stopped
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Some(StopReason {
+            offset,
+            reason,
+            master: master.to_owned(),
+        });
+        self.set_state(HaState::Stopped, master, text, true);
+        while !self.stopped() && self.shared.master_version.load(Ordering::Acquire) == version {
+            self.pause(BACKOFF_MAX);
+        }
+        *self
+            .shared
+            .stopped
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = None;
+        if !self.stopped() {
+            self.set_state(
+                HaState::Ready,
+                master,
+                "master address changed: replicating again",
+                false,
+            );
+        }
     }
 
     fn connect_and_transfer(
@@ -515,6 +622,7 @@ impl Client {
         let now = Instant::now();
         Ok(Session {
             store,
+            accept_zero_body_crc: self.shared.config.accept_zero_body_crc,
             crc,
             check,
             first,

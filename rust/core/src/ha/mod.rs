@@ -22,13 +22,17 @@ use std::time::Duration;
 
 use crate::sync::EventQueue;
 
-/// RocketMQ 5's `HAConnectionState`.
+/// RocketMQ 5's `HAConnectionState`, and one state of our own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HaState {
     Ready,
     Handshake,
     Transfer,
     Shutdown,
+    /// A slave that stopped replicating because its master keeps sending a record that fails
+    /// validation at one offset; it waits for an operator instead of reconnecting forever
+    /// (RocketMQ's issue #3388 is that loop).
+    Stopped,
 }
 
 impl HaState {
@@ -38,6 +42,7 @@ impl HaState {
             HaState::Handshake => "HANDSHAKE",
             HaState::Transfer => "TRANSFER",
             HaState::Shutdown => "SHUTDOWN",
+            HaState::Stopped => "STOPPED",
         }
     }
 }
@@ -95,6 +100,9 @@ pub struct HaConfig {
     pub auth_secret: Option<Vec<u8>>,
     /// Slave: ask for the per-frame CRC32 extension (needs `auth_secret`).
     pub frame_crc: bool,
+    /// Slave, `haAcceptZeroBodyCrc`: take records whose BODYCRC is 0 from masters that never
+    /// fill it in; every other check of incoming records stays on.
+    pub accept_zero_body_crc: bool,
 }
 
 impl Default for HaConfig {
@@ -107,6 +115,7 @@ impl Default for HaConfig {
             sync_from_last_file: false,
             auth_secret: None,
             frame_crc: false,
+            accept_zero_body_crc: false,
         }
     }
 }
