@@ -261,6 +261,9 @@ pub struct GroupTransferService {
     thread: Mutex<Option<JoinHandle<()>>>,
 }
 
+/// How long past its last deadline a blocked caller gives up on a verdict that never came.
+const BACKSTOP_GRACE: Duration = Duration::from_secs(1);
+
 /// Where a blocked caller's verdict lands.
 struct Slot(Arc<(Mutex<Option<PutStatus>>, Condvar)>);
 
@@ -275,9 +278,12 @@ impl Slot {
         (Self(slot), done)
     }
 
-    /// Every request is settled by an event, its deadline or shutdown, so no deadline here.
-    fn wait(self) -> PutStatus {
-        let (guard, _) = wait_until(&self.0 .1, lock(&self.0 .0), None, |s| s.is_some());
+    /// Every request is settled by an event, its deadline or shutdown; `backstop`, a second
+    /// past its last deadline, only guards against an expiry thread that could not start.
+    fn wait(self, backstop: Instant) -> PutStatus {
+        let (guard, _) = wait_until(&self.0 .1, lock(&self.0 .0), Some(backstop), |s| {
+            s.is_some()
+        });
         guard.unwrap_or(PutStatus::FlushSlaveTimeout)
     }
 }
@@ -414,14 +420,20 @@ impl GroupTransferService {
             done,
         };
         self.enqueue(st, request);
-        slot.wait() == PutStatus::PutOk
+        slot.wait(deadline + BACKSTOP_GRACE) == PutStatus::PutOk
     }
 
     /// Blocks until the put ending at `next_offset` is settled; returns its verdict.
     pub fn wait(&self, next_offset: u64) -> PutStatus {
         let (slot, done) = Slot::new();
+        let longest = {
+            let p = lock(&self.state).policy.clone();
+            p.sync_flush_timeout
+                .map_or(p.slave_timeout, |t| t.max(p.slave_timeout))
+        };
+        let backstop = Instant::now() + longest + BACKSTOP_GRACE;
         self.submit(next_offset, done);
-        slot.wait()
+        slot.wait(backstop)
     }
 
     /// RocketMQ's `isSlaveOK` for a put ending at `next_offset`, under the current policy.
