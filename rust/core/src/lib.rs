@@ -16,6 +16,9 @@ pub mod remoting;
 pub mod store;
 mod sync;
 
+pub use broker::{
+    BrokerController, BrokerControllerConfig, BrokerError, BrokerSettings, ClientChannel,
+};
 pub use commitlog::flush::FlushDiskType;
 pub use namesrv::{NameServer, NamesrvConfig};
 pub use store::{MessageStore, StoreConfig};
