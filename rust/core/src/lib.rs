@@ -7,6 +7,7 @@
 
 pub mod arrow;
 mod broker;
+pub mod client;
 pub mod commitlog;
 mod consume_queue;
 pub mod error;
