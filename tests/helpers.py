@@ -92,6 +92,7 @@ def start_slave(tmp: Path, name: str, master_address: str, **keys: Any) -> Broke
         storePathRootDir=tmp / name,
         haMasterAddress=master_address,
         mappedFileSizeCommitLog=keys.pop("mappedFileSizeCommitLog", SEGMENT),
+        listenPort=keys.pop("listenPort", 0),
         **keys,
     )
     return BrokerProcess(conf)

@@ -67,7 +67,10 @@ class HAService:
             self.client = _core.HAClient(
                 self.store, self._master_address, slave_id=self._slave_id, **self._options
             )
-            log.info("HA client replicating from %s", self._master_address)
+            log.info(
+                "HA client replicating from %s",
+                self._master_address or "the master the name servers name",
+            )
         self._running = True
         self._pump = threading.Thread(
             target=self._pump_events, name="rocketha-ha-events", daemon=True
