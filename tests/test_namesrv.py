@@ -11,8 +11,6 @@ import struct
 import subprocess
 import sys
 import zlib
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -100,34 +98,6 @@ REGISTER_BODY = json.dumps(
         },
     }
 ).encode()
-
-
-@pytest.fixture
-def namesrv_process(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], str]]:
-    """``rocketha namesrv`` on an OS-chosen port; its log goes to a file (an undrained pipe
-    would block it)."""
-    log = tmp_path / "namesrv.log"
-    with log.open("w") as stderr:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "rocketha", "-v", "namesrv", "--listen", "127.0.0.1:0"],
-            stdout=subprocess.PIPE,
-            stderr=stderr,
-            text=True,
-        )
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    if not line:
-        proc.wait(timeout=30)
-        raise AssertionError(f"namesrv failed to start: {log.read_text()}")
-    listen = json.loads(line)["started"]["listen"]
-    print(f"rocketha namesrv listening on {listen}")
-    try:
-        yield proc, listen
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait(timeout=30)
-        proc.stdout.close()
 
 
 def test_register_route_and_stop(namesrv_process: tuple[subprocess.Popen[str], str]) -> None:
