@@ -5,6 +5,8 @@ through the route the name server hands out."""
 from __future__ import annotations
 
 import asyncio
+import json
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -12,14 +14,20 @@ from pathlib import Path
 import pytest
 from helpers import SEGMENT, BrokerProcess, wait_for, write_conf
 from rocketha import (
+    Broker,
+    BrokerConfig,
     Message,
     MessageStore,
     MQBrokerError,
     MQClientError,
+    NameServer,
     Producer,
+    RemotingConnectError,
     SendStatus,
+    SendStatusUnknownError,
 )
 from rocketha._core import MQClientAPI
+from test_namesrv import GET_ROUTEINFO_BY_TOPIC, REGISTER_BROKER, RemotingSocket, broker_fields
 
 NamesrvProcess = tuple[subprocess.Popen[str], str]
 
@@ -191,3 +199,90 @@ def test_produce_cli(tmp_path: Path, namesrv_process: NamesrvProcess) -> None:
         assert stored_bodies(tmp_path / "master") == [b"one", b"two"]
     finally:
         assert master.stop() == 0, master.stderr()
+
+
+def register_fake_broker(namesrv: str, name: str, addr: str) -> RemotingSocket:
+    """Registers broker group ``name`` at ``addr`` offering TBW102; keep the returned connection
+    open (the name server forgets brokers whose connection closes)."""
+    body = json.dumps(
+        {
+            "filterServerList": [],
+            "topicConfigSerializeWrapper": {
+                "dataVersion": {"counter": 1, "stateVersion": 0, "timestamp": 1700000000000},
+                "topicConfigTable": {
+                    topic: {"topicName": topic, "readQueueNums": 4, "writeQueueNums": 4, "perm": 7}
+                    for topic in ("TBW102", "SELF_TEST_TOPIC")
+                },
+            },
+        }
+    ).encode()
+    fields = {**broker_fields(0, addr, "", body), "brokerName": name}
+    sock = RemotingSocket(namesrv)
+    assert sock.invoke(REGISTER_BROKER, fields, body)[0]["code"] == 0
+    return sock
+
+
+def routed_brokers(namesrv: str) -> int:
+    """Broker groups in TBW102's route."""
+    client = RemotingSocket(namesrv)
+    try:
+        response, body = client.invoke(GET_ROUTEINFO_BY_TOPIC, {"topic": "TBW102"})
+    finally:
+        client.close()
+    return len(json.loads(body)["brokerDatas"]) if response["code"] == 0 else 0
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_a_send_that_cannot_connect_is_retried_on_another_broker_group(tmp_path: Path) -> None:
+    with NameServer("127.0.0.1:0") as ns:
+        # "broker-a" sorts first, so the first queue picked is on the dead broker.
+        dead = register_fake_broker(ns.listen_address, "broker-a", f"127.0.0.1:{free_port()}")
+        config = BrokerConfig(
+            broker_name="broker-b",
+            store_path_root_dir=str(tmp_path / "b"),
+            mapped_file_size_commit_log=SEGMENT,
+            listen_port=0,
+            ha_listen_port=0,
+            ha_listen_address="127.0.0.1",
+            namesrv_addr=ns.listen_address,
+        )
+        with Broker(config) as live:
+            wait_for(lambda: routed_brokers(ns.listen_address) == 2, what="broker-b's route")
+            with Producer(ns.listen_address, "p", retry_times_when_send_failed=0) as once:
+                with pytest.raises(MQClientError, match="after 1 attempts") as err:
+                    once.send(Message("Fresh", b"lost"))
+                assert isinstance(err.value.__cause__, RemotingConnectError)
+            with Producer(ns.listen_address, "p") as producer:
+                result = producer.send(Message("Fresh", b"retried"))
+            assert (result.status, result.queue.broker_name) == (SendStatus.SEND_OK, "broker-b")
+            assert [m.body for m in live.messages()] == [b"retried"]
+        dead.close()
+
+
+def test_a_send_whose_answer_is_lost_is_not_retried(tmp_path: Path) -> None:
+    with NameServer("127.0.0.1:0") as ns, socket.socket() as silent:
+        # Accepts connections (the kernel's backlog) and never answers.
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        addr = f"127.0.0.1:{silent.getsockname()[1]}"
+        fake = register_fake_broker(ns.listen_address, "broker-a", addr)
+        config = BrokerConfig(
+            broker_name="broker-b",
+            store_path_root_dir=str(tmp_path / "b"),
+            mapped_file_size_commit_log=SEGMENT,
+            listen_port=0,
+            ha_listen_port=0,
+            ha_listen_address="127.0.0.1",
+            namesrv_addr=ns.listen_address,
+        )
+        with Broker(config) as live, Producer(ns.listen_address, "p", send_timeout=0.5) as p:
+            wait_for(lambda: routed_brokers(ns.listen_address) == 2, what="broker-b's route")
+            with pytest.raises(SendStatusUnknownError, match="may or may not be stored"):
+                p.send(Message("Fresh", b"maybe"))
+            assert live.store.max_offset == 0, "not retried on broker-b"
+        fake.close()
