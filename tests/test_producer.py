@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import SEGMENT, BrokerProcess, wait_for, write_conf
+from helpers import SEGMENT, BrokerProcess, RemotingSocket, broker_fields, wait_for, write_conf
 from rocketha import (
     Broker,
     BrokerConfig,
@@ -27,12 +27,12 @@ from rocketha import (
     SendStatusUnknownError,
 )
 from rocketha._core import MQClientAPI
-from test_namesrv import GET_ROUTEINFO_BY_TOPIC, REGISTER_BROKER, RemotingSocket, broker_fields
 
 NamesrvProcess = tuple[subprocess.Popen[str], str]
 
 #: RocketMQ's ResponseCode values the broker answers bad sends with.
 MESSAGE_ILLEGAL, SERVICE_NOT_AVAILABLE, TOPIC_NOT_EXIST = 13, 14, 17
+REGISTER_BROKER, GET_ROUTEINFO_BY_TOPIC = 103, 105
 
 
 def start_master(tmp: Path, namesrv: str, **keys: object) -> BrokerProcess:
