@@ -70,8 +70,9 @@ pub(crate) struct BrokerProcessor {
     register: Arc<RegisterSignal>,
     /// Heartbeats by connection id. A lock: heartbeats on the loop thread, reads from others.
     clients: Mutex<HashMap<u64, ClientChannel>>,
-    /// Messages stored through this port since start (`msgPutTotalTodayNow`).
-    put_total: AtomicU64,
+    /// Messages stored through this port since start (`msgPutTotalTodayNow`); shared with
+    /// the deferred answers, which count when they are sent.
+    put_total: Arc<AtomicU64>,
 }
 
 impl BrokerProcessor {
@@ -90,7 +91,7 @@ impl BrokerProcessor {
             runtime,
             register,
             clients: Mutex::default(),
-            put_total: AtomicU64::new(0),
+            put_total: Arc::new(AtomicU64::new(0)),
         }
     }
 
@@ -106,22 +107,13 @@ impl BrokerProcessor {
     ) -> Option<RemotingCommand> {
         let before = self.topics.data_version();
         let responder = ctx.responder();
-        let now = self
-            .send
-            .process(request, ctx.remote(), move |r| responder.send(r));
-        // Counted when stored: a deferred answer only waits for flush or slaves.
-        if now
-            .as_ref()
-            .is_none_or(|r| r.code == response_code::SUCCESS || is_stored(r.code))
-        {
-            let count = if request.code == request_code::SEND_BATCH_MESSAGE {
-                now.as_ref()
-                    .and_then(|r| r.ext_fields.get("msgId"))
-                    .map_or(1, |ids| ids.split(',').count() as u64)
-            } else {
-                1
-            };
-            self.put_total.fetch_add(count, Ordering::Relaxed);
+        let total = self.put_total.clone();
+        let now = self.send.process(request, ctx.remote(), move |r| {
+            count_stored(&total, &r);
+            responder.send(r);
+        });
+        if let Some(r) = &now {
+            count_stored(&self.put_total, r);
         }
         // A send that created its topic: the name servers learn the route at once, as
         // `createTopicInSendMessageMethod` registers.
@@ -279,15 +271,19 @@ impl BrokerProcessor {
     }
 }
 
-/// The put stored the message though a wait fell short (`FLUSH_*_TIMEOUT`,
-/// `SLAVE_NOT_AVAILABLE`).
-fn is_stored(code: i32) -> bool {
-    matches!(
-        code,
-        response_code::FLUSH_DISK_TIMEOUT
+/// Adds the messages a send response reports stored (one msg id each; the waits that fell
+/// short, `FLUSH_*_TIMEOUT` and `SLAVE_NOT_AVAILABLE`, stored them too).
+fn count_stored(total: &AtomicU64, response: &RemotingCommand) {
+    let stored = matches!(
+        response.code,
+        response_code::SUCCESS
+            | response_code::FLUSH_DISK_TIMEOUT
             | response_code::FLUSH_SLAVE_TIMEOUT
             | response_code::SLAVE_NOT_AVAILABLE
-    )
+    );
+    if let Some(ids) = response.ext_fields.get("msgId").filter(|_| stored) {
+        total.fetch_add(ids.split(',').count() as u64, Ordering::Relaxed);
+    }
 }
 
 /// `TopicValidator.validateTopic`.

@@ -181,6 +181,16 @@ fn a_sync_master_send_is_answered_only_after_the_ack() {
         "{:?}",
         response.remark
     );
+    // Counted when the deferred answer went out.
+    let mut c = client(addr);
+    let info = c
+        .invoke(
+            RemotingCommand::request(request_code::GET_BROKER_RUNTIME_INFO, 0),
+            TIMEOUT,
+        )
+        .unwrap();
+    let table: serde_json::Value = serde_json::from_slice(&info.body).unwrap();
+    assert_eq!(table["table"]["msgPutTotalTodayNow"], "1");
 }
 
 #[test]
@@ -337,8 +347,10 @@ fn a_slave_takes_the_master_ha_address_from_the_name_server() {
         BrokerControllerConfig {
             settings,
             broker_role: "SLAVE".into(),
-            namesrv_addr,
+            namesrv_addr: namesrv_addr.clone(),
             update_master_ha_server_addr_periodically: true,
+            // Short: the test waits for the registration that follows a new master.
+            register_name_server_period: Duration::from_millis(100),
             ..BrokerControllerConfig::default()
         },
     )
@@ -362,4 +374,37 @@ fn a_slave_takes_the_master_ha_address_from_the_name_server() {
     let refused = s.invoke(send_v2("orders", 0, b"no"), TIMEOUT).unwrap();
     assert_eq!(refused.code, response_code::SERVICE_NOT_AVAILABLE);
     assert!(refused.remark.unwrap().contains("SLAVE"));
+    // The master goes (and unregisters); another takes its place with another HA address: the
+    // slave follows it at its next registration (seed 004).
+    master.shutdown();
+    ha_master.shutdown();
+    let new_dir = tempfile::tempdir().unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let new_store = open_store(new_dir.path(), 0, listener.local_addr().unwrap().port());
+    let new_ha = Arc::new(
+        HaMaster::start(
+            new_store.clone(),
+            "127.0.0.1:0".parse().unwrap(),
+            HaConfig::default(),
+        )
+        .unwrap(),
+    );
+    let new_addr = new_ha.local_addr().to_string();
+    assert_ne!(new_addr, ha_master.local_addr().to_string());
+    let _new_master = BrokerController::start(
+        listener,
+        new_store,
+        Some(new_ha.clone()),
+        None,
+        BrokerControllerConfig {
+            namesrv_addr,
+            ha_server_addr: new_addr.clone(),
+            ..BrokerControllerConfig::default()
+        },
+    )
+    .unwrap();
+    wait_for("the slave to follow the new master", || {
+        (ha_client.master_address().as_deref() == Some(new_addr.as_str())).then_some(())
+    });
+    drop(slave);
 }
