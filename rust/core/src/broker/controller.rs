@@ -70,8 +70,8 @@ pub struct BrokerController {
 
 impl BrokerController {
     /// Serves `listener` (bound beforehand, so the store knows the real port) for `store`;
-    /// `ha_master` on a master (for the runtime info), `ha_client` on a slave (to follow the
-    /// name servers' master address).
+    /// `ha_master` on a master, `ha_client` on a slave: their state is in the runtime info,
+    /// and the slave's client follows the name servers' master address.
     pub fn start(
         listener: TcpListener,
         store: Arc<MessageStore>,
@@ -97,6 +97,7 @@ impl BrokerController {
             RuntimeView {
                 broker_role: config.broker_role.clone(),
                 ha_master,
+                ha_client: ha_client.clone(),
             },
             signal.clone(),
         ));

@@ -14,6 +14,7 @@ use super::outer_api::RegisterSignal;
 use super::send::SendMessageProcessor;
 use super::topic_config::TopicConfigManager;
 use super::BrokerSettings;
+use crate::ha::client::HaClient;
 use crate::ha::master::HaMaster;
 use crate::namesrv::{parse_lenient, TopicConfig};
 use crate::remoting::header::{CreateTopicRequestHeader, UnregisterClientRequestHeader};
@@ -59,6 +60,7 @@ pub(crate) struct RuntimeView {
     /// `brokerRole` as configured (ASYNC_MASTER, SYNC_MASTER, SLAVE).
     pub(crate) broker_role: String,
     pub(crate) ha_master: Option<Arc<HaMaster>>,
+    pub(crate) ha_client: Option<Arc<HaClient>>,
 }
 
 pub(crate) struct BrokerProcessor {
@@ -207,6 +209,10 @@ impl BrokerProcessor {
                     .collect::<Vec<_>>()
                     .join(","),
             );
+        }
+        if let Some(ha) = &self.runtime.ha_client {
+            table.insert("haMasterAddress", ha.master_address().unwrap_or_default());
+            table.insert("haClientState", ha.state().name().to_owned());
         }
         let mut response = RemotingCommand::response_to(request, response_code::SUCCESS, None);
         response.body = serde_json::json!({ "table": table })

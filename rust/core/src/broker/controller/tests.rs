@@ -369,8 +369,32 @@ fn a_slave_takes_the_master_ha_address_from_the_name_server() {
     wait_for("the slave to catch up", || {
         (slave_store.max_offset() == master_store.max_offset()).then_some(())
     });
-    // The slave's own port refuses sends, saying why.
+    // The master reports the slave's ack.
+    let acked = master_store.max_offset().to_string();
+    wait_for("the master to report the slave's ack", || {
+        let info = c
+            .invoke(
+                RemotingCommand::request(request_code::GET_BROKER_RUNTIME_INFO, 0),
+                TIMEOUT,
+            )
+            .unwrap();
+        let table: serde_json::Value = serde_json::from_slice(&info.body).unwrap();
+        (table["table"]["slaveAckOffsets"] == acked.as_str()).then_some(())
+    });
+    // The slave's own port refuses sends, saying why, and reports whom it replicates from.
     let mut s = client(slave.local_addr());
+    let info = s
+        .invoke(
+            RemotingCommand::request(request_code::GET_BROKER_RUNTIME_INFO, 0),
+            TIMEOUT,
+        )
+        .unwrap();
+    let table: serde_json::Value = serde_json::from_slice(&info.body).unwrap();
+    assert_eq!(table["table"]["brokerRole"], "SLAVE");
+    assert_eq!(
+        table["table"]["haMasterAddress"],
+        ha_master.local_addr().to_string()
+    );
     let refused = s.invoke(send_v2("orders", 0, b"no"), TIMEOUT).unwrap();
     assert_eq!(refused.code, response_code::SERVICE_NOT_AVAILABLE);
     assert!(refused.remark.unwrap().contains("SLAVE"));
