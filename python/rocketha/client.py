@@ -140,9 +140,10 @@ class Producer:
         self.shutdown()
 
     def shutdown(self) -> None:
-        """Forgets routes; connections close when the producer is collected."""
+        """Forgets routes and closes the connections."""
         with self._lock:
             self._routes.clear()
+        self._api.close()
 
     # -- routes ----------------------------------------------------------------------------
 

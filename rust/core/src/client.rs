@@ -75,6 +75,11 @@ impl MqClientApi {
         }
     }
 
+    /// Closes every connection (a call in flight keeps its own until it returns).
+    pub fn close(&self) {
+        lock(&self.links).clear();
+    }
+
     fn link(&self, addr: &str) -> Link {
         lock(&self.links)
             .entry(addr.to_owned())

@@ -54,6 +54,11 @@ impl MQClientAPI {
         })
     }
 
+    /// Closes every connection; later calls connect again.
+    fn close(&self, py: Python<'_>) {
+        py.detach(|| self.inner.close());
+    }
+
     /// GET_ROUTEINFO_BY_TOPIC: the route's standard JSON, or None for an unknown topic.
     fn get_topic_route_info<'py>(
         &self,
