@@ -172,7 +172,10 @@ def cdf_points(seconds: list[float], points: int = 1000) -> list[float]:
 def broker_pair(root: Path, role: str) -> tuple[Broker, Broker]:
     """A started master with ``role`` and a SLAVE of it under ``root``, the slave connected."""
     common: dict[str, Any] = dict(
-        ha_listen_address="127.0.0.1", ha_listen_port=0, mapped_file_size_commit_log=1 << 30
+        ha_listen_address="127.0.0.1",
+        ha_listen_port=0,
+        listen_port=0,
+        mapped_file_size_commit_log=1 << 30,
     )
     master = Broker(
         BrokerConfig(broker_role=BrokerRole(role), store_path_root_dir=str(root / "m"), **common)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 import sys
 import threading
 from collections.abc import Iterator
@@ -42,3 +44,31 @@ def no_leaked_threads() -> Iterator[None]:
         t.join(timeout=10)
     still = [t.name for t in leaked if t.is_alive()]
     assert not still, f"the test left non-daemon threads running: {still}"
+
+
+@pytest.fixture
+def namesrv_process(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """``rocketha namesrv`` on an OS-chosen port; its log goes to a file (an undrained pipe
+    would block it)."""
+    log = tmp_path / "namesrv.log"
+    with log.open("w") as stderr:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "rocketha", "-v", "namesrv", "--listen", "127.0.0.1:0"],
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+        )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if not line:
+        proc.wait(timeout=30)
+        raise AssertionError(f"namesrv failed to start: {log.read_text()}")
+    listen = json.loads(line)["started"]["listen"]
+    print(f"rocketha namesrv listening on {listen}")
+    try:
+        yield proc, listen
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=30)
+        proc.stdout.close()

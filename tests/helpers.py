@@ -1,13 +1,17 @@
-"""Shared helpers of the test suite: brokers in child processes, waiting, log comparison."""
+"""Shared helpers of the test suite: brokers in child processes, a raw remoting socket, waiting,
+log comparison."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import time
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,6 +19,8 @@ from typing import Any
 from rocketha.cli import segment_checksums
 
 SEGMENT = 64 * 1024
+#: A RocketMQ 5 client's ``MQVersion`` ordinal: it gets routes as standard JSON.
+ROUTE_V5 = 479
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float = 60.0, what: str = "condition") -> Any:
@@ -92,9 +98,68 @@ def start_slave(tmp: Path, name: str, master_address: str, **keys: Any) -> Broke
         storePathRootDir=tmp / name,
         haMasterAddress=master_address,
         mappedFileSizeCommitLog=keys.pop("mappedFileSizeCommitLog", SEGMENT),
+        listenPort=keys.pop("listenPort", 0),
         **keys,
     )
     return BrokerProcess(conf)
+
+
+class RemotingSocket:
+    """A minimal blocking RocketMQ remoting client: JSON header, one request at a time."""
+
+    def __init__(self, address: str) -> None:
+        host, port = address.rsplit(":", 1)
+        self.sock = socket.create_connection((host, int(port)), timeout=10)
+        self.opaque = 0
+
+    def invoke(
+        self, code: int, ext_fields: dict[str, str], body: bytes = b"", version: int = ROUTE_V5
+    ) -> tuple[dict[str, Any], bytes]:
+        self.opaque += 1
+        header = json.dumps(
+            {
+                "code": code,
+                "extFields": ext_fields,
+                "flag": 0,
+                "language": "PYTHON",
+                "opaque": self.opaque,
+                "serializeTypeCurrentRPC": "JSON",
+                "version": version,
+            }
+        ).encode()
+        self.sock.sendall(struct.pack(">ii", 4 + len(header) + len(body), len(header)))
+        self.sock.sendall(header + body)
+        total, word = struct.unpack(">ii", self._read(8))
+        rest = self._read(total - 4)
+        header_len = word & 0xFFFFFF
+        response = json.loads(rest[:header_len])
+        assert response["opaque"] == self.opaque and response["flag"] & 1
+        return response, rest[header_len:]
+
+    def _read(self, n: int) -> bytes:
+        data = b""
+        while len(data) < n:
+            chunk = self.sock.recv(n - len(data))
+            assert chunk, "the peer closed the connection"
+            data += chunk
+        return data
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def broker_fields(broker_id: int, addr: str, ha: str, body: bytes) -> dict[str, str]:
+    return {
+        "brokerName": "broker-a",
+        "brokerAddr": addr,
+        "clusterName": "DefaultCluster",
+        "haServerAddr": ha,
+        "brokerId": str(broker_id),
+        "enableActingMaster": "false",
+        "compressed": "false",
+        # UtilAll.crc32: the unsigned CRC32 masked to 31 bits.
+        "bodyCrc32": str(zlib.crc32(body) & 0x7FFFFFFF),
+    }
 
 
 #: The checksum of a segment with no bytes used yet.
@@ -112,8 +177,11 @@ def same_log(a: Path, b: Path) -> bool:
 
 
 __all__ = [
+    "ROUTE_V5",
     "SEGMENT",
     "BrokerProcess",
+    "RemotingSocket",
+    "broker_fields",
     "same_log",
     "start_slave",
     "wait_for",

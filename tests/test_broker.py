@@ -30,6 +30,7 @@ def sync_master(tmp: Path, **kw: object) -> BrokerConfig:
         mapped_file_size_commit_log=SEGMENT,
         ha_listen_address="127.0.0.1",
         ha_listen_port=0,
+        listen_port=0,
         **kw,
     )
 
@@ -41,6 +42,7 @@ def slave_config(tmp: Path, master: Broker, broker_id: int = 1) -> BrokerConfig:
         store_path_root_dir=str(tmp / f"slave{broker_id}"),
         mapped_file_size_commit_log=SEGMENT,
         ha_master_address=master.ha_address,
+        listen_port=0,
     )
 
 
@@ -168,12 +170,26 @@ def test_slave_refuses_puts_and_serves_reads(tmp_path: Path) -> None:
 
 
 def test_insecure_listen_address_is_refused(tmp_path: Path) -> None:
-    conf = BrokerConfig(store_path_root_dir=str(tmp_path), ha_listen_port=0)
+    conf = BrokerConfig(store_path_root_dir=str(tmp_path), ha_listen_port=0, listen_port=0)
     with pytest.raises(ConfigError, match="haAllowInsecure"):
         Broker(conf).start()
     Broker(
-        BrokerConfig(store_path_root_dir=str(tmp_path), ha_listen_port=0, ha_allow_insecure=True)
+        BrokerConfig(
+            store_path_root_dir=str(tmp_path),
+            ha_listen_port=0,
+            listen_port=0,
+            ha_allow_insecure=True,
+        )
     ).start().shutdown()
+    public = BrokerConfig(
+        store_path_root_dir=str(tmp_path),
+        ha_listen_port=0,
+        listen_port=0,
+        ha_listen_address="127.0.0.1",
+        listen_address="0.0.0.0",
+    )
+    with pytest.raises(ConfigError, match="remotingAllowInsecure"):
+        Broker(public).start()
 
 
 def test_metrics_endpoint_and_status_cli(tmp_path: Path) -> None:
@@ -237,6 +253,7 @@ def test_broker_cli_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
         mappedFileSizeCommitLog=SEGMENT,
         haListenAddress="127.0.0.1",
         haListenPort=0,
+        listenPort=0,
     )
     proc = BrokerProcess(conf, "--produce-stdin", "--topic", "Lines")
     assert proc.proc.stdin is not None and proc.proc.stdout is not None

@@ -27,6 +27,7 @@ def test_keys_map_to_fields_with_rocketmq_defaults(tmp_path: Path) -> None:
         haListenPort=0,
         slaveTimeout=1500,
         namesrvAddr="127.0.0.1:9876",
+        deleteWhen="04",
     )
     c = BrokerConfig.load(conf)
     assert c.broker_role is BrokerRole.SYNC_MASTER
@@ -34,7 +35,12 @@ def test_keys_map_to_fields_with_rocketmq_defaults(tmp_path: Path) -> None:
     assert (c.ha_listen_port, c.slave_timeout, c.in_sync_replicas) == (0, 1500, 2)
     assert (c.ha_send_heartbeat_interval, c.ha_housekeeping_interval) == (5000, 20000)
     assert c.ha_transfer_batch_size == 32768 and c.ha_max_gap_not_in_sync == 256 * 1024 * 1024
-    assert c.ignored_keys == {"namesrvAddr": "127.0.0.1:9876"}
+    assert c.ignored_keys == {"deleteWhen": "04"}
+    assert (c.namesrv_addr, c.listen_address, c.auto_create_topic_enable) == (
+        "127.0.0.1:9876",
+        "127.0.0.1",
+        True,
+    )
     assert BrokerConfig(broker_role="ASYNC_MASTER").in_sync_replicas == 1
 
 

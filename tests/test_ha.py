@@ -22,6 +22,7 @@ def master_config(tmp: Path, **kw: object) -> BrokerConfig:
         mapped_file_size_commit_log=SEGMENT,
         ha_listen_address="127.0.0.1",
         ha_listen_port=0,
+        listen_port=0,
         **kw,
     )
 

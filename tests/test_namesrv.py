@@ -6,81 +6,15 @@ from __future__ import annotations
 import json
 import logging
 import signal
-import socket
-import struct
 import subprocess
 import sys
-import zlib
-from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
 
 import pytest
-from helpers import wait_for
+from helpers import RemotingSocket, broker_fields, wait_for
 from rocketha import NameServer
 
 REGISTER_BROKER, UNREGISTER_BROKER, GET_ROUTEINFO_BY_TOPIC = 103, 104, 105
 SUCCESS, TOPIC_NOT_EXIST, REQUEST_CODE_NOT_SUPPORTED = 0, 17, 3
-#: A RocketMQ 5 client's ``MQVersion`` ordinal: it gets routes as standard JSON.
-V5 = 479
-
-
-class RemotingSocket:
-    """A minimal blocking RocketMQ remoting client: JSON header, one request at a time."""
-
-    def __init__(self, address: str) -> None:
-        host, port = address.rsplit(":", 1)
-        self.sock = socket.create_connection((host, int(port)), timeout=10)
-        self.opaque = 0
-
-    def invoke(
-        self, code: int, ext_fields: dict[str, str], body: bytes = b"", version: int = V5
-    ) -> tuple[dict[str, Any], bytes]:
-        self.opaque += 1
-        header = json.dumps(
-            {
-                "code": code,
-                "extFields": ext_fields,
-                "flag": 0,
-                "language": "PYTHON",
-                "opaque": self.opaque,
-                "serializeTypeCurrentRPC": "JSON",
-                "version": version,
-            }
-        ).encode()
-        self.sock.sendall(struct.pack(">ii", 4 + len(header) + len(body), len(header)))
-        self.sock.sendall(header + body)
-        total, word = struct.unpack(">ii", self._read(8))
-        rest = self._read(total - 4)
-        header_len = word & 0xFFFFFF
-        response = json.loads(rest[:header_len])
-        assert response["opaque"] == self.opaque and response["flag"] & 1
-        return response, rest[header_len:]
-
-    def _read(self, n: int) -> bytes:
-        data = b""
-        while len(data) < n:
-            chunk = self.sock.recv(n - len(data))
-            assert chunk, "the name server closed the connection"
-            data += chunk
-        return data
-
-    def close(self) -> None:
-        self.sock.close()
-
-
-def broker_fields(broker_id: int, addr: str, ha: str, body: bytes) -> dict[str, str]:
-    return {
-        "brokerName": "broker-a",
-        "brokerAddr": addr,
-        "clusterName": "DefaultCluster",
-        "haServerAddr": ha,
-        "brokerId": str(broker_id),
-        "enableActingMaster": "false",
-        "compressed": "false",
-        # UtilAll.crc32: the unsigned CRC32 masked to 31 bits.
-        "bodyCrc32": str(zlib.crc32(body) & 0x7FFFFFFF),
-    }
 
 
 REGISTER_BODY = json.dumps(
@@ -100,34 +34,6 @@ REGISTER_BODY = json.dumps(
         },
     }
 ).encode()
-
-
-@pytest.fixture
-def namesrv_process(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], str]]:
-    """``rocketha namesrv`` on an OS-chosen port; its log goes to a file (an undrained pipe
-    would block it)."""
-    log = tmp_path / "namesrv.log"
-    with log.open("w") as stderr:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "rocketha", "-v", "namesrv", "--listen", "127.0.0.1:0"],
-            stdout=subprocess.PIPE,
-            stderr=stderr,
-            text=True,
-        )
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    if not line:
-        proc.wait(timeout=30)
-        raise AssertionError(f"namesrv failed to start: {log.read_text()}")
-    listen = json.loads(line)["started"]["listen"]
-    print(f"rocketha namesrv listening on {listen}")
-    try:
-        yield proc, listen
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait(timeout=30)
-        proc.stdout.close()
 
 
 def test_register_route_and_stop(namesrv_process: tuple[subprocess.Popen[str], str]) -> None:

@@ -14,6 +14,7 @@ if sys.platform != "linux":
 
 from rocketha._core import Message, MessageExt, PutResult, __version__
 from rocketha.broker import Broker, GetMessageResult
+from rocketha.client import Producer, SendResult, SendStatus
 from rocketha.config import BrokerConfig
 from rocketha.exceptions import (
     CommitLogCorrupted,
@@ -21,9 +22,13 @@ from rocketha.exceptions import (
     ForkedProcessError,
     HAError,
     InvalidMessageError,
+    MQBrokerError,
+    MQClientError,
     NotMasterError,
     OffsetMismatch,
+    RemotingConnectError,
     RocketHAError,
+    SendStatusUnknownError,
     StoreClosedError,
     StoreLockedError,
 )
@@ -44,15 +49,22 @@ __all__ = [
     "HAError",
     "HAService",
     "InvalidMessageError",
+    "MQBrokerError",
+    "MQClientError",
     "Message",
     "MessageExt",
     "MessageStore",
     "NameServer",
     "NotMasterError",
     "OffsetMismatch",
+    "Producer",
     "PutResult",
     "PutStatus",
+    "RemotingConnectError",
     "RocketHAError",
+    "SendResult",
+    "SendStatus",
+    "SendStatusUnknownError",
     "StoreClosedError",
     "StoreLockedError",
     "__version__",

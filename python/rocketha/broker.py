@@ -12,10 +12,17 @@
   With no slave connected, or the best one more than ``haMaxGapNotInSync`` behind, it returns
   ``SLAVE_NOT_AVAILABLE`` at once.
 * ``SYNC_FLUSH`` adds a wait for the msync, run in parallel with the replication wait.
+* ``SLAVE``: replicates from ``haMasterAddress``, or from the master's HA address the name
+  servers answer its registration with when only ``namesrvAddr`` is set; puts raise
+  :class:`NotMasterError`.
 
 Every wait happens in the store's GroupTransferService (Rust): a put crosses into Rust once,
 appends, and parks there with the GIL released until its verdict.
-* ``SLAVE``: replicates from ``haMasterAddress``; puts raise :class:`NotMasterError`.
+
+Every role serves RocketMQ's remoting protocol on ``listenAddress:listenPort`` (sends,
+topic creation, heartbeats, runtime info) and registers with ``namesrvAddr`` every
+``registerNameServerPeriod`` ms: the port is bound before the store opens, so with
+``listenPort=0`` the messages' store host still names the real port.
 """
 
 from __future__ import annotations
@@ -23,13 +30,14 @@ from __future__ import annotations
 import ipaddress
 import logging
 import os
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
-from rocketha._core import Message, MessageExt, PutResult
+from rocketha._core import BrokerController, Message, MessageExt, PutResult
 from rocketha.config import BrokerConfig
 from rocketha.exceptions import ConfigError, NotMasterError
 from rocketha.group_transfer import GroupTransferService
@@ -70,11 +78,21 @@ class Broker:
         self.ha: HAService | None = None
         self.group_transfer: GroupTransferService | None = None
         self._metrics: Any = None
+        self._controller: BrokerController | None = None
+        self._events: threading.Thread | None = None
         self._started = False
 
     # -- lifecycle -------------------------------------------------------------------------
 
     def _check_security(self, secret: bytes | None) -> None:
+        c = self.config
+        if not c.remoting_allow_insecure and not ipaddress.ip_address(c.listen_address).is_loopback:
+            raise ConfigError(
+                f"{c.source}: listenAddress: the client port would listen on {c.listen_address}, "
+                "and rocketha has no ACL yet: anyone who can reach it could send messages and "
+                "create topics. Bind listenAddress=127.0.0.1, or set remotingAllowInsecure=true "
+                "to accept the risk."
+            )
         if not self.role.is_master or secret is not None or self.config.ha_allow_insecure:
             return
         if not ipaddress.ip_address(self.config.ha_listen_address).is_loopback:
@@ -92,65 +110,119 @@ class Broker:
         c = self.config
         secret = c.auth_secret()
         self._check_security(secret)
+        # Bound first: the store records brokerIP1:listenPort in every message.
+        self._controller = BrokerController(f"{c.listen_address}:{c.listen_port}")
+        store_host = f"{c.broker_ip1}:{self._controller.listen_port}"
+        try:
+            self._open(secret, store_host)
+        except BaseException:
+            self._close_parts()
+            raise
+        self._started = True
+        log.info(
+            "broker %s (id %d, %s) started on %s, max offset %d, clients at %s",
+            c.broker_name,
+            c.broker_id,
+            self.role.value,
+            c.store_path_root_dir,
+            self.store.max_offset,
+            self.listen_address,
+        )
+        return self
+
+    def _open(self, secret: bytes | None, store_host: str) -> None:
+        c = self.config
         self._store = MessageStore(
             c.store_path_root_dir,
             mapped_file_size=c.mapped_file_size_commit_log,
             flush_disk_type=c.flush_disk_type,
             flush_interval_ms=c.flush_interval_commit_log,
             sync_flush_timeout_ms=c.sync_flush_timeout,
-            store_host=c.store_host,
+            store_host=store_host,
             consume_queue_entries=c.mapped_file_size_consume_queue // 20,
             sync_slaves=c.slave_acks_required if self.role is BrokerRole.SYNC_MASTER else 0,
             slave_timeout_ms=c.slave_timeout,
             ha_max_gap_not_in_sync=c.ha_max_gap_not_in_sync,
             accept_zero_body_crc=c.ha_accept_zero_body_crc,
         )
-        try:
-            ha_options: dict[str, Any] = dict(
-                heartbeat_interval_ms=c.ha_send_heartbeat_interval,
-                housekeeping_interval_ms=c.ha_housekeeping_interval,
-                auth_secret=secret,
-            )
-            if self.role.is_master:
-                flow = c.max_ha_transfer_byte_in_second if c.ha_flow_control_enable else None
-                ha_options.update(
-                    transfer_batch_size=c.ha_transfer_batch_size,
-                    max_transfer_bytes_per_second=flow,
-                    sync_from_last_file=c.sync_from_last_file,
-                )
-            else:
-                ha_options.update(
-                    frame_crc=c.ha_transfer_crc, accept_zero_body_crc=c.ha_accept_zero_body_crc
-                )
-            self.ha = HAService(
-                self._store,
-                master=self.role.is_master,
-                listen=f"{c.ha_listen_address}:{c.ha_listen_port}",
-                master_address=c.ha_master_address,
-                slave_id=c.broker_id,
-                **ha_options,
-            ).start()
-            if self.role.is_master:
-                self.group_transfer = GroupTransferService(self._store).start()
-            if c.metrics_port is not None:
-                from rocketha.metrics import BrokerMetrics
-
-                self._metrics = BrokerMetrics(self).serve(c.metrics_port)
-        except BaseException:
-            self._close_parts()
-            raise
-        self._started = True
-        log.info(
-            "broker %s (id %d, %s) started on %s, max offset %d",
-            c.broker_name,
-            c.broker_id,
-            self.role.value,
-            c.store_path_root_dir,
-            self._store.max_offset,
+        ha_options: dict[str, Any] = dict(
+            heartbeat_interval_ms=c.ha_send_heartbeat_interval,
+            housekeeping_interval_ms=c.ha_housekeeping_interval,
+            auth_secret=secret,
         )
-        return self
+        if self.role.is_master:
+            flow = c.max_ha_transfer_byte_in_second if c.ha_flow_control_enable else None
+            ha_options.update(
+                transfer_batch_size=c.ha_transfer_batch_size,
+                max_transfer_bytes_per_second=flow,
+                sync_from_last_file=c.sync_from_last_file,
+            )
+        else:
+            ha_options.update(
+                frame_crc=c.ha_transfer_crc, accept_zero_body_crc=c.ha_accept_zero_body_crc
+            )
+        self.ha = HAService(
+            self._store,
+            master=self.role.is_master,
+            listen=f"{c.ha_listen_address}:{c.ha_listen_port}",
+            master_address=c.ha_master_address,
+            slave_id=c.broker_id,
+            **ha_options,
+        ).start()
+        if self.role.is_master:
+            self.group_transfer = GroupTransferService(self._store).start()
+        if c.metrics_port is not None:
+            from rocketha.metrics import BrokerMetrics
+
+            self._metrics = BrokerMetrics(self).serve(c.metrics_port)
+        assert self._controller is not None and self.ha is not None
+        self._controller.start(
+            self._store,
+            ha_master=self.ha.master,
+            ha_client=self.ha.client,
+            cluster_name=c.broker_cluster_name,
+            broker_name=c.broker_name,
+            broker_id=c.broker_id,
+            broker_role=self.role.value,
+            broker_ip1=c.broker_ip1,
+            namesrv_addr=c.namesrv_addr,
+            register_name_server_period_ms=c.register_name_server_period,
+            ha_server_addr=self._advertised_ha_address() if self.role.is_master else "",
+            update_master_ha_server_addr=not self.role.is_master and not c.ha_master_address,
+            auto_create_topic_enable=c.auto_create_topic_enable,
+            default_topic_queue_nums=c.default_topic_queue_nums,
+            max_message_size=c.max_message_size,
+            broker_permission=c.broker_permission,
+        )
+        self._events = threading.Thread(
+            target=self._log_events,
+            args=(self._controller,),
+            name="rocketha-broker-events",
+            daemon=True,
+        )
+        self._events.start()
+
+    def _log_events(self, controller: BrokerController) -> None:
+        """Connections and registrations, logged with their reasons until shutdown."""
+        while self._controller is controller:
+            for addr, event, reason, problem in controller.next_events(0.5):
+                level = logging.WARNING if problem else logging.INFO
+                log.log(level, "remoting %s %s: %s", addr, event, reason)
+
+    def _advertised_ha_address(self) -> str:
+        """What the name servers hand this master's slaves: the HA port on a reachable host."""
+        host = self.config.ha_listen_address
+        host = self.config.broker_ip1 if host in ("0.0.0.0", "::") else host
+        return f"{host}:{self.ha_listen_port}"
 
     def _close_parts(self) -> None:
+        controller, self._controller = self._controller, None
+        if controller is not None:
+            # First: no send arrives while the rest closes; unregisters from the name servers.
+            controller.shutdown()
+        if self._events is not None:
+            self._events.join()
+            self._events = None
         if self.ha is not None:
             self.ha.shutdown()
         if self._metrics is not None:
@@ -190,6 +262,13 @@ class Broker:
     @property
     def min_offset(self) -> int:
         return self.store.min_offset
+
+    @property
+    def listen_address(self) -> str:
+        """``host:port`` of the client port, as clients (and the name servers) see it."""
+        if self._controller is None:
+            raise RuntimeError("the broker is not started")
+        return f"{self.config.broker_ip1}:{self._controller.listen_port}"
 
     @property
     def ha_listen_port(self) -> int:

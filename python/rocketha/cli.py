@@ -63,6 +63,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         mapped_file_size_commit_log=args.segment_size,
         ha_listen_address="127.0.0.1",
         ha_listen_port=0,
+        listen_port=0,
     )
     master_conf = BrokerConfig(
         broker_role=BrokerRole.SYNC_MASTER, store_path_root_dir=str(root / "master"), **common
@@ -160,6 +161,7 @@ def _serve(config: BrokerConfig, args: argparse.Namespace) -> None:
         info: dict[str, str | int] = {
             "role": config.broker_role.value,
             "store": config.store_path_root_dir,
+            "listen_address": broker.listen_address,
         }
         if broker.role.is_master:
             info["ha_listen_port"] = broker.ha_listen_port
@@ -211,6 +213,39 @@ def cmd_namesrv(args: argparse.Namespace) -> int:
         threading.Event().wait()
     print(json.dumps({"stopped": True}), flush=True)
     return 0
+
+
+def cmd_produce(args: argparse.Namespace) -> int:
+    """Sends the lines of stdin (or ``--count`` generated messages) through the name server."""
+    from rocketha.client import Producer, SendStatus
+
+    if args.count is not None:
+        bodies = (os.urandom(args.size) for _ in range(args.count))
+    else:
+        bodies = (line.rstrip("\n").encode() for line in sys.stdin)
+    statuses: dict[str, int] = {}
+    started = time.perf_counter()
+    with Producer(args.namesrv, args.group) as producer:
+        for body in bodies:
+            r = producer.send(Message(args.topic, body))
+            statuses[r.status.value] = statuses.get(r.status.value, 0) + 1
+            if args.json:
+                line = {
+                    "status": r.status.value,
+                    "msg_id": r.msg_id,
+                    "offset_msg_id": r.offset_msg_id,
+                    "broker": r.queue.broker_name,
+                    "queue_id": r.queue_id,
+                    "queue_offset": r.queue_offset,
+                }
+                print(json.dumps(line), flush=True)
+    elapsed = time.perf_counter() - started
+    total = sum(statuses.values())
+    if not args.json:
+        rate = total / elapsed if elapsed > 0 else 0.0
+        counts = ", ".join(f"{k} {v}" for k, v in sorted(statuses.items())) or "nothing sent"
+        print(f"sent {total} messages to {args.topic} in {elapsed:.2f} s ({rate:.0f}/s): {counts}")
+    return 0 if statuses.get(SendStatus.SEND_OK.value, 0) == total else 1
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -418,6 +453,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     broker.add_argument("--produce-stdin", action="store_true", help="put one message per line")
     broker.add_argument("--topic", default="StdinTopic")
     broker.set_defaults(func=cmd_broker)
+
+    produce = sub.add_parser("produce", help="send messages through a name server's routes")
+    produce.add_argument("--namesrv", required=True, help="name server host:port (';' for more)")
+    produce.add_argument("--topic", required=True)
+    produce.add_argument("--group", default="rocketha-cli-producer", help="producer group")
+    produce.add_argument("--count", type=int, help="send N generated messages, not stdin's lines")
+    produce.add_argument("--size", type=int, default=128, help="bytes per generated message")
+    produce.add_argument("--json", action="store_true", help="one JSON line per message")
+    produce.set_defaults(func=cmd_produce)
 
     status = sub.add_parser("status", help="replication state from a metrics endpoint")
     status.add_argument("url", help="http://host:metricsPort")

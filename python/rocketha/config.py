@@ -34,11 +34,9 @@ MiB = 1024 * 1024
 #: RocketMQ broker/store keys accepted and reported as ignored.
 IGNORED_KEYS = frozenset(
     [
-        "namesrvAddr",
         "deleteWhen",
         "fileReservedTime",
         "brokerIP2",
-        "autoCreateTopicEnable",
         "autoCreateSubscriptionGroup",
         "enablePropertyFilter",
         "storePathCommitLog",
@@ -57,7 +55,6 @@ IGNORED_KEYS = frozenset(
         "transientStorePoolSize",
         "mapedFileSizeConsumeQueue",
         "diskMaxUsedSpaceRatio",
-        "defaultTopicQueueNums",
         "messageDelayLevel",
         "aclEnable",
         "traceTopicEnable",
@@ -79,7 +76,6 @@ IGNORED_KEYS = frozenset(
         "enableDLegerCommitLog",
         "enableControllerMode",
         "fetchNamesrvAddrByAddressServer",
-        "brokerPermission",
         "rejectTransactionMessage",
         "serverWorkerThreads",
         "serverSelectorThreads",
@@ -124,7 +120,22 @@ class BrokerConfig:
     mapped_file_size_consume_queue: int = _DEFAULTS["mappedFileSizeConsumeQueue"]
     #: With ``listenPort`` the store host recorded in every message (and in msg ids).
     broker_ip1: str = "127.0.0.1"
+    #: The client port (remoting); 0 = OS-chosen, reported by ``Broker.listen_address``.
     listen_port: int = 10911
+    #: rocketha: the interface the client port binds (RocketMQ binds all of them).
+    listen_address: str = "127.0.0.1"
+    #: rocketha: allow a client port on a non-loopback address (there is no ACL yet).
+    remoting_allow_insecure: bool = False
+    #: Name servers to register with, ``host:port`` separated by ``;``.
+    namesrv_addr: str | None = None
+    #: Milliseconds between registrations with the name servers.
+    register_name_server_period: int = 30000
+    #: Sends to an unknown topic create it from ``TBW102`` (RocketMQ 4.x's default: true).
+    auto_create_topic_enable: bool = True
+    #: Queues of the ``TBW102`` template, so at most this many per auto-created topic.
+    default_topic_queue_nums: int = 8
+    #: 6 = read and write; 4 = read only (sends refused); 2 = write only.
+    broker_permission: int = 6
     ha_listen_port: int = 10912
     #: rocketha: the interface the HA port binds (RocketMQ binds all of them).
     ha_listen_address: str = "0.0.0.0"
@@ -217,8 +228,11 @@ class BrokerConfig:
             raise self._fail("broker_id", "a SLAVE needs brokerId > 0 (0 is the master)")
         if role.is_master and self.broker_id != 0:
             raise self._fail("broker_id", f"a {role.value} must have brokerId 0")
-        if role is BrokerRole.SLAVE and not self.ha_master_address:
-            raise self._fail("ha_master_address", "a SLAVE needs the master's host:port")
+        if role is BrokerRole.SLAVE and not (self.ha_master_address or self.namesrv_addr):
+            raise self._fail(
+                "ha_master_address",
+                "a SLAVE needs the master's host:port, or namesrvAddr to learn it from",
+            )
         if self.ha_master_address and not re.fullmatch(r"\S+:\d{1,5}", self.ha_master_address):
             raise self._fail("ha_master_address", f"{self.ha_master_address!r} is not host:port")
         if not 0 < self.ha_transfer_batch_size < 4 * MiB:
@@ -231,8 +245,17 @@ class BrokerConfig:
             )
         if self.mapped_file_size_consume_queue % 20 or self.mapped_file_size_consume_queue < 20:
             raise self._fail("mapped_file_size_consume_queue", "must be a multiple of 20")
-        if not 0 <= self.ha_listen_port <= 65535:
-            raise self._fail("ha_listen_port", "must be in [0, 65535]")
+        for port in ("ha_listen_port", "listen_port"):
+            if not 0 <= getattr(self, port) <= 65535:
+                raise self._fail(port, "must be in [0, 65535]")
+        if self.namesrv_addr is not None:
+            for addr in self.namesrv_addr.split(";"):
+                if not re.fullmatch(r"\S+:\d{1,5}", addr.strip()):
+                    raise self._fail("namesrv_addr", f"{addr!r} is not host:port")
+        if self.default_topic_queue_nums < 1:
+            raise self._fail("default_topic_queue_nums", "must be at least 1")
+        if self.broker_permission & ~7:
+            raise self._fail("broker_permission", "must combine 4 (read), 2 (write), 1 (inherit)")
         if self.in_sync_replicas is not None and self.in_sync_replicas < 1:
             raise self._fail("in_sync_replicas", "must be at least 1 (the master itself)")
         for name in (
@@ -241,6 +264,7 @@ class BrokerConfig:
             "slave_timeout",
             "sync_flush_timeout",
             "flush_interval_commit_log",
+            "register_name_server_period",
         ):
             if getattr(self, name) <= 0:
                 raise self._fail(name, "must be a positive number of milliseconds")
@@ -258,10 +282,11 @@ class BrokerConfig:
             raise self._fail("max_message_size", "must be in (0, 4 MiB]")
         if not 0 < self.access_message_in_memory_max_ratio <= 100:
             raise self._fail("access_message_in_memory_max_ratio", "must be a percentage")
-        try:
-            ipaddress.ip_address(self.ha_listen_address)
-        except ValueError:
-            raise self._fail("ha_listen_address", "must be an IP address") from None
+        for name in ("ha_listen_address", "listen_address"):
+            try:
+                ipaddress.ip_address(getattr(self, name))
+            except ValueError:
+                raise self._fail(name, "must be an IP address") from None
 
     # -- loading ---------------------------------------------------------------------------
 

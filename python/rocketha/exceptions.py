@@ -13,10 +13,27 @@ from rocketha._core import (
     InvalidMessageError,
     NotMasterError,
     OffsetMismatch,
+    RemotingConnectError,
     RocketHAError,
+    SendStatusUnknownError,
     StoreClosedError,
     StoreLockedError,
 )
+
+
+class MQClientError(RocketHAError):
+    """A client cannot do what was asked (no route for the topic, every attempt failed)."""
+
+
+class MQBrokerError(RocketHAError):
+    """A broker refused a request: RocketMQ's response ``code`` and the broker's ``remark``."""
+
+    def __init__(self, code: int, remark: str, broker_addr: str) -> None:
+        super().__init__(f"broker {broker_addr} answered code {code}: {remark}")
+        self.code = code
+        self.remark = remark
+        self.broker_addr = broker_addr
+
 
 __all__ = [
     "CommitLogCorrupted",
@@ -24,9 +41,13 @@ __all__ = [
     "ForkedProcessError",
     "HAError",
     "InvalidMessageError",
+    "MQBrokerError",
+    "MQClientError",
     "NotMasterError",
     "OffsetMismatch",
+    "RemotingConnectError",
     "RocketHAError",
+    "SendStatusUnknownError",
     "StoreClosedError",
     "StoreLockedError",
 ]

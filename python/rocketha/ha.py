@@ -73,7 +73,10 @@ class HAService:
             self.client = _core.HAClient(
                 self.store, self._master_address, slave_id=self._slave_id, **self._options
             )
-            log.info("HA client replicating from %s", self._master_address)
+            log.info(
+                "HA client replicating from %s",
+                self._master_address or "the master the name servers name",
+            )
         self._running = True
         handle = self.master or self.client
         assert handle is not None

@@ -36,6 +36,7 @@ def main() -> int:
         mapped_file_size_commit_log=args.segment,
         ha_listen_address="127.0.0.1",
         ha_listen_port=0,
+        listen_port=0,
         ha_send_heartbeat_interval=args.heartbeat,
         ha_housekeeping_interval=args.housekeeping,
         slave_timeout=1000,

@@ -65,6 +65,7 @@ def test_bad_peers_on_the_ha_port(
         mapped_file_size_commit_log=SEGMENT,
         ha_listen_address="127.0.0.1",
         ha_listen_port=0,
+        listen_port=0,
         ha_send_heartbeat_interval=HA_TIMERS["haSendHeartbeatInterval"],
         ha_housekeeping_interval=HA_TIMERS["haHousekeepingInterval"],
     )

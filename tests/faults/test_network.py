@@ -26,6 +26,7 @@ def master_config(tmp: Path) -> BrokerConfig:
         mapped_file_size_commit_log=SEGMENT,
         ha_listen_address="127.0.0.1",
         ha_listen_port=0,
+        listen_port=0,
         ha_send_heartbeat_interval=HA_TIMERS["haSendHeartbeatInterval"],
         ha_housekeeping_interval=HA_TIMERS["haHousekeepingInterval"],
     )

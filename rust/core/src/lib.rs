@@ -7,6 +7,7 @@
 
 pub mod arrow;
 mod broker;
+pub mod client;
 pub mod commitlog;
 mod consume_queue;
 pub mod error;
@@ -17,6 +18,9 @@ pub mod remoting;
 pub mod store;
 mod sync;
 
+pub use broker::{
+    BrokerController, BrokerControllerConfig, BrokerError, BrokerSettings, ClientChannel,
+};
 pub use commitlog::flush::FlushDiskType;
 pub use namesrv::{NameServer, NamesrvConfig};
 pub use store::{MessageStore, StoreConfig};

@@ -69,6 +69,19 @@ create_exception!(
     "A handle was used in a child process after fork."
 );
 
+create_exception!(
+    rocketha._core,
+    RemotingConnectError,
+    RocketHAError,
+    "A request could not be sent: the connection failed. Safe to retry elsewhere."
+);
+create_exception!(
+    rocketha._core,
+    SendStatusUnknownError,
+    RocketHAError,
+    "A request was sent but its answer never came: the message may or may not be stored."
+);
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add("RocketHAError", py.get_type::<RocketHAError>())?;
@@ -81,6 +94,14 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("NotMasterError", py.get_type::<NotMasterError>())?;
     m.add("HAError", py.get_type::<HAError>())?;
     m.add("ForkedProcessError", py.get_type::<ForkedProcessError>())?;
+    m.add(
+        "RemotingConnectError",
+        py.get_type::<RemotingConnectError>(),
+    )?;
+    m.add(
+        "SendStatusUnknownError",
+        py.get_type::<SendStatusUnknownError>(),
+    )?;
     Ok(())
 }
 

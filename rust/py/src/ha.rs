@@ -1,6 +1,7 @@
 //! Python handles on the HA master loop and the slave client. Their threads never touch Python;
 //! these methods read shared state or block with the GIL released.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use pyo3::prelude::*;
@@ -45,7 +46,8 @@ fn event_tuples(events: Vec<HaEvent>) -> Vec<EventTuple> {
 /// The master's accept side and every slave connection, on one epoll thread.
 #[pyclass(frozen, module = "rocketha._core")]
 pub struct HAMaster {
-    inner: HaMaster,
+    /// Shared with the broker's client port, which reports the slaves' acks.
+    pub(crate) inner: Arc<HaMaster>,
     guard: ForkGuard,
 }
 
@@ -75,6 +77,7 @@ impl HAMaster {
         let inner = py
             .detach(|| HaMaster::start(store, listen, config))
             .map_err(ha_to_py)?;
+        let inner = Arc::new(inner);
         Ok(Self {
             inner,
             guard: ForkGuard::new(),
@@ -153,7 +156,8 @@ impl HAMaster {
 /// The slave's client: connects to the master, appends what it pushes, reports its offset.
 #[pyclass(frozen, module = "rocketha._core")]
 pub struct HAClient {
-    inner: HaClient,
+    /// Shared with the broker's registration, which points it at the master.
+    pub(crate) inner: Arc<HaClient>,
     guard: ForkGuard,
 }
 
@@ -181,6 +185,7 @@ impl HAClient {
         let inner = py
             .detach(|| HaClient::start(store, master_address, config, slave_id))
             .map_err(ha_to_py)?;
+        let inner = Arc::new(inner);
         Ok(Self {
             inner,
             guard: ForkGuard::new(),

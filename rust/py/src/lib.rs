@@ -7,7 +7,9 @@ use rocketha_core::ha::HaConfig;
 use rocketha_core::StoreConfig;
 
 mod arrow;
+mod broker;
 mod buffer;
+mod client;
 mod errors;
 mod ha;
 mod message;
@@ -27,6 +29,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ha::HAMaster>()?;
     m.add_class::<ha::HAClient>()?;
     m.add_class::<namesrv::NameServer>()?;
+    m.add_class::<broker::BrokerController>()?;
+    m.add_class::<client::MQClientAPI>()?;
     m.add("DEFAULTS", defaults(m.py())?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

@@ -1,32 +1,36 @@
 //! The broker's side of RocketMQ's remoting protocol: its request processors under RocketMQ's
 //! names (`SendMessageProcessor`, `TopicConfigManager`), serving the store they share with the
-//! HA service.
+//! HA service, and the [`BrokerController`] that serves them on the client port and registers
+//! the broker with the name servers.
 
-// Served by the broker's client port (next step: the remoting server).
-#![allow(dead_code)]
-
+pub(crate) mod controller;
+pub(crate) mod outer_api;
+pub(crate) mod processor;
 pub(crate) mod send;
 pub(crate) mod topic_config;
 
+pub use controller::{BrokerController, BrokerControllerConfig, BrokerError};
+pub use processor::ClientChannel;
+
 /// What the processors need to know of the broker (RocketMQ's `BrokerConfig` keys).
 #[derive(Debug, Clone)]
-pub(crate) struct BrokerSettings {
+pub struct BrokerSettings {
     /// `brokerClusterName`.
-    pub(crate) cluster_name: String,
+    pub cluster_name: String,
     /// `brokerName`.
-    pub(crate) broker_name: String,
+    pub broker_name: String,
     /// `brokerId`: 0 is the master.
-    pub(crate) broker_id: i64,
+    pub broker_id: i64,
     /// `brokerRole=SLAVE`: sends are refused.
-    pub(crate) is_slave: bool,
+    pub is_slave: bool,
     /// `autoCreateTopicEnable`.
-    pub(crate) auto_create_topic: bool,
+    pub auto_create_topic: bool,
     /// `defaultTopicQueueNums`.
-    pub(crate) default_topic_queue_nums: i32,
+    pub default_topic_queue_nums: i32,
     /// `maxMessageSize`.
-    pub(crate) max_message_size: usize,
+    pub max_message_size: usize,
     /// `brokerPermission`.
-    pub(crate) broker_permission: i32,
+    pub broker_permission: i32,
 }
 
 impl Default for BrokerSettings {

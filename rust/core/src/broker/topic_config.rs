@@ -13,6 +13,11 @@ use crate::sync::lock;
 /// `TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC`: the template a producer names as
 /// `defaultTopic` when it sends to a topic nobody created (`autoCreateTopicEnable`).
 pub(crate) const AUTO_CREATE_TOPIC_KEY_TOPIC: &str = "TBW102";
+/// System topics every RocketMQ broker holds (`TopicValidator`), one queue each. Besides
+/// matching Java's table, they keep a broker's first registration from carrying a single
+/// topic, which the name server reads as an incremental update of an unknown broker and
+/// refuses.
+const SYSTEM_TOPICS: [&str; 2] = ["SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT"];
 /// `PermName.PERM_INHERIT`: topics created from this one inherit its permission.
 pub(crate) const PERM_INHERIT: i32 = 1;
 
@@ -57,6 +62,17 @@ impl TopicConfigManager {
             }
             Err(source) => return Err(TopicConfigError::Io { path, source }),
         };
+        for topic in SYSTEM_TOPICS {
+            table
+                .topic_config_table
+                .entry(topic.to_owned())
+                .or_insert_with(|| TopicConfig {
+                    topic_name: topic.to_owned(),
+                    read_queue_nums: 1,
+                    write_queue_nums: 1,
+                    ..TopicConfig::default()
+                });
+        }
         if auto_create {
             table
                 .topic_config_table
@@ -129,6 +145,11 @@ impl TopicConfigManager {
             bump(&mut table.data_version);
         }
         self.persist()
+    }
+
+    /// Bumped by every change: the controller re-registers when it moved.
+    pub(crate) fn data_version(&self) -> DataVersion {
+        lock(&self.table).data_version.clone()
     }
 
     /// What REGISTER_BROKER sends the name server, and GET_ALL_TOPIC_CONFIG a slave.

@@ -970,6 +970,86 @@ impl CustomHeader for GetRouteInfoRequestHeader {
     }
 }
 
+/// `CreateTopicRequestHeader` (UPDATE_AND_CREATE_TOPIC).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CreateTopicRequestHeader {
+    pub topic: String,
+    pub default_topic: String,
+    pub read_queue_nums: i32,
+    pub write_queue_nums: i32,
+    pub perm: i32,
+    pub topic_filter_type: String,
+    pub topic_sys_flag: Option<i32>,
+    pub order: bool,
+    /// RocketMQ 5's `+key=value` attributes, as JSON text; kept, not acted on.
+    pub attributes: Option<String>,
+}
+
+impl CustomHeader for CreateTopicRequestHeader {
+    fn from_ext_fields(map: &ExtFields) -> Result<Self, HeaderError> {
+        let f = Fields {
+            map,
+            header: "UPDATE_AND_CREATE_TOPIC",
+        };
+        Ok(CreateTopicRequestHeader {
+            topic: f.str("topic")?,
+            default_topic: f.str("defaultTopic")?,
+            read_queue_nums: f.int("readQueueNums")?,
+            write_queue_nums: f.int("writeQueueNums")?,
+            perm: f.int("perm")?,
+            topic_filter_type: f.str("topicFilterType")?,
+            topic_sys_flag: f.opt_int("topicSysFlag")?,
+            // A Java primitive boolean: absent reads as false.
+            order: f.opt_bool("order").unwrap_or(false),
+            attributes: f.opt_str("attributes"),
+        })
+    }
+
+    fn to_ext_fields(&self) -> ExtFields {
+        FieldsOut::default()
+            .put("topic", &self.topic)
+            .put("defaultTopic", &self.default_topic)
+            .put("readQueueNums", self.read_queue_nums)
+            .put("writeQueueNums", self.write_queue_nums)
+            .put("perm", self.perm)
+            .put("topicFilterType", &self.topic_filter_type)
+            .opt("topicSysFlag", &self.topic_sys_flag)
+            .put("order", self.order)
+            .opt("attributes", &self.attributes)
+            .done()
+    }
+}
+
+/// `UnregisterClientRequestHeader` (UNREGISTER_CLIENT).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnregisterClientRequestHeader {
+    pub client_id: String,
+    pub producer_group: Option<String>,
+    pub consumer_group: Option<String>,
+}
+
+impl CustomHeader for UnregisterClientRequestHeader {
+    fn from_ext_fields(map: &ExtFields) -> Result<Self, HeaderError> {
+        let f = Fields {
+            map,
+            header: "UNREGISTER_CLIENT",
+        };
+        Ok(UnregisterClientRequestHeader {
+            client_id: f.str("clientID")?,
+            producer_group: f.opt_str("producerGroup"),
+            consumer_group: f.opt_str("consumerGroup"),
+        })
+    }
+
+    fn to_ext_fields(&self) -> ExtFields {
+        FieldsOut::default()
+            .put("clientID", &self.client_id)
+            .opt("producerGroup", &self.producer_group)
+            .opt("consumerGroup", &self.consumer_group)
+            .done()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -240,6 +240,17 @@ impl RemotingServer {
         events: Arc<ServerEvents>,
     ) -> Result<Self, io::Error> {
         let std_listener = std::net::TcpListener::bind(listen)?;
+        Self::start_on(std_listener, processor, config, events)
+    }
+
+    /// Serves a listener bound beforehand: a broker binds its port first, so the messages it
+    /// stores carry the real port (`listenPort=0`) in their store host.
+    pub fn start_on(
+        std_listener: std::net::TcpListener,
+        processor: Arc<dyn RequestProcessor>,
+        config: ServerConfig,
+        events: Arc<ServerEvents>,
+    ) -> Result<Self, io::Error> {
         std_listener.set_nonblocking(true)?;
         let local_addr = std_listener.local_addr()?;
         let mut listener = TcpListener::from_std(std_listener);

@@ -1,0 +1,291 @@
+"""Clients of a rocketha (or RocketMQ) cluster over RocketMQ's remoting protocol.
+
+>>> with Producer("127.0.0.1:9876", "orders-producer") as producer:
+...     result = producer.send(Message("orders", b"hello"))
+...     result.status
+<SendStatus.SEND_OK: 'SEND_OK'>
+
+:class:`Producer` follows RocketMQ's ``DefaultMQProducer``: it looks the topic's route up on
+the name server (``GET_ROUTEINFO_BY_TOPIC``), falls back to the ``TBW102`` template's route for
+a topic nobody created yet (the broker then creates it, ``autoCreateTopicEnable``), picks the
+writable queues of master brokers round-robin, and retries on another broker group when a send
+could not be delivered. A send whose request went out but whose answer never came raises
+:class:`SendStatusUnknownError` instead of being retried: it may have been stored, and a retry
+could store it twice.
+
+The wire side (connections, headers, batches, message ids) is Rust (``_core.MQClientAPI``);
+every network wait releases the GIL. Message ids: each message gets a ``UNIQ_KEY`` as Java's
+``MessageClientIDSetter`` makes them (IPv4, pid, a per-process number, time since the start
+of the month, a counter), except that the month starts in UTC rather than the local zone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import Enum
+
+from rocketha._core import Message, MQClientAPI
+from rocketha.exceptions import (
+    MQBrokerError,
+    MQClientError,
+    RemotingConnectError,
+    SendStatusUnknownError,
+)
+
+log = logging.getLogger("rocketha.client")
+
+#: ``TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC``.
+AUTO_CREATE_TOPIC_KEY_TOPIC = "TBW102"
+#: ``PermName.PERM_WRITE``.
+_PERM_WRITE = 2
+#: ``MixAll.MASTER_ID``.
+_MASTER_ID = "0"
+#: Response codes: stored, with a wait that fell short (``SendStatus`` other than SEND_OK).
+_SUCCESS, _FLUSH_DISK_TIMEOUT, _SLAVE_NOT_AVAILABLE, _FLUSH_SLAVE_TIMEOUT = 0, 10, 11, 12
+#: Broker answers worth trying another broker group for (busy, or not serving sends).
+_RETRY_ELSEWHERE = {2, 14}
+#: Seconds a looked-up route is used before asking the name server again
+#: (``pollNameServerInterval``).
+_ROUTE_TTL = 30.0
+
+
+class SendStatus(Enum):
+    """RocketMQ's ``SendStatus``: the message is stored in every case; the others say which
+    wait fell short."""
+
+    SEND_OK = "SEND_OK"
+    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
+    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"
+    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
+
+
+_STATUS_OF_CODE = {
+    _SUCCESS: SendStatus.SEND_OK,
+    _FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
+    _FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,
+    _SLAVE_NOT_AVAILABLE: SendStatus.SLAVE_NOT_AVAILABLE,
+}
+
+
+@dataclass(frozen=True)
+class MessageQueue:
+    topic: str
+    broker_name: str
+    queue_id: int
+
+
+@dataclass(frozen=True)
+class SendResult:
+    """Where a send landed. ``msg_id`` is the client's ``UNIQ_KEY`` (comma-separated for a
+    batch), ``offset_msg_id`` the broker's store host + commit log offset id."""
+
+    status: SendStatus
+    msg_id: str
+    offset_msg_id: str
+    queue: MessageQueue
+    queue_offset: int
+
+    @property
+    def queue_id(self) -> int:
+        return self.queue.queue_id
+
+
+@dataclass
+class _PublishInfo:
+    """``TopicPublishInfo``: the writable queues of master brokers, and their addresses."""
+
+    queues: list[MessageQueue]
+    master_addrs: dict[str, str]
+    from_template: bool
+    fetched: float
+
+
+class Producer:
+    """RocketMQ's ``DefaultMQProducer``, synchronous and asyncio. Thread-safe."""
+
+    def __init__(
+        self,
+        namesrv_addr: str,
+        group: str = "DEFAULT_PRODUCER",
+        *,
+        send_timeout: float = 3.0,
+        retry_times_when_send_failed: int = 2,
+        default_topic_queue_nums: int = 4,
+        client_ip: str = "127.0.0.1",
+    ) -> None:
+        self.namesrv_addrs = [a.strip() for a in namesrv_addr.split(";") if a.strip()]
+        if not self.namesrv_addrs:
+            raise MQClientError("namesrv_addr names no name server")
+        self.group = group
+        self.send_timeout = send_timeout
+        self.retry_times_when_send_failed = retry_times_when_send_failed
+        self.default_topic_queue_nums = default_topic_queue_nums
+        self._api = MQClientAPI(client_ip)
+        # Guards the route table; the network calls run outside it.
+        self._lock = threading.Lock()
+        self._routes: dict[str, _PublishInfo] = {}
+        self._send_which_queue = itertools.count()
+
+    def __enter__(self) -> Producer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+    def shutdown(self) -> None:
+        """Forgets routes and closes the connections."""
+        with self._lock:
+            self._routes.clear()
+        self._api.close()
+
+    # -- routes ----------------------------------------------------------------------------
+
+    def _query_route(self, topic: str) -> bytes | None:
+        error: Exception | None = None
+        for addr in self.namesrv_addrs:
+            try:
+                return self._api.get_topic_route_info(addr, topic, self.send_timeout)
+            except (RemotingConnectError, SendStatusUnknownError) as e:
+                error = e
+        raise MQClientError(f"no name server answered for topic {topic}: {error}")
+
+    def _publish_info(self, topic: str) -> _PublishInfo:
+        with self._lock:
+            info = self._routes.get(topic)
+        if (
+            info is not None
+            and not info.from_template
+            and time.monotonic() - info.fetched < _ROUTE_TTL
+        ):
+            return info
+        raw = self._query_route(topic)
+        from_template = raw is None
+        if raw is None:
+            raw = self._query_route(AUTO_CREATE_TOPIC_KEY_TOPIC)
+        if raw is None:
+            raise MQClientError(
+                f"no route info of topic {topic}: the name servers know no such topic, and no "
+                f"broker offers {AUTO_CREATE_TOPIC_KEY_TOPIC} to create it "
+                "(autoCreateTopicEnable=false): create the topic first"
+            )
+        info = _parse_route(topic, raw, from_template, self.default_topic_queue_nums)
+        if not info.queues:
+            raise MQClientError(f"topic {topic} has no writable queue on a master broker")
+        with self._lock:
+            self._routes[topic] = info
+        return info
+
+    def _forget(self, topic: str) -> None:
+        with self._lock:
+            self._routes.pop(topic, None)
+
+    def _select(self, info: _PublishInfo, last_broker: str | None) -> MessageQueue:
+        """``selectOneMessageQueue``: round-robin, avoiding the broker that just failed."""
+        start = next(self._send_which_queue)
+        n = len(info.queues)
+        for i in range(n):
+            mq = info.queues[(start + i) % n]
+            if mq.broker_name != last_broker:
+                return mq
+        return info.queues[start % n]
+
+    # -- sends -----------------------------------------------------------------------------
+
+    def send(self, msg: Message) -> SendResult:
+        """Sends one message and returns once the broker answered."""
+        return self._send([msg])
+
+    def send_batch(self, msgs: Sequence[Message]) -> SendResult:
+        """Sends messages of one topic in one request (``SEND_BATCH_MESSAGE``) to one queue."""
+        if not msgs:
+            raise MQClientError("send_batch needs at least one message")
+        return self._send(list(msgs))
+
+    async def send_async(self, msg: Message) -> SendResult:
+        """:meth:`send` for asyncio: the wait runs in a worker thread, GIL released."""
+        return await asyncio.to_thread(self._send, [msg])
+
+    def _send(self, msgs: list[Message]) -> SendResult:
+        topic = msgs[0].topic
+        last_broker: str | None = None
+        last_error: Exception | None = None
+        for attempt in range(1 + self.retry_times_when_send_failed):
+            info = self._publish_info(topic)
+            mq = self._select(info, last_broker)
+            addr = info.master_addrs[mq.broker_name]
+            try:
+                code, remark, offset_id, queue_id, queue_offset, ids = self._api.send_message(
+                    addr,
+                    msgs,
+                    producer_group=self.group,
+                    queue_id=mq.queue_id,
+                    timeout=self.send_timeout,
+                    default_topic=AUTO_CREATE_TOPIC_KEY_TOPIC,
+                    default_topic_queue_nums=self.default_topic_queue_nums,
+                )
+            except RemotingConnectError as e:
+                log.info("send to %s (%s) failed, attempt %d: %s", mq.broker_name, addr, attempt, e)
+                last_broker, last_error = mq.broker_name, e
+                self._forget(topic)
+                continue
+            except SendStatusUnknownError as e:
+                raise SendStatusUnknownError(
+                    f"sent to {mq.broker_name} ({addr}) but no answer came: the message may or "
+                    f"may not be stored; not retried, to avoid a duplicate ({e})"
+                ) from e
+            status = _STATUS_OF_CODE.get(code)
+            if status is not None:
+                if info.from_template:
+                    # The broker created the topic and registers it: ask for its own route next.
+                    self._forget(topic)
+                return SendResult(
+                    status,
+                    ",".join(ids),
+                    offset_id,
+                    MessageQueue(topic, mq.broker_name, queue_id),
+                    queue_offset,
+                )
+            error = MQBrokerError(code, remark or "", addr)
+            if code in _RETRY_ELSEWHERE:
+                last_broker, last_error = mq.broker_name, error
+                continue
+            raise error
+        raise MQClientError(
+            f"send to topic {topic} failed after {1 + self.retry_times_when_send_failed} "
+            f"attempts: {last_error}"
+        ) from last_error
+
+
+def _parse_route(topic: str, raw: bytes, from_template: bool, default_nums: int) -> _PublishInfo:
+    """``topicRouteData2TopicPublishInfo``: write queues of brokers that have a master."""
+    route = json.loads(raw)
+    masters: dict[str, str] = {}
+    for broker in route.get("brokerDatas") or []:
+        addr = (broker.get("brokerAddrs") or {}).get(_MASTER_ID)
+        if addr:
+            masters[broker["brokerName"]] = addr
+    queues: list[MessageQueue] = []
+    for qd in sorted(route.get("queueDatas") or [], key=lambda q: q["brokerName"]):
+        if not qd.get("perm", 0) & _PERM_WRITE or qd["brokerName"] not in masters:
+            continue
+        nums = qd["writeQueueNums"]
+        if from_template:
+            nums = min(nums, default_nums)
+        queues.extend(MessageQueue(topic, qd["brokerName"], i) for i in range(nums))
+    return _PublishInfo(queues, masters, from_template, time.monotonic())
+
+
+__all__ = [
+    "AUTO_CREATE_TOPIC_KEY_TOPIC",
+    "MessageQueue",
+    "Producer",
+    "SendResult",
+    "SendStatus",
+]

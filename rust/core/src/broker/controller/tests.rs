@@ -1,0 +1,434 @@
+//! The controller over real sockets: requests built field by field as a Java client writes
+//! them, answered through the remoting server; registration against an in-process name server.
+
+use std::sync::mpsc;
+use std::time::Instant;
+
+use super::*;
+use crate::commitlog::record;
+use crate::ha::HaConfig;
+use crate::namesrv::{NameServer, NamesrvConfig, TopicRouteData};
+use crate::remoting::header::{
+    CreateTopicRequestHeader, GetRouteInfoRequestHeader, SendMessageResponseHeader,
+};
+use crate::remoting::{request_code, response_code, RemotingClient, RemotingCommand};
+use crate::store::StoreConfig;
+
+const TIMEOUT: Duration = Duration::from_secs(10);
+
+struct Broker {
+    store: Arc<MessageStore>,
+    controller: BrokerController,
+    _dir: tempfile::TempDir,
+}
+
+fn open_store(dir: &std::path::Path, sync_slaves: usize, port: u16) -> Arc<MessageStore> {
+    let mut config = StoreConfig::new(dir);
+    config.mapped_file_size = 64 * 1024;
+    config.sync_slaves = sync_slaves;
+    config.slave_timeout = Duration::from_secs(60);
+    config.store_host = ([127, 0, 0, 1], port).into();
+    Arc::new(MessageStore::open(config).unwrap())
+}
+
+fn start(
+    config: BrokerControllerConfig,
+    sync_slaves: usize,
+    ha_master: Option<Arc<HaMaster>>,
+) -> Broker {
+    let dir = tempfile::tempdir().unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let store = open_store(
+        dir.path(),
+        sync_slaves,
+        listener.local_addr().unwrap().port(),
+    );
+    let controller =
+        BrokerController::start(listener, store.clone(), ha_master, None, config).unwrap();
+    Broker {
+        store,
+        controller,
+        _dir: dir,
+    }
+}
+
+fn client(addr: std::net::SocketAddr) -> RemotingClient {
+    RemotingClient::connect(addr, TIMEOUT).unwrap()
+}
+
+/// SEND_MESSAGE_V2 as `SendMessageRequestHeaderV2` names its fields `a`..`n`.
+fn send_v2(topic: &str, queue_id: i32, body: &[u8]) -> RemotingCommand {
+    let mut request = RemotingCommand::request(request_code::SEND_MESSAGE_V2, 0);
+    for (k, v) in [
+        ("a", "producer-group"),
+        ("b", topic),
+        ("c", "TBW102"),
+        ("d", "4"),
+        ("e", &queue_id.to_string()),
+        ("f", "0"),
+        ("g", "1700000000000"),
+        ("h", "0"),
+        ("i", "UNIQ_KEY\u{1}AB\u{2}WAIT\u{1}true\u{2}"),
+        ("j", "0"),
+        ("k", "false"),
+        ("m", "false"),
+    ] {
+        request.ext_fields.insert(k.into(), v.into());
+    }
+    request.body = body.to_vec();
+    request
+}
+
+fn create_topic(topic: &str, queues: i32) -> RemotingCommand {
+    let mut request = RemotingCommand::request(request_code::UPDATE_AND_CREATE_TOPIC, 0);
+    request.write_custom_header(&CreateTopicRequestHeader {
+        topic: topic.into(),
+        default_topic: "TBW102".into(),
+        read_queue_nums: queues,
+        write_queue_nums: queues,
+        perm: 6,
+        topic_filter_type: "SINGLE_TAG".into(),
+        topic_sys_flag: Some(0),
+        order: false,
+        attributes: None,
+    });
+    request
+}
+
+#[test]
+fn a_send_over_the_socket_is_answered_with_the_header_fields() {
+    let b = start(BrokerControllerConfig::default(), 0, None);
+    let mut c = client(b.controller.local_addr());
+    let response = c.invoke(send_v2("orders", 1, b"hello"), TIMEOUT).unwrap();
+    assert_eq!(
+        response.code,
+        response_code::SUCCESS,
+        "{:?}",
+        response.remark
+    );
+    let header: SendMessageResponseHeader = response.decode_custom_header().unwrap();
+    assert_eq!((header.queue_id, header.queue_offset), (1, 0));
+    // The msg id names the real port the broker listens on.
+    assert_eq!(
+        header.msg_id,
+        record::msg_id(&b.controller.local_addr(), 0),
+        "store host is brokerIP1:listenPort"
+    );
+    assert!(b.store.max_offset() > 0);
+}
+
+#[test]
+fn a_created_topic_takes_sends_without_auto_create() {
+    let mut config = BrokerControllerConfig::default();
+    config.settings.auto_create_topic = false;
+    let b = start(config, 0, None);
+    let mut c = client(b.controller.local_addr());
+    let refused = c.invoke(send_v2("payments", 0, b"x"), TIMEOUT).unwrap();
+    assert_eq!(refused.code, response_code::TOPIC_NOT_EXIST);
+    assert_eq!(
+        b.store.max_offset(),
+        0,
+        "nothing written for a refused send"
+    );
+    let created = c.invoke(create_topic("payments", 2), TIMEOUT).unwrap();
+    assert_eq!(created.code, response_code::SUCCESS, "{:?}", created.remark);
+    let sent = c.invoke(send_v2("payments", 1, b"x"), TIMEOUT).unwrap();
+    assert_eq!(sent.code, response_code::SUCCESS, "{:?}", sent.remark);
+    let out_of_range = c.invoke(send_v2("payments", 2, b"x"), TIMEOUT).unwrap();
+    assert_eq!(out_of_range.code, response_code::SYSTEM_ERROR);
+    let bad = c.invoke(create_topic("bad topic!", 2), TIMEOUT).unwrap();
+    assert_eq!(bad.code, response_code::SYSTEM_ERROR);
+    assert!(bad.remark.unwrap().contains("illegal characters"));
+}
+
+#[test]
+fn an_unknown_code_is_not_supported() {
+    let b = start(BrokerControllerConfig::default(), 0, None);
+    let mut c = client(b.controller.local_addr());
+    let response = c.invoke(RemotingCommand::request(3, 0), TIMEOUT).unwrap();
+    assert_eq!(response.code, response_code::REQUEST_CODE_NOT_SUPPORTED);
+    assert_eq!(
+        response.remark.as_deref(),
+        Some(" request type 3 not supported")
+    );
+}
+
+#[test]
+fn a_sync_master_send_is_answered_only_after_the_ack() {
+    let b = start(BrokerControllerConfig::default(), 1, None);
+    let gt = b.store.group_transfer().unwrap().clone();
+    // One slave connected, in sync at offset 0.
+    gt.on_acks(vec![0]);
+    let addr = b.controller.local_addr();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut c = client(addr);
+        let _ = tx.send(c.invoke(send_v2("orders", 0, b"replicate me"), TIMEOUT));
+    });
+    let deadline = Instant::now() + TIMEOUT;
+    while b.store.max_offset() == 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(
+        rx.recv_timeout(Duration::from_millis(300)).is_err(),
+        "answered before any slave acked"
+    );
+    gt.on_acks(vec![b.store.max_offset()]);
+    let response = rx.recv_timeout(TIMEOUT).unwrap().unwrap();
+    assert_eq!(
+        response.code,
+        response_code::SUCCESS,
+        "{:?}",
+        response.remark
+    );
+    // Counted when the deferred answer went out.
+    let mut c = client(addr);
+    let info = c
+        .invoke(
+            RemotingCommand::request(request_code::GET_BROKER_RUNTIME_INFO, 0),
+            TIMEOUT,
+        )
+        .unwrap();
+    let table: serde_json::Value = serde_json::from_slice(&info.body).unwrap();
+    assert_eq!(table["table"]["msgPutTotalTodayNow"], "1");
+}
+
+#[test]
+fn heartbeats_are_remembered_per_connection_and_runtime_info_is_a_kv_table() {
+    let b = start(BrokerControllerConfig::default(), 0, None);
+    let mut c = client(b.controller.local_addr());
+    let mut hb = RemotingCommand::request(request_code::HEART_BEAT, 0);
+    hb.body = br#"{"clientID":"10.0.0.9@1","producerDataSet":[{"groupName":"pg"}],"consumerDataSet":[{"groupName":"cg","consumeType":"CONSUME_PASSIVELY"}]}"#.to_vec();
+    assert_eq!(c.invoke(hb, TIMEOUT).unwrap().code, response_code::SUCCESS);
+    let clients = b.controller.clients();
+    assert_eq!(clients.len(), 1);
+    assert_eq!(clients[0].client_id, "10.0.0.9@1");
+    assert!(clients[0].consumer_groups.contains("cg"));
+    let mut unregister = RemotingCommand::request(request_code::UNREGISTER_CLIENT, 0);
+    unregister
+        .ext_fields
+        .insert("clientID".into(), "10.0.0.9@1".into());
+    unregister
+        .ext_fields
+        .insert("producerGroup".into(), "pg".into());
+    assert_eq!(
+        c.invoke(unregister, TIMEOUT).unwrap().code,
+        response_code::SUCCESS
+    );
+    assert!(b.controller.clients()[0].producer_groups.is_empty());
+
+    c.invoke(send_v2("orders", 0, b"x"), TIMEOUT).unwrap();
+    let info = c
+        .invoke(
+            RemotingCommand::request(request_code::GET_BROKER_RUNTIME_INFO, 0),
+            TIMEOUT,
+        )
+        .unwrap();
+    let table: serde_json::Value = serde_json::from_slice(&info.body).unwrap();
+    let table = &table["table"];
+    assert_eq!(table["brokerRole"], "ASYNC_MASTER");
+    assert_eq!(table["msgPutTotalTodayNow"], "1");
+    assert_eq!(
+        table["commitLogMaxOffset"],
+        b.store.max_offset().to_string()
+    );
+    drop(c);
+    let deadline = Instant::now() + TIMEOUT;
+    while !b.controller.clients().is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(b.controller.clients().is_empty(), "forgotten on close");
+}
+
+fn route(ns: &NameServer, topic: &str) -> Option<TopicRouteData> {
+    let mut c = client(ns.local_addr());
+    let mut request = RemotingCommand::request(request_code::GET_ROUTEINFO_BY_TOPIC, 0);
+    request.write_custom_header(&GetRouteInfoRequestHeader {
+        topic: topic.into(),
+        accept_standard_json_only: Some(true),
+    });
+    let response = c.invoke(request, TIMEOUT).unwrap();
+    (response.code == response_code::SUCCESS)
+        .then(|| TopicRouteData::decode(&response.body).unwrap())
+}
+
+fn wait_for<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn an_auto_created_topic_is_routed_at_once_and_shutdown_unregisters() {
+    let ns = NameServer::start("127.0.0.1:0".parse().unwrap(), NamesrvConfig::default()).unwrap();
+    let config = BrokerControllerConfig {
+        // A dead name server first: it is reported, and the live one still gets registered.
+        namesrv_addr: format!("127.0.0.1:1;{}", ns.local_addr()),
+        // Long: the route must come from the register a topic change triggers.
+        register_name_server_period: Duration::from_secs(3600),
+        ..BrokerControllerConfig::default()
+    };
+    let b = start(config, 0, None);
+    let tbw = wait_for("TBW102's route", || route(&ns, "TBW102"));
+    let broker_addr = b.controller.local_addr().to_string();
+    assert_eq!(tbw.broker_datas[0].broker_addrs[&0], broker_addr);
+    assert!(route(&ns, "fresh").is_none());
+    let mut c = client(b.controller.local_addr());
+    let sent = c.invoke(send_v2("fresh", 0, b"x"), TIMEOUT).unwrap();
+    assert_eq!(sent.code, response_code::SUCCESS, "{:?}", sent.remark);
+    let fresh = wait_for("the new topic's route", || route(&ns, "fresh"));
+    assert_eq!(fresh.queue_datas[0].write_queue_nums, 4);
+    let events = b.controller.events().drain(Duration::from_millis(10));
+    assert!(
+        events
+            .iter()
+            .any(|e| e.kind.name() == "REGISTER_FAILED" && e.addr == "127.0.0.1:1" && e.problem),
+        "{events:?}"
+    );
+    let started = Instant::now();
+    b.controller.shutdown();
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "shutdown waits for no period"
+    );
+    assert!(route(&ns, "fresh").is_none(), "unregistered at shutdown");
+}
+
+#[test]
+fn a_slave_takes_the_master_ha_address_from_the_name_server() {
+    let ns = NameServer::start("127.0.0.1:0".parse().unwrap(), NamesrvConfig::default()).unwrap();
+    let namesrv_addr = ns.local_addr().to_string();
+
+    let master_dir = tempfile::tempdir().unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let master_store = open_store(master_dir.path(), 0, listener.local_addr().unwrap().port());
+    let ha_master = Arc::new(
+        HaMaster::start(
+            master_store.clone(),
+            "127.0.0.1:0".parse().unwrap(),
+            HaConfig::default(),
+        )
+        .unwrap(),
+    );
+    let master = BrokerController::start(
+        listener,
+        master_store.clone(),
+        Some(ha_master.clone()),
+        None,
+        BrokerControllerConfig {
+            namesrv_addr: namesrv_addr.clone(),
+            ha_server_addr: ha_master.local_addr().to_string(),
+            ..BrokerControllerConfig::default()
+        },
+    )
+    .unwrap();
+
+    let slave_dir = tempfile::tempdir().unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let slave_store = open_store(slave_dir.path(), 0, listener.local_addr().unwrap().port());
+    let ha_client =
+        Arc::new(HaClient::start(slave_store.clone(), None, HaConfig::default(), 1).unwrap());
+    let mut settings = BrokerSettings {
+        broker_id: 1,
+        is_slave: true,
+        ..BrokerSettings::default()
+    };
+    settings.auto_create_topic = true;
+    let slave = BrokerController::start(
+        listener,
+        slave_store.clone(),
+        None,
+        Some(ha_client.clone()),
+        BrokerControllerConfig {
+            settings,
+            broker_role: "SLAVE".into(),
+            namesrv_addr: namesrv_addr.clone(),
+            update_master_ha_server_addr_periodically: true,
+            // Short: the test waits for the registration that follows a new master.
+            register_name_server_period: Duration::from_millis(100),
+            ..BrokerControllerConfig::default()
+        },
+    )
+    .unwrap();
+    wait_for("the master's HA address", || ha_client.master_address());
+    assert_eq!(
+        ha_client.master_address().unwrap(),
+        ha_master.local_addr().to_string()
+    );
+
+    let mut c = client(master.local_addr());
+    let sent = c
+        .invoke(send_v2("orders", 0, b"to the slave"), TIMEOUT)
+        .unwrap();
+    assert_eq!(sent.code, response_code::SUCCESS, "{:?}", sent.remark);
+    wait_for("the slave to catch up", || {
+        (slave_store.max_offset() == master_store.max_offset()).then_some(())
+    });
+    // The master reports the slave's ack.
+    let acked = master_store.max_offset().to_string();
+    wait_for("the master to report the slave's ack", || {
+        let info = c
+            .invoke(
+                RemotingCommand::request(request_code::GET_BROKER_RUNTIME_INFO, 0),
+                TIMEOUT,
+            )
+            .unwrap();
+        let table: serde_json::Value = serde_json::from_slice(&info.body).unwrap();
+        (table["table"]["slaveAckOffsets"] == acked.as_str()).then_some(())
+    });
+    // The slave's own port refuses sends, saying why, and reports whom it replicates from.
+    let mut s = client(slave.local_addr());
+    let info = s
+        .invoke(
+            RemotingCommand::request(request_code::GET_BROKER_RUNTIME_INFO, 0),
+            TIMEOUT,
+        )
+        .unwrap();
+    let table: serde_json::Value = serde_json::from_slice(&info.body).unwrap();
+    assert_eq!(table["table"]["brokerRole"], "SLAVE");
+    assert_eq!(
+        table["table"]["haMasterAddress"],
+        ha_master.local_addr().to_string()
+    );
+    let refused = s.invoke(send_v2("orders", 0, b"no"), TIMEOUT).unwrap();
+    assert_eq!(refused.code, response_code::SERVICE_NOT_AVAILABLE);
+    assert!(refused.remark.unwrap().contains("SLAVE"));
+    // The master goes (and unregisters); another takes its place with another HA address: the
+    // slave follows it at its next registration (seed 004).
+    master.shutdown();
+    ha_master.shutdown();
+    let new_dir = tempfile::tempdir().unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let new_store = open_store(new_dir.path(), 0, listener.local_addr().unwrap().port());
+    let new_ha = Arc::new(
+        HaMaster::start(
+            new_store.clone(),
+            "127.0.0.1:0".parse().unwrap(),
+            HaConfig::default(),
+        )
+        .unwrap(),
+    );
+    let new_addr = new_ha.local_addr().to_string();
+    assert_ne!(new_addr, ha_master.local_addr().to_string());
+    let _new_master = BrokerController::start(
+        listener,
+        new_store,
+        Some(new_ha.clone()),
+        None,
+        BrokerControllerConfig {
+            namesrv_addr,
+            ha_server_addr: new_addr.clone(),
+            ..BrokerControllerConfig::default()
+        },
+    )
+    .unwrap();
+    wait_for("the slave to follow the new master", || {
+        (ha_client.master_address().as_deref() == Some(new_addr.as_str())).then_some(())
+    });
+    drop(slave);
+}

@@ -1,0 +1,265 @@
+//! RocketMQ's `BrokerOuterAPI`: REGISTER_BROKER to every name server (at start, every
+//! `registerNameServerPeriod`, and at once when a topic changes) and UNREGISTER_BROKER at
+//! shutdown. A name server that is down is reported and tried again next period; it never
+//! holds the broker up. A slave without `haMasterAddress` follows the master's HA address the
+//! name servers answer with (`updateMasterHAServerAddrPeriodically`, seed 004).
+
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+use super::topic_config::TopicConfigManager;
+use crate::commitlog::record::body_crc;
+use crate::ha::client::HaClient;
+use crate::namesrv::{mq_version, RegisterBrokerBody};
+use crate::remoting::header::{
+    RegisterBrokerRequestHeader, RegisterBrokerResponseHeader, UnRegisterBrokerRequestHeader,
+};
+use crate::remoting::{
+    request_code, response_code, RemotingClient, RemotingCommand, ServerEventKind, ServerEvents,
+};
+use crate::sync::{deadline_after, lock, wait_until};
+
+/// Connect and answer timeout of one name server call: short, so a dead name server costs a
+/// period's registration little time and shutdown waits little.
+const NAMESRV_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Who the broker is to the name servers.
+#[derive(Debug, Clone)]
+pub(crate) struct Registration {
+    pub(crate) cluster_name: String,
+    pub(crate) broker_name: String,
+    pub(crate) broker_id: i64,
+    /// `brokerIP1:listenPort`.
+    pub(crate) broker_addr: String,
+    /// The HA address a slave of this broker connects to ("" on a slave).
+    pub(crate) ha_server_addr: String,
+}
+
+#[derive(Default)]
+struct SignalState {
+    stop: bool,
+    now: bool,
+}
+
+/// Wakes the registration thread: for a register now, or to stop.
+#[derive(Default)]
+pub(crate) struct RegisterSignal {
+    state: Mutex<SignalState>,
+    cv: Condvar,
+}
+
+impl RegisterSignal {
+    /// Registers with every name server at once (a topic changed).
+    pub(crate) fn request(&self) {
+        lock(&self.state).now = true;
+        self.cv.notify_all();
+    }
+
+    pub(crate) fn stop(&self) {
+        lock(&self.state).stop = true;
+        self.cv.notify_all();
+    }
+
+    /// Sleeps until `period` passed, a register is asked for, or stop; true when stopping.
+    fn sleep(&self, period: Duration) -> bool {
+        let guard = lock(&self.state);
+        let (mut guard, _) =
+            wait_until(&self.cv, guard, deadline_after(period), |s| s.stop || s.now);
+        guard.now = false;
+        guard.stop
+    }
+}
+
+/// One kept connection per name server: the name server forgets a broker whose connection
+/// closes, so it is not reopened per call.
+struct NameServerLink {
+    addr: String,
+    client: Option<RemotingClient>,
+}
+
+pub(crate) struct BrokerOuterApi {
+    links: Mutex<Vec<NameServerLink>>,
+    me: Registration,
+    topics: Arc<TopicConfigManager>,
+    /// The slave's HA client to point at the master the name servers name.
+    follow: Option<Arc<HaClient>>,
+    events: Arc<ServerEvents>,
+}
+
+impl BrokerOuterApi {
+    /// `namesrv_addr` is RocketMQ's `namesrvAddr`: addresses separated by `;`.
+    pub(crate) fn new(
+        namesrv_addr: &str,
+        me: Registration,
+        topics: Arc<TopicConfigManager>,
+        follow: Option<Arc<HaClient>>,
+        events: Arc<ServerEvents>,
+    ) -> Self {
+        let links = namesrv_addr
+            .split(';')
+            .map(str::trim)
+            .filter(|a| !a.is_empty())
+            .map(|addr| NameServerLink {
+                addr: addr.to_owned(),
+                client: None,
+            })
+            .collect();
+        Self {
+            links: Mutex::new(links),
+            me,
+            topics,
+            follow,
+            events,
+        }
+    }
+
+    /// Registers, then again every `period` or when signalled, until stopped; unregisters
+    /// last.
+    pub(crate) fn run(&self, signal: &RegisterSignal, period: Duration) {
+        loop {
+            self.register_broker_all();
+            if signal.sleep(period) {
+                break;
+            }
+        }
+        self.unregister_broker_all();
+    }
+
+    fn invoke(
+        link: &mut NameServerLink,
+        request: RemotingCommand,
+    ) -> Result<RemotingCommand, String> {
+        if link.client.is_none() {
+            let addr: SocketAddr = link
+                .addr
+                .to_socket_addrs()
+                .map_err(|e| format!("bad name server address: {e}"))?
+                .next()
+                .ok_or("the name server address resolves to nothing")?;
+            link.client =
+                Some(RemotingClient::connect(addr, NAMESRV_TIMEOUT).map_err(|e| e.to_string())?);
+        }
+        let Some(client) = link.client.as_mut() else {
+            return Err("not connected".into());
+        };
+        client.invoke(request, NAMESRV_TIMEOUT).map_err(|e| {
+            link.client = None;
+            e.to_string()
+        })
+    }
+
+    /// `registerBrokerAll`: the whole topic config to every name server.
+    pub(crate) fn register_broker_all(&self) {
+        let body = RegisterBrokerBody {
+            topic_config_serialize_wrapper: self.topics.wrapper(),
+            filter_server_list: Vec::new(),
+        }
+        .encode();
+        let me = &self.me;
+        let header = RegisterBrokerRequestHeader {
+            broker_name: me.broker_name.clone(),
+            broker_addr: me.broker_addr.clone(),
+            cluster_name: me.cluster_name.clone(),
+            ha_server_addr: me.ha_server_addr.clone(),
+            broker_id: me.broker_id,
+            heartbeat_timeout_millis: None,
+            enable_acting_master: Some(false),
+            compressed: false,
+            body_crc32: body_crc(&body),
+            zone_name: None,
+        };
+        let mut links = lock(&self.links);
+        for link in links.iter_mut() {
+            let mut request = RemotingCommand::request(request_code::REGISTER_BROKER, 0);
+            request.version = mq_version::V5_0_0;
+            request.write_custom_header(&header);
+            request.body = body.clone();
+            match Self::invoke(link, request) {
+                Ok(r) if r.code == response_code::SUCCESS => self.registered(&link.addr, &r),
+                Ok(r) => self.report(
+                    &link.addr,
+                    "REGISTER_FAILED",
+                    format!(
+                        "answered code {}: {}; trying again next period",
+                        r.code,
+                        r.remark.unwrap_or_default()
+                    ),
+                ),
+                Err(e) => self.report(
+                    &link.addr,
+                    "REGISTER_FAILED",
+                    format!("{e}; trying again next period"),
+                ),
+            }
+        }
+    }
+
+    fn registered(&self, namesrv: &str, response: &RemotingCommand) {
+        self.events.push(
+            namesrv,
+            ServerEventKind::Processor("REGISTERED"),
+            format!("registered {} with the name server", self.me.broker_addr),
+            false,
+        );
+        let Some(ha) = &self.follow else { return };
+        let header: RegisterBrokerResponseHeader = match response.decode_custom_header() {
+            Ok(h) => h,
+            Err(e) => return self.report(namesrv, "REGISTER_FAILED", e.to_string()),
+        };
+        let Some(master) = header.ha_server_addr.filter(|a| !a.is_empty()) else {
+            return;
+        };
+        if ha.master_address().as_deref() == Some(master.as_str()) {
+            return;
+        }
+        match ha.update_master_address(Some(master.clone())) {
+            Ok(()) => self.events.push(
+                namesrv,
+                ServerEventKind::Processor("MASTER_HA_ADDRESS"),
+                format!("replicating from the master's HA address {master}, as the name server answered"),
+                false,
+            ),
+            Err(e) => self.report(namesrv, "MASTER_HA_ADDRESS", e.to_string()),
+        }
+    }
+
+    fn report(&self, namesrv: &str, what: &'static str, reason: String) {
+        self.events
+            .push(namesrv, ServerEventKind::Processor(what), reason, true);
+    }
+
+    /// `unregisterBrokerAll`, at shutdown; failures only reported.
+    fn unregister_broker_all(&self) {
+        let header = UnRegisterBrokerRequestHeader {
+            broker_name: self.me.broker_name.clone(),
+            broker_addr: self.me.broker_addr.clone(),
+            cluster_name: self.me.cluster_name.clone(),
+            broker_id: self.me.broker_id,
+        };
+        let mut links = lock(&self.links);
+        for link in links.iter_mut() {
+            // Only name servers the broker reached: a dead one knows nothing to forget.
+            if link.client.is_none() {
+                continue;
+            }
+            let mut request = RemotingCommand::request(request_code::UNREGISTER_BROKER, 0);
+            request.write_custom_header(&header);
+            match Self::invoke(link, request) {
+                Ok(r) if r.code == response_code::SUCCESS => self.events.push(
+                    link.addr.as_str(),
+                    ServerEventKind::Processor("UNREGISTERED"),
+                    format!("unregistered {}", self.me.broker_addr),
+                    false,
+                ),
+                Ok(r) => self.report(
+                    &link.addr,
+                    "UNREGISTER_FAILED",
+                    format!("answered code {}: {}", r.code, r.remark.unwrap_or_default()),
+                ),
+                Err(e) => self.report(&link.addr, "UNREGISTER_FAILED", e),
+            }
+            link.client = None;
+        }
+    }
+}

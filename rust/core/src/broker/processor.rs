@@ -1,0 +1,334 @@
+//! The broker's dispatching `RequestProcessor`: sends go to [`SendMessageProcessor`], topic
+//! creation and runtime info are RocketMQ's `AdminBrokerProcessor`, heartbeats and client
+//! unregistration its `ClientManageProcessor`. Every other code is answered
+//! `REQUEST_CODE_NOT_SUPPORTED`.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use serde::Deserialize;
+
+use super::outer_api::RegisterSignal;
+use super::send::SendMessageProcessor;
+use super::topic_config::TopicConfigManager;
+use super::BrokerSettings;
+use crate::ha::client::HaClient;
+use crate::ha::master::HaMaster;
+use crate::namesrv::{parse_lenient, TopicConfig};
+use crate::remoting::header::{CreateTopicRequestHeader, UnregisterClientRequestHeader};
+use crate::remoting::{
+    not_supported, request_code, response_code, RemotingCommand, RequestContext, RequestProcessor,
+};
+use crate::store::MessageStore;
+use crate::sync::lock;
+
+/// `TopicValidator.TOPIC_MAX_LENGTH`.
+const TOPIC_MAX_LENGTH: usize = 127;
+
+/// What one connection's client told the broker in its heartbeats (`ClientChannelInfo` and the
+/// groups it belongs to).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClientChannel {
+    pub client_id: String,
+    pub producer_groups: BTreeSet<String>,
+    pub consumer_groups: BTreeSet<String>,
+}
+
+/// `HeartbeatData`, the parts the broker keeps.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct HeartbeatData {
+    #[serde(rename = "clientID")]
+    client_id: String,
+    #[serde(rename = "producerDataSet")]
+    producer_data_set: Vec<GroupData>,
+    #[serde(rename = "consumerDataSet")]
+    consumer_data_set: Vec<GroupData>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct GroupData {
+    #[serde(rename = "groupName")]
+    group_name: String,
+}
+
+/// What GET_BROKER_RUNTIME_INFO reports besides the store.
+pub(crate) struct RuntimeView {
+    /// `brokerRole` as configured (ASYNC_MASTER, SYNC_MASTER, SLAVE).
+    pub(crate) broker_role: String,
+    pub(crate) ha_master: Option<Arc<HaMaster>>,
+    pub(crate) ha_client: Option<Arc<HaClient>>,
+}
+
+pub(crate) struct BrokerProcessor {
+    send: SendMessageProcessor,
+    store: Arc<MessageStore>,
+    topics: Arc<TopicConfigManager>,
+    settings: Arc<BrokerSettings>,
+    runtime: RuntimeView,
+    register: Arc<RegisterSignal>,
+    /// Heartbeats by connection id. A lock: heartbeats on the loop thread, reads from others.
+    clients: Mutex<HashMap<u64, ClientChannel>>,
+    /// Messages stored through this port since start (`msgPutTotalTodayNow`); shared with
+    /// the deferred answers, which count when they are sent.
+    put_total: Arc<AtomicU64>,
+}
+
+impl BrokerProcessor {
+    pub(crate) fn new(
+        store: Arc<MessageStore>,
+        topics: Arc<TopicConfigManager>,
+        settings: Arc<BrokerSettings>,
+        runtime: RuntimeView,
+        register: Arc<RegisterSignal>,
+    ) -> Self {
+        Self {
+            send: SendMessageProcessor::new(store.clone(), topics.clone(), settings.clone()),
+            store,
+            topics,
+            settings,
+            runtime,
+            register,
+            clients: Mutex::default(),
+            put_total: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    /// The clients that sent heartbeats, by connection.
+    pub(crate) fn clients(&self) -> Vec<ClientChannel> {
+        lock(&self.clients).values().cloned().collect()
+    }
+
+    fn send_message(
+        &self,
+        request: &RemotingCommand,
+        ctx: &RequestContext,
+    ) -> Option<RemotingCommand> {
+        let before = self.topics.data_version();
+        let responder = ctx.responder();
+        let total = self.put_total.clone();
+        let now = self.send.process(request, ctx.remote(), move |r| {
+            count_stored(&total, &r);
+            responder.send(r);
+        });
+        if let Some(r) = &now {
+            count_stored(&self.put_total, r);
+        }
+        // A send that created its topic: the name servers learn the route at once, as
+        // `createTopicInSendMessageMethod` registers.
+        if self.topics.data_version() != before {
+            self.register.request();
+        }
+        now
+    }
+
+    /// `AdminBrokerProcessor.updateAndCreateTopic`.
+    fn update_and_create_topic(&self, request: &RemotingCommand) -> RemotingCommand {
+        let refuse =
+            |code, remark: String| RemotingCommand::response_to(request, code, Some(remark));
+        let header: CreateTopicRequestHeader = match request.decode_custom_header() {
+            Ok(h) => h,
+            Err(e) => return refuse(response_code::SYSTEM_ERROR, e.to_string()),
+        };
+        if let Err(why) = validate_topic(&header.topic) {
+            return refuse(response_code::SYSTEM_ERROR, why);
+        }
+        if header.topic == header.default_topic
+            || header.topic == super::topic_config::AUTO_CREATE_TOPIC_KEY_TOPIC
+        {
+            return refuse(
+                response_code::SYSTEM_ERROR,
+                format!(
+                    "The specified topic {} is conflict with AUTO_CREATE_TOPIC_KEY_TOPIC.",
+                    header.topic
+                ),
+            );
+        }
+        if header.read_queue_nums < 1 || header.write_queue_nums < 1 {
+            return refuse(
+                response_code::SYSTEM_ERROR,
+                format!(
+                    "topic {}: readQueueNums {} and writeQueueNums {} must be at least 1",
+                    header.topic, header.read_queue_nums, header.write_queue_nums
+                ),
+            );
+        }
+        let config = TopicConfig {
+            topic_name: header.topic.clone(),
+            read_queue_nums: header.read_queue_nums,
+            write_queue_nums: header.write_queue_nums,
+            perm: header.perm,
+            topic_filter_type: header.topic_filter_type,
+            topic_sys_flag: header.topic_sys_flag.unwrap_or(0),
+            order: header.order,
+            ..TopicConfig::default()
+        };
+        if let Err(e) = self.topics.update_or_create(config) {
+            return refuse(response_code::SYSTEM_ERROR, e.to_string());
+        }
+        self.register.request();
+        RemotingCommand::response_to(request, response_code::SUCCESS, None)
+    }
+
+    /// `AdminBrokerProcessor.getBrokerRuntimeInfo`: a KVTable, the keys RocketMQ uses where
+    /// rocketha has the figure, plus the replication state `rocketha status` shows.
+    fn get_broker_runtime_info(&self, request: &RemotingCommand) -> RemotingCommand {
+        let mut table: BTreeMap<&str, String> = BTreeMap::new();
+        table.insert(
+            "brokerVersionDesc",
+            format!("rocketha {}", env!("CARGO_PKG_VERSION")),
+        );
+        table.insert("brokerRole", self.runtime.broker_role.clone());
+        table.insert("brokerName", self.settings.broker_name.clone());
+        table.insert("brokerId", self.settings.broker_id.to_string());
+        table.insert("commitLogMinOffset", self.store.min_offset().to_string());
+        table.insert("commitLogMaxOffset", self.store.max_offset().to_string());
+        table.insert(
+            "msgPutTotalTodayNow",
+            self.put_total.load(Ordering::Relaxed).to_string(),
+        );
+        if let Some(gt) = self.store.group_transfer() {
+            table.insert("groupTransferPending", gt.pending().to_string());
+        }
+        if let Some(master) = &self.runtime.ha_master {
+            let acks = master.acks();
+            let offsets = acks.slave_offsets();
+            table.insert("haConnectionNum", master.connections().len().to_string());
+            table.insert(
+                "push2SlaveMaxOffset",
+                acks.push2slave_max_offset().to_string(),
+            );
+            table.insert(
+                "slaveAckOffsets",
+                offsets
+                    .iter()
+                    .map(u64::to_string)
+                    .collect::<Vec<_>>()
+                    .join(","),
+            );
+        }
+        if let Some(ha) = &self.runtime.ha_client {
+            table.insert("haMasterAddress", ha.master_address().unwrap_or_default());
+            table.insert("haClientState", ha.state().name().to_owned());
+        }
+        let mut response = RemotingCommand::response_to(request, response_code::SUCCESS, None);
+        response.body = serde_json::json!({ "table": table })
+            .to_string()
+            .into_bytes();
+        response
+    }
+
+    /// `ClientManageProcessor.heartBeat`: the client's groups are remembered per connection.
+    fn heart_beat(&self, request: &RemotingCommand, ctx: &RequestContext) -> RemotingCommand {
+        let data: HeartbeatData = match parse_lenient(&request.body, "HeartbeatData") {
+            Ok(d) => d,
+            Err(e) => {
+                return RemotingCommand::response_to(
+                    request,
+                    response_code::SYSTEM_ERROR,
+                    Some(e.to_string()),
+                )
+            }
+        };
+        let mut clients = lock(&self.clients);
+        let channel = clients.entry(ctx.connection_id()).or_default();
+        channel.client_id = data.client_id;
+        channel
+            .producer_groups
+            .extend(data.producer_data_set.into_iter().map(|g| g.group_name));
+        channel
+            .consumer_groups
+            .extend(data.consumer_data_set.into_iter().map(|g| g.group_name));
+        RemotingCommand::response_to(request, response_code::SUCCESS, None)
+    }
+
+    /// `ClientManageProcessor.unregisterClient`.
+    fn unregister_client(
+        &self,
+        request: &RemotingCommand,
+        ctx: &RequestContext,
+    ) -> RemotingCommand {
+        let header: UnregisterClientRequestHeader = match request.decode_custom_header() {
+            Ok(h) => h,
+            Err(e) => {
+                return RemotingCommand::response_to(
+                    request,
+                    response_code::SYSTEM_ERROR,
+                    Some(e.to_string()),
+                )
+            }
+        };
+        let mut clients = lock(&self.clients);
+        if let Some(channel) = clients.get_mut(&ctx.connection_id()) {
+            if let Some(g) = &header.producer_group {
+                channel.producer_groups.remove(g);
+            }
+            if let Some(g) = &header.consumer_group {
+                channel.consumer_groups.remove(g);
+            }
+            if channel.producer_groups.is_empty() && channel.consumer_groups.is_empty() {
+                clients.remove(&ctx.connection_id());
+            }
+        }
+        RemotingCommand::response_to(request, response_code::SUCCESS, None)
+    }
+}
+
+/// Adds the messages a send response reports stored (one msg id each; the waits that fell
+/// short, `FLUSH_*_TIMEOUT` and `SLAVE_NOT_AVAILABLE`, stored them too).
+fn count_stored(total: &AtomicU64, response: &RemotingCommand) {
+    let stored = matches!(
+        response.code,
+        response_code::SUCCESS
+            | response_code::FLUSH_DISK_TIMEOUT
+            | response_code::FLUSH_SLAVE_TIMEOUT
+            | response_code::SLAVE_NOT_AVAILABLE
+    );
+    if let Some(ids) = response.ext_fields.get("msgId").filter(|_| stored) {
+        total.fetch_add(ids.split(',').count() as u64, Ordering::Relaxed);
+    }
+}
+
+/// `TopicValidator.validateTopic`.
+fn validate_topic(topic: &str) -> Result<(), String> {
+    if topic.is_empty() {
+        return Err("The specified topic is blank.".into());
+    }
+    if topic.len() > TOPIC_MAX_LENGTH {
+        return Err(format!(
+            "The specified topic is longer than topic max length {TOPIC_MAX_LENGTH}."
+        ));
+    }
+    if !topic
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'%' || b == b'-' || b == b'_' || b == b'|')
+    {
+        return Err(format!(
+            "The specified topic[{topic}] contains illegal characters, allowing only \
+             ^[%|a-zA-Z0-9_-]+$"
+        ));
+    }
+    Ok(())
+}
+
+impl RequestProcessor for BrokerProcessor {
+    fn process(&self, request: RemotingCommand, ctx: &RequestContext) -> Option<RemotingCommand> {
+        match request.code {
+            request_code::SEND_MESSAGE
+            | request_code::SEND_MESSAGE_V2
+            | request_code::SEND_BATCH_MESSAGE => self.send_message(&request, ctx),
+            request_code::UPDATE_AND_CREATE_TOPIC => Some(self.update_and_create_topic(&request)),
+            request_code::GET_BROKER_RUNTIME_INFO => Some(self.get_broker_runtime_info(&request)),
+            request_code::HEART_BEAT => Some(self.heart_beat(&request, ctx)),
+            request_code::UNREGISTER_CLIENT => Some(self.unregister_client(&request, ctx)),
+            _ => Some(not_supported(&request)),
+        }
+    }
+
+    fn on_close(&self, connection_id: u64, _remote: SocketAddr) {
+        lock(&self.clients).remove(&connection_id);
+    }
+}

@@ -1,0 +1,295 @@
+//! The producer's wire side, RocketMQ's `MQClientAPIImpl`: one kept connection per address
+//! (name server or broker), GET_ROUTEINFO_BY_TOPIC, and SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE
+//! with the header and the batch body as the Java client writes them. Route choice, queue
+//! selection and retries are the producer's (Python) policy.
+//!
+//! A failed send says whether the request can have reached the broker: a connect failure
+//! ([`SendError::NotSent`]) is safe to retry elsewhere; a failure after the request was written
+//! ([`SendError::Unknown`]) may have stored the message, and retrying could store it twice.
+
+use std::collections::HashMap;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use crate::commitlog::record::body_crc;
+use crate::remoting::header::{
+    GetRouteInfoRequestHeader, SendMessageRequestHeader, SendMessageRequestHeaderV2,
+    SendMessageResponseHeader,
+};
+use crate::remoting::{request_code, response_code, ClientError, RemotingClient, RemotingCommand};
+use crate::sync::lock;
+
+/// `MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX`.
+pub const PROPERTY_UNIQ_KEY: &str = "UNIQ_KEY";
+/// `MessageDecoder.MESSAGE_MAGIC_CODE` of a batch's inner messages.
+const BATCH_MESSAGE_MAGIC: i32 = 0xAABB_CCDDu32 as i32;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SendError {
+    /// Nothing reached the broker: try another.
+    #[error("{0}")]
+    NotSent(String),
+    /// The request may have reached the broker; whether it stored the message is unknown.
+    #[error("{0}")]
+    Unknown(String),
+}
+
+/// A broker's answer to a send: its code and remark, and where the message went when stored.
+#[derive(Debug, Clone)]
+pub struct SendReply {
+    pub code: i32,
+    pub remark: Option<String>,
+    /// The broker's offset message id(s), comma-separated for a batch.
+    pub offset_msg_id: String,
+    pub queue_id: i32,
+    pub queue_offset: i64,
+}
+
+/// One message of a send: body, `key\x01value\x02` properties, flag.
+pub struct OutgoingMessage<'a> {
+    pub body: &'a [u8],
+    pub properties: &'a [u8],
+    pub flag: i32,
+}
+
+type Link = Arc<Mutex<Option<RemotingClient>>>;
+
+/// Connections by address, shared by every thread of a producer.
+pub struct MqClientApi {
+    /// A lock per address, not one for all: sends to different brokers run in parallel.
+    links: Mutex<HashMap<String, Link>>,
+}
+
+impl Default for MqClientApi {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl MqClientApi {
+    pub fn new() -> Self {
+        Self {
+            links: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Closes every connection (a call in flight keeps its own until it returns).
+    pub fn close(&self) {
+        lock(&self.links).clear();
+    }
+
+    fn link(&self, addr: &str) -> Link {
+        lock(&self.links)
+            .entry(addr.to_owned())
+            .or_default()
+            .clone()
+    }
+
+    /// Sends `request` to `addr` and waits for its answer.
+    pub fn invoke(
+        &self,
+        addr: &str,
+        request: RemotingCommand,
+        timeout: Duration,
+    ) -> Result<RemotingCommand, SendError> {
+        let link = self.link(addr);
+        // Held for the whole call: one request at a time per connection, in order.
+        let mut slot = lock(&link);
+        if slot.is_none() {
+            let resolved: SocketAddr = addr
+                .to_socket_addrs()
+                .map_err(|e| SendError::NotSent(format!("bad address {addr}: {e}")))?
+                .next()
+                .ok_or_else(|| SendError::NotSent(format!("{addr} resolves to nothing")))?;
+            let client = RemotingClient::connect(resolved, timeout)
+                .map_err(|e| SendError::NotSent(e.to_string()))?;
+            *slot = Some(client);
+        }
+        let Some(client) = slot.as_mut() else {
+            return Err(SendError::NotSent(format!("{addr}: not connected")));
+        };
+        client.invoke(request, timeout).map_err(|e| {
+            // The client reconnects on its next call; drop it so the next call starts clean.
+            *slot = None;
+            match e {
+                ClientError::Connect { .. }
+                | ClientError::ConnectTimeout { .. }
+                | ClientError::Encode { .. } => SendError::NotSent(e.to_string()),
+                other => SendError::Unknown(other.to_string()),
+            }
+        })
+    }
+
+    /// GET_ROUTEINFO_BY_TOPIC: the route as standard JSON, or `None` when the name server
+    /// knows no such topic (`TOPIC_NOT_EXIST`).
+    pub fn get_topic_route_info(
+        &self,
+        namesrv: &str,
+        topic: &str,
+        timeout: Duration,
+    ) -> Result<Option<Vec<u8>>, SendError> {
+        let mut request = RemotingCommand::request(request_code::GET_ROUTEINFO_BY_TOPIC, 0);
+        request.write_custom_header(&GetRouteInfoRequestHeader {
+            topic: topic.to_owned(),
+            accept_standard_json_only: Some(true),
+        });
+        let response = self.invoke(namesrv, request, timeout)?;
+        match response.code {
+            response_code::SUCCESS => Ok(Some(response.body)),
+            response_code::TOPIC_NOT_EXIST => Ok(None),
+            code => Err(SendError::NotSent(format!(
+                "name server {namesrv} answered code {code}: {}",
+                response.remark.unwrap_or_default()
+            ))),
+        }
+    }
+
+    /// SEND_MESSAGE_V2 for one message, SEND_BATCH_MESSAGE for several (the header's
+    /// properties then apply to all; each message keeps its own).
+    pub fn send_message(
+        &self,
+        addr: &str,
+        header: SendMessageRequestHeader,
+        messages: &[OutgoingMessage<'_>],
+        timeout: Duration,
+    ) -> Result<SendReply, SendError> {
+        let (code, body) = match messages {
+            [one] => (request_code::SEND_MESSAGE_V2, one.body.to_vec()),
+            _ => (request_code::SEND_BATCH_MESSAGE, encode_batch(messages)),
+        };
+        let mut request = RemotingCommand::request(code, 0);
+        request.write_custom_header(&SendMessageRequestHeaderV2(header));
+        request.body = body;
+        let response = self.invoke(addr, request, timeout)?;
+        let stored = matches!(
+            response.code,
+            response_code::SUCCESS
+                | response_code::FLUSH_DISK_TIMEOUT
+                | response_code::FLUSH_SLAVE_TIMEOUT
+                | response_code::SLAVE_NOT_AVAILABLE
+        );
+        let mut reply = SendReply {
+            code: response.code,
+            remark: response.remark.clone(),
+            offset_msg_id: String::new(),
+            queue_id: -1,
+            queue_offset: -1,
+        };
+        if stored {
+            let header: SendMessageResponseHeader =
+                response.decode_custom_header().map_err(|e| {
+                    SendError::Unknown(format!("{addr} answered a send with a bad header: {e}"))
+                })?;
+            reply.offset_msg_id = header.msg_id;
+            reply.queue_id = header.queue_id;
+            reply.queue_offset = header.queue_offset;
+        }
+        Ok(reply)
+    }
+}
+
+/// `MessageDecoder.encodeMessages`: per message `totalSize | magic | bodyCRC | flag | bodyLen |
+/// body | propLen i16 | properties`.
+pub fn encode_batch(messages: &[OutgoingMessage<'_>]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for m in messages {
+        let props_len = m.properties.len().min(i16::MAX as usize);
+        let total = 4 + 4 + 4 + 4 + 4 + m.body.len() + 2 + props_len;
+        out.extend_from_slice(&(total as i32).to_be_bytes());
+        out.extend_from_slice(&BATCH_MESSAGE_MAGIC.to_be_bytes());
+        out.extend_from_slice(&body_crc(m.body).to_be_bytes());
+        out.extend_from_slice(&m.flag.to_be_bytes());
+        out.extend_from_slice(&(m.body.len() as i32).to_be_bytes());
+        out.extend_from_slice(m.body);
+        out.extend_from_slice(&(props_len as i16).to_be_bytes());
+        out.extend_from_slice(&m.properties[..props_len]);
+    }
+    out
+}
+
+/// `MessageClientIDSetter.createUniqID`: 32 upper-case hex digits, a fixed prefix (IPv4
+/// address 4, process id 2, a per-process number 4 where Java has the class loader's hash)
+/// then the milliseconds since the start of the month (4) and a counter (2).
+pub fn create_uniq_id(ip: [u8; 4], now_millis: i64) -> String {
+    static PREFIX: OnceLock<String> = OnceLock::new();
+    static COUNTER: AtomicU32 = AtomicU32::new(0);
+    let prefix = PREFIX.get_or_init(|| {
+        let pid = (std::process::id() & 0xFFFF) as u16;
+        // Distinguishes producers started in the same process, as the loader hash does.
+        let salt = (now_millis as u32) ^ 0x5bd1_e995;
+        let mut p = String::with_capacity(20);
+        for b in ip
+            .iter()
+            .chain(&pid.to_be_bytes())
+            .chain(&salt.to_be_bytes())
+        {
+            p.push_str(&format!("{b:02X}"));
+        }
+        p
+    });
+    let month_start = month_start_millis(now_millis);
+    let since = (now_millis - month_start).max(0) as u32;
+    let count = (COUNTER.fetch_add(1, Ordering::Relaxed) & 0xFFFF) as u16;
+    format!("{prefix}{since:08X}{count:04X}")
+}
+
+/// Midnight UTC of the first day of `millis`'s month (Java uses the local zone; any fixed
+/// origin keeps ids unique within the month).
+fn month_start_millis(millis: i64) -> i64 {
+    let days = millis.div_euclid(86_400_000);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    (days - (day - 1)) * 86_400_000
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uniq_ids_are_32_hex_digits_and_differ() {
+        let a = create_uniq_id([10, 0, 0, 1], 1_700_000_000_000);
+        let b = create_uniq_id([10, 0, 0, 1], 1_700_000_000_000);
+        assert_eq!(a.len(), 32);
+        assert!(a.starts_with("0A000001"));
+        assert_ne!(a, b);
+        assert!(a
+            .chars()
+            .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_lowercase()));
+    }
+
+    #[test]
+    fn month_start() {
+        // 2023-11-14T22:13:20Z -> 2023-11-01T00:00:00Z.
+        assert_eq!(month_start_millis(1_700_000_000_000), 1_698_796_800_000);
+        assert_eq!(month_start_millis(1_698_796_800_000), 1_698_796_800_000);
+    }
+
+    #[test]
+    fn a_batch_decodes_as_the_broker_reads_it() {
+        let body = encode_batch(&[
+            OutgoingMessage {
+                body: b"one",
+                properties: b"A\x01b\x02",
+                flag: 3,
+            },
+            OutgoingMessage {
+                body: b"two!",
+                properties: b"",
+                flag: 0,
+            },
+        ]);
+        // totalSize of the first: 20 + 3 + 2 + 4.
+        assert_eq!(i32::from_be_bytes(body[0..4].try_into().unwrap()), 29);
+        assert_eq!(&body[20..23], b"one");
+        assert_eq!(body.len(), 29 + 26);
+    }
+}
