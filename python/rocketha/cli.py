@@ -422,7 +422,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return subprocess.call([sys.executable, "-m", "benches", *args.bench_args], env=env)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
+    """Every subcommand with its options; each sets ``func``, the ``cmd_*`` that runs it."""
     parser = argparse.ArgumentParser(prog="rocketha", description=__doc__)
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -507,7 +508,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "bench", help="run the benchmarks (from a repo checkout)", add_help=False
     )
     bench.set_defaults(func=cmd_bench)
+    return parser
 
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
     args, rest = parser.parse_known_args(argv)
     if args.command != "bench" and rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")

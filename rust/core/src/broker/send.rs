@@ -102,6 +102,59 @@ impl SendMessageProcessor {
         request: &RemotingCommand,
         remote: SocketAddr,
     ) -> Result<(Vec<AppendResult>, i32, bool), Refusal> {
+        let header = self.check(request)?;
+        let topic = self.topic(&header)?;
+        let queue_id = self.queue_id(&header, &topic, remote)?;
+        let header_props = header.properties.as_deref().unwrap_or("");
+        let (batch_props, wait) = self.broker_properties(header_props)?;
+        let messages = if request.code == request_code::SEND_BATCH_MESSAGE {
+            decode_batch(&request.body, &batch_props)?
+        } else {
+            vec![Incoming {
+                body: &request.body,
+                flag: header.flag,
+                properties: batch_props,
+            }]
+        };
+        for m in &messages {
+            if m.body.len() > self.settings.max_message_size {
+                return Err(Refusal(
+                    response_code::MESSAGE_ILLEGAL,
+                    format!(
+                        "the message body size {} is over the max value, MAX: {} (maxMessageSize)",
+                        m.body.len(),
+                        self.settings.max_message_size
+                    ),
+                ));
+            }
+        }
+        let drafts: Vec<MessageDraft<'_>> = messages
+            .iter()
+            .map(|m| MessageDraft {
+                topic: &header.topic,
+                body: m.body,
+                properties: &m.properties,
+                queue_id,
+                flag: m.flag,
+                sys_flag: header.sys_flag,
+                born_timestamp: header.born_timestamp,
+                born_host: remote,
+                reconsume_times: header.reconsume_times.unwrap_or(0),
+                prepared_tx_offset: 0,
+            })
+            .collect();
+        let appended = if drafts.len() == 1 {
+            self.store.put(&drafts[0]).map(|r| vec![r])
+        } else {
+            self.store.put_batch(&drafts)
+        };
+        let results = appended.map_err(|e| Refusal(response_code::SYSTEM_ERROR, e.to_string()))?;
+        Ok((results, queue_id, wait))
+    }
+
+    /// RocketMQ's `msgCheck` before any topic is looked at: the role, the header, the broker's
+    /// write permission, and no transactional sends.
+    fn check(&self, request: &RemotingCommand) -> Result<SendMessageRequestHeader, Refusal> {
         let s = &self.settings;
         if s.is_slave {
             return Err(Refusal(
@@ -130,53 +183,7 @@ impl SendMessageProcessor {
                 ),
             ));
         }
-        let topic = self.topic(&header)?;
-        let queue_id = self.queue_id(&header, &topic, remote)?;
-        let header_props = header.properties.as_deref().unwrap_or("");
-        let (batch_props, wait) = self.broker_properties(header_props)?;
-        let messages = if request.code == request_code::SEND_BATCH_MESSAGE {
-            decode_batch(&request.body, &batch_props)?
-        } else {
-            vec![Incoming {
-                body: &request.body,
-                flag: header.flag,
-                properties: batch_props,
-            }]
-        };
-        for m in &messages {
-            if m.body.len() > s.max_message_size {
-                return Err(Refusal(
-                    response_code::MESSAGE_ILLEGAL,
-                    format!(
-                        "the message body size {} is over the max value, MAX: {} (maxMessageSize)",
-                        m.body.len(),
-                        s.max_message_size
-                    ),
-                ));
-            }
-        }
-        let drafts: Vec<MessageDraft<'_>> = messages
-            .iter()
-            .map(|m| MessageDraft {
-                topic: &header.topic,
-                body: m.body,
-                properties: &m.properties,
-                queue_id,
-                flag: m.flag,
-                sys_flag: header.sys_flag,
-                born_timestamp: header.born_timestamp,
-                born_host: remote,
-                reconsume_times: header.reconsume_times.unwrap_or(0),
-                prepared_tx_offset: 0,
-            })
-            .collect();
-        let appended = if drafts.len() == 1 {
-            self.store.put(&drafts[0]).map(|r| vec![r])
-        } else {
-            self.store.put_batch(&drafts)
-        };
-        let results = appended.map_err(|e| Refusal(response_code::SYSTEM_ERROR, e.to_string()))?;
-        Ok((results, queue_id, wait))
+        Ok(header)
     }
 
     /// The topic's config, created from the sender's template when `autoCreateTopicEnable`.

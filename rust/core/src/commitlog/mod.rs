@@ -214,29 +214,12 @@ impl CommitLog {
                 Vec::new()
             };
             let mut accepted = Vec::new();
-            let mut next = from;
-            if !straddler.is_empty() {
-                match record::check_incoming(
-                    &straddler,
-                    from,
-                    file.end(),
-                    accept_zero_crc,
-                    &mut accepted,
-                ) {
-                    Ok(n) => next = n,
-                    Err(bad) => {
-                        // Earlier frames published the damaged record's first bytes, but it
-                        // never completed, so nothing refers to them: take them back, so the
-                        // slave reports the record's start and the master resends it whole.
-                        let head = (from - file.start()) as usize;
-                        // SAFETY: put lock held; no reader can decode an incomplete record, and
-                        // nothing past `pos` was written.
-                        unsafe { file.writable(head, pos - head) }.fill(0);
-                        file.set_wrote(head);
-                        return Err(corrupted(bad));
-                    }
-                }
-            }
+            let next = if straddler.is_empty() {
+                from
+            } else {
+                check_straddler(&file, &straddler, from, pos, accept_zero_crc, &mut accepted)
+                    .map_err(corrupted)?
+            };
             let taken = straddler.len().saturating_sub((at - from.min(at)) as usize);
             let fresh_at = at + taken as u64;
             // Past a blank the rest of the segment is padding, with no records to check.
@@ -245,22 +228,12 @@ impl CommitLog {
             } else {
                 &[]
             };
-            next = record::check_incoming(fresh, next, file.end(), accept_zero_crc, &mut accepted)
-                .map_err(corrupted)?;
+            let next =
+                record::check_incoming(fresh, next, file.end(), accept_zero_crc, &mut accepted)
+                    .map_err(corrupted)?;
             // SAFETY: put lock held; writing past the published position only.
             let out = unsafe { file.writable(pos, chunk.len()) };
-            // One copy per record, in log order: a large copy may store its first and last
-            // bytes after the rest (glibc's memcpy does), so a process killed mid-copy could
-            // leave a torn record with whole ones after it, which recovery would take for
-            // corruption in the middle of the log. Copied this way, only the record being
-            // copied can be torn, and nothing follows it.
-            let mut done = 0;
-            for r in &accepted {
-                let end = (r.physical_offset as u64 + r.total_size as u64 - at) as usize;
-                out[done..end].copy_from_slice(&chunk[done..end]);
-                done = end;
-            }
-            out[done..].copy_from_slice(&chunk[done..]);
+            copy_by_record(out, chunk, at, &accepted);
             file.set_wrote(pos + chunk.len());
             self.files.prepare_after(&file);
             *record_start = next;
@@ -373,6 +346,44 @@ impl Iterator for RecordIter<'_> {
             }
         }
     }
+}
+
+/// Checks the record an earlier append left incomplete, now whole in `straddler`; returns the
+/// offset after it. A damaged one is taken back: earlier frames published its first bytes, but
+/// it never completed, so nothing refers to them; zeroing them makes the slave report the
+/// record's start, and the master resends it whole.
+fn check_straddler<'a>(
+    file: &MappedFile,
+    straddler: &'a [u8],
+    from: u64,
+    pos: usize,
+    accept_zero_crc: bool,
+    accepted: &mut Vec<RecordView<'a>>,
+) -> Result<u64, (u64, RecordError)> {
+    record::check_incoming(straddler, from, file.end(), accept_zero_crc, accepted).inspect_err(
+        |_| {
+            let head = (from - file.start()) as usize;
+            // SAFETY: put lock held; no reader can decode an incomplete record, and nothing past
+            // `pos` was written.
+            unsafe { file.writable(head, pos - head) }.fill(0);
+            file.set_wrote(head);
+        },
+    )
+}
+
+/// Copies `chunk` (log bytes at `at`) into `out` one record at a time, in log order: a large
+/// copy may store its first and last bytes after the rest (glibc's memcpy does), so a process
+/// killed mid-copy could leave a torn record with whole ones after it, which recovery would take
+/// for corruption in the middle of the log. Copied this way, only the record being copied can be
+/// torn, and nothing follows it.
+fn copy_by_record(out: &mut [u8], chunk: &[u8], at: u64, records: &[RecordView<'_>]) {
+    let mut done = 0;
+    for r in records {
+        let end = (r.physical_offset as u64 + r.total_size as u64 - at) as usize;
+        out[done..end].copy_from_slice(&chunk[done..end]);
+        done = end;
+    }
+    out[done..].copy_from_slice(&chunk[done..]);
 }
 
 /// The record that began in published bytes `head` (ending where `chunk` starts) as far as
