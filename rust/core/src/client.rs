@@ -19,10 +19,11 @@ use crate::remoting::header::{
     SendMessageResponseHeader,
 };
 use crate::remoting::{request_code, response_code, ClientError, RemotingClient, RemotingCommand};
+use crate::store::now_millis;
 use crate::sync::lock;
 
 /// `MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX`.
-pub const PROPERTY_UNIQ_KEY: &str = "UNIQ_KEY";
+pub(crate) const PROPERTY_UNIQ_KEY: &str = "UNIQ_KEY";
 /// `MessageDecoder.MESSAGE_MAGIC_CODE` of a batch's inner messages.
 const BATCH_MESSAGE_MAGIC: i32 = 0xAABB_CCDDu32 as i32;
 
@@ -148,7 +149,7 @@ impl MqClientApi {
 
     /// SEND_MESSAGE_V2 for one message, SEND_BATCH_MESSAGE for several (the header's
     /// properties then apply to all; each message keeps its own).
-    pub fn send_message(
+    pub(crate) fn send_message(
         &self,
         addr: &str,
         header: SendMessageRequestHeader,
@@ -190,9 +191,79 @@ impl MqClientApi {
     }
 }
 
+/// Where a producer's send goes and how the broker may create its topic.
+pub struct SendTarget {
+    pub producer_group: String,
+    pub topic: String,
+    pub queue_id: i32,
+    /// The template a broker creates an unknown topic from (`TBW102`).
+    pub default_topic: String,
+    pub default_topic_queue_nums: i32,
+}
+
+impl MqClientApi {
+    /// `DefaultMQProducerImpl.sendKernelImpl`: gives each message its `UNIQ_KEY` (keeping one it
+    /// has), builds the send header and sends. Returns the broker's reply and the messages'
+    /// unique ids, the msgIds a Java producer reports.
+    pub fn send(
+        &self,
+        addr: &str,
+        client_ip: [u8; 4],
+        target: SendTarget,
+        messages: &[OutgoingMessage<'_>],
+        timeout: Duration,
+    ) -> Result<(SendReply, Vec<String>), SendError> {
+        let now = now_millis();
+        let marker = format!("{PROPERTY_UNIQ_KEY}\u{1}");
+        let mut ids = Vec::with_capacity(messages.len());
+        let mut properties: Vec<Vec<u8>> = Vec::with_capacity(messages.len());
+        for m in messages {
+            let mut props = m.properties.to_vec();
+            let existing = String::from_utf8_lossy(m.properties)
+                .split('\u{2}')
+                .find_map(|p| p.strip_prefix(marker.as_str()).map(str::to_owned));
+            ids.push(existing.unwrap_or_else(|| {
+                let id = create_uniq_id(client_ip, now);
+                props.extend_from_slice(format!("{marker}{id}\u{2}").as_bytes());
+                id
+            }));
+            properties.push(props);
+        }
+        let stamped: Vec<OutgoingMessage<'_>> = messages
+            .iter()
+            .zip(&properties)
+            .map(|(m, properties)| OutgoingMessage {
+                body: m.body,
+                properties,
+                flag: m.flag,
+            })
+            .collect();
+        let batch = stamped.len() > 1;
+        let header = SendMessageRequestHeader {
+            producer_group: target.producer_group,
+            topic: target.topic,
+            default_topic: target.default_topic,
+            default_topic_queue_nums: target.default_topic_queue_nums,
+            queue_id: target.queue_id,
+            sys_flag: 0,
+            born_timestamp: now,
+            flag: if batch { 0 } else { stamped[0].flag },
+            properties: (!batch)
+                .then(|| String::from_utf8_lossy(stamped[0].properties).into_owned()),
+            reconsume_times: Some(0),
+            unit_mode: Some(false),
+            max_reconsume_times: None,
+            batch: Some(batch),
+            broker_name: None,
+        };
+        let reply = self.send_message(addr, header, &stamped, timeout)?;
+        Ok((reply, ids))
+    }
+}
+
 /// `MessageDecoder.encodeMessages`: per message `totalSize | magic | bodyCRC | flag | bodyLen |
 /// body | propLen i16 | properties`.
-pub fn encode_batch(messages: &[OutgoingMessage<'_>]) -> Vec<u8> {
+pub(crate) fn encode_batch(messages: &[OutgoingMessage<'_>]) -> Vec<u8> {
     let mut out = Vec::new();
     for m in messages {
         let props_len = m.properties.len().min(i16::MAX as usize);
@@ -212,7 +283,7 @@ pub fn encode_batch(messages: &[OutgoingMessage<'_>]) -> Vec<u8> {
 /// `MessageClientIDSetter.createUniqID`: 32 upper-case hex digits, a fixed prefix (IPv4
 /// address 4, process id 2, a per-process number 4 where Java has the class loader's hash)
 /// then the milliseconds since the start of the month (4) and a counter (2).
-pub fn create_uniq_id(ip: [u8; 4], now_millis: i64) -> String {
+pub(crate) fn create_uniq_id(ip: [u8; 4], now_millis: i64) -> String {
     static PREFIX: OnceLock<String> = OnceLock::new();
     static COUNTER: AtomicU32 = AtomicU32::new(0);
     let prefix = PREFIX.get_or_init(|| {

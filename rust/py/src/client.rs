@@ -7,11 +7,7 @@ use std::time::Duration;
 
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
-use rocketha_core::client::{
-    create_uniq_id, MqClientApi, OutgoingMessage, SendError, PROPERTY_UNIQ_KEY,
-};
-use rocketha_core::remoting::header::SendMessageRequestHeader;
-use rocketha_core::store::now_millis;
+use rocketha_core::client::{MqClientApi, OutgoingMessage, SendError, SendTarget};
 
 use crate::errors::{ForkGuard, InvalidMessageError, RemotingConnectError, SendStatusUnknownError};
 use crate::message::Message;
@@ -101,46 +97,19 @@ impl MQClientAPI {
                 other.topic
             )));
         }
-        let now = now_millis();
-        let mut uniq_ids = Vec::with_capacity(messages.len());
-        let mut owned: Vec<(Vec<u8>, Vec<u8>, i32)> = Vec::with_capacity(messages.len());
-        let uniq_marker = format!("{PROPERTY_UNIQ_KEY}\u{1}");
-        for m in &messages {
-            let mut props = m.properties.clone();
-            let text = String::from_utf8_lossy(&props);
-            let existing = text
-                .split('\u{2}')
-                .find_map(|p| p.strip_prefix(uniq_marker.as_str()).map(str::to_owned));
-            let id = match existing {
-                Some(id) => id,
-                None => {
-                    let id = create_uniq_id(self.client_ip, now);
-                    props.extend_from_slice(format!("{uniq_marker}{id}\u{2}").as_bytes());
-                    id
-                }
-            };
-            uniq_ids.push(id);
-            owned.push((m.body.as_bytes(py).to_vec(), props, m.flag));
-        }
-        let batch = owned.len() > 1;
-        let header = SendMessageRequestHeader {
+        let owned: Vec<(Vec<u8>, Vec<u8>, i32)> = messages
+            .iter()
+            .map(|m| (m.body.as_bytes(py).to_vec(), m.properties.clone(), m.flag))
+            .collect();
+        let target = SendTarget {
             producer_group,
             topic,
+            queue_id,
             default_topic,
             default_topic_queue_nums,
-            queue_id,
-            sys_flag: 0,
-            born_timestamp: now,
-            flag: if batch { 0 } else { owned[0].2 },
-            properties: (!batch).then(|| String::from_utf8_lossy(&owned[0].1).into_owned()),
-            reconsume_times: Some(0),
-            unit_mode: Some(false),
-            max_reconsume_times: None,
-            batch: Some(batch),
-            broker_name: None,
         };
-        let api = &self.inner;
-        let reply = py
+        let (api, ip) = (&self.inner, self.client_ip);
+        let (reply, uniq_ids) = py
             .detach(|| {
                 let outgoing: Vec<OutgoingMessage<'_>> = owned
                     .iter()
@@ -150,7 +119,7 @@ impl MQClientAPI {
                         flag: *flag,
                     })
                     .collect();
-                api.send_message(addr, header, &outgoing, secs(timeout))
+                api.send(addr, ip, target, &outgoing, secs(timeout))
             })
             .map_err(send_error)?;
         Ok((
