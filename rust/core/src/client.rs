@@ -164,13 +164,7 @@ impl MqClientApi {
         request.write_custom_header(&SendMessageRequestHeaderV2(header));
         request.body = body;
         let response = self.invoke(addr, request, timeout)?;
-        let stored = matches!(
-            response.code,
-            response_code::SUCCESS
-                | response_code::FLUSH_DISK_TIMEOUT
-                | response_code::FLUSH_SLAVE_TIMEOUT
-                | response_code::SLAVE_NOT_AVAILABLE
-        );
+        let stored = response_code::send_stored(response.code);
         let mut reply = SendReply {
             code: response.code,
             remark: response.remark.clone(),

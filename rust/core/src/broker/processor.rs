@@ -225,13 +225,7 @@ impl BrokerProcessor {
     fn heart_beat(&self, request: &RemotingCommand, ctx: &RequestContext) -> RemotingCommand {
         let data: HeartbeatData = match parse_lenient(&request.body, "HeartbeatData") {
             Ok(d) => d,
-            Err(e) => {
-                return RemotingCommand::response_to(
-                    request,
-                    response_code::SYSTEM_ERROR,
-                    Some(e.to_string()),
-                )
-            }
+            Err(e) => return system_error(request, e),
         };
         let mut clients = lock(&self.clients);
         let channel = clients.entry(ctx.connection_id()).or_default();
@@ -253,13 +247,7 @@ impl BrokerProcessor {
     ) -> RemotingCommand {
         let header: UnregisterClientRequestHeader = match request.decode_custom_header() {
             Ok(h) => h,
-            Err(e) => {
-                return RemotingCommand::response_to(
-                    request,
-                    response_code::SYSTEM_ERROR,
-                    Some(e.to_string()),
-                )
-            }
+            Err(e) => return system_error(request, e),
         };
         let mut clients = lock(&self.clients);
         if let Some(channel) = clients.get_mut(&ctx.connection_id()) {
@@ -277,16 +265,19 @@ impl BrokerProcessor {
     }
 }
 
+/// SYSTEM_ERROR with the reason a request could not be read, as RocketMQ answers a bad header.
+fn system_error(request: &RemotingCommand, reason: impl std::fmt::Display) -> RemotingCommand {
+    RemotingCommand::response_to(
+        request,
+        response_code::SYSTEM_ERROR,
+        Some(reason.to_string()),
+    )
+}
+
 /// Adds the messages a send response reports stored (one msg id each; the waits that fell
 /// short, `FLUSH_*_TIMEOUT` and `SLAVE_NOT_AVAILABLE`, stored them too).
 fn count_stored(total: &AtomicU64, response: &RemotingCommand) {
-    let stored = matches!(
-        response.code,
-        response_code::SUCCESS
-            | response_code::FLUSH_DISK_TIMEOUT
-            | response_code::FLUSH_SLAVE_TIMEOUT
-            | response_code::SLAVE_NOT_AVAILABLE
-    );
+    let stored = response_code::send_stored(response.code);
     if let Some(ids) = response.ext_fields.get("msgId").filter(|_| stored) {
         total.fetch_add(ids.split(',').count() as u64, Ordering::Relaxed);
     }

@@ -138,6 +138,15 @@ pub mod response_code {
     pub const ILLEGAL_OPERATION: i32 = 604;
 
     /// RocketMQ's name of a response code, for logs and error messages.
+    /// A send answered with this code stored its message: the waits that fell short
+    /// (`FLUSH_*_TIMEOUT`, `SLAVE_NOT_AVAILABLE`) still leave it in the master's log.
+    pub fn send_stored(code: i32) -> bool {
+        matches!(
+            code,
+            SUCCESS | FLUSH_DISK_TIMEOUT | FLUSH_SLAVE_TIMEOUT | SLAVE_NOT_AVAILABLE
+        )
+    }
+
     pub fn name(code: i32) -> Option<&'static str> {
         Some(match code {
             SUCCESS => "SUCCESS",
