@@ -25,7 +25,14 @@ import pytest
 from helpers import SEGMENT, BrokerProcess, RemotingSocket, wait_for, write_conf
 from rocketha import MessageStore
 
-from benches.peers.rocketmq import VERSIONS, NameServer, RocketMQ, SendOutcome, Unavailable
+from benches.peers.rocketmq import (
+    VERSIONS,
+    NameServer,
+    RocketMQ,
+    SendOutcome,
+    Unavailable,
+    log_bytes,
+)
 
 pytestmark = pytest.mark.interop
 
@@ -49,6 +56,67 @@ def stored_bodies(store: Path) -> set[bytes]:
     with MessageStore(store, mapped_file_size=SEGMENT, read_only=True) as s:
         s.refresh()
         return {m.body for m in s.messages()}
+
+
+@dataclass(frozen=True)
+class Stored:
+    topic: str
+    queue_id: int
+    queue_offset: int
+    commit_log_offset: int
+    uniq_key: str | None
+    tags: str | None
+    keys: tuple[str, ...]
+
+
+def stored_messages(store: Path) -> dict[bytes, Stored]:
+    """The messages of a store by body (every body the tests send is unique)."""
+    with MessageStore(store, mapped_file_size=SEGMENT, read_only=True) as s:
+        s.refresh()
+        return {
+            m.body: Stored(
+                m.topic,
+                m.queue_id,
+                m.queue_offset,
+                m.commitlog_offset,
+                m.properties.get("UNIQ_KEY"),
+                m.tags,
+                tuple(m.keys),
+            )
+            for m in s.messages()
+        }
+
+
+def check_stored(outcomes: list[SendOutcome], topic: str, prefix: str, store: Path) -> None:
+    """Each result names where its message is in ``store``: offsetMsgId's commit log offset,
+    queue id and offset, msgId the message's UNIQ_KEY; a batch's, one after another."""
+    held = stored_messages(store)
+    batch = None
+    if len(outcomes) == 1 and outcomes[0].seq == -1:
+        batch = outcomes[0]
+        rows = [
+            (seq, msg_id, offset_id, batch.queue_id, batch.queue_offset + seq)
+            for seq, (msg_id, offset_id) in enumerate(
+                zip(batch.msg_id.split(","), batch.offset_msg_id.split(","), strict=True)
+            )
+        ]
+    else:
+        rows = [(o.seq, o.msg_id, o.offset_msg_id, o.queue_id, o.queue_offset) for o in outcomes]
+    for seq, msg_id, offset_id, queue_id, queue_offset in rows:
+        m = held[f"{prefix}-{seq}".encode()]
+        assert m.topic == topic and m.tags == f"t{seq % 3}" and m.keys == (f"k{seq}",), m
+        assert m.commit_log_offset == int(offset_id[16:], 16), (seq, offset_id, m)
+        assert (m.queue_id, m.queue_offset) == (queue_id, queue_offset), (seq, m)
+        # The record (read with the harness's decoder, not rocketha's) holds msgId as its
+        # UNIQ_KEY. A 5.x client also gives the batch itself an id, which the broker appends
+        # to every message's properties as RocketMQ 5's does (MessageExtEncoder.encodeBatch):
+        # read back, that later UNIQ_KEY wins, on a Java broker too.
+        record = log_bytes(store, m.commit_log_offset, m.commit_log_offset + 4)
+        size = int.from_bytes(record, "big")
+        record = log_bytes(store, m.commit_log_offset, m.commit_log_offset + size)
+        assert f"UNIQ_KEY\x01{msg_id}\x02".encode() in record, (seq, msg_id, m)
+        if batch is None:
+            assert m.uniq_key == msg_id, (seq, msg_id, m)
 
 
 def runtime_info(address: str) -> dict[str, str]:
@@ -211,7 +279,8 @@ def test_send_ok_only_once_the_slave_holds_it(
     on_slave = stored_bodies(cluster.slave_store)
     wanted = {f"{prefix}-{i}".encode() for i in range(COUNT)}
     assert wanted <= on_slave, sorted(wanted - on_slave)
-    assert wanted <= stored_bodies(cluster.master_store)
+    check_stored(outcomes, topic, prefix, cluster.slave_store)
+    check_stored(outcomes, topic, prefix, cluster.master_store)
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -312,3 +381,24 @@ def test_java_broker_through_rocketha_namesrv(
         check_results(outcomes, COUNT)
     finally:
         java.kill()
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_topic_created_by_the_first_send(
+    version: str, cluster: Cluster, rocketha_namesrv: RochaNamesrv, tmp_path: Path
+) -> None:
+    """No topic made beforehand: the client sends along TBW102's route (autoCreateTopicEnable)
+    and the master creates the topic from the send."""
+    rmq = resolve(version)
+    prefix = f"auto-{tag(version)}"
+    outcomes = rmq.send(
+        rocketha_namesrv.address,
+        f"JavaSendAuto{tag(version)}",
+        "sync",
+        COUNT,
+        prefix,
+        home=tmp_path,
+    )
+    check_results(outcomes, COUNT)
+    wanted = {f"{prefix}-{i}".encode() for i in range(COUNT)}
+    assert wanted <= stored_bodies(cluster.slave_store)
