@@ -336,23 +336,35 @@ def test_topic_created_by_the_first_send(
 
 
 @pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("style", ["sync", "async", "batch"])
 def test_no_slave_answers_slave_not_available(
-    version: str, lonely_master: Cluster, rocketha_namesrv: RochaNamesrv, tmp_path: Path
+    version: str,
+    style: str,
+    lonely_master: Cluster,
+    rocketha_namesrv: RochaNamesrv,
+    tmp_path: Path,
 ) -> None:
+    """A SendResult with SLAVE_NOT_AVAILABLE, not an exception (the client does not retry it:
+    retryAnotherBrokerWhenNotStoreOK is off), and the message is on the master."""
     rmq = resolve(version)
-    prefix = f"alone-{tag(version)}"
+    prefix = f"alone-{style}-{tag(version)}"
+    count = 1 if style == "sync" else 2
     outcomes = rmq.send(
         rocketha_namesrv.address,
-        f"JavaSendAlone{tag(version)}",
-        "sync",
-        1,
+        f"JavaSendAlone{style.title()}{tag(version)}",
+        style,
+        count,
         prefix,
         home=tmp_path,
         broker=lonely_master.address,
     )
-    assert len(outcomes) == 1 and outcomes[0].error is None, outcomes
-    assert outcomes[0].status == "SLAVE_NOT_AVAILABLE", outcomes
-    assert f"{prefix}-0".encode() in stored_bodies(lonely_master.master_store)
+    assert [o.error for o in outcomes] == [None] * len(outcomes), outcomes
+    assert len(outcomes) == (1 if style == "batch" else count), outcomes
+    assert {o.status for o in outcomes} == {"SLAVE_NOT_AVAILABLE"}, outcomes
+    wanted = {f"{prefix}-{i}".encode() for i in range(count)}
+    assert wanted <= stored_bodies(lonely_master.master_store)
+    topic = f"JavaSendAlone{style.title()}{tag(version)}"
+    check_stored(outcomes, topic, prefix, lonely_master.master_store)
 
 
 # -- c. mixed name servers ----------------------------------------------------------------------
