@@ -444,6 +444,20 @@ class Sent:
 
 
 @dataclass(frozen=True)
+class SendOutcome:
+    """One ``send`` result line of ``Peer.java``: a ``SendResult`` (``status`` set), an
+    exception (``error``: its class and message), or a oneway send (neither)."""
+
+    seq: int
+    status: str | None = None
+    msg_id: str = ""
+    offset_msg_id: str = ""
+    queue_id: int = -1
+    queue_offset: int = -1
+    error: str | None = None
+
+
+@dataclass(frozen=True)
 class Received:
     """One message the Java consumer read."""
 
@@ -559,6 +573,40 @@ class RocketMQ:
                 numbers = [int(x) for x in f[5:10]]
                 out.append(Sent(int(f[1]), f[2], f[3], f[4], *numbers))
         return out
+
+    def send(
+        self,
+        namesrv: str,
+        topic: str,
+        style: str,
+        count: int,
+        prefix: str,
+        *,
+        home: Path,
+        broker: str | None = None,
+        group: str = "interop-sender",
+        timeout: float = 120.0,
+    ) -> list[SendOutcome]:
+        """Sends ``count`` messages with bodies ``f"{prefix}-{seq}"`` in one ``style`` (sync,
+        async, oneway, batch) with ``DefaultMQProducer``; with ``broker`` the topic is created
+        there first. A batch gives one outcome (seq -1), oneway sends give one without status."""
+        lines = self._client(
+            home,
+            ["send", namesrv, broker or "-", topic, group, style, str(count), prefix],
+            timeout,
+        )
+        if "DONE" not in lines:
+            raise RuntimeError(f"Peer send {style} did not finish: {lines}")
+        out = []
+        for line in lines:
+            f = line.split(" ")
+            if f[0] == "RESULT":
+                out.append(SendOutcome(int(f[1]), f[2], f[3], f[4], int(f[5]), int(f[6])))
+            elif f[0] == "ERROR":
+                out.append(SendOutcome(int(f[1]), error=" ".join(f[2:])))
+            elif f[0] == "ONEWAY":
+                out.append(SendOutcome(int(f[1])))
+        return sorted(out, key=lambda o: o.seq)
 
     def consume(
         self,
@@ -692,6 +740,7 @@ __all__ = [
     "NameServer",
     "Received",
     "RocketMQ",
+    "SendOutcome",
     "Sent",
     "Unavailable",
     "body",

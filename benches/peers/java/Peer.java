@@ -4,10 +4,13 @@ import java.util.HashSet;
 import java.util.List;
 import java.util.Random;
 import java.util.Set;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
 import java.util.zip.CRC32;
 
 import org.apache.rocketmq.client.consumer.DefaultLitePullConsumer;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
+import org.apache.rocketmq.client.producer.SendCallback;
 import org.apache.rocketmq.client.producer.SendResult;
 import org.apache.rocketmq.common.TopicConfig;
 import org.apache.rocketmq.common.message.Message;
@@ -30,6 +33,11 @@ import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
  * consume NAMESRV BROKER TOPIC GROUP EXPECTED TIMEOUT_MS
  *   MSG queueId queueOffset commitLogOffset bodyLen bodyCrc32 tags
  *   DONE count
+ * send NAMESRV BROKER TOPIC GROUP STYLE COUNT PREFIX   (STYLE: sync|async|oneway|batch)
+ *   RESULT seq status msgId offsetMsgId queueId queueOffset   (batch: one line, seq -1)
+ *   ERROR seq exceptionClass message...
+ *   ONEWAY seq
+ *   DONE
  * set-ha-master BROKER HA_ADDRESS          (5.x only)
  *   OK
  * </pre>
@@ -37,7 +45,8 @@ import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
  * Bodies are deterministic: message seq gets {@code body(seq, size)}, which the Python side
  * rebuilds to check what was stored. Tags cycle over t0, t1, t2; keys are k{seq}. With
  * DELAY_EVERY n, every n-th message is sent with delay level {@value #DELAY_LEVEL} (30 s): the
- * broker stores it in SCHEDULE_TOPIC_XXXX until then.
+ * broker stores it in SCHEDULE_TOPIC_XXXX until then. {@code send} bodies are the text
+ * PREFIX-seq instead, so a store can be searched for them by body.
  *
  * <p>With BROKER (host:port; "-" for none) the topic is first created on that broker with
  * {@value #QUEUES} queues (UPDATE_AND_CREATE_TOPIC), which also makes the broker register
@@ -86,6 +95,10 @@ public final class Peer {
                 consume(args[1], args[3], args[4], Integer.parseInt(args[5]),
                     Long.parseLong(args[6]));
                 break;
+            case "send":
+                prepareTopic(args[1], args[2], args[3]);
+                send(args[1], args[3], args[4], args[5], Integer.parseInt(args[6]), args[7]);
+                break;
             case "set-ha-master":
                 setHaMaster(args[1], args[2]);
                 break;
@@ -123,6 +136,105 @@ public final class Peer {
                     + r.getQueueOffset() + " " + data.length + " " + crc(data) + " " + delay);
                 System.out.flush();
             }
+        } finally {
+            producer.shutdown();
+        }
+    }
+
+    static synchronized void printResult(int seq, SendResult r) {
+        System.out.println("RESULT " + seq + " " + r.getSendStatus() + " " + r.getMsgId() + " "
+            + r.getOffsetMsgId() + " " + r.getMessageQueue().getQueueId() + " "
+            + r.getQueueOffset());
+        System.out.flush();
+    }
+
+    static synchronized void printError(int seq, Throwable e) {
+        String text = String.valueOf(e.getMessage()).replace('\n', ' ');
+        System.out.println("ERROR " + seq + " " + e.getClass().getName() + " " + text);
+        System.out.flush();
+    }
+
+    /**
+     * Sends COUNT messages (bodies PREFIX-seq, tag t{seq % 3}, key k{seq}) in one STYLE:
+     * sync (one at a time), async (all at once, each result from its callback), oneway (no
+     * result) or batch (one send of all of them). A failed send prints ERROR, not a stack.
+     */
+    static void send(String namesrv, String topic, String group, String style, int count,
+        String prefix) throws Exception {
+        DefaultMQProducer producer = new DefaultMQProducer(group);
+        producer.setNamesrvAddr(namesrv);
+        producer.setInstanceName("interop-send-" + System.nanoTime());
+        producer.setVipChannelEnabled(false);
+        producer.setSendMsgTimeout(15000);
+        producer.setRetryTimesWhenSendFailed(0);
+        producer.setRetryTimesWhenSendAsyncFailed(0);
+        producer.setRetryAnotherBrokerWhenNotStoreOK(false);
+        producer.start();
+        try {
+            List<Message> msgs = new ArrayList<>();
+            for (int seq = 0; seq < count; seq++) {
+                byte[] data = (prefix + "-" + seq).getBytes("UTF-8");
+                msgs.add(new Message(topic, "t" + (seq % 3), "k" + seq, data));
+            }
+            switch (style) {
+                case "sync":
+                    for (int seq = 0; seq < count; seq++) {
+                        try {
+                            printResult(seq, producer.send(msgs.get(seq)));
+                        } catch (Exception e) {
+                            printError(seq, e);
+                        }
+                    }
+                    break;
+                case "async":
+                    CountDownLatch done = new CountDownLatch(count);
+                    for (int seq = 0; seq < count; seq++) {
+                        final int s = seq;
+                        try {
+                            producer.send(msgs.get(seq), new SendCallback() {
+                                @Override
+                                public void onSuccess(SendResult r) {
+                                    printResult(s, r);
+                                    done.countDown();
+                                }
+
+                                @Override
+                                public void onException(Throwable e) {
+                                    printError(s, e);
+                                    done.countDown();
+                                }
+                            });
+                        } catch (Exception e) {
+                            printError(s, e);
+                            done.countDown();
+                        }
+                    }
+                    if (!done.await(60, TimeUnit.SECONDS)) {
+                        System.out.println("ERROR -1 Timeout " + done.getCount() + " callbacks");
+                    }
+                    break;
+                case "oneway":
+                    for (int seq = 0; seq < count; seq++) {
+                        try {
+                            producer.sendOneway(msgs.get(seq));
+                            System.out.println("ONEWAY " + seq);
+                        } catch (Exception e) {
+                            printError(seq, e);
+                        }
+                    }
+                    break;
+                case "batch":
+                    try {
+                        printResult(-1, producer.send(msgs));
+                    } catch (Exception e) {
+                        printError(-1, e);
+                    }
+                    break;
+                default:
+                    throw new IllegalArgumentException("unknown style " + style);
+            }
+            System.out.println("DONE");
+            System.out.flush();
         } finally {
             producer.shutdown();
         }

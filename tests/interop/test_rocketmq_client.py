@@ -1,0 +1,428 @@
+"""The real Apache RocketMQ Java client (``DefaultMQProducer``, 4.9 and 5.x) against rocketha.
+
+a. ``rocketha namesrv``, a rocketha SYNC_MASTER and a rocketha SLAVE that finds its master
+   through the name server, as processes: sync, async and batch sends answer SEND_OK, and every
+   message is already in the slave's store when the answer comes; oneway sends reach both.
+b. A SYNC_MASTER with no slave: a sync send answers SLAVE_NOT_AVAILABLE (a ``SendResult``, not
+   an exception) and the message is stored on the master.
+c. Mixed name servers: a rocketha broker registered with the Java name server, and a Java
+   broker registered with ``rocketha namesrv``; the Java producer finds and uses each.
+
+The rocketha processes are shared by every case of the module (both client versions); the
+Java side is ``Peer.java send`` (``benches/peers/rocketmq.py``). Run: ``pytest -m interop``.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from helpers import SEGMENT, BrokerProcess, RemotingSocket, wait_for, write_conf
+from rocketha import MessageStore
+
+from benches.peers.rocketmq import (
+    VERSIONS,
+    NameServer,
+    RocketMQ,
+    SendOutcome,
+    Unavailable,
+    log_bytes,
+)
+
+pytestmark = pytest.mark.interop
+
+GET_BROKER_RUNTIME_INFO = 28
+COUNT = 6
+
+
+def resolve(version: str) -> RocketMQ:
+    try:
+        return RocketMQ.resolve(version)
+    except Unavailable as e:
+        pytest.fail(str(e))
+
+
+def tag(version: str) -> str:
+    return version.replace(".", "")
+
+
+def stored_bodies(store: Path) -> set[bytes]:
+    """What a (live) broker's store holds, opened read-only beside it."""
+    with MessageStore(store, mapped_file_size=SEGMENT, read_only=True) as s:
+        s.refresh()
+        return {m.body for m in s.messages()}
+
+
+@dataclass(frozen=True)
+class Stored:
+    topic: str
+    queue_id: int
+    queue_offset: int
+    commit_log_offset: int
+    uniq_key: str | None
+    tags: str | None
+    keys: tuple[str, ...]
+
+
+def stored_messages(store: Path) -> dict[bytes, Stored]:
+    """The messages of a store by body (every body the tests send is unique)."""
+    with MessageStore(store, mapped_file_size=SEGMENT, read_only=True) as s:
+        s.refresh()
+        return {
+            m.body: Stored(
+                m.topic,
+                m.queue_id,
+                m.queue_offset,
+                m.commitlog_offset,
+                m.properties.get("UNIQ_KEY"),
+                m.tags,
+                tuple(m.keys),
+            )
+            for m in s.messages()
+        }
+
+
+def check_stored(outcomes: list[SendOutcome], topic: str, prefix: str, store: Path) -> None:
+    """Each result names where its message is in ``store``: offsetMsgId's commit log offset,
+    queue id and offset, msgId the message's UNIQ_KEY; a batch's, one after another."""
+    held = stored_messages(store)
+    batch = None
+    if len(outcomes) == 1 and outcomes[0].seq == -1:
+        batch = outcomes[0]
+        rows = [
+            (seq, msg_id, offset_id, batch.queue_id, batch.queue_offset + seq)
+            for seq, (msg_id, offset_id) in enumerate(
+                zip(batch.msg_id.split(","), batch.offset_msg_id.split(","), strict=True)
+            )
+        ]
+    else:
+        rows = [(o.seq, o.msg_id, o.offset_msg_id, o.queue_id, o.queue_offset) for o in outcomes]
+    for seq, msg_id, offset_id, queue_id, queue_offset in rows:
+        m = held[f"{prefix}-{seq}".encode()]
+        assert m.topic == topic and m.tags == f"t{seq % 3}" and m.keys == (f"k{seq}",), m
+        assert m.commit_log_offset == int(offset_id[16:], 16), (seq, offset_id, m)
+        assert (m.queue_id, m.queue_offset) == (queue_id, queue_offset), (seq, m)
+        # The record (read with the harness's decoder, not rocketha's) holds msgId as its
+        # UNIQ_KEY. A 5.x client also gives the batch itself an id, which the broker appends
+        # to every message's properties as RocketMQ 5's does (MessageExtEncoder.encodeBatch):
+        # read back, that later UNIQ_KEY wins, on a Java broker too.
+        record = log_bytes(store, m.commit_log_offset, m.commit_log_offset + 4)
+        size = int.from_bytes(record, "big")
+        record = log_bytes(store, m.commit_log_offset, m.commit_log_offset + size)
+        assert f"UNIQ_KEY\x01{msg_id}\x02".encode() in record, (seq, msg_id, m)
+        if batch is None:
+            assert m.uniq_key == msg_id, (seq, msg_id, m)
+
+
+def runtime_info(address: str) -> dict[str, str]:
+    sock = RemotingSocket(address)
+    try:
+        response, body = sock.invoke(GET_BROKER_RUNTIME_INFO, {})
+    finally:
+        sock.close()
+    assert response["code"] == 0, response
+    return json.loads(body)["table"]
+
+
+@dataclass
+class RochaNamesrv:
+    proc: subprocess.Popen[str]
+    address: str
+    log: Path
+
+
+@pytest.fixture(scope="module")
+def rocketha_namesrv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RochaNamesrv]:
+    log = tmp_path_factory.mktemp("namesrv") / "namesrv.log"
+    with log.open("w") as stderr:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "rocketha", "-v", "namesrv", "--listen", "127.0.0.1:0"],
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+        )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line, f"namesrv failed to start: {log.read_text()}"
+        yield RochaNamesrv(proc, json.loads(line)["started"]["listen"], log)
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+def start_master(root: Path, name: str, namesrv: str, **keys: object) -> BrokerProcess:
+    settings: dict[str, object] = {
+        "brokerName": name,
+        "brokerRole": "SYNC_MASTER",
+        "storePathRootDir": root / f"{name}-master",
+        "mappedFileSizeCommitLog": SEGMENT,
+        "haListenAddress": "127.0.0.1",
+        "haListenPort": 0,
+        "listenPort": 0,
+        "namesrvAddr": namesrv,
+        "slaveTimeout": 10000,
+        **keys,
+    }
+    return BrokerProcess(write_conf(root / f"{name}-master.conf", **settings))
+
+
+@dataclass
+class Cluster:
+    master: BrokerProcess
+    slave: BrokerProcess | None
+    master_store: Path
+    slave_store: Path
+
+    @property
+    def address(self) -> str:
+        return str(self.master.started["listen_address"])
+
+
+@pytest.fixture(scope="module")
+def cluster(
+    tmp_path_factory: pytest.TempPathFactory, rocketha_namesrv: RochaNamesrv
+) -> Iterator[Cluster]:
+    """A SYNC_MASTER and a SLAVE (no haMasterAddress: the name server gives it) of one name."""
+    root = tmp_path_factory.mktemp("cluster")
+    master = start_master(root, "javasend-a", rocketha_namesrv.address)
+    slave = None
+    try:
+        slave = BrokerProcess(
+            write_conf(
+                root / "slave.conf",
+                brokerName="javasend-a",
+                brokerId=1,
+                brokerRole="SLAVE",
+                storePathRootDir=root / "slave",
+                mappedFileSizeCommitLog=SEGMENT,
+                listenPort=0,
+                namesrvAddr=rocketha_namesrv.address,
+            )
+        )
+        address = master.started["listen_address"]
+        wait_for(
+            lambda: int(runtime_info(address).get("haConnectionNum", "0")) >= 1,
+            what="the slave to connect to the master",
+        )
+        yield Cluster(master, slave, root / "javasend-a-master", root / "slave")
+    finally:
+        if slave is not None:
+            slave.kill()
+        master.kill()
+
+
+@pytest.fixture(scope="module")
+def lonely_master(
+    tmp_path_factory: pytest.TempPathFactory, rocketha_namesrv: RochaNamesrv
+) -> Iterator[Cluster]:
+    """A SYNC_MASTER no slave ever joins. It offers no TBW102 (autoCreateTopicEnable off), so
+    a topic the client creates by sending stays on the cluster's master."""
+    root = tmp_path_factory.mktemp("lonely")
+    master = start_master(
+        root,
+        "javasend-alone",
+        rocketha_namesrv.address,
+        slaveTimeout=1000,
+        autoCreateTopicEnable=False,
+    )
+    try:
+        yield Cluster(master, None, root / "javasend-alone-master", root / "none")
+    finally:
+        master.kill()
+
+
+def check_results(outcomes: list[SendOutcome], expected: int, per_result: int = 1) -> None:
+    """Every outcome SEND_OK with a queue; a batch's ids are its messages', comma-joined."""
+    assert [o.error for o in outcomes if o.error] == []
+    assert len(outcomes) == expected, outcomes
+    for o in outcomes:
+        assert o.status == "SEND_OK", o
+        assert o.queue_id >= 0 and o.queue_offset >= 0, o
+        # The client's unique ids are 32 or 56 hex digits (an IPv4 or IPv6 client address);
+        # the broker's offset ids hold an IPv4 store host (8 bytes) and an offset (8).
+        for ids, lengths in ((o.msg_id.split(","), {32, 56}), (o.offset_msg_id.split(","), {32})):
+            assert len(ids) == per_result and len(set(ids)) == per_result, o
+            assert all(len(i) in lengths and int(i, 16) >= 0 for i in ids), o
+
+
+# -- a. SYNC_MASTER with a slave found through rocketha namesrv -----------------------------------
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("style", ["sync", "async", "batch"])
+def test_send_ok_only_once_the_slave_holds_it(
+    version: str,
+    style: str,
+    cluster: Cluster,
+    rocketha_namesrv: RochaNamesrv,
+    tmp_path: Path,
+) -> None:
+    rmq = resolve(version)
+    prefix = f"{style}-{tag(version)}"
+    topic = f"JavaSend{style.title()}{tag(version)}"
+    outcomes = rmq.send(
+        rocketha_namesrv.address,
+        topic,
+        style,
+        COUNT,
+        prefix,
+        home=tmp_path,
+        broker=cluster.address,
+    )
+    if style == "batch":
+        check_results(outcomes, 1, per_result=COUNT)
+    else:
+        check_results(outcomes, COUNT)
+        assert len({o.offset_msg_id for o in outcomes}) == COUNT
+    # SEND_OK: the slave holds every message already; nothing to wait for.
+    on_slave = stored_bodies(cluster.slave_store)
+    wanted = {f"{prefix}-{i}".encode() for i in range(COUNT)}
+    assert wanted <= on_slave, sorted(wanted - on_slave)
+    check_stored(outcomes, topic, prefix, cluster.slave_store)
+    check_stored(outcomes, topic, prefix, cluster.master_store)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_oneway_sends_reach_master_and_slave(
+    version: str, cluster: Cluster, rocketha_namesrv: RochaNamesrv, tmp_path: Path
+) -> None:
+    rmq = resolve(version)
+    prefix = f"oneway-{tag(version)}"
+    outcomes = rmq.send(
+        rocketha_namesrv.address,
+        f"JavaSendOneway{tag(version)}",
+        "oneway",
+        COUNT,
+        prefix,
+        home=tmp_path,
+        broker=cluster.address,
+    )
+    assert [(o.seq, o.status, o.error) for o in outcomes] == [(i, None, None) for i in range(COUNT)]
+    wanted = {f"{prefix}-{i}".encode() for i in range(COUNT)}
+    wait_for(lambda: wanted <= stored_bodies(cluster.master_store), what="oneway on the master")
+    wait_for(lambda: wanted <= stored_bodies(cluster.slave_store), what="oneway on the slave")
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_topic_created_by_the_first_send(
+    version: str, cluster: Cluster, rocketha_namesrv: RochaNamesrv, tmp_path: Path
+) -> None:
+    """No topic made beforehand: the client sends along TBW102's route (autoCreateTopicEnable)
+    and the master creates the topic from the send."""
+    rmq = resolve(version)
+    prefix = f"auto-{tag(version)}"
+    outcomes = rmq.send(
+        rocketha_namesrv.address,
+        f"JavaSendAuto{tag(version)}",
+        "sync",
+        COUNT,
+        prefix,
+        home=tmp_path,
+    )
+    check_results(outcomes, COUNT)
+    wanted = {f"{prefix}-{i}".encode() for i in range(COUNT)}
+    assert wanted <= stored_bodies(cluster.slave_store)
+
+
+# -- b. no slave --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("style", ["sync", "async", "batch"])
+def test_no_slave_answers_slave_not_available(
+    version: str,
+    style: str,
+    lonely_master: Cluster,
+    rocketha_namesrv: RochaNamesrv,
+    tmp_path: Path,
+) -> None:
+    """A SendResult with SLAVE_NOT_AVAILABLE, not an exception (the client does not retry it:
+    retryAnotherBrokerWhenNotStoreOK is off), and the message is on the master."""
+    rmq = resolve(version)
+    prefix = f"alone-{style}-{tag(version)}"
+    count = 1 if style == "sync" else 2
+    outcomes = rmq.send(
+        rocketha_namesrv.address,
+        f"JavaSendAlone{style.title()}{tag(version)}",
+        style,
+        count,
+        prefix,
+        home=tmp_path,
+        broker=lonely_master.address,
+    )
+    assert [o.error for o in outcomes] == [None] * len(outcomes), outcomes
+    assert len(outcomes) == (1 if style == "batch" else count), outcomes
+    assert {o.status for o in outcomes} == {"SLAVE_NOT_AVAILABLE"}, outcomes
+    wanted = {f"{prefix}-{i}".encode() for i in range(count)}
+    assert wanted <= stored_bodies(lonely_master.master_store)
+    topic = f"JavaSendAlone{style.title()}{tag(version)}"
+    check_stored(outcomes, topic, prefix, lonely_master.master_store)
+
+
+# -- c. mixed name servers ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_rocketha_broker_through_the_java_namesrv(
+    version: str, namesrv: NameServer, tmp_path: Path
+) -> None:
+    """A rocketha ASYNC_MASTER registers with RocketMQ's name server; the Java producer finds
+    it there (the topic is created through the Java admin client, then routed)."""
+    rmq = resolve(version)
+    name = f"rocha-on-java-{tag(version)}"
+    # No TBW102 route on the shared name server: other tests' sends must not find this broker.
+    broker = start_master(
+        tmp_path, name, namesrv.address, brokerRole="ASYNC_MASTER", autoCreateTopicEnable=False
+    )
+    try:
+        prefix = f"mixed-{tag(version)}"
+        outcomes = rmq.send(
+            namesrv.address,
+            f"JavaNsRocha{tag(version)}",
+            "sync",
+            COUNT,
+            prefix,
+            home=tmp_path / "client",
+            broker=str(broker.started["listen_address"]),
+        )
+        check_results(outcomes, COUNT)
+        wanted = {f"{prefix}-{i}".encode() for i in range(COUNT)}
+        assert wanted <= stored_bodies(tmp_path / f"{name}-master")
+    finally:
+        broker.kill()
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_java_broker_through_rocketha_namesrv(
+    version: str, rocketha_namesrv: RochaNamesrv, tmp_path: Path
+) -> None:
+    """A RocketMQ broker registers with ``rocketha namesrv``; the Java producer finds it there."""
+    rmq = resolve(version)
+    java = rmq.broker(
+        tmp_path / "java",
+        brokerName=f"java-on-rocha-{tag(version)}",
+        namesrvAddr=rocketha_namesrv.address,
+        # No TBW102 route: the name server keeps a killed broker's routes for 2 minutes.
+        autoCreateTopicEnable="false",
+    )
+    try:
+        outcomes = rmq.send(
+            rocketha_namesrv.address,
+            f"RochaNsJava{tag(version)}",
+            "sync",
+            COUNT,
+            f"java-{tag(version)}",
+            home=tmp_path / "client",
+            broker=java.address,
+        )
+        check_results(outcomes, COUNT)
+    finally:
+        java.kill()
