@@ -97,7 +97,8 @@ def _runtime_info(address: str) -> dict[str, str]:
                 raise RuntimeError(f"{address} closed the connection")
             data += chunk
         header_len = struct.unpack(">i", data[4:8])[0] & 0xFFFFFF
-        return json.loads(data[8 + header_len :])["table"]
+        table: dict[str, str] = json.loads(data[8 + header_len :])["table"]
+        return table
 
 
 @contextlib.contextmanager
@@ -175,7 +176,9 @@ def _load(
     rmq: rocketmq.RocketMQ, at: tuple[str, str], connections: int, seconds: float, home: Path
 ) -> dict[str, Any]:
     namesrv, broker = at
-    r = rmq.load(namesrv, TOPIC, connections, seconds, 1024, home=home, broker=broker)
+    r: dict[str, Any] = rmq.load(
+        namesrv, TOPIC, connections, seconds, 1024, home=home, broker=broker
+    )
     if r["ok"] != r["sent"] or not r["sent"]:
         raise RuntimeError(f"{connections} connections: not every send acked: {r['statuses']}")
     return r
@@ -216,7 +219,7 @@ def run(quick: bool, runs: int) -> list[Figure]:
                             if n == 1:
                                 for q in ("p50", "p99"):
                                     lat.setdefault((system, q), []).append(r[f"{q}_us"])
-                except RuntimeError as e:
+                except (RuntimeError, subprocess.TimeoutExpired) as e:
                     if not system.startswith("RocketMQ"):
                         raise
                     # The peer is a comparison, not the figure under test: report it missing.
