@@ -250,6 +250,18 @@ def run(quick: bool, runs: int) -> list[Figure]:
                 target="<= 3" if q == "p50" else None,
             )
         )
+    # What the client, the protocol and the broker's front end cost without the slave's ack.
+    figs.append(
+        Figure(
+            "remoting",
+            "ASYNC_MASTER send p50, 1 connection",
+            "us",
+            lat[("ASYNC_MASTER", "p50")],
+            "loopback round trip",
+            rtt_runs,
+            higher_is_better=False,
+        )
+    )
     peer = "RocketMQ SYNC_MASTER"
     if (peer, 64) in rates and len(rates[(peer, 64)]) == runs:
         for n in CONNECTIONS:
