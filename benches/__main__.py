@@ -22,6 +22,7 @@ SCENARIOS = {
     "seed-python": "benches.seed_python",
     "spark-ingest": "benches.spark_ingest",
     "lag": "benches.lag",
+    "remoting": "benches.remoting",
 }
 
 

@@ -87,3 +87,23 @@ def test_bench_outside_a_checkout_says_what_to_do(
     monkeypatch.delenv("ROCKETHA_BENCHES", raising=False)
     assert main(["bench", "--quick"]) == 2
     assert "ROCKETHA_BENCHES" in capsys.readouterr().err
+
+
+def test_remoting_without_java_is_skipped_saying_what_to_install(tmp_path: Path) -> None:
+    """The remoting scenario's load generator is the Java RocketMQ client: without ``java``
+    the scenario is reported skipped, not failed (the full run takes minutes, so the smoke test
+    above leaves it out)."""
+    out = tmp_path / "results"
+    env = {**os.environ, "PATH": str(tmp_path / "empty")}
+    env.pop("ROCKETHA_BENCHES", None)
+    proc = subprocess.run(
+        [sys.executable, "-m", "benches", "remoting", "--quick", "--runs", "1", "--out", str(out)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    skipped = json.loads((out / "results.json").read_text())["skipped"]
+    assert "java" in skipped["remoting"] and "apt-get install" in skipped["remoting"]

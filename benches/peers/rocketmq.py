@@ -21,6 +21,7 @@ import atexit
 import contextlib
 import fcntl
 import hashlib
+import json
 import os
 import shutil
 import signal
@@ -130,23 +131,26 @@ def _classpath(version: str) -> str:
 
 
 def _compile_peer(version: str, classpath: str) -> Path:
-    """``Peer.java`` compiled against ``version``'s client, cached by source hash."""
-    source = JAVA_DIR / "Peer.java"
-    digest = hashlib.sha256(source.read_bytes() + version.encode()).hexdigest()[:16]
+    """``Peer.java`` and ``Load.java`` compiled against ``version``'s client, cached by
+    source hash."""
+    sources = sorted(JAVA_DIR.glob("*.java"))
+    digest = hashlib.sha256(
+        b"".join(s.read_bytes() for s in sources) + version.encode()
+    ).hexdigest()[:16]
     out = CACHE / version / f"peer-{digest}"
     with _locked(CACHE / version / ".lock"):
-        if not (out / "Peer.class").is_file():
+        if not all((out / f"{s.stem}.class").is_file() for s in sources):
             tmp = out.with_name(out.name + ".tmp")
             shutil.rmtree(tmp, ignore_errors=True)
             tmp.mkdir(parents=True)
             proc = subprocess.run(
-                ["javac", "-nowarn", "-cp", classpath, "-d", str(tmp), str(source)],
+                ["javac", "-nowarn", "-cp", classpath, "-d", str(tmp), *map(str, sources)],
                 capture_output=True,
                 text=True,
                 timeout=300,
             )
             if proc.returncode != 0:
-                raise RuntimeError(f"javac Peer.java against {version}:\n{proc.stderr}")
+                raise RuntimeError(f"javac {JAVA_DIR} against {version}:\n{proc.stderr}")
             shutil.rmtree(out, ignore_errors=True)
             tmp.rename(out)
     return out
@@ -529,6 +533,56 @@ class RocketMQ:
                 f"Peer {' '.join(args)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
             )
         return proc.stdout.splitlines()
+
+    def load(
+        self,
+        namesrv: str,
+        topic: str,
+        connections: int,
+        seconds: float,
+        size: int = 1024,
+        *,
+        home: Path,
+        broker: str | None = None,
+        warmup: float = 1.0,
+    ) -> dict[str, Any]:
+        """Runs the load generator (``java/Load.java``): ``connections`` synchronous
+        ``DefaultMQProducer`` senders, one client instance (so one connection) each, sending
+        ``size``-byte messages to ``topic`` for ``seconds`` after ``warmup``; with ``broker``
+        (host:port) the topic is created there first (4 queues). Returns its JSON
+        line: ``sent``, ``ok`` (SEND_OK), ``statuses``, ``p50_us``, ``p99_us``, ``p999_us``,
+        ``seconds``."""
+        home.mkdir(parents=True, exist_ok=True)
+        args = [namesrv, broker or "-", topic, str(connections), str(seconds), str(size)]
+        args.append(str(warmup))
+        proc = subprocess.run(
+            [
+                "java",
+                "-Xms256m",
+                "-Xmx256m",
+                "-XX:+UseParallelGC",
+                "-XX:-UsePerfData",
+                *JDK17_FLAGS,
+                f"-Duser.home={home}",
+                "-Drocketmq.client.logRoot=" + str(home / "logs"),
+                "-Drocketmq.client.logLevel=WARN",
+                "-cp",
+                f"{self.peer}{os.pathsep}{self.classpath}",
+                "Load",
+                *args,
+            ],
+            cwd=home,
+            capture_output=True,
+            text=True,
+            timeout=seconds + warmup + 120 + connections,
+        )
+        (home / f"load-{connections}.out").write_text(proc.stdout + proc.stderr)
+        lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+        if proc.returncode != 0 or not lines:
+            raise RuntimeError(
+                f"Load {' '.join(args)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+            )
+        return json.loads(lines[-1])
 
     def set_ha_master(self, broker: str, ha_address: str, *, home: Path) -> None:
         """Sends a 5.x slave at ``broker`` its master's HA address (EXCHANGE_BROKER_HA_INFO)."""

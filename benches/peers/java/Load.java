@@ -1,0 +1,179 @@
+import java.util.Arrays;
+import java.util.Map;
+import java.util.TreeMap;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.atomic.AtomicBoolean;
+
+import org.apache.rocketmq.client.producer.DefaultMQProducer;
+import org.apache.rocketmq.client.producer.SendResult;
+import org.apache.rocketmq.client.producer.SendStatus;
+import org.apache.rocketmq.common.message.Message;
+
+/**
+ * The load generator of {@code rocketha bench remoting} (benches/peers/rocketmq.py compiles it
+ * beside Peer.java against the pinned RocketMQ client):
+ *
+ * <pre>
+ * Load NAMESRV BROKER TOPIC CONNECTIONS SECONDS SIZE [WARMUP_SECONDS]
+ * </pre>
+ *
+ * TOPIC is first created on BROKER (host:port; "-" for none) as {@link Peer#prepareTopic}
+ * does, so no send depends on auto-creation. Each producer's first send (before the clock
+ * starts) fetches the route and opens its connection, and is repeated until SEND_OK for up to
+ * 60 s: a SYNC_MASTER answers SLAVE_NOT_AVAILABLE until its slave caught up.
+ *
+ * CONNECTIONS threads, each with a {@code DefaultMQProducer} of its own and a distinct
+ * instanceName, so each has its own MQClientInstance and hence its own connection to the
+ * broker (producers of one instance share one). Each thread sends SIZE-byte messages
+ * synchronously, one after the other; after WARMUP_SECONDS (default 1) every thread counts
+ * its sends and their latencies for SECONDS. Prints one JSON line:
+ * {@code {"sent", "ok", "statuses", "p50_us", "p99_us", "p999_us", "seconds"}}, where ok
+ * counts SEND_OK and statuses every status (exceptions by class name).
+ */
+public final class Load {
+    private Load() {
+    }
+
+    /** One thread's counts and latencies (micros), grown by doubling. */
+    static final class Counts {
+        long[] micros = new long[1 << 14];
+        int n;
+        long ok;
+        final Map<String, Long> statuses = new TreeMap<>();
+
+        void add(long us, String status) {
+            if (n == micros.length) {
+                micros = Arrays.copyOf(micros, n * 2);
+            }
+            micros[n++] = us;
+            statuses.merge(status, 1L, Long::sum);
+        }
+    }
+
+    public static void main(String[] args) throws Exception {
+        String namesrv = args[0];
+        String topic = args[2];
+        int connections = Integer.parseInt(args[3]);
+        double seconds = Double.parseDouble(args[4]);
+        int size = Integer.parseInt(args[5]);
+        double warmup = args.length > 6 ? Double.parseDouble(args[6]) : 1.0;
+        Peer.prepareTopic(namesrv, args[1], topic);
+        byte[] body = new byte[size];
+        Arrays.fill(body, (byte) 'x');
+
+        DefaultMQProducer[] producers = new DefaultMQProducer[connections];
+        for (int i = 0; i < connections; i++) {
+            DefaultMQProducer p = new DefaultMQProducer("bench-load");
+            p.setNamesrvAddr(namesrv);
+            p.setInstanceName("load-" + i + "-" + System.nanoTime());
+            p.setVipChannelEnabled(false);
+            p.setSendMsgTimeout(10000);
+            p.setRetryTimesWhenSendFailed(0);
+            p.setRetryAnotherBrokerWhenNotStoreOK(false);
+            p.setCompressMsgBodyOverHowmuch(1 << 30);
+            p.start();
+            long deadline = System.currentTimeMillis() + 60000;
+            while (true) {
+                try {
+                    if (p.send(new Message(topic, body)).getSendStatus() == SendStatus.SEND_OK) {
+                        break;
+                    }
+                } catch (Exception e) {
+                    if (System.currentTimeMillis() > deadline) {
+                        throw e;
+                    }
+                }
+                if (System.currentTimeMillis() > deadline) {
+                    throw new IllegalStateException("no SEND_OK in 60 s");
+                }
+                Thread.sleep(50);
+            }
+            producers[i] = p;
+        }
+
+        Counts[] counts = new Counts[connections];
+        AtomicBoolean measuring = new AtomicBoolean(false);
+        AtomicBoolean stop = new AtomicBoolean(false);
+        CountDownLatch done = new CountDownLatch(connections);
+        Thread[] threads = new Thread[connections];
+        for (int i = 0; i < connections; i++) {
+            final DefaultMQProducer p = producers[i];
+            final Counts c = new Counts();
+            counts[i] = c;
+            threads[i] = new Thread(() -> {
+                try {
+                    while (!stop.get()) {
+                        Message msg = new Message(topic, body);
+                        long t0 = System.nanoTime();
+                        String status;
+                        try {
+                            SendResult r = p.send(msg);
+                            status = r.getSendStatus().name();
+                        } catch (Exception e) {
+                            status = e.getClass().getSimpleName();
+                        }
+                        long us = (System.nanoTime() - t0) / 1000;
+                        if (measuring.get() && !stop.get()) {
+                            c.add(us, status);
+                            if (status.equals("SEND_OK")) {
+                                c.ok++;
+                            }
+                        }
+                    }
+                } finally {
+                    done.countDown();
+                }
+            }, "load-" + i);
+            threads[i].start();
+        }
+        Thread.sleep((long) (warmup * 1000));
+        measuring.set(true);
+        long started = System.nanoTime();
+        Thread.sleep((long) (seconds * 1000));
+        stop.set(true);
+        double took = (System.nanoTime() - started) / 1e9;
+        done.await();
+
+        long sent = 0;
+        long ok = 0;
+        Map<String, Long> statuses = new TreeMap<>();
+        for (Counts c : counts) {
+            sent += c.n;
+            ok += c.ok;
+            c.statuses.forEach((k, v) -> statuses.merge(k, v, Long::sum));
+        }
+        long[] all = new long[(int) sent];
+        int at = 0;
+        for (Counts c : counts) {
+            System.arraycopy(c.micros, 0, all, at, c.n);
+            at += c.n;
+        }
+        Arrays.sort(all);
+        StringBuilder out = new StringBuilder();
+        out.append("{\"sent\": ").append(sent).append(", \"ok\": ").append(ok);
+        out.append(", \"statuses\": {");
+        boolean first = true;
+        for (Map.Entry<String, Long> e : statuses.entrySet()) {
+            out.append(first ? "" : ", ").append('"').append(e.getKey()).append("\": ")
+                .append(e.getValue());
+            first = false;
+        }
+        out.append("}, \"p50_us\": ").append(quantile(all, 0.5));
+        out.append(", \"p99_us\": ").append(quantile(all, 0.99));
+        out.append(", \"p999_us\": ").append(quantile(all, 0.999));
+        out.append(", \"seconds\": ").append(took).append('}');
+        System.out.println(out);
+        System.out.flush();
+        for (DefaultMQProducer p : producers) {
+            p.shutdown();
+        }
+        System.exit(0);
+    }
+
+    static long quantile(long[] sorted, double q) {
+        if (sorted.length == 0) {
+            return -1;
+        }
+        return sorted[Math.min(sorted.length - 1, (int) (q * sorted.length))];
+    }
+}
