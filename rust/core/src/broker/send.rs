@@ -373,4 +373,4 @@ impl Response {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -52,31 +52,46 @@ fn start(
     }
 }
 
+/// A master with its HA service, registering with `namesrv_addr` and advertising its HA port.
+fn start_ha_master(namesrv_addr: &str) -> (Broker, Arc<HaMaster>) {
+    let dir = tempfile::tempdir().unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let store = open_store(dir.path(), 0, listener.local_addr().unwrap().port());
+    let ha = Arc::new(
+        HaMaster::start(
+            store.clone(),
+            "127.0.0.1:0".parse().unwrap(),
+            HaConfig::default(),
+        )
+        .unwrap(),
+    );
+    let config = BrokerControllerConfig {
+        namesrv_addr: namesrv_addr.into(),
+        ha_server_addr: ha.local_addr().to_string(),
+        ..BrokerControllerConfig::default()
+    };
+    let controller =
+        BrokerController::start(listener, store.clone(), Some(ha.clone()), None, config).unwrap();
+    let broker = Broker {
+        store,
+        controller,
+        _dir: dir,
+    };
+    (broker, ha)
+}
+
 fn client(addr: std::net::SocketAddr) -> RemotingClient {
     RemotingClient::connect(addr, TIMEOUT).unwrap()
 }
 
-/// SEND_MESSAGE_V2 as `SendMessageRequestHeaderV2` names its fields `a`..`n`.
+/// A producer's SEND_MESSAGE_V2, with the unique key a Java producer stamps.
 fn send_v2(topic: &str, queue_id: i32, body: &[u8]) -> RemotingCommand {
-    let mut request = RemotingCommand::request(request_code::SEND_MESSAGE_V2, 0);
-    for (k, v) in [
-        ("a", "producer-group"),
-        ("b", topic),
-        ("c", "TBW102"),
-        ("d", "4"),
-        ("e", &queue_id.to_string()),
-        ("f", "0"),
-        ("g", "1700000000000"),
-        ("h", "0"),
-        ("i", "UNIQ_KEY\u{1}AB\u{2}WAIT\u{1}true\u{2}"),
-        ("j", "0"),
-        ("k", "false"),
-        ("m", "false"),
-    ] {
-        request.ext_fields.insert(k.into(), v.into());
-    }
-    request.body = body.to_vec();
-    request
+    crate::broker::send::tests::send_v2(
+        topic,
+        queue_id,
+        "UNIQ_KEY\u{1}AB\u{2}WAIT\u{1}true\u{2}",
+        body,
+    )
 }
 
 fn create_topic(topic: &str, queues: i32) -> RemotingCommand {
@@ -304,29 +319,8 @@ fn a_slave_takes_the_master_ha_address_from_the_name_server() {
     let ns = NameServer::start("127.0.0.1:0".parse().unwrap(), NamesrvConfig::default()).unwrap();
     let namesrv_addr = ns.local_addr().to_string();
 
-    let master_dir = tempfile::tempdir().unwrap();
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let master_store = open_store(master_dir.path(), 0, listener.local_addr().unwrap().port());
-    let ha_master = Arc::new(
-        HaMaster::start(
-            master_store.clone(),
-            "127.0.0.1:0".parse().unwrap(),
-            HaConfig::default(),
-        )
-        .unwrap(),
-    );
-    let master = BrokerController::start(
-        listener,
-        master_store.clone(),
-        Some(ha_master.clone()),
-        None,
-        BrokerControllerConfig {
-            namesrv_addr: namesrv_addr.clone(),
-            ha_server_addr: ha_master.local_addr().to_string(),
-            ..BrokerControllerConfig::default()
-        },
-    )
-    .unwrap();
+    let (master, ha_master) = start_ha_master(&namesrv_addr);
+    let master_store = master.store.clone();
 
     let slave_dir = tempfile::tempdir().unwrap();
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -361,7 +355,7 @@ fn a_slave_takes_the_master_ha_address_from_the_name_server() {
         ha_master.local_addr().to_string()
     );
 
-    let mut c = client(master.local_addr());
+    let mut c = client(master.controller.local_addr());
     let sent = c
         .invoke(send_v2("orders", 0, b"to the slave"), TIMEOUT)
         .unwrap();
@@ -400,33 +394,11 @@ fn a_slave_takes_the_master_ha_address_from_the_name_server() {
     assert!(refused.remark.unwrap().contains("SLAVE"));
     // The master goes (and unregisters); another takes its place with another HA address: the
     // slave follows it at its next registration (seed 004).
-    master.shutdown();
+    master.controller.shutdown();
     ha_master.shutdown();
-    let new_dir = tempfile::tempdir().unwrap();
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let new_store = open_store(new_dir.path(), 0, listener.local_addr().unwrap().port());
-    let new_ha = Arc::new(
-        HaMaster::start(
-            new_store.clone(),
-            "127.0.0.1:0".parse().unwrap(),
-            HaConfig::default(),
-        )
-        .unwrap(),
-    );
+    let (_new_master, new_ha) = start_ha_master(&namesrv_addr);
     let new_addr = new_ha.local_addr().to_string();
     assert_ne!(new_addr, ha_master.local_addr().to_string());
-    let _new_master = BrokerController::start(
-        listener,
-        new_store,
-        Some(new_ha.clone()),
-        None,
-        BrokerControllerConfig {
-            namesrv_addr,
-            ha_server_addr: new_addr.clone(),
-            ..BrokerControllerConfig::default()
-        },
-    )
-    .unwrap();
     wait_for("the slave to follow the new master", || {
         (ha_client.master_address().as_deref() == Some(new_addr.as_str())).then_some(())
     });

@@ -29,7 +29,12 @@ fn broker(dir: &std::path::Path, settings: BrokerSettings, slaves: usize) -> Sen
 }
 
 /// SEND_MESSAGE_V2 as `SendMessageRequestHeaderV2` names its fields `a`..`n`.
-fn send_v2(topic: &str, queue_id: i32, properties: &str, body: &[u8]) -> RemotingCommand {
+pub(crate) fn send_v2(
+    topic: &str,
+    queue_id: i32,
+    properties: &str,
+    body: &[u8],
+) -> RemotingCommand {
     let mut request = RemotingCommand::request(request_code::SEND_MESSAGE_V2, 7);
     for (k, v) in [
         ("a", "producer-group"),
