@@ -331,6 +331,12 @@ class Broker:
 
     # -- reads -----------------------------------------------------------------------------
 
+    def clients(self) -> list[tuple[str, list[str], list[str]]]:
+        """``(clientID, producer groups, consumer groups)`` of each connection whose client sent
+        HEART_BEAT (RocketMQ's ``ProducerManager`` and ``ConsumerManager``); empty when the
+        client port is off."""
+        return [] if self._controller is None else self._controller.clients()
+
     def messages(self, start_offset: int | None = None) -> Iterator[MessageExt]:
         """Every message from ``start_offset`` (a commit log offset) on, from any role."""
         return self.store.messages(start_offset)
