@@ -124,3 +124,28 @@ def test_the_producer_heartbeats_its_brokers_and_unregisters_on_close(tmp_path: 
             )
             producer.close()
             assert broker.clients() == []
+
+
+def test_heartbeats_repeat_every_interval(tmp_path: Path) -> None:
+    with NameServer("127.0.0.1:0") as ns:
+        config = BrokerConfig(
+            broker_name="broker-a",
+            store_path_root_dir=str(tmp_path / "a"),
+            mapped_file_size_commit_log=SEGMENT,
+            listen_port=0,
+            ha_listen_port=0,
+            ha_listen_address="127.0.0.1",
+            namesrv_addr=ns.listen_address,
+        )
+        with Producer(ns.listen_address, "p", heartbeat_broker_interval=0.05) as producer:
+            with Broker(config) as broker:
+                wait_for(lambda: routed_brokers(ns.listen_address) == 1, what="the route")
+                producer.send(Message("Beat", b"x"))
+                port = int(broker.listen_address.rsplit(":", 1)[1])
+            # A broker restarted on the same port knows no client until a periodic heartbeat.
+            config.listen_port = port
+            with Broker(config) as again:
+                wait_for(
+                    lambda: again.clients() == [(producer.client_id, ["p"], [])],
+                    what="a periodic heartbeat",
+                )
