@@ -95,6 +95,10 @@ IGNORED_KEYS = frozenset(
 )
 
 
+#: Ignored keys of file retention (``CleanCommitLogService``), which the distribution's own
+#: files set: worth a warning, since without them the store only grows.
+_RETENTION_KEYS = frozenset(["deleteWhen", "fileReservedTime"])
+
 #: Keys whose RocketMQ spelling is not plain camelCase.
 _IRREGULAR = {"broker_ip1": "brokerIP1"}
 
@@ -291,12 +295,21 @@ class BrokerConfig:
     # -- loading ---------------------------------------------------------------------------
 
     @classmethod
-    def load(cls, path: str | os.PathLike[str], **overrides: Any) -> BrokerConfig:
-        """Reads a RocketMQ properties file; ``overrides`` (snake_case) win over the file."""
+    def load(
+        cls,
+        path: str | os.PathLike[str],
+        properties: dict[str, str] | None = None,
+        **overrides: Any,
+    ) -> BrokerConfig:
+        """Reads a RocketMQ properties file. ``properties`` (RocketMQ keys, as on the command
+        line) and ``overrides`` (snake_case) win over the file. Without ``namesrvAddr`` the
+        ``NAMESRV_ADDR`` environment variable names the name servers, as for RocketMQ."""
         text = Path(path).read_text(encoding="utf-8")
-        return cls.from_properties(
-            _parse_properties(text, str(path)), source=str(path), **overrides
-        )
+        props = {**_parse_properties(text, str(path)), **(properties or {})}
+        env = os.environ.get("NAMESRV_ADDR")
+        if "namesrvAddr" not in props and env:
+            props["namesrvAddr"] = env
+        return cls.from_properties(props, source=str(path), **overrides)
 
     @classmethod
     def from_properties(
@@ -316,8 +329,17 @@ class BrokerConfig:
                 raise ConfigError(f"{source}: unknown key {key!r}{hint}")
         kwargs.update(overrides)
         config = cls(**kwargs, ignored_keys=ignored, source=source)
-        if ignored:
-            log.info("%s: keys rocketha ignores: %s", source, ", ".join(sorted(ignored)))
+        retention = sorted(_RETENTION_KEYS & ignored.keys())
+        if retention:
+            log.warning(
+                "%s: %s not used yet: rocketha deletes no commit log file (retention is not "
+                "implemented), so the store grows until disk space runs out",
+                source,
+                ", ".join(f"{k}={ignored[k]}" for k in retention),
+            )
+        others = sorted(ignored.keys() - _RETENTION_KEYS)
+        if others:
+            log.info("%s: keys rocketha ignores: %s", source, ", ".join(others))
         return config
 
     # -- derived ---------------------------------------------------------------------------
@@ -372,6 +394,14 @@ _FIELD_TYPES: dict[str, str] = {
 }
 
 
+def parse_key_value(text: str) -> tuple[str, str]:
+    """One ``key=value`` of the command line (``rocketha broker --set``)."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise ConfigError(f"{text!r} is not key=value (a RocketMQ key, e.g. listenPort=10921)")
+    return key.strip(), value.strip()
+
+
 def _parse_properties(text: str, source: str) -> dict[str, str]:
     """Java properties, the subset broker.conf files use: ``key=value``, ``key = value``,
     ``key: value``, ``#`` and ``!`` comments, blank lines."""
@@ -390,4 +420,4 @@ def _parse_properties(text: str, source: str) -> dict[str, str]:
     return props
 
 
-__all__ = ["IGNORED_KEYS", "BrokerConfig"]
+__all__ = ["IGNORED_KEYS", "BrokerConfig", "parse_key_value"]
