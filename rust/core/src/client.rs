@@ -301,17 +301,14 @@ fn stamp(
     messages: &[OutgoingMessage<'_>],
 ) -> (RemotingCommand, Vec<String>) {
     let now = now_millis();
-    let marker = format!("{PROPERTY_UNIQ_KEY}\u{1}");
     let mut ids = Vec::with_capacity(messages.len());
     let mut properties: Vec<Vec<u8>> = Vec::with_capacity(messages.len());
     for m in messages {
         let mut props = m.properties.to_vec();
-        let existing = String::from_utf8_lossy(m.properties)
-            .split('\u{2}')
-            .find_map(|p| p.strip_prefix(marker.as_str()).map(str::to_owned));
+        let existing = uniq_key(&String::from_utf8_lossy(m.properties)).map(str::to_owned);
         ids.push(existing.unwrap_or_else(|| {
             let id = create_uniq_id(client_ip, now);
-            props.extend_from_slice(format!("{marker}{id}\u{2}").as_bytes());
+            props.extend_from_slice(format!("{PROPERTY_UNIQ_KEY}\u{1}{id}\u{2}").as_bytes());
             id
         }));
         properties.push(props);
@@ -343,6 +340,15 @@ fn stamp(
         broker_name: None,
     };
     (send_request(header, &stamped), ids)
+}
+
+/// `MessageClientIDSetter.getUniqID`: the `UNIQ_KEY` of `key\x01value\x02` properties.
+pub(crate) fn uniq_key(properties: &str) -> Option<&str> {
+    properties.split('\u{2}').find_map(|p| {
+        p.split_once('\u{1}')
+            .filter(|(k, _)| *k == PROPERTY_UNIQ_KEY)
+            .map(|(_, v)| v)
+    })
 }
 
 /// `MessageDecoder.encodeMessages`: per message `totalSize | magic | bodyCRC | flag | bodyLen |
@@ -419,6 +425,25 @@ mod tests {
         assert!(a
             .chars()
             .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_lowercase()));
+    }
+
+    /// `HeartbeatData` of a producer as the Java client's fastjson writes it (keys sorted).
+    #[test]
+    fn golden_heartbeat_body() {
+        assert_eq!(
+            String::from_utf8(heartbeat_data("127.0.0.1@4242#1", "pg")).unwrap(),
+            concat!(
+                r#"{"clientID":"127.0.0.1@4242#1","consumerDataSet":[],"#,
+                r#""producerDataSet":[{"groupName":"pg"}]}"#
+            )
+        );
+    }
+
+    #[test]
+    fn uniq_key_is_read_from_properties() {
+        assert_eq!(uniq_key("A\u{1}b\u{2}UNIQ_KEY\u{1}ID1\u{2}"), Some("ID1"));
+        assert_eq!(uniq_key("UNIQ_KEYX\u{1}no\u{2}"), None);
+        assert_eq!(uniq_key(""), None);
     }
 
     #[test]
