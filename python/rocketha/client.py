@@ -292,9 +292,10 @@ class Producer:
         last_broker: str | None = None
         last_error: Exception | None = None
         for attempt in range(1 + self.retry_times_when_send_failed):
-            if self._cached(topic) is None:
-                await asyncio.to_thread(self._publish_info, topic)
-            info, mq, addr = self._route(topic, last_broker)
+            info = self._cached(topic)
+            if info is None:
+                info = await asyncio.to_thread(self._publish_info, topic)
+            mq, addr = self._pick(info, last_broker)
             try:
                 reply = await self._send_native(addr, msgs, mq)
             except RemotingConnectError as e:
@@ -342,8 +343,11 @@ class Producer:
 
     def _route(self, topic: str, last_broker: str | None) -> tuple[_PublishInfo, MessageQueue, str]:
         info = self._publish_info(topic)
+        return (info, *self._pick(info, last_broker))
+
+    def _pick(self, info: _PublishInfo, last_broker: str | None) -> tuple[MessageQueue, str]:
         mq = self._select(info, last_broker)
-        return info, mq, info.master_addrs[mq.broker_name]
+        return mq, info.master_addrs[mq.broker_name]
 
     def _not_sent(self, topic: str, mq: MessageQueue, addr: str, attempt: int, e: Exception) -> str:
         log.info("send to %s (%s) failed, attempt %d: %s", mq.broker_name, addr, attempt, e)
