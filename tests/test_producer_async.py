@@ -61,6 +61,8 @@ def test_hundreds_of_send_async_in_flight_all_reach_the_slave(
         assert len({r.msg_id for r in results}) == 500
         # SEND_OK means the slave holds it.
         assert {b"m%d" % i for i in range(500)} <= set(stored_bodies(tmp_path / "slave"))
+        # Every send, the probes' and the 500's, went over the producer's one connection.
+        assert master.stderr().count("CONNECTED: connection") == 1, master.stderr()
     finally:
         slave.stop()
         master.stop()
