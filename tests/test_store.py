@@ -188,6 +188,35 @@ def test_flipped_byte_in_tail_is_truncated_with_warning(
     store.close()
 
 
+def test_restart_after_a_crash_says_what_recovery_kept(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with open_store(tmp_path) as store:
+        results = store.put_batch([Message("T", b"payload-%d" % i) for i in range(20)])
+    with caplog.at_level(logging.WARNING, logger="rocketha.store"):
+        open_store(tmp_path).close()
+    assert caplog.text == "", "a clean restart is quiet"
+
+    # What a kill leaves: the abort marker; then a torn last record.
+    (tmp_path / "abort").touch()
+    with caplog.at_level(logging.WARNING, logger="rocketha.store"):
+        open_store(tmp_path).close()
+    assert "recovered from an unclean shutdown" in caplog.text
+    assert "truncated nothing" in caplog.text
+    assert f"max offset {results[-1].next_offset}" in caplog.text
+    caplog.clear()
+    (tmp_path / "abort").touch()
+    segment = tmp_path / "commitlog" / f"{0:020d}"
+    raw = bytearray(segment.read_bytes())
+    raw[results[-1].offset + 88] ^= 0xFF
+    segment.write_bytes(raw)
+    with caplog.at_level(logging.WARNING, logger="rocketha.store"):
+        open_store(tmp_path).close()
+    assert "recovered from an unclean shutdown" in caplog.text
+    assert f"at offset {results[-1].offset}" in caplog.text
+    assert f"max offset {results[-1].offset}" in caplog.text
+
+
 def _log_files(path: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted((path / "commitlog").iterdir())}
 

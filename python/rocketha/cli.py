@@ -337,7 +337,7 @@ def _truncate_at_corruption(args: argparse.Namespace) -> int:
     what recovery refuses to do unless told."""
     with MessageStore(args.store, truncate_at_corruption=True) as store:
         cut = store.corruption()
-        deleted = store.recovery_report()[6]
+        deleted = store.recovery_report()[7]
         end = store.max_offset
     if cut is None:
         print(f"{args.store}: no corruption in the middle of the log; nothing cut")
