@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -266,3 +267,39 @@ def test_broker_cli_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
     assert not (tmp_path / "m" / "abort").exists(), "a clean stop leaves no abort marker"
     with MessageStore(tmp_path / "m", mapped_file_size=SEGMENT) as store:
         assert [m.body for m in store.messages()] == [b"hello", b"world"]
+
+
+def test_start_up_os_errors_are_one_line_naming_the_key_and_path(tmp_path: Path) -> None:
+    """What a person mistyped is named in one line, with exit status 2, never a traceback."""
+    a_file = tmp_path / "afile"
+    a_file.touch()
+    conf = write_conf(
+        tmp_path / "b.conf",
+        brokerRole="ASYNC_MASTER",
+        storePathRootDir=a_file,
+        listenPort=0,
+        haListenPort=0,
+        haListenAddress="127.0.0.1",
+    )
+
+    def rocketha(*args: object) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "rocketha", *map(str, args)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead_url = f"http://127.0.0.1:{s.getsockname()[1]}"  # bound, never listening
+        cases = [
+            (("broker", "-c", conf), f"storePathRootDir={a_file}", "a file, not a directory"),
+            (("inspect", tmp_path), str(tmp_path / "commitlog"), "not a rocketha store"),
+            (("status", dead_url), dead_url, "Connection refused"),
+        ]
+        for args, path, reason in cases:
+            out = rocketha(*args)
+            assert out.returncode == 2, (args, out.stderr)
+            assert "Traceback" not in out.stderr and len(out.stderr.splitlines()) == 1, out.stderr
+            assert path in out.stderr and reason in out.stderr, out.stderr

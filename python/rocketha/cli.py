@@ -16,6 +16,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.error
 import urllib.request
 import zlib
 from collections.abc import Sequence
@@ -252,8 +253,12 @@ def cmd_status(args: argparse.Namespace) -> int:
     url = args.url.rstrip("/")
     if not url.endswith("/metrics"):
         url += "/metrics"
-    with urllib.request.urlopen(url, timeout=10) as resp:
-        text = resp.read().decode()
+    try:
+        with urllib.request.urlopen(url, timeout=10) as resp:
+            text = resp.read().decode()
+    except urllib.error.URLError as e:
+        hint = "is a broker serving metricsPort there?"
+        raise OSError(f"cannot read {url}: {e.reason} ({hint})") from e
     for line in text.splitlines():
         if line.startswith("rocketha_") and "_bucket" not in line:
             print(line)
@@ -525,6 +530,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args))
     except RocketHAError as e:
         print(f"rocketha: {type(e).__name__}: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        # One line a person can act on (the path and the reason), not a traceback.
+        print(f"rocketha: {e}", file=sys.stderr)
         return 2
 
 
