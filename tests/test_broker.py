@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -10,6 +11,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers import SEGMENT, BrokerProcess, start_slave, wait_for, write_conf
@@ -22,6 +24,7 @@ from rocketha import (
     NotMasterError,
     PutStatus,
 )
+from rocketha import __version__ as rocketha_version
 
 
 def sync_master(tmp: Path, **kw: object) -> BrokerConfig:
@@ -244,6 +247,42 @@ def test_demo_cli_exits_zero_with_summary(tmp_path: Path) -> None:
     assert summary["statuses"] == {"PUT_OK": 2000}
     assert summary["replica_byte_identical"] is True
     assert summary["bytes_replicated"] > 2000 * 1024
+
+
+def test_demo_removes_its_temporary_store_unless_kept(tmp_path: Path) -> None:
+    def demo(*extra: str) -> dict[str, Any]:
+        out = subprocess.run(
+            [sys.executable, "-m", "rocketha", "demo", "-n", "50", "--json", *extra],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**os.environ, "TMPDIR": str(tmp_path)},
+        )
+        assert out.returncode == 0, out.stdout + out.stderr
+        return dict(json.loads(out.stdout))
+
+    assert "removed" in demo()["store"]
+    assert list(tmp_path.iterdir()) == []
+    kept = Path(demo("--keep")["store"])
+    assert kept.parent == tmp_path and (kept / "master" / "commitlog").is_dir()
+
+
+def test_cli_version_and_log_options_after_the_subcommand(tmp_path: Path) -> None:
+    def rocketha(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "rocketha", *args], capture_output=True, text=True, timeout=120
+        )
+
+    assert rocketha("--version").stdout.strip() == f"rocketha {rocketha_version}"
+    with MessageStore(tmp_path, mapped_file_size=SEGMENT) as store:
+        store.put(Message("T", b"x"))
+    # A crash's marker: recovery warns when `repair` opens the store (it rewrites nothing here).
+    outs = []
+    for args in (("repair", str(tmp_path), "-v"), ("-v", "repair", str(tmp_path), "-q")):
+        (tmp_path / "abort").touch()
+        outs.append(rocketha(*args, "--accept-zero-body-crc"))
+    assert [o.returncode for o in outs] == [0, 0], [o.stderr for o in outs]
+    assert "unclean shutdown" in outs[0].stderr and outs[1].stderr == ""
 
 
 def test_broker_cli_stops_cleanly_on_sigterm(tmp_path: Path) -> None:

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import hashlib
 import ipaddress
 import json
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -21,8 +23,9 @@ import urllib.request
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
-from rocketha import Message, MessageStore, PutStatus
+from rocketha import Message, MessageStore, PutStatus, __version__
 from rocketha.broker import Broker
 from rocketha.config import BrokerConfig
 from rocketha.exceptions import RocketHAError
@@ -56,10 +59,20 @@ def _percentile(sorted_values: Sequence[float], q: float) -> float:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    """A SYNC_MASTER and a SLAVE on loopback, N puts, a check that the replica is identical."""
+    """A SYNC_MASTER and a SLAVE on loopback, N puts, a check that the replica is identical.
+    A temporary store is removed at the end unless ``--keep``; ``--store`` is always kept."""
+    keep = bool(args.keep or args.store)
+    root = Path(args.store) if args.store else Path(tempfile.mkdtemp(prefix="rocketha-demo-"))
+    try:
+        return _demo(args, root, keep)
+    finally:
+        if not keep:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def _demo(args: argparse.Namespace, root: Path, keep: bool) -> int:
     from tqdm import tqdm
 
-    root = Path(args.store) if args.store else Path(tempfile.mkdtemp(prefix="rocketha-demo-"))
     common = dict(
         mapped_file_size_commit_log=args.segment_size,
         ha_listen_address="127.0.0.1",
@@ -111,7 +124,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         "bytes_replicated": replicated,
         "slave_connections": len(connection),
         "replica_byte_identical": same,
-        "store": str(root),
+        "store": str(root) if keep else "removed (--keep keeps it)",
     }
     if args.json:
         print(json.dumps(summary, indent=2))
@@ -416,12 +429,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
     root = _benches_root()
     if root is None:
         where = os.environ.get("ROCKETHA_BENCHES") or f"{Path.cwd()} or its parents"
+        asked_help = bool({"-h", "--help"} & set(args.bench_args))
         print(
             f"rocketha bench: no benches/ in {where}: run it from a rocketha repository "
-            "checkout, or set ROCKETHA_BENCHES to the checkout's root",
-            file=sys.stderr,
+            "checkout, or set ROCKETHA_BENCHES to the checkout's root"
+            + ("; `rocketha bench --help` there lists the scenarios" if asked_help else ""),
+            file=sys.stdout if asked_help else sys.stderr,
         )
-        return 2
+        return 0 if asked_help else 2
     path = os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))
     env = {**os.environ, "PYTHONPATH": path}
     return subprocess.call([sys.executable, "-m", "benches", *args.bench_args], env=env)
@@ -430,20 +445,30 @@ def cmd_bench(args: argparse.Namespace) -> int:
 def _parser() -> argparse.ArgumentParser:
     """Every subcommand with its options; each sets ``func``, the ``cmd_*`` that runs it."""
     parser = argparse.ArgumentParser(prog="rocketha", description=__doc__)
-    parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO")
+    parser.add_argument("--version", action="version", version=f"rocketha {__version__}")
+    # -v / -q go before or after the subcommand; after it they only override what was given.
+    logs = argparse.ArgumentParser(add_help=False)
+    options: list[tuple[argparse.ArgumentParser, dict[str, Any]]] = [
+        (parser, {}),
+        (logs, {"default": argparse.SUPPRESS}),
+    ]
+    for p, kw in options:
+        p.add_argument("-v", "--verbose", action="store_true", help="log at INFO", **kw)
+        p.add_argument("-q", "--quiet", action="store_true", help="errors only, no progress", **kw)
     sub = parser.add_subparsers(dest="command", required=True)
+    add = functools.partial(sub.add_parser, parents=[logs])
 
-    demo = sub.add_parser("demo", help="master + slave on loopback, N puts, a summary")
+    demo = add("demo", help="master + slave on loopback, N puts, a summary")
     demo.add_argument("-n", "--messages", type=int, default=20_000)
     demo.add_argument("--size", type=int, default=1024, help="body bytes")
     demo.add_argument("--topic", default="DemoTopic")
-    demo.add_argument("--store", help="directory for both stores (default: a temp dir)")
+    demo.add_argument("--store", help="directory for both stores, kept (default: a temp dir)")
+    demo.add_argument("--keep", action="store_true", help="keep the temporary store")
     demo.add_argument("--segment-size", type=int, default=16 << 20)
     demo.add_argument("--json", action="store_true", help="print the summary as JSON")
-    demo.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     demo.set_defaults(func=cmd_demo)
 
-    namesrv = sub.add_parser("namesrv", help="run a name server in the foreground")
+    namesrv = add("namesrv", help="run a name server in the foreground")
     namesrv.add_argument(
         "--listen", default="127.0.0.1:9876", help="ip:port (port 0 picks a free one)"
     )
@@ -454,13 +479,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     namesrv.set_defaults(func=cmd_namesrv)
 
-    broker = sub.add_parser("broker", help="run a broker in the foreground")
+    broker = add("broker", help="run a broker in the foreground")
     broker.add_argument("-c", "--config", required=True, help="broker.conf")
     broker.add_argument("--produce-stdin", action="store_true", help="put one message per line")
     broker.add_argument("--topic", default="StdinTopic")
     broker.set_defaults(func=cmd_broker)
 
-    produce = sub.add_parser("produce", help="send messages through a name server's routes")
+    produce = add("produce", help="send messages through a name server's routes")
     produce.add_argument("--namesrv", required=True, help="name server host:port (';' for more)")
     produce.add_argument("--topic", required=True)
     produce.add_argument("--group", default="rocketha-cli-producer", help="producer group")
@@ -469,11 +494,11 @@ def _parser() -> argparse.ArgumentParser:
     produce.add_argument("--json", action="store_true", help="one JSON line per message")
     produce.set_defaults(func=cmd_produce)
 
-    status = sub.add_parser("status", help="replication state from a metrics endpoint")
+    status = add("status", help="replication state from a metrics endpoint")
     status.add_argument("url", help="http://host:metricsPort")
     status.set_defaults(func=cmd_status)
 
-    inspect = sub.add_parser("inspect", help="list segments and records, verify CRCs")
+    inspect = add("inspect", help="list segments and records, verify CRCs")
     inspect.add_argument("store")
     inspect.add_argument("--records", action="store_true", help="print every record")
     inspect.add_argument(
@@ -483,9 +508,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     inspect.set_defaults(func=cmd_inspect)
 
-    repair = sub.add_parser(
-        "repair", help="repair a divergent replica or mid-log corruption, explicitly"
-    )
+    repair = add("repair", help="repair a divergent replica or mid-log corruption, explicitly")
     repair.add_argument("store")
     action = repair.add_mutually_exclusive_group()
     action.add_argument(
@@ -523,7 +546,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     args.bench_args = rest
     logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING,
+        level=logging.ERROR if args.quiet else logging.INFO if args.verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     try:
