@@ -8,10 +8,12 @@ A store directory has RocketMQ's layout::
     <path>/checkpoint                         last flushed offset
     <path>/lock                               held by the process that has it open
 
->>> with MessageStore(path) as store:
-...     result = store.put(Message("orders", b"hello", tags="new"))
-...     [m.body for m in store.messages()]
-[b'hello']
+For example::
+
+    >>> with MessageStore(path) as store:
+    ...     result = store.put(Message("orders", b"hello", tags="new"))
+    ...     [m.body for m in store.messages()]
+    [b'hello']
 """
 
 from __future__ import annotations
