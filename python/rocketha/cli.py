@@ -444,7 +444,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     """Every subcommand with its options; each sets ``func``, the ``cmd_*`` that runs it."""
-    parser = argparse.ArgumentParser(prog="rocketha", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="rocketha",
+        description="RocketMQ's replicated commit log: brokers, a name server, producers, and "
+        "tools for stores. `rocketha demo` shows a master and a slave at work.",
+        epilog="Each command has its own --help. -v / -q work before or after the command.",
+    )
     parser.add_argument("--version", action="version", version=f"rocketha {__version__}")
     # -v / -q go before or after the subcommand; after it they only override what was given.
     logs = argparse.ArgumentParser(add_help=False)
