@@ -39,7 +39,7 @@ def sync_master(tmp: Path, **kw: object) -> BrokerConfig:
     )
 
 
-def slave_config(tmp: Path, master: Broker, broker_id: int = 1) -> BrokerConfig:
+def slave_config(tmp: Path, master: Broker, broker_id: int = 1, **kw: object) -> BrokerConfig:
     return BrokerConfig(
         broker_role="SLAVE",
         broker_id=broker_id,
@@ -47,6 +47,7 @@ def slave_config(tmp: Path, master: Broker, broker_id: int = 1) -> BrokerConfig:
         mapped_file_size_commit_log=SEGMENT,
         ha_master_address=master.ha_address,
         listen_port=0,
+        **kw,
     )
 
 
@@ -196,32 +197,58 @@ def test_insecure_listen_address_is_refused(tmp_path: Path) -> None:
         Broker(public).start()
 
 
+def _status(url: str, *args: str) -> str:
+    out = subprocess.run(
+        [sys.executable, "-m", "rocketha", "status", url, *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
 def test_metrics_endpoint_and_status_cli(tmp_path: Path) -> None:
     with (
         Broker(sync_master(tmp_path, metrics_port=0)) as master,
-        Broker(slave_config(tmp_path, master)),
+        Broker(slave_config(tmp_path, master, metrics_port=0)) as slave,
     ):
         connected(master, 1)
         master.put(Message("T", b"x"))
         master.put_batch([Message("T", b"b%d" % i) for i in range(3)])
         assert master.put_async(Message("T", b"a")).result(timeout=30).status is PutStatus.PUT_OK
+        # Loopback unless metricsAddress says otherwise.
+        assert master._metrics._server.server_address[0] == "127.0.0.1"
         url = f"http://127.0.0.1:{master._metrics.port}"
-        out = subprocess.run(
-            [sys.executable, "-m", "rocketha", "status", url],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        assert out.returncode == 0, out.stderr
-        assert "rocketha_slave_ack_offset" in out.stdout and "rocketha_max_offset" in out.stdout
         import urllib.request
 
         def scrape() -> str:
             return urllib.request.urlopen(url + "/metrics", timeout=10).read().decode()
 
+        assert "rocketha_slave_ack_offset" in scrape() and "rocketha_max_offset" in scrape()
         # One observation per put call; put_async's lands when its future completes.
         count = 'rocketha_put_latency_seconds_count{status="PUT_OK"} 3.0'
         wait_for(lambda: count in scrape(), 10, "every put call in the latency histogram")
+
+        state = json.loads(_status(url, "--json"))
+        assert state["role"] == "SYNC_MASTER" and state["max_offset"] == master.max_offset
+        (conn,) = state["connections"]
+        assert conn["slave_ack_offset"] == master.max_offset and conn["lag_bytes"] == 0
+        assert conn["last_ack"] is not None and conn["state"] == "TRANSFER"
+        summary = _status(url)
+        assert f"SYNC_MASTER: offsets 0..{master.max_offset}" in summary
+        assert f"acked {master.max_offset} (0 bytes, 0.0 s behind)" in summary
+
+        slave_url = f"http://127.0.0.1:{slave._metrics.port}"
+        assert "replicating from" in _status(slave_url)
+        master.shutdown()
+        wait_for(
+            lambda: json.loads(_status(slave_url, "--json"))["last_error"] is not None,
+            60,
+            "the slave to report its lost master",
+        )
+        summary = _status(slave_url)
+        assert "not replicating from" in summary and "last error" in summary, summary
 
 
 def test_demo_cli_exits_zero_with_summary(tmp_path: Path) -> None:

@@ -168,7 +168,7 @@ class Broker:
         if c.metrics_port is not None:
             from rocketha.metrics import BrokerMetrics
 
-            self._metrics = BrokerMetrics(self).serve(c.metrics_port)
+            self._metrics = BrokerMetrics(self).serve(c.metrics_port, c.metrics_address)
         assert self._controller is not None and self.ha is not None
         self._controller.start(
             self._store,

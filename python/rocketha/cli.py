@@ -263,19 +263,69 @@ def cmd_produce(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    url = args.url.rstrip("/")
-    if not url.endswith("/metrics"):
-        url += "/metrics"
-    try:
-        with urllib.request.urlopen(url, timeout=10) as resp:
-            text = resp.read().decode()
-    except urllib.error.URLError as e:
-        hint = "is a broker serving metricsPort there?"
-        raise OSError(f"cannot read {url}: {e.reason} ({hint})") from e
-    for line in text.splitlines():
-        if line.startswith("rocketha_") and "_bucket" not in line:
-            print(line)
-    return 0
+    """A broker's replication state from its metrics port: a summary, JSON, or a summary
+    redrawn every ``--watch`` seconds."""
+    url = args.url.rstrip("/").removesuffix("/metrics").removesuffix("/status") + "/status"
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=10) as resp:
+                status = json.load(resp)
+        except urllib.error.URLError as e:
+            hint = "is a broker serving metricsPort there?"
+            raise OSError(f"cannot read {url}: {e.reason} ({hint})") from e
+        text = json.dumps(status, indent=2) if args.json else _status_summary(status)
+        if args.watch is None:
+            print(text)
+            return 0
+        # Clear the screen and redraw in place, like `watch`.
+        print("\x1b[H\x1b[2J" + text, flush=True)
+        time.sleep(args.watch)
+
+
+def _ago(now: float, then: float | None) -> str:
+    return "never" if then is None else f"{max(0.0, now - then):.1f} s ago"
+
+
+def _status_summary(s: dict[str, Any]) -> str:
+    """What an operator asks first: which role, how far the log goes, and for each slave
+    whether it keeps up (bytes and seconds behind, last ack); for a slave, whether it is
+    connected to its master and, when not, since when and why."""
+    now = s["time"]
+    lines = [
+        f"{s['broker_name']} (broker id {s['broker_id']}) {s['role']}: "
+        f"offsets {s['min_offset']}..{s['max_offset']}"
+    ]
+    if "connections" in s:
+        conns = s["connections"]
+        lines.append(
+            f"  {len(conns)} slave connection(s), push2SlaveMaxOffset {s['push2slave_max_offset']}"
+        )
+        for c in conns:
+            who = f"slave id {c['slave_id']}" if c.get("slave_id") is not None else "slave"
+            lag = c.get("lag_seconds")
+            lag_time = "unknown" if lag is None else f"{lag:.1f} s"
+            lines.append(
+                f"  {who} at {c['address']}: {c['state']} since {_ago(now, c['since'])}, "
+                f"acked {c['slave_ack_offset']} ({c['lag_bytes']} bytes, {lag_time} behind), "
+                f"last ack {_ago(now, c.get('last_ack'))}"
+            )
+    elif "state" in s:
+        master = s.get("master_address") or "(none yet: waiting for the name server)"
+        connected = s["state"] == "TRANSFER"
+        verb = "replicating from" if connected else "not replicating from"
+        lines.append(
+            f"  {verb} {master}: {s['state']} since {_ago(now, s.get('state_since'))}, "
+            f"received {s['bytes_received']} bytes over {s['connects']} connection(s)"
+        )
+        error = s.get("last_error")
+        if error is not None:
+            lines.append(f"  last error {_ago(now, error['at'])}: {error['reason']}")
+        stop = s.get("stopped")
+        if stop is not None:
+            lines.append(
+                f"  STOPPED at offset {stop['offset']}: {stop['reason']} (master {stop['master']})"
+            )
+    return "\n".join(lines)
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
@@ -499,8 +549,17 @@ def _parser() -> argparse.ArgumentParser:
     produce.add_argument("--json", action="store_true", help="one JSON line per message")
     produce.set_defaults(func=cmd_produce)
 
-    status = add("status", help="replication state from a metrics endpoint")
+    status = add("status", help="a broker's replication state, from its metricsPort")
     status.add_argument("url", help="http://host:metricsPort")
+    status.add_argument("--json", action="store_true", help="the whole state as JSON")
+    status.add_argument(
+        "--watch",
+        type=float,
+        nargs="?",
+        const=2.0,
+        metavar="SECONDS",
+        help="redraw every SECONDS (default 2) until interrupted",
+    )
     status.set_defaults(func=cmd_status)
 
     inspect = add("inspect", help="list segments and records, verify CRCs")
