@@ -335,6 +335,39 @@ def test_broker_cli_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
         assert [m.body for m in store.messages()] == [b"hello", b"world"]
 
 
+def test_produce_stdin_waits_for_a_slave_and_prints_msg_ids(tmp_path: Path) -> None:
+    conf = write_conf(
+        tmp_path / "m.conf",
+        brokerRole="SYNC_MASTER",
+        storePathRootDir=tmp_path / "m",
+        mappedFileSizeCommitLog=SEGMENT,
+        haListenAddress="127.0.0.1",
+        haListenPort=0,
+        listenPort=0,
+    )
+    alone = BrokerProcess(conf, "--produce-stdin", "--wait-for-slave", "0.2")
+    assert alone.proc.wait(timeout=60) == 2
+    alone._close()
+    assert "--wait-for-slave: no slave connected within 0.2 s" in alone.stderr()
+
+    master = BrokerProcess(conf, "--produce-stdin", "--wait-for-slave", "120")
+    slave = None
+    try:
+        assert master.proc.stdin is not None and master.proc.stdout is not None
+        # Typed before any slave exists: a SYNC_MASTER would answer SLAVE_NOT_AVAILABLE.
+        master.proc.stdin.write("one\ntwo\n")
+        master.proc.stdin.flush()
+        ha = f"127.0.0.1:{master.started['ha_listen_port']}"
+        slave = start_slave(tmp_path, "s", ha)
+        puts = [json.loads(master.proc.stdout.readline()) for _ in range(2)]
+        assert [p["status"] for p in puts] == ["PUT_OK", "PUT_OK"]
+        assert all(len(p["msgId"]) == 32 for p in puts) and puts[0]["msgId"] != puts[1]["msgId"]
+    finally:
+        master.stop()
+        if slave is not None:
+            slave.stop()
+
+
 def test_start_up_os_errors_are_one_line_naming_the_key_and_path(tmp_path: Path) -> None:
     """What a person mistyped is named in one line, with exit status 2, never a traceback."""
     a_file = tmp_path / "afile"

@@ -183,10 +183,24 @@ def _serve(config: BrokerConfig, args: argparse.Namespace) -> None:
             info["metrics_port"] = broker._metrics.port
         print(json.dumps({"started": info}), flush=True)
         if args.produce_stdin and broker.role.is_master:
+            if args.wait_for_slave and not _wait_for_slave(broker, args.wait_for_slave):
+                raise RocketHAError(
+                    f"--wait-for-slave: no slave connected within {args.wait_for_slave:g} s; "
+                    "nothing was put"
+                )
             for line in sys.stdin:
                 r = broker.put(Message(args.topic, line.rstrip("\n").encode()))
-                print(json.dumps({"offset": r.offset, "status": r.status.name}), flush=True)
+                put = {"msgId": r.msg_id, "offset": r.offset, "status": r.status.name}
+                print(json.dumps(put), flush=True)
         threading.Event().wait()
+
+
+def _wait_for_slave(broker: Broker, seconds: float) -> bool:
+    """Whether a slave is replicating (TRANSFER) within ``seconds``: on a SYNC_MASTER, puts
+    before that would only time out waiting for it."""
+    assert broker.ha is not None
+    log.info("waiting up to %g s for a slave before reading stdin", seconds)
+    return broker.ha.wait_for_state(None, "TRANSFER", timeout=seconds)
 
 
 def _is_loopback(listen: str) -> bool:
@@ -538,6 +552,12 @@ def _parser() -> argparse.ArgumentParser:
     broker.add_argument("-c", "--config", required=True, help="broker.conf")
     broker.add_argument("--produce-stdin", action="store_true", help="put one message per line")
     broker.add_argument("--topic", default="StdinTopic")
+    broker.add_argument(
+        "--wait-for-slave",
+        type=float,
+        metavar="SECONDS",
+        help="with --produce-stdin: read nothing until a slave replicates (exit 2 if none)",
+    )
     broker.set_defaults(func=cmd_broker)
 
     produce = add("produce", help="send messages through a name server's routes")
