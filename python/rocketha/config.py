@@ -172,8 +172,11 @@ class BrokerConfig:
     ha_accept_zero_body_crc: bool = False
     #: rocketha: allow an HA port on a non-loopback address without a secret.
     ha_allow_insecure: bool = False
-    #: rocketha: serve Prometheus metrics on this port (0 = OS-chosen; None = off).
+    #: rocketha: serve Prometheus metrics (``/metrics``) and the status ``rocketha status``
+    #: reads (``/status``) on this port (0 = OS-chosen; None = off).
     metrics_port: int | None = None
+    #: rocketha: the interface the metrics port binds; loopback unless asked.
+    metrics_address: str = "127.0.0.1"
 
     #: Keys that were read but are not acted on.
     ignored_keys: dict[str, str] = field(default_factory=dict, compare=False)
@@ -286,7 +289,7 @@ class BrokerConfig:
             raise self._fail("max_message_size", "must be in (0, 4 MiB]")
         if not 0 < self.access_message_in_memory_max_ratio <= 100:
             raise self._fail("access_message_in_memory_max_ratio", "must be a percentage")
-        for name in ("ha_listen_address", "listen_address"):
+        for name in ("ha_listen_address", "listen_address", "metrics_address"):
             try:
                 ipaddress.ip_address(getattr(self, name))
             except ValueError:

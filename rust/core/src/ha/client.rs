@@ -253,6 +253,9 @@ struct Session {
     first: u64,
     reported: u64,
     last_read: Instant,
+    /// Any byte came on this connection: a master sends heartbeats, so silence from the start
+    /// means the address is not a master's HA port.
+    heard: bool,
     last_report: Instant,
 }
 
@@ -628,6 +631,7 @@ impl Client {
             first,
             reported,
             last_read: now,
+            heard: false,
             last_report: now,
         })
     }
@@ -649,10 +653,19 @@ impl Client {
         let cfg = &self.shared.config;
         let now = Instant::now();
         if now.duration_since(session.last_read) > cfg.housekeeping_interval {
-            return Err(Ended::problem(format!(
-                "housekeeping: nothing from the master for {} ms (haHousekeepingInterval)",
-                cfg.housekeeping_interval.as_millis()
-            )));
+            let ms = cfg.housekeeping_interval.as_millis();
+            return Err(Ended::problem(if session.heard {
+                format!(
+                    "housekeeping: nothing from the master for {ms} ms (haHousekeepingInterval)"
+                )
+            } else {
+                format!(
+                    "housekeeping: not a byte from {} in {ms} ms since connecting \
+                     (haHousekeepingInterval), where a master sends heartbeats: is it a \
+                     master's HA port (haListenPort)?",
+                    lock(&self.shared.master).clone().unwrap_or_default()
+                )
+            }));
         }
         let wait = (session.last_report + cfg.heartbeat_interval)
             .min(session.last_read + cfg.housekeeping_interval)
@@ -676,6 +689,7 @@ impl Client {
                 Ok(0) => return Err(Ended::problem("master closed the connection")),
                 Ok(n) => {
                     session.last_read = Instant::now();
+                    session.heard = true;
                     let mut stats = lock(&self.shared.stats);
                     stats.bytes_received += n as u64;
                 }
