@@ -148,3 +148,6 @@ impl ConsumerManageProcessor {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
