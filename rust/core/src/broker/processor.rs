@@ -380,7 +380,7 @@ impl RequestProcessor for BrokerProcessor {
             request_code::GET_BROKER_RUNTIME_INFO => Some(self.get_broker_runtime_info(&request)),
             request_code::HEART_BEAT => Some(self.heart_beat(&request, ctx)),
             request_code::UNREGISTER_CLIENT => Some(self.unregister_client(&request, ctx)),
-            request_code::PULL_MESSAGE => {
+            request_code::PULL_MESSAGE | request_code::LITE_PULL_MESSAGE => {
                 self.pull
                     .process(&request, ctx.connection_id(), ctx.remote(), ctx.responder())
             }

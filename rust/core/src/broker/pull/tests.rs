@@ -107,6 +107,11 @@ fn a_pull_answers_the_matching_records_raw_and_where_to_go_next() {
         ),
         (3, 0, 3, 0)
     );
+    // RocketMQ 5's lite pull consumer: another code, the same request.
+    let mut lite = pull("orders", 0, 0, 32, 0, Some("b"));
+    lite.code = request_code::LITE_PULL_MESSAGE;
+    let r = c.invoke(lite, TIMEOUT).unwrap();
+    assert_eq!(r.body, record_bytes(&b.store, at[1]));
     // maxMsgNums bounds the batch; `*` takes every tag.
     let r = c
         .invoke(pull("orders", 0, 1, 1, 0, Some("*")), TIMEOUT)
