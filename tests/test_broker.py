@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import SEGMENT, BrokerProcess, start_slave, wait_for, write_conf
+from helpers import SEGMENT, BrokerProcess, RemotingSocket, start_slave, wait_for, write_conf
 from rocketha import (
     Broker,
     BrokerConfig,
@@ -266,3 +266,29 @@ def test_broker_cli_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
     assert not (tmp_path / "m" / "abort").exists(), "a clean stop leaves no abort marker"
     with MessageStore(tmp_path / "m", mapped_file_size=SEGMENT) as store:
         assert [m.body for m in store.messages()] == [b"hello", b"world"]
+
+
+def test_consume_side_keys_reach_the_client_port(tmp_path: Path) -> None:
+    """autoCreateSubscriptionGroup=false through the binding: a pull for an unknown group is
+    refused with SUBSCRIPTION_GROUP_NOT_EXIST (26), naming it."""
+    config = sync_master(tmp_path, auto_create_subscription_group=False)
+    with Broker(config) as master:
+        sock = RemotingSocket(master.listen_address)
+        try:
+            pull = {
+                "consumerGroup": "unknown-group",
+                "topic": "T",
+                "queueId": "0",
+                "queueOffset": "0",
+                "maxMsgNums": "1",
+                "sysFlag": "4",
+                "commitOffset": "0",
+                "suspendTimeoutMillis": "0",
+                "subscription": "*",
+                "subVersion": "0",
+            }
+            response, _ = sock.invoke(11, pull)
+        finally:
+            sock.close()
+    assert response["code"] == 26, response
+    assert "unknown-group" in response["remark"], response
