@@ -13,6 +13,7 @@ import sys
 import time
 import zlib
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -187,3 +188,43 @@ __all__ = [
     "wait_for",
     "write_conf",
 ]
+
+
+GET_BROKER_RUNTIME_INFO = 28
+
+
+def runtime_info(address: str) -> dict[str, str]:
+    """A broker's GET_BROKER_RUNTIME_INFO table."""
+    sock = RemotingSocket(address)
+    try:
+        response, body = sock.invoke(GET_BROKER_RUNTIME_INFO, {})
+    finally:
+        sock.close()
+    assert response["code"] == 0, response
+    return dict(json.loads(body)["table"])
+
+
+@dataclass
+class RochaNamesrv:
+    """A ``rocketha namesrv`` process."""
+
+    proc: subprocess.Popen[str]
+    address: str
+    log: Path
+
+
+def start_master(root: Path, name: str, namesrv: str, **keys: object) -> BrokerProcess:
+    """A rocketha SYNC_MASTER process registering with ``namesrv``; ``keys`` override."""
+    settings: dict[str, object] = {
+        "brokerName": name,
+        "brokerRole": "SYNC_MASTER",
+        "storePathRootDir": root / f"{name}-master",
+        "mappedFileSizeCommitLog": SEGMENT,
+        "haListenAddress": "127.0.0.1",
+        "haListenPort": 0,
+        "listenPort": 0,
+        "namesrvAddr": namesrv,
+        "slaveTimeout": 10000,
+        **keys,
+    }
+    return BrokerProcess(write_conf(root / f"{name}-master.conf", **settings))

@@ -688,6 +688,36 @@ class RocketMQ:
                 out.append(Received(int(f[1]), int(f[2]), int(f[3]), int(f[4]), int(f[5]), f[6]))
         return out
 
+    def group(
+        self,
+        namesrv: str,
+        topic: str,
+        group: str,
+        kind: str,
+        at_least: int,
+        *,
+        home: Path,
+        timeout_ms: int = 90_000,
+    ) -> list[tuple[int, int, str]]:
+        """One member of consumer group ``group`` (``kind``: ``lite`` for
+        ``DefaultLitePullConsumer``, ``push`` for ``DefaultMQPushConsumer``) reading ``topic``
+        from the group's committed offsets until it has ``at_least`` messages, then shutting
+        down (which commits). Returns ``(queue_id, queue_offset, body)`` of each message it was
+        given, duplicates included."""
+        lines = self._client(
+            home,
+            ["group", namesrv, topic, group, kind, str(at_least), str(timeout_ms)],
+            timeout_ms / 1000 + 60,
+        )
+        if not any(line.startswith("DONE ") for line in lines):
+            raise RuntimeError(f"Peer group {kind} did not finish: {lines[-20:]}")
+        out = []
+        for line in lines:
+            if line.startswith("GOT "):
+                f = line.split(" ", 3)
+                out.append((int(f[1]), int(f[2]), f[3]))
+        return out
+
 
 def body(seq: int, size: int) -> bytes:
     """The body ``Peer.java`` sends as message ``seq`` (java.util.Random seeded with seq)."""

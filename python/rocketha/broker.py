@@ -187,6 +187,13 @@ class Broker:
             default_topic_queue_nums=c.default_topic_queue_nums,
             max_message_size=c.max_message_size,
             broker_permission=c.broker_permission,
+            slave_read_enable=c.slave_read_enable,
+            which_broker_when_consume_slowly=c.which_broker_when_consume_slowly,
+            access_message_in_memory_max_ratio=c.access_message_in_memory_max_ratio,
+            long_polling_enable=c.long_polling_enable,
+            auto_create_subscription_group=c.auto_create_subscription_group,
+            flush_consumer_offset_interval_ms=c.flush_consumer_offset_interval,
+            slave_sync_interval_ms=c.slave_sync_interval,
         )
         self._events = threading.Thread(
             target=self._log_events,

@@ -37,7 +37,6 @@ IGNORED_KEYS = frozenset(
         "deleteWhen",
         "fileReservedTime",
         "brokerIP2",
-        "autoCreateSubscriptionGroup",
         "enablePropertyFilter",
         "storePathCommitLog",
         "storePathConsumeQueue",
@@ -80,7 +79,6 @@ IGNORED_KEYS = frozenset(
         "serverWorkerThreads",
         "serverSelectorThreads",
         "clientWorkerThreads",
-        "longPollingEnable",
         "shortPollingTimeMills",
         "notifyConsumerIdsChangedEnable",
         "highSpeedMode",
@@ -155,9 +153,24 @@ class BrokerConfig:
     ha_flow_control_enable: bool = False
     max_ha_transfer_byte_in_second: int = 100 * MiB
     sync_from_last_file: bool = False
+    #: Consumers that lag are sent to a slave, and a slave serves pulls.
     slave_read_enable: bool = False
+    #: Percent of RAM a consumer may lag behind the head before it counts as reading from disk
+    #: (and, with ``slaveReadEnable``, is sent to ``whichBrokerWhenConsumeSlowly``); 0 sends
+    #: every consumer that is behind at all.
     access_message_in_memory_max_ratio: int = 40
+    #: The broker id the subscription groups this broker creates send lagging consumers to.
     which_broker_when_consume_slowly: int = 1
+    #: A suspended pull is held for its ``suspendTimeoutMillis`` (else 1 s) until a message
+    #: for its queue arrives.
+    long_polling_enable: bool = True
+    #: Milliseconds between writes of ``config/consumerOffset.json`` (and one at shutdown).
+    flush_consumer_offset_interval: int = 5000
+    #: Consumer groups are created on first use; off, an unknown group is refused.
+    auto_create_subscription_group: bool = True
+    #: rocketha, slave: milliseconds between fetches of the master's topics, consumer offsets
+    #: and subscription groups (RocketMQ's fixed 60 s).
+    slave_sync_interval: int = 60000
     flush_interval_commit_log: int = _DEFAULTS["flushIntervalCommitLog"]
     max_message_size: int = 4 * MiB
     #: rocketha: shared secret for the HA handshake; or read from a file or an env variable.
@@ -272,6 +285,8 @@ class BrokerConfig:
             "sync_flush_timeout",
             "flush_interval_commit_log",
             "register_name_server_period",
+            "flush_consumer_offset_interval",
+            "slave_sync_interval",
         ):
             if getattr(self, name) <= 0:
                 raise self._fail(name, "must be a positive number of milliseconds")
@@ -287,7 +302,7 @@ class BrokerConfig:
             )
         if not 0 < self.max_message_size <= 4 * MiB:
             raise self._fail("max_message_size", "must be in (0, 4 MiB]")
-        if not 0 < self.access_message_in_memory_max_ratio <= 100:
+        if not 0 <= self.access_message_in_memory_max_ratio <= 100:
             raise self._fail("access_message_in_memory_max_ratio", "must be a percentage")
         for name in ("ha_listen_address", "listen_address", "metrics_address"):
             try:

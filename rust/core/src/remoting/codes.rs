@@ -51,6 +51,8 @@ pub mod request_code {
     pub const SEND_REPLY_MESSAGE: i32 = 324;
     pub const SEND_REPLY_MESSAGE_V2: i32 = 325;
     pub const GET_SUBSCRIPTIONGROUP_CONFIG: i32 = 352;
+    /// RocketMQ 5's `DefaultLitePullConsumer` pulls under this code, same header and answer.
+    pub const LITE_PULL_MESSAGE: i32 = 361;
 
     /// RocketMQ's name of a request code, for logs and error messages.
     pub fn name(code: i32) -> Option<&'static str> {
@@ -98,6 +100,7 @@ pub mod request_code {
             SEND_REPLY_MESSAGE => "SEND_REPLY_MESSAGE",
             SEND_REPLY_MESSAGE_V2 => "SEND_REPLY_MESSAGE_V2",
             GET_SUBSCRIPTIONGROUP_CONFIG => "GET_SUBSCRIPTIONGROUP_CONFIG",
+            LITE_PULL_MESSAGE => "LITE_PULL_MESSAGE",
             _ => return None,
         })
     }
