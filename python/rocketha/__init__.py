@@ -16,6 +16,7 @@ from rocketha._core import Message, MessageExt, PutResult, __version__
 from rocketha.broker import Broker, GetMessageResult
 from rocketha.client import Producer, SendResult, SendStatus
 from rocketha.config import BrokerConfig
+from rocketha.consumer import ConsumeFromWhere, PullConsumer
 from rocketha.exceptions import (
     CommitLogCorrupted,
     ConfigError,
@@ -43,6 +44,7 @@ __all__ = [
     "BrokerRole",
     "CommitLogCorrupted",
     "ConfigError",
+    "ConsumeFromWhere",
     "FlushDiskType",
     "ForkedProcessError",
     "GetMessageResult",
@@ -58,6 +60,7 @@ __all__ = [
     "NotMasterError",
     "OffsetMismatch",
     "Producer",
+    "PullConsumer",
     "PutResult",
     "PutStatus",
     "RemotingConnectError",

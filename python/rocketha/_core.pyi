@@ -318,8 +318,72 @@ class MQClientAPI:
         self, addr: str, client_id: str, producer_group: str, timeout: float
     ) -> None: ...
     def unregister_client(
-        self, addr: str, client_id: str, producer_group: str, timeout: float
+        self,
+        addr: str,
+        client_id: str,
+        *,
+        producer_group: str | None = None,
+        consumer_group: str | None = None,
+        timeout: float,
     ) -> None: ...
+    def pull_message_async(
+        self,
+        addr: str,
+        *,
+        consumer_group: str,
+        topic: str,
+        queue_id: int,
+        queue_offset: int,
+        max_msg_nums: int,
+        sys_flag: int,
+        commit_offset: int,
+        suspend_timeout_millis: int,
+        subscription: str,
+        sub_version: int,
+        timeout: float,
+    ) -> int: ...
+    def next_pulled(
+        self, timeout: float
+    ) -> list[
+        tuple[int, tuple[int, str | None, int, int, int, int, list[MessageExt]] | BaseException]
+    ]: ...
+    def wake_pulled(self) -> None: ...
+    def query_consumer_offset(
+        self, addr: str, consumer_group: str, topic: str, queue_id: int, timeout: float
+    ) -> int | None: ...
+    def update_consumer_offset(
+        self,
+        addr: str,
+        consumer_group: str,
+        topic: str,
+        queue_id: int,
+        commit_offset: int,
+        *,
+        oneway: bool,
+        timeout: float,
+    ) -> None: ...
+    def get_consumer_id_list_by_group(
+        self, addr: str, consumer_group: str, timeout: float
+    ) -> list[str]: ...
+    def get_max_offset(self, addr: str, topic: str, queue_id: int, timeout: float) -> int: ...
+    def get_min_offset(self, addr: str, topic: str, queue_id: int, timeout: float) -> int: ...
+    def search_offset_by_timestamp(
+        self, addr: str, topic: str, queue_id: int, timestamp: int, timeout: float
+    ) -> int: ...
+    def send_consumer_heartbeat(
+        self,
+        addr: str,
+        client_id: str,
+        *,
+        group: str,
+        consume_type: str,
+        message_model: str,
+        consume_from_where: str,
+        subscriptions: list[tuple[str, str, int]],
+        timeout: float,
+    ) -> None: ...
+
+def parse_subscription(topic: str, expression: str) -> tuple[str, list[str]]: ...
 
 @final
 class RecordFilter:

@@ -1,5 +1,5 @@
-"""The ``rocketha`` command: ``demo``, ``namesrv``, ``broker``, ``status``, ``inspect``,
-``repair``, ``bench``."""
+"""The ``rocketha`` command: ``demo``, ``namesrv``, ``broker``, ``produce``, ``consume``,
+``status``, ``inspect``, ``repair``, ``bench``."""
 
 from __future__ import annotations
 
@@ -25,12 +25,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from rocketha import Message, MessageStore, PutStatus, __version__
+from rocketha import Message, MessageStore, __version__
 from rocketha.broker import Broker
 from rocketha.config import BrokerConfig, parse_key_value
 from rocketha.exceptions import RocketHAError
 from rocketha.namesrv import NameServer
-from rocketha.roles import BrokerRole
 
 log = logging.getLogger("rocketha.cli")
 
@@ -59,81 +58,96 @@ def _percentile(sorted_values: Sequence[float], q: float) -> float:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    """A SYNC_MASTER and a SLAVE on loopback, N puts, a check that the replica is identical.
-    A temporary store is removed at the end unless ``--keep``; ``--store`` is always kept."""
+    """The whole picture on loopback, as processes (see :mod:`rocketha.demo`). A temporary
+    store is removed at the end unless ``--keep``; ``--store`` is always kept."""
+    from rocketha import demo
+
     keep = bool(args.keep or args.store)
     root = Path(args.store) if args.store else Path(tempfile.mkdtemp(prefix="rocketha-demo-"))
     try:
-        return _demo(args, root, keep)
+        summary = demo.run(
+            root,
+            messages=args.messages,
+            size=args.size,
+            topic=args.topic,
+            segment_size=args.segment_size,
+            say=None if args.quiet or args.json else sys.stderr,
+        )
     finally:
         if not keep:
             shutil.rmtree(root, ignore_errors=True)
-
-
-def _demo(args: argparse.Namespace, root: Path, keep: bool) -> int:
-    from tqdm import tqdm
-
-    common = dict(
-        mapped_file_size_commit_log=args.segment_size,
-        ha_listen_address="127.0.0.1",
-        ha_listen_port=0,
-        listen_port=0,
+    summary["store"] = str(root) if keep else "removed (--keep keeps it)"
+    ok = (
+        summary["send_statuses"] == {"SEND_OK": args.messages}
+        and summary["consumed"] == args.messages
+        and summary["duplicates"] == 0
+        and summary["missing"] == 0
+        and summary["consumed_from_slave_after_master_stopped"] > 0
+        and summary["replica_byte_identical"]
     )
-    master_conf = BrokerConfig(
-        broker_role=BrokerRole.SYNC_MASTER, store_path_root_dir=str(root / "master"), **common
-    )
-    body = os.urandom(args.size)
-    latencies: list[float] = []
-    statuses: dict[str, int] = {}
-    with Broker(master_conf) as master:
-        slave_conf = BrokerConfig(
-            broker_role=BrokerRole.SLAVE,
-            broker_id=1,
-            store_path_root_dir=str(root / "slave"),
-            ha_master_address=master.ha_address,
-            **common,
-        )
-        with Broker(slave_conf) as slave:
-            assert master.ha is not None
-            if not master.ha.wait_for_state(None, "TRANSFER", timeout=30):
-                print("the slave did not connect within 30 s", file=sys.stderr)
-                return 1
-            started = time.perf_counter()
-            for i in tqdm(range(args.messages), desc="put", unit="msg", disable=args.quiet):
-                t = time.perf_counter()
-                r = master.put(Message(args.topic, body, tags=f"tag{i % 8}", queue_id=i % 4))
-                latencies.append(time.perf_counter() - t)
-                statuses[r.status.name] = statuses.get(r.status.name, 0) + 1
-            elapsed = time.perf_counter() - started
-            target = master.max_offset
-            deadline = time.monotonic() + 60
-            while slave.max_offset < target and time.monotonic() < deadline:
-                time.sleep(0.01)
-            replicated = slave.max_offset
-            connection = master.ha.connections()
-    same = segment_checksums(root / "master") == segment_checksums(root / "slave")
-    latencies.sort()
-    ok = statuses.get(PutStatus.PUT_OK.name, 0) == args.messages and same and replicated == target
-    summary = {
-        "messages": args.messages,
-        "message_size": args.size,
-        "statuses": statuses,
-        "puts_per_second": round(args.messages / elapsed),
-        "put_latency_p50_us": round(_percentile(latencies, 0.50) * 1e6, 1),
-        "put_latency_p99_us": round(_percentile(latencies, 0.99) * 1e6, 1),
-        "bytes_replicated": replicated,
-        "slave_connections": len(connection),
-        "replica_byte_identical": same,
-        "store": str(root) if keep else "removed (--keep keeps it)",
-    }
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
-        print("rocketha demo: SYNC_MASTER -> SLAVE on 127.0.0.1")
+        print("rocketha demo: name server, SYNC_MASTER and SLAVE on 127.0.0.1, as processes")
         for key, value in summary.items():
-            print(f"  {key:24} {value}")
-        print("OK" if ok else "FAILED: see the figures above")
+            print(f"  {key:42} {value}")
+        print(
+            "OK: every message sent was consumed exactly once, the master's death included"
+            if ok
+            else "FAILED: see the figures above"
+        )
     return 0 if ok else 1
+
+
+def cmd_consume(args: argparse.Namespace) -> int:
+    """Prints each message (or counts them) until ``--count`` or SIGINT/SIGTERM; the offsets
+    of what was printed are committed on the way out."""
+    from rocketha.consumer import ConsumeFromWhere, PullConsumer
+
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: object) -> None:
+        log.info("signal %d: committing and stopping", signum)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    where = (
+        ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
+        if args.from_beginning
+        else ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET
+    )
+    count = 0
+    with PullConsumer(
+        args.namesrv,
+        args.group,
+        args.topic,
+        subscription=args.subscription,
+        consume_from_where=where,
+    ) as consumer:
+        while not stop.is_set() and (args.count is None or count < args.count):
+            left = None if args.count is None else args.count - count
+            for msg in consumer.poll(0.5, max_messages=left):
+                count += 1
+                if args.json:
+                    line = {
+                        "topic": msg.topic,
+                        "queue_id": msg.queue_id,
+                        "queue_offset": msg.queue_offset,
+                        "msg_id": msg.properties.get("UNIQ_KEY", msg.msg_id),
+                        "offset_msg_id": msg.msg_id,
+                        "tags": msg.tags,
+                        "keys": msg.keys,
+                        "store_timestamp": msg.store_timestamp,
+                        "body": msg.body.decode("utf-8", "replace"),
+                    }
+                    print(json.dumps(line), flush=True)
+                elif not args.count_only:
+                    print(msg.body.decode("utf-8", "replace"), flush=True)
+        sources = consumer.consumed_from()
+    by = ", ".join(f"broker id {k}: {v}" for k, v in sorted(sources.items())) or "none"
+    print(f"consumed {count} messages of {args.topic} ({by})", file=sys.stderr)
+    return 0
 
 
 class _Stopped(Exception):
@@ -541,7 +555,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     add = functools.partial(sub.add_parser, parents=[logs])
 
-    demo = add("demo", help="master + slave on loopback, N puts, a summary")
+    demo = add("demo", help="name server, master, slave, producers and a consumer on loopback")
     demo.add_argument("-n", "--messages", type=int, default=20_000)
     demo.add_argument("--size", type=int, default=1024, help="body bytes")
     demo.add_argument("--topic", default="DemoTopic")
@@ -602,6 +616,22 @@ def _parser() -> argparse.ArgumentParser:
     produce.add_argument("--size", type=int, default=128, help="bytes per generated message")
     produce.add_argument("--json", action="store_true", help="one JSON line per message")
     produce.set_defaults(func=cmd_produce)
+
+    consume = add("consume", help="print a topic's messages as a consumer group member")
+    consume.add_argument("--namesrv", required=True, help="name server host:port (';' for more)")
+    consume.add_argument("--group", required=True, help="consumer group")
+    consume.add_argument("--topic", required=True)
+    consume.add_argument("--subscription", default="*", help='tags: "*" or "tagA || tagB"')
+    consume.add_argument("--count", type=int, help="stop after N messages")
+    out = consume.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="one JSON line per message")
+    out.add_argument("--count-only", action="store_true", help="print only the total")
+    consume.add_argument(
+        "--from-beginning",
+        action="store_true",
+        help="a group with no committed offset starts at the first message, not the last",
+    )
+    consume.set_defaults(func=cmd_consume)
 
     status = add("status", help="a broker's replication state, from its metricsPort")
     status.add_argument("url", help="http://host:metricsPort")

@@ -176,7 +176,9 @@ class Producer:
             heartbeat.join(timeout=self.send_timeout + 1)
         for addr in brokers:
             try:
-                self._api.unregister_client(addr, self.client_id, self.group, self.send_timeout)
+                self._api.unregister_client(
+                    addr, self.client_id, producer_group=self.group, timeout=self.send_timeout
+                )
             except (RemotingConnectError, SendStatusUnknownError) as e:
                 log.info("unregistering from %s failed: %s", addr, e)
         self._api.close()

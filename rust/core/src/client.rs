@@ -22,6 +22,9 @@ use crate::remoting::{
 };
 use crate::store::now_millis;
 
+mod consumer;
+pub use consumer::{decode_pulled, ConsumerData, PullReply, SubscriptionData};
+
 /// `MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX`.
 pub(crate) const PROPERTY_UNIQ_KEY: &str = "UNIQ_KEY";
 /// `MessageDecoder.MESSAGE_MAGIC_CODE` of a batch's inner messages.
@@ -140,19 +143,21 @@ impl MqClientApi {
         expect_success(addr, "HEART_BEAT", response)
     }
 
-    /// UNREGISTER_CLIENT (`MQClientInstance.unregisterClient`): the producer leaves.
+    /// UNREGISTER_CLIENT (`MQClientInstance.unregisterClient`): the producer or consumer
+    /// leaves its group.
     pub fn unregister_client(
         &self,
         addr: &str,
         client_id: &str,
-        producer_group: &str,
+        producer_group: Option<&str>,
+        consumer_group: Option<&str>,
         timeout: Duration,
     ) -> Result<(), SendError> {
         let mut request = RemotingCommand::request(request_code::UNREGISTER_CLIENT, 0);
         request.write_custom_header(&UnregisterClientRequestHeader {
             client_id: client_id.to_owned(),
-            producer_group: Some(producer_group.to_owned()),
-            consumer_group: None,
+            producer_group: producer_group.map(str::to_owned),
+            consumer_group: consumer_group.map(str::to_owned),
         });
         let response = self.invoke(addr, request, timeout)?;
         expect_success(addr, "UNREGISTER_CLIENT", response)

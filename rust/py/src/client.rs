@@ -7,9 +7,16 @@ use std::time::Duration;
 
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
-use rocketha_core::client::{MqClientApi, OutgoingMessage, SendError, SendOutcome, SendTarget};
+use rocketha_core::client::{
+    ConsumerData, MqClientApi, OutgoingMessage, PullReply, SendError, SendOutcome, SendTarget,
+    SubscriptionData,
+};
 use rocketha_core::ha::group_transfer::Verdicts;
+use rocketha_core::remoting::header::{
+    PullMessageRequestHeader, QueryConsumerOffsetRequestHeader, UpdateConsumerOffsetRequestHeader,
+};
 
+use crate::consumer::{pull_tuple, subscription_error};
 use crate::errors::{ForkGuard, InvalidMessageError, RemotingConnectError, SendStatusUnknownError};
 use crate::message::Message;
 
@@ -82,7 +89,7 @@ impl Outgoing {
     }
 }
 
-fn send_error(e: SendError) -> PyErr {
+pub(crate) fn send_error(e: SendError) -> PyErr {
     match e {
         SendError::NotSent(m) => RemotingConnectError::new_err(m),
         SendError::Unknown(m) => SendStatusUnknownError::new_err(m),
@@ -102,6 +109,8 @@ pub struct MQClientAPI {
     /// Outcomes of `send_message_async` tickets, for the Python thread that completes their
     /// futures.
     outcomes: Arc<Verdicts<SendOutcome>>,
+    /// Answers of `pull_message_async` tickets, for the consumer's pull thread.
+    pulls: Arc<Verdicts<Result<PullReply, SendError>>>,
     guard: ForkGuard,
 }
 
@@ -117,6 +126,7 @@ impl MQClientAPI {
             inner: Arc::new(MqClientApi::new()?),
             client_ip: ip.octets(),
             outcomes: Arc::default(),
+            pulls: Arc::default(),
             guard: ForkGuard::new(),
         })
     }
@@ -278,18 +288,245 @@ impl MQClientAPI {
             .map_err(send_error)
     }
 
-    /// UNREGISTER_CLIENT: the producer `client_id` of `producer_group` leaves the broker.
+    /// UNREGISTER_CLIENT: the producer or consumer `client_id` leaves its group.
+    #[pyo3(signature = (addr, client_id, *, producer_group=None, consumer_group=None, timeout))]
     fn unregister_client(
         &self,
         py: Python<'_>,
         addr: &str,
         client_id: &str,
-        producer_group: &str,
+        producer_group: Option<&str>,
+        consumer_group: Option<&str>,
         timeout: f64,
     ) -> PyResult<()> {
         self.guard.check()?;
         let api = &self.inner;
-        py.detach(|| api.unregister_client(addr, client_id, producer_group, secs(timeout)))
+        py.detach(|| {
+            api.unregister_client(
+                addr,
+                client_id,
+                producer_group,
+                consumer_group,
+                secs(timeout),
+            )
+        })
+        .map_err(send_error)
+    }
+
+    /// PULL_MESSAGE without waiting: returns a ticket whose answer `next_pulled` delivers.
+    /// `timeout` must exceed `suspend_timeout_millis`, which the broker may hold the pull for.
+    /// Raises at once (RemotingConnectError) when nothing could be sent.
+    #[pyo3(signature = (addr, *, consumer_group, topic, queue_id, queue_offset, max_msg_nums, sys_flag, commit_offset, suspend_timeout_millis, subscription, sub_version, timeout))]
+    #[allow(clippy::too_many_arguments)]
+    fn pull_message_async(
+        &self,
+        py: Python<'_>,
+        addr: &str,
+        consumer_group: String,
+        topic: String,
+        queue_id: i32,
+        queue_offset: i64,
+        max_msg_nums: i32,
+        sys_flag: i32,
+        commit_offset: i64,
+        suspend_timeout_millis: i64,
+        subscription: String,
+        sub_version: i64,
+        timeout: f64,
+    ) -> PyResult<u64> {
+        self.guard.check()?;
+        let header = PullMessageRequestHeader {
+            consumer_group,
+            topic,
+            queue_id,
+            queue_offset,
+            max_msg_nums,
+            sys_flag,
+            commit_offset,
+            suspend_timeout_millis,
+            subscription: Some(subscription),
+            sub_version,
+            expression_type: Some("TAG".to_owned()),
+            max_msg_bytes: None,
+        };
+        let api = &self.inner;
+        let (ticket, done) = self.pulls.ticket();
+        // Detached: the first pull from an address connects.
+        py.detach(|| api.pull_message_async(addr, &header, secs(timeout), done))
+            .map_err(send_error)?;
+        Ok(ticket)
+    }
+
+    /// Answers of `pull_message_async` tickets, waiting up to `timeout` seconds (GIL
+    /// released) for one: `[(ticket, (code, remark, suggest_which_broker_id,
+    /// next_begin_offset, min_offset, max_offset, [MessageExt]) or exception)]`. The records
+    /// are decoded (and their body CRCs checked) with the commit log's decoder.
+    fn next_pulled<'py>(
+        &self,
+        py: Python<'py>,
+        timeout: f64,
+    ) -> PyResult<Vec<(u64, Bound<'py, PyAny>)>> {
+        let pulls = self.pulls.clone();
+        let timeout = Duration::from_secs_f64(timeout.clamp(0.0, 1e6));
+        py.detach(move || pulls.wait(timeout))
+            .into_iter()
+            .map(|(ticket, reply)| {
+                let value = match reply.map_err(send_error).and_then(pull_tuple) {
+                    Ok(t) => t.into_pyobject(py)?.into_any(),
+                    Err(e) => e.into_value(py).into_bound(py).into_any(),
+                };
+                Ok((ticket, value))
+            })
+            .collect()
+    }
+
+    /// Wakes a `next_pulled` call early (more pulls to send, or shutdown).
+    fn wake_pulled(&self) {
+        self.pulls.wake();
+    }
+
+    /// QUERY_CONSUMER_OFFSET: the group's committed offset of the queue, None when the broker
+    /// has none.
+    fn query_consumer_offset(
+        &self,
+        py: Python<'_>,
+        addr: &str,
+        consumer_group: String,
+        topic: String,
+        queue_id: i32,
+        timeout: f64,
+    ) -> PyResult<Option<i64>> {
+        self.guard.check()?;
+        let header = QueryConsumerOffsetRequestHeader {
+            consumer_group,
+            topic,
+            queue_id,
+            set_zero_if_not_found: None,
+        };
+        let api = &self.inner;
+        py.detach(|| api.query_consumer_offset(addr, &header, secs(timeout)))
+            .map_err(send_error)
+    }
+
+    /// UPDATE_CONSUMER_OFFSET, answered (`oneway=False`) or not.
+    #[pyo3(signature = (addr, consumer_group, topic, queue_id, commit_offset, *, oneway, timeout))]
+    #[allow(clippy::too_many_arguments)]
+    fn update_consumer_offset(
+        &self,
+        py: Python<'_>,
+        addr: &str,
+        consumer_group: String,
+        topic: String,
+        queue_id: i32,
+        commit_offset: i64,
+        oneway: bool,
+        timeout: f64,
+    ) -> PyResult<()> {
+        self.guard.check()?;
+        let header = UpdateConsumerOffsetRequestHeader {
+            consumer_group,
+            topic,
+            queue_id,
+            commit_offset,
+        };
+        let api = &self.inner;
+        py.detach(|| api.update_consumer_offset(addr, &header, oneway, secs(timeout)))
+            .map_err(send_error)
+    }
+
+    /// GET_CONSUMER_LIST_BY_GROUP: client ids of the group's live consumers.
+    fn get_consumer_id_list_by_group(
+        &self,
+        py: Python<'_>,
+        addr: &str,
+        consumer_group: &str,
+        timeout: f64,
+    ) -> PyResult<Vec<String>> {
+        self.guard.check()?;
+        let api = &self.inner;
+        py.detach(|| api.get_consumer_id_list_by_group(addr, consumer_group, secs(timeout)))
+            .map_err(send_error)
+    }
+
+    /// GET_MAX_OFFSET: the queue's next offset to be written.
+    fn get_max_offset(
+        &self,
+        py: Python<'_>,
+        addr: &str,
+        topic: &str,
+        queue_id: i32,
+        timeout: f64,
+    ) -> PyResult<i64> {
+        self.guard.check()?;
+        let api = &self.inner;
+        py.detach(|| api.get_max_offset(addr, topic, queue_id, secs(timeout)))
+            .map_err(send_error)
+    }
+
+    /// GET_MIN_OFFSET: the queue's first offset still stored.
+    fn get_min_offset(
+        &self,
+        py: Python<'_>,
+        addr: &str,
+        topic: &str,
+        queue_id: i32,
+        timeout: f64,
+    ) -> PyResult<i64> {
+        self.guard.check()?;
+        let api = &self.inner;
+        py.detach(|| api.get_min_offset(addr, topic, queue_id, secs(timeout)))
+            .map_err(send_error)
+    }
+
+    /// SEARCH_OFFSET_BY_TIMESTAMP: the first offset stored at or after `timestamp` (ms).
+    fn search_offset_by_timestamp(
+        &self,
+        py: Python<'_>,
+        addr: &str,
+        topic: &str,
+        queue_id: i32,
+        timestamp: i64,
+        timeout: f64,
+    ) -> PyResult<i64> {
+        self.guard.check()?;
+        let api = &self.inner;
+        py.detach(|| {
+            api.search_offset_by_timestamp(addr, topic, queue_id, timestamp, secs(timeout))
+        })
+        .map_err(send_error)
+    }
+
+    /// HEART_BEAT of a consumer of `group` subscribed to `subscriptions`
+    /// (`[(topic, expression, sub_version)]`).
+    #[pyo3(signature = (addr, client_id, *, group, consume_type, message_model, consume_from_where, subscriptions, timeout))]
+    #[allow(clippy::too_many_arguments)]
+    fn send_consumer_heartbeat(
+        &self,
+        py: Python<'_>,
+        addr: &str,
+        client_id: &str,
+        group: String,
+        consume_type: String,
+        message_model: String,
+        consume_from_where: String,
+        subscriptions: Vec<(String, String, i64)>,
+        timeout: f64,
+    ) -> PyResult<()> {
+        self.guard.check()?;
+        let subscriptions = subscriptions
+            .iter()
+            .map(|(topic, expr, version)| SubscriptionData::build(topic, expr, *version))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(subscription_error)?;
+        let consumer = ConsumerData {
+            group_name: group,
+            consume_type,
+            message_model,
+            consume_from_where,
+            subscriptions,
+        };
+        let api = &self.inner;
+        py.detach(|| api.send_consumer_heartbeat(addr, client_id, &consumer, secs(timeout)))
             .map_err(send_error)
     }
 }

@@ -10,6 +10,7 @@ mod arrow;
 mod broker;
 mod buffer;
 mod client;
+mod consumer;
 mod errors;
 mod ha;
 mod message;
@@ -31,6 +32,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<namesrv::NameServer>()?;
     m.add_class::<broker::BrokerController>()?;
     m.add_class::<client::MQClientAPI>()?;
+    m.add_function(wrap_pyfunction!(consumer::parse_subscription, m)?)?;
     m.add("DEFAULTS", defaults(m.py())?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

@@ -1,0 +1,693 @@
+"""A pull consumer over RocketMQ's remoting protocol, like RocketMQ's ``DefaultLitePullConsumer``.
+
+>>> with PullConsumer("127.0.0.1:9876", "orders-consumer", ["orders"]) as consumer:
+...     for msg in consumer.poll(timeout=1.0):
+...         print(msg.queue_offset, msg.body)
+
+What it does, by RocketMQ's names:
+
+* **Rebalance** (``RebalanceImpl``): the readable queues of every broker group of each topic,
+  split among the group's consumers (``GET_CONSUMER_LIST_BY_GROUP``) by
+  ``AllocateMessageQueueAveragely``, again every ``rebalance_interval`` seconds. A new queue
+  starts at the group's committed offset (``QUERY_CONSUMER_OFFSET``), or where
+  ``consume_from_where`` says when the group has none.
+* **Pulls** run in the background: one long poll (``PULL_MESSAGE`` with the suspend flag) per
+  assigned queue, all held at once on one connection per broker, answered by the Rust client
+  on its own thread; the messages wait in the queue's cache (at most
+  ``pull_threshold_for_queue``) until :meth:`PullConsumer.poll` takes them.
+* **Which broker** (``PullAPIWrapper``, ``findBrokerAddressInSubscribe``): each queue's next
+  pull goes to the broker the last answer suggested (``suggestWhichBrokerId``: the slave when
+  the consumer lags beyond the master's memory, the master again once it caught up). The
+  master is preferred; when it is missing from the route or refuses the connection, the pull
+  goes to another broker of the group at once, and the master is tried again after
+  ``master_retry_interval`` seconds.
+* **Offsets**: what :meth:`PullConsumer.poll` returned is committed (``UPDATE_CONSUMER_OFFSET``)
+  every ``auto_commit_interval`` seconds, on :meth:`PullConsumer.commit_sync` and at
+  :meth:`PullConsumer.close`, to the master, or to a slave while the master is down.
+
+Delivery is at least once: a message polled but not committed before a crash is delivered
+again. Thread-safe: ``poll``, ``seek``, ``commit_sync`` and ``close`` may be called from any
+thread, ``async for`` from any event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import threading
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Iterator, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+
+from rocketha import _core
+from rocketha._core import MessageExt, MQClientAPI
+from rocketha.client import MessageQueue
+from rocketha.exceptions import (
+    MQBrokerError,
+    MQClientError,
+    RemotingConnectError,
+    RocketHAError,
+    SendStatusUnknownError,
+)
+from rocketha.rebalance import (
+    SubscribeInfo,
+    allocate_message_queue_averagely,
+    parse_subscribe_route,
+)
+
+log = logging.getLogger("rocketha.consumer")
+
+#: ``MixAll.MASTER_ID``.
+MASTER_ID = 0
+#: ``PullSysFlag``: the broker may hold the pull; the request carries the subscription.
+_FLAG_SUSPEND, _FLAG_SUBSCRIPTION = 0x2, 0x4
+#: Pull answer codes (``ResponseCode``).
+_FOUND, _NOT_FOUND, _RETRY_IMMEDIATELY, _OFFSET_MOVED = 0, 19, 20, 21
+#: Answers that no retry changes: the group, topic or expression is wrong.
+_FATAL = {
+    16: "no permission",
+    17: "topic does not exist",
+    23: "subscription expression malformed",
+    26: "subscription group does not exist",
+}
+#: Seconds before a queue's pull is retried after a failure (``pullTimeDelayMillsWhenException``).
+_PULL_DELAY_ON_EXCEPTION = 1.0
+#: Extra seconds a held pull's answer may take beyond the suspend time.
+_PULL_TIMEOUT_MARGIN = 10.0
+
+
+class ConsumeFromWhere(Enum):
+    """Where a queue starts when the group has no committed offset for it."""
+
+    CONSUME_FROM_LAST_OFFSET = "CONSUME_FROM_LAST_OFFSET"
+    CONSUME_FROM_FIRST_OFFSET = "CONSUME_FROM_FIRST_OFFSET"
+    CONSUME_FROM_TIMESTAMP = "CONSUME_FROM_TIMESTAMP"
+
+
+@dataclass
+class _ProcessQueue:
+    """``ProcessQueue`` with the lite consumer's offsets: what is pulled, polled, committed."""
+
+    mq: MessageQueue
+    #: Next offset to pull.
+    next_offset: int
+    #: Offset after the last message :meth:`PullConsumer.poll` returned: what a commit stores.
+    consumed: int
+    committed: int
+    #: Pulled messages not polled yet, with the id of the broker that served each.
+    cache: deque[tuple[MessageExt, int]] = field(default_factory=deque)
+    #: ``suggestWhichBrokerId`` of the last answer.
+    broker_id: int = MASTER_ID
+    in_flight: bool = False
+    #: Bumped by a seek: answers to older pulls are dropped.
+    generation: int = 0
+    not_before: float = 0.0
+    dropped: bool = False
+
+
+@dataclass(frozen=True)
+class _Pull:
+    """What a pull ticket was for."""
+
+    pq: _ProcessQueue
+    generation: int
+    broker_id: int
+    addr: str
+
+
+class PullConsumer:
+    """RocketMQ's ``DefaultLitePullConsumer`` in clustering mode, synchronous and asyncio."""
+
+    def __init__(
+        self,
+        namesrv_addr: str,
+        group: str,
+        topics: str | Sequence[str],
+        *,
+        subscription: str = "*",
+        consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
+        consume_timestamp: int | None = None,
+        pull_batch_size: int = 32,
+        pull_threshold_for_queue: int = 1000,
+        long_polling_timeout: float = 20.0,
+        rebalance_interval: float = 20.0,
+        auto_commit_interval: float = 5.0,
+        heartbeat_broker_interval: float = 30.0,
+        master_retry_interval: float = 5.0,
+        request_timeout: float = 3.0,
+        client_ip: str = "127.0.0.1",
+    ) -> None:
+        self.namesrv_addrs = [a.strip() for a in namesrv_addr.split(";") if a.strip()]
+        if not self.namesrv_addrs:
+            raise MQClientError("namesrv_addr names no name server")
+        if not group:
+            raise MQClientError("group: a consumer group name is required")
+        self.topics = [topics] if isinstance(topics, str) else list(topics)
+        if not self.topics or not all(self.topics):
+            raise MQClientError(f"topics: at least one non-empty topic name, got {topics!r}")
+        if pull_batch_size < 1 or pull_threshold_for_queue < pull_batch_size:
+            raise MQClientError(
+                f"pull_batch_size ({pull_batch_size}) must be >= 1 and at most "
+                f"pull_threshold_for_queue ({pull_threshold_for_queue})"
+            )
+        try:
+            self.subscription, self._tags = _core.parse_subscription(self.topics[0], subscription)
+        except ValueError as e:
+            raise MQClientError(f"subscription: {e}") from None
+        self.group = group
+        self.consume_from_where = ConsumeFromWhere(consume_from_where)
+        #: ``consumeTimestamp``: half an hour ago unless given (ms).
+        self.consume_timestamp = (
+            consume_timestamp
+            if consume_timestamp is not None
+            else int(time.time() * 1000) - 1_800_000
+        )
+        self.pull_batch_size = pull_batch_size
+        self.pull_threshold_for_queue = pull_threshold_for_queue
+        self.long_polling_timeout = long_polling_timeout
+        self.rebalance_interval = rebalance_interval
+        self.auto_commit_interval = auto_commit_interval
+        self.heartbeat_broker_interval = heartbeat_broker_interval
+        self.master_retry_interval = master_retry_interval
+        self.request_timeout = request_timeout
+        self.client_id = f"{client_ip}@{os.getpid()}#{time.monotonic_ns()}"
+        self._sub_version = int(time.time() * 1000)
+        self._api = MQClientAPI(client_ip)
+
+        # Guards everything below; `_cond` wakes pollers when messages arrive.
+        self._lock = threading.RLock()
+        self._cond = threading.Condition(self._lock)
+        self._routes: dict[str, SubscribeInfo] = {}
+        self._queues: dict[MessageQueue, _ProcessQueue] = {}
+        self._tickets: dict[int, _Pull] = {}
+        #: Address -> monotonic time before which it is not tried (it refused a connection).
+        self._down_until: dict[str, float] = {}
+        self._consumed_from: dict[int, int] = {}
+        self._error: RocketHAError | None = None
+        self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
+        self._next_queue = 0
+        self._closed = threading.Event()
+
+        for topic in self.topics:
+            self._routes[topic] = self._fetch_route(topic)
+        self._heartbeat()
+        self._rebalance()
+        self._puller = threading.Thread(target=self._pull_loop, name="rocketha-pull", daemon=True)
+        self._service = threading.Thread(
+            target=self._service_loop, name="rocketha-consumer-service", daemon=True
+        )
+        self._puller.start()
+        self._service.start()
+
+    # -- public API ------------------------------------------------------------------------
+
+    def __enter__(self) -> PullConsumer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def poll(self, timeout: float = 5.0, max_messages: int | None = None) -> list[MessageExt]:
+        """Up to ``max_messages`` (default ``pull_batch_size``) pulled messages, waiting up
+        to ``timeout`` seconds for the first; ``[]`` when none came. What it returns counts as
+        consumed: the next commit stores the offsets past it. Raises the error that stopped
+        pulls (an unknown group, a refused subscription) with the broker's reason."""
+        deadline = time.monotonic() + timeout
+        limit = self.pull_batch_size if max_messages is None else max(1, max_messages)
+        with self._cond:
+            while True:
+                self._check()
+                taken = self._take(limit)
+                if taken or self._closed.is_set():
+                    return taken
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return []
+                self._cond.wait(left)
+
+    def __iter__(self) -> Iterator[MessageExt]:
+        """Every message, blocking, until :meth:`close`."""
+        while not self._closed.is_set():
+            yield from self.poll(1.0)
+
+    async def __aiter__(self) -> AsyncIterator[MessageExt]:
+        """Every message, awaiting arrivals on the running loop (no thread per wait), until
+        :meth:`close`."""
+        loop = asyncio.get_running_loop()
+        while True:
+            with self._lock:
+                self._check()
+                taken = self._take(self.pull_batch_size)
+                if not taken:
+                    if self._closed.is_set():
+                        return
+                    future: asyncio.Future[None] = loop.create_future()
+                    self._waiters.append((loop, future))
+            if taken:
+                for msg in taken:
+                    yield msg
+                continue
+            await future
+
+    def commit_sync(self) -> None:
+        """Commits what :meth:`poll` returned, waiting for each broker's answer."""
+        self._commit(oneway=False)
+
+    def seek(self, mq: MessageQueue, offset: int) -> None:
+        """The next message of ``mq`` is the one at ``offset``; what was pulled beyond it is
+        dropped. ``mq`` must be assigned to this consumer."""
+        with self._lock:
+            pq = self._queues.get(mq)
+            if pq is None:
+                raise MQClientError(f"seek: {mq} is not assigned to this consumer")
+            pq.generation += 1
+            pq.cache.clear()
+            pq.in_flight = False
+            pq.next_offset = pq.consumed = offset
+        self._api.wake_pulled()
+
+    def assignment(self) -> list[MessageQueue]:
+        """The queues this consumer owns after the last rebalance."""
+        with self._lock:
+            return sorted(self._queues, key=lambda q: (q.topic, q.broker_name, q.queue_id))
+
+    def committed(self, mq: MessageQueue) -> int | None:
+        """The offset this consumer last committed for ``mq`` (None if not assigned)."""
+        with self._lock:
+            pq = self._queues.get(mq)
+            return None if pq is None else pq.committed
+
+    def consumed_from(self) -> dict[int, int]:
+        """Messages :meth:`poll` returned, by the broker id that served them (0 the
+        master)."""
+        with self._lock:
+            return dict(self._consumed_from)
+
+    def close(self) -> None:
+        """Commits, unregisters from every broker and closes the connections. Idempotent."""
+        if self._closed.is_set():
+            return
+        self._closed.set()
+        self._api.wake_pulled()
+        self._service.join()
+        self._puller.join()
+        with contextlib.suppress(RocketHAError):
+            self._commit(oneway=False)
+        for addr in self._all_addrs():
+            try:
+                self._api.unregister_client(
+                    addr, self.client_id, consumer_group=self.group, timeout=self.request_timeout
+                )
+            except (RemotingConnectError, SendStatusUnknownError) as e:
+                log.info("unregistering from %s failed: %s", addr, e)
+        self._api.close()
+        with self._cond:
+            self._cond.notify_all()
+            self._wake_async()
+
+    # -- polling ---------------------------------------------------------------------------
+
+    def _check(self) -> None:
+        if self._error is not None:
+            raise self._error
+
+    def _take(self, limit: int) -> list[MessageExt]:
+        """Up to ``limit`` cached messages, queue after queue; moves consumed offsets."""
+        queues = list(self._queues.values())
+        out: list[MessageExt] = []
+        refill = False
+        for i in range(len(queues)):
+            pq = queues[(self._next_queue + i) % len(queues)]
+            while pq.cache and len(out) < limit:
+                msg, broker_id = pq.cache.popleft()
+                out.append(msg)
+                pq.consumed = msg.queue_offset + 1
+                self._consumed_from[broker_id] = self._consumed_from.get(broker_id, 0) + 1
+            refill |= len(pq.cache) < self.pull_threshold_for_queue and not pq.in_flight
+            if len(out) >= limit:
+                self._next_queue = (self._next_queue + i + 1) % len(queues)
+                break
+        if out and refill:
+            self._api.wake_pulled()
+        return out
+
+    def _wake_async(self) -> None:
+        waiters, self._waiters = self._waiters, []
+        for loop, future in waiters:
+            with contextlib.suppress(RuntimeError):  # the loop closed: nobody awaits
+                loop.call_soon_threadsafe(_resolve, future)
+
+    # -- broker choice ---------------------------------------------------------------------
+
+    def _usable(self, addr: str, now: float) -> bool:
+        return now >= self._down_until.get(addr, 0.0)
+
+    def _pull_target(self, pq: _ProcessQueue, now: float) -> tuple[int, str] | None:
+        """``findBrokerAddressInSubscribe``: the suggested broker, else the master, else any
+        other broker of the group; a broker that refused a connection is skipped until its
+        retry time, unless it is the only one."""
+        addrs = self._routes[pq.mq.topic].broker_addrs.get(pq.mq.broker_name, {})
+        order = [pq.broker_id, MASTER_ID, *sorted(addrs)]
+        candidates = [(bid, addrs[bid]) for bid in dict.fromkeys(order) if bid in addrs]
+        for bid, addr in candidates:
+            if self._usable(addr, now):
+                return bid, addr
+        return candidates[0] if candidates else None
+
+    def _offset_target(self, broker_name: str, topic: str) -> str | None:
+        """Where offsets of ``broker_name``'s queues are read and committed: the master,
+        a slave while the master is down or gone from the route."""
+        addrs = self._routes[topic].broker_addrs.get(broker_name, {})
+        now = time.monotonic()
+        ids = sorted(addrs)
+        usable = [addrs[i] for i in ids if self._usable(addrs[i], now)]
+        return usable[0] if usable else (addrs[ids[0]] if ids else None)
+
+    def _refused(self, addr: str, e: Exception) -> None:
+        with self._lock:
+            now = time.monotonic()
+            was_down = addr in self._down_until
+            self._down_until[addr] = now + self.master_retry_interval
+        # Said once per outage; each retry that fails again is a debug line.
+        log.log(
+            logging.DEBUG if was_down else logging.WARNING,
+            "broker %s unreachable (%s); using another broker of its group, retrying it every "
+            "%.1f s",
+            addr,
+            e,
+            self.master_retry_interval,
+        )
+
+    # -- the pull thread -------------------------------------------------------------------
+
+    def _pull_loop(self) -> None:
+        while not self._closed.is_set():
+            wait = self._dispatch()
+            for ticket, outcome in self._api.next_pulled(wait):
+                self._on_pulled(ticket, outcome)
+
+    def _dispatch(self) -> float:
+        """Sends a pull for every queue with none in flight and room in its cache; returns
+        how long to wait for answers before looking again."""
+        now = time.monotonic()
+        wait = 1.0
+        with self._lock:
+            ready = []
+            for pq in self._queues.values():
+                if pq.in_flight or len(pq.cache) >= self.pull_threshold_for_queue:
+                    continue
+                if pq.not_before > now:
+                    wait = min(wait, pq.not_before - now)
+                    continue
+                target = self._pull_target(pq, now)
+                if target is not None:
+                    pq.in_flight = True
+                    ready.append((pq, pq.generation, pq.next_offset, *target))
+        for pq, generation, offset, broker_id, addr in ready:
+            try:
+                ticket = self._api.pull_message_async(
+                    addr,
+                    consumer_group=self.group,
+                    topic=pq.mq.topic,
+                    queue_id=pq.mq.queue_id,
+                    queue_offset=offset,
+                    max_msg_nums=self.pull_batch_size,
+                    sys_flag=_FLAG_SUSPEND | _FLAG_SUBSCRIPTION,
+                    commit_offset=0,
+                    suspend_timeout_millis=int(self.long_polling_timeout * 1000),
+                    subscription=self.subscription,
+                    sub_version=self._sub_version,
+                    timeout=self.long_polling_timeout + _PULL_TIMEOUT_MARGIN,
+                )
+            except RemotingConnectError as e:
+                self._refused(addr, e)
+                with self._lock:
+                    pq.in_flight = False
+                wait = 0.0
+                continue
+            with self._lock:
+                self._tickets[ticket] = _Pull(pq, generation, broker_id, addr)
+        return wait
+
+    def _on_pulled(self, ticket: int, outcome: object) -> None:
+        with self._lock:
+            pull = self._tickets.pop(ticket, None)
+            if pull is None:
+                return
+            pq = pull.pq
+            if pull.generation != pq.generation or pq.dropped:
+                return
+            pq.in_flight = False
+            if isinstance(outcome, BaseException):
+                self._pull_failed(pull, outcome)
+                return
+            assert isinstance(outcome, tuple)
+            if self._down_until.pop(pull.addr, None) is not None:
+                log.warning("broker %s answers again", pull.addr)
+            code, remark, suggest, next_begin, _min, _max, msgs = outcome
+            if code not in (_FOUND, _NOT_FOUND, _RETRY_IMMEDIATELY, _OFFSET_MOVED):
+                self._pull_refused(pull, code, remark or "")
+                return
+            # PullAPIWrapper.updatePullFromWhichNode: the next pull goes where this one says.
+            pq.broker_id = suggest
+            if code == _OFFSET_MOVED:
+                log.warning(
+                    "offset %d of %s is not stored on %s; moving to %d",
+                    pq.next_offset,
+                    pq.mq,
+                    pull.addr,
+                    next_begin,
+                )
+                if not pq.cache:
+                    pq.consumed = next_begin
+            if code != _RETRY_IMMEDIATELY:
+                pq.next_offset = next_begin
+            kept = [(m, pull.broker_id) for m in msgs if not self._tags or m.tags in self._tags]
+            if kept:
+                pq.cache.extend(kept)
+                self._cond.notify_all()
+                self._wake_async()
+            elif code == _FOUND and not pq.cache:
+                # Every message was filtered out: nothing to deliver up to next_begin.
+                pq.consumed = next_begin
+
+    def _pull_failed(self, pull: _Pull, e: BaseException) -> None:
+        if isinstance(e, RemotingConnectError | SendStatusUnknownError):
+            # A connection refused or lost: the next pull goes to another broker at once.
+            self._refused(pull.addr, e)
+        else:
+            log.warning("pull of %s from %s failed: %s", pull.pq.mq, pull.addr, e)
+            pull.pq.not_before = time.monotonic() + _PULL_DELAY_ON_EXCEPTION
+
+    def _pull_refused(self, pull: _Pull, code: int, remark: str) -> None:
+        pull.pq.not_before = time.monotonic() + _PULL_DELAY_ON_EXCEPTION
+        # A slave may not have synced its master's topics and groups yet: only the master's
+        # refusal is final.
+        if code in _FATAL and pull.broker_id == MASTER_ID:
+            self._error = MQBrokerError(code, f"{_FATAL[code]}: {remark}", pull.addr)
+            self._cond.notify_all()
+            self._wake_async()
+        elif pull.broker_id == MASTER_ID:
+            log.warning("pull of %s from %s: code %d %s", pull.pq.mq, pull.addr, code, remark)
+        else:
+            # A slave that has not synced the topic or group yet. Unlike RocketMQ's client,
+            # which keeps asking the broker it was sent to, the next pull goes to the master.
+            log.info("pull of %s from slave %s: code %d %s", pull.pq.mq, pull.addr, code, remark)
+            pull.pq.broker_id = MASTER_ID
+
+    # -- the service thread: heartbeats, rebalance, commits --------------------------------
+
+    def _service_loop(self) -> None:
+        tasks = [
+            [self.heartbeat_broker_interval, self._heartbeat],
+            [self.rebalance_interval, self._refresh_and_rebalance],
+            [self.auto_commit_interval, lambda: self._commit(oneway=False)],
+        ]
+        due = [time.monotonic() + t[0] for t in tasks]
+        while True:
+            timeout = max(0.0, min(due) - time.monotonic())
+            if self._closed.wait(timeout):
+                return
+            now = time.monotonic()
+            for i, (interval, task) in enumerate(tasks):
+                if now >= due[i]:
+                    due[i] = now + interval
+                    try:
+                        task()  # type: ignore[operator]
+                    except RocketHAError as e:
+                        log.warning("consumer %s: %s", self.group, e)
+
+    def _all_addrs(self) -> list[str]:
+        with self._lock:
+            return sorted(
+                {
+                    a
+                    for info in self._routes.values()
+                    for g in info.broker_addrs.values()
+                    for a in g.values()
+                }
+            )
+
+    def _heartbeat(self) -> None:
+        """``sendHeartbeatToAllBroker``: a consumer heartbeats masters and slaves alike."""
+        subscriptions = [(t, self.subscription, self._sub_version) for t in self.topics]
+        for addr in self._all_addrs():
+            try:
+                self._api.send_consumer_heartbeat(
+                    addr,
+                    self.client_id,
+                    group=self.group,
+                    consume_type="CONSUME_ACTIVELY",
+                    message_model="CLUSTERING",
+                    consume_from_where=self.consume_from_where.value,
+                    subscriptions=subscriptions,
+                    timeout=self.request_timeout,
+                )
+            except (RemotingConnectError, SendStatusUnknownError) as e:
+                log.info("heartbeat to %s failed: %s", addr, e)
+
+    def _fetch_route(self, topic: str) -> SubscribeInfo:
+        error: Exception | None = None
+        for addr in self.namesrv_addrs:
+            try:
+                raw = self._api.get_topic_route_info(addr, topic, self.request_timeout)
+            except (RemotingConnectError, SendStatusUnknownError) as e:
+                error = e
+                continue
+            if raw is None:
+                raise MQClientError(f"topics: the name server knows no topic {topic!r}")
+            info = parse_subscribe_route(topic, raw)
+            if not info.queues:
+                raise MQClientError(f"topics: topic {topic!r} has no readable queue")
+            return info
+        raise MQClientError(f"no name server answered for topic {topic}: {error}")
+
+    def _refresh_and_rebalance(self) -> None:
+        for topic in self.topics:
+            info = self._fetch_route(topic)
+            with self._lock:
+                self._routes[topic] = info
+        self._heartbeat()
+        self._rebalance()
+
+    def _consumer_ids(self) -> list[str]:
+        error: Exception | None = None
+        now = time.monotonic()
+        addrs = self._all_addrs()
+        for addr in sorted(addrs, key=lambda a: not self._usable(a, now)):
+            try:
+                return self._api.get_consumer_id_list_by_group(
+                    addr, self.group, self.request_timeout
+                )
+            except (RemotingConnectError, SendStatusUnknownError) as e:
+                error = e
+        raise MQClientError(f"no broker listed the consumers of group {self.group}: {error}")
+
+    def _rebalance(self) -> None:
+        """``RebalanceImpl.rebalanceByTopic`` (clustering) for every topic."""
+        cids = self._consumer_ids()
+        with self._lock:
+            wanted = {
+                mq
+                for topic in self.topics
+                for mq in allocate_message_queue_averagely(
+                    self._routes[topic].queues, cids, self.client_id
+                )
+            }
+            removed = [pq for mq, pq in self._queues.items() if mq not in wanted]
+            added = [mq for mq in wanted if mq not in self._queues]
+        if removed:
+            self._commit(oneway=False, only=removed)
+        new = {mq: self._start_offset(mq) for mq in sorted(added, key=_queue_key)}
+        with self._lock:
+            for pq in removed:
+                pq.dropped = True
+                self._queues.pop(pq.mq, None)
+            for mq, offset in new.items():
+                self._queues[mq] = _ProcessQueue(mq, offset, offset, offset)
+        if removed or added:
+            log.info(
+                "rebalance of %s among %d consumers: -%d +%d queues",
+                self.group,
+                len(cids),
+                len(removed),
+                len(added),
+            )
+            self._api.wake_pulled()
+
+    def _start_offset(self, mq: MessageQueue) -> int:
+        """The committed offset, else ``consume_from_where`` (``computePullFromWhere``); from
+        the master, or the slave when the master refuses the connection."""
+        error: Exception | None = None
+        for _attempt in range(2):
+            addr = self._offset_target(mq.broker_name, mq.topic)
+            if addr is None:
+                break
+            try:
+                return self._offset_from(addr, mq)
+            except SendStatusUnknownError as e:
+                raise MQClientError(f"group {self.group}: the start offset of {mq}: {e}") from e
+            except RemotingConnectError as e:
+                self._refused(addr, e)
+                error = e
+        raise MQClientError(f"no broker of {mq.broker_name} answered for {mq}: {error}")
+
+    def _offset_from(self, addr: str, mq: MessageQueue) -> int:
+        t = self.request_timeout
+        offset = self._api.query_consumer_offset(addr, self.group, mq.topic, mq.queue_id, t)
+        if offset is not None and offset >= 0:
+            return offset
+        where = self.consume_from_where
+        if where is ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET:
+            return self._api.get_min_offset(addr, mq.topic, mq.queue_id, t)
+        if where is ConsumeFromWhere.CONSUME_FROM_TIMESTAMP:
+            return self._api.search_offset_by_timestamp(
+                addr, mq.topic, mq.queue_id, self.consume_timestamp, t
+            )
+        return self._api.get_max_offset(addr, mq.topic, mq.queue_id, t)
+
+    def _commit(self, *, oneway: bool, only: list[_ProcessQueue] | None = None) -> None:
+        """``updateConsumeOffsetToBroker`` for every queue whose consumed offset moved."""
+        with self._lock:
+            todo = [
+                (pq, pq.consumed)
+                for pq in (self._queues.values() if only is None else only)
+                if pq.consumed != pq.committed
+            ]
+        for pq, offset in todo:
+            for _attempt in range(2):
+                addr = self._offset_target(pq.mq.broker_name, pq.mq.topic)
+                if addr is None:
+                    break
+                try:
+                    self._api.update_consumer_offset(
+                        addr,
+                        self.group,
+                        pq.mq.topic,
+                        pq.mq.queue_id,
+                        offset,
+                        oneway=oneway,
+                        timeout=self.request_timeout,
+                    )
+                except RemotingConnectError as e:
+                    self._refused(addr, e)
+                    continue
+                with self._lock:
+                    pq.committed = offset
+                break
+
+
+def _queue_key(mq: MessageQueue) -> tuple[str, str, int]:
+    return (mq.topic, mq.broker_name, mq.queue_id)
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+__all__ = ["MASTER_ID", "ConsumeFromWhere", "PullConsumer"]

@@ -1,0 +1,346 @@
+//! The consumer's wire side of `MQClientAPIImpl`: PULL_MESSAGE (asynchronous, so one
+//! connection holds a long poll per queue at once), consumer offsets, queue offsets,
+//! GET_CONSUMER_LIST_BY_GROUP and the consumer's HEART_BEAT. Which broker a pull goes to,
+//! rebalancing and offset policy are the consumer's (Python).
+
+use std::time::Duration;
+
+use super::{expect_success, MqClientApi, SendError};
+use crate::commitlog::record::{self, tags_hash_code, Peeked, RecordView};
+use crate::error::RecordError;
+use crate::remoting::header::{
+    GetConsumerListByGroupRequestHeader, OffsetResponseHeader, PullMessageRequestHeader,
+    PullMessageResponseHeader, QueryConsumerOffsetRequestHeader, QueueRequestHeader,
+    SearchOffsetRequestHeader, UpdateConsumerOffsetRequestHeader,
+};
+use crate::remoting::{request_code, response_code, CustomHeader, RemotingCommand};
+
+/// `SubscriptionData` as a heartbeat carries it (TAG expressions only).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubscriptionData {
+    pub topic: String,
+    pub sub_string: String,
+    /// Empty for `*`.
+    pub tags: Vec<String>,
+    pub sub_version: i64,
+}
+
+impl SubscriptionData {
+    /// `FilterAPI.buildSubscriptionData`: `*` (or nothing) takes every message, `a || b` the
+    /// messages tagged `a` or `b`; an expression naming no tag is refused.
+    pub fn build(topic: &str, sub_string: &str, sub_version: i64) -> Result<Self, String> {
+        let trimmed = sub_string.trim();
+        let mut tags: Vec<String> = Vec::new();
+        if !trimmed.is_empty() && trimmed != "*" {
+            for tag in trimmed.split("||").map(str::trim).filter(|t| !t.is_empty()) {
+                if !tags.iter().any(|t| t == tag) {
+                    tags.push(tag.to_owned());
+                }
+            }
+            if tags.is_empty() {
+                return Err(format!(
+                    "subscription {sub_string:?} of topic {topic} names no tag: use \"*\" or \
+                     \"tagA || tagB\""
+                ));
+            }
+        }
+        Ok(Self {
+            topic: topic.to_owned(),
+            sub_string: if tags.is_empty() { "*" } else { trimmed }.to_owned(),
+            tags,
+            sub_version,
+        })
+    }
+
+    fn to_json(&self) -> serde_json::Value {
+        let codes: Vec<i64> = self.tags.iter().map(|t| tags_hash_code(t)).collect();
+        serde_json::json!({
+            "classFilterMode": false,
+            "codeSet": codes,
+            "expressionType": "TAG",
+            "subString": self.sub_string,
+            "subVersion": self.sub_version,
+            "tagsSet": self.tags,
+            "topic": self.topic,
+        })
+    }
+}
+
+/// `ConsumerData` of a heartbeat.
+#[derive(Debug, Clone)]
+pub struct ConsumerData {
+    pub group_name: String,
+    /// `CONSUME_ACTIVELY` (pull) or `CONSUME_PASSIVELY` (push).
+    pub consume_type: String,
+    /// `CLUSTERING` or `BROADCASTING`.
+    pub message_model: String,
+    /// `CONSUME_FROM_LAST_OFFSET`, `CONSUME_FROM_FIRST_OFFSET`, `CONSUME_FROM_TIMESTAMP`.
+    pub consume_from_where: String,
+    pub subscriptions: Vec<SubscriptionData>,
+}
+
+/// `HeartbeatData` of a consumer, as fastjson writes it (keys sorted).
+pub(crate) fn consumer_heartbeat_data(client_id: &str, consumer: &ConsumerData) -> Vec<u8> {
+    let subs: Vec<serde_json::Value> = consumer
+        .subscriptions
+        .iter()
+        .map(SubscriptionData::to_json)
+        .collect();
+    serde_json::json!({
+        "clientID": client_id,
+        "consumerDataSet": [{
+            "consumeFromWhere": consumer.consume_from_where,
+            "consumeType": consumer.consume_type,
+            "groupName": consumer.group_name,
+            "messageModel": consumer.message_model,
+            "subscriptionDataSet": subs,
+            "unitMode": false,
+        }],
+        "producerDataSet": [],
+    })
+    .to_string()
+    .into_bytes()
+}
+
+/// A broker's answer to a pull (`PullResultExt` before decoding): the code and remark, the
+/// response header (absent unless the code is one of the pull codes) and the raw records.
+#[derive(Debug, Clone)]
+pub struct PullReply {
+    pub code: i32,
+    pub remark: Option<String>,
+    pub header: Option<PullMessageResponseHeader>,
+    /// Commit log records exactly as stored, back to back.
+    pub body: Vec<u8>,
+}
+
+impl PullReply {
+    fn from_response(addr: &str, response: RemotingCommand) -> Result<Self, SendError> {
+        let header = match response.code {
+            response_code::SUCCESS
+            | response_code::PULL_NOT_FOUND
+            | response_code::PULL_RETRY_IMMEDIATELY
+            | response_code::PULL_OFFSET_MOVED => {
+                Some(response.decode_custom_header().map_err(|e| {
+                    SendError::Unknown(format!("{addr} answered a pull with a bad header: {e}"))
+                })?)
+            }
+            _ => None,
+        };
+        Ok(Self {
+            code: response.code,
+            remark: response.remark,
+            header,
+            body: response.body,
+        })
+    }
+}
+
+/// `MessageDecoder.decodes`: the records of a pull's body, with the commit log's decoder and
+/// its body CRC check.
+pub fn decode_pulled(body: &[u8]) -> Result<Vec<RecordView<'_>>, RecordError> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at < body.len() {
+        match record::decode(&body[at..], true)? {
+            Peeked::Record(r) => {
+                at += r.total_size as usize;
+                out.push(r);
+            }
+            // A pull carries whole records only; anything else is a broken answer.
+            Peeked::Blank(_) | Peeked::End => return Err(RecordError::Truncated),
+        }
+    }
+    Ok(out)
+}
+
+fn offset_of(addr: &str, what: &str, response: RemotingCommand) -> Result<i64, SendError> {
+    if response.code != response_code::SUCCESS {
+        return Err(SendError::Unknown(format!(
+            "{addr} answered {what} with code {}: {}",
+            response.code,
+            response.remark.unwrap_or_default()
+        )));
+    }
+    let header: OffsetResponseHeader = response
+        .decode_custom_header()
+        .map_err(|e| SendError::Unknown(format!("{addr} answered {what}: {e}")))?;
+    Ok(header.value)
+}
+
+fn request<H: CustomHeader>(code: i32, header: &H) -> RemotingCommand {
+    let mut request = RemotingCommand::request(code, 0);
+    request.write_custom_header(header);
+    request
+}
+
+impl MqClientApi {
+    /// PULL_MESSAGE (`CommunicationMode.ASYNC`): `callback` gets the answer on the client's
+    /// loop thread. A long poll is held up to `header.suspend_timeout_millis`, so `timeout`
+    /// must exceed it. An `Err` here means nothing was sent and `callback` will not be called.
+    pub fn pull_message_async(
+        &self,
+        addr: &str,
+        header: &PullMessageRequestHeader,
+        timeout: Duration,
+        callback: impl FnOnce(Result<PullReply, SendError>) + Send + 'static,
+    ) -> Result<(), SendError> {
+        let owned_addr = addr.to_owned();
+        self.invoke_async(
+            addr,
+            request(request_code::PULL_MESSAGE, header),
+            timeout,
+            move |r| callback(r.and_then(|resp| PullReply::from_response(&owned_addr, resp))),
+        )
+    }
+
+    /// QUERY_CONSUMER_OFFSET: the group's committed offset of the queue, `None` when the
+    /// broker has none (QUERY_NOT_FOUND).
+    pub fn query_consumer_offset(
+        &self,
+        addr: &str,
+        header: &QueryConsumerOffsetRequestHeader,
+        timeout: Duration,
+    ) -> Result<Option<i64>, SendError> {
+        let response = self.invoke(
+            addr,
+            request(request_code::QUERY_CONSUMER_OFFSET, header),
+            timeout,
+        )?;
+        if response.code == response_code::QUERY_NOT_FOUND {
+            return Ok(None);
+        }
+        offset_of(addr, "QUERY_CONSUMER_OFFSET", response).map(Some)
+    }
+
+    /// UPDATE_CONSUMER_OFFSET, waiting for the broker's answer (`oneway` false) or not.
+    pub fn update_consumer_offset(
+        &self,
+        addr: &str,
+        header: &UpdateConsumerOffsetRequestHeader,
+        oneway: bool,
+        timeout: Duration,
+    ) -> Result<(), SendError> {
+        let request = request(request_code::UPDATE_CONSUMER_OFFSET, header);
+        if oneway {
+            return self
+                .remoting
+                .invoke_oneway(addr, request, timeout)
+                .map_err(super::send_error);
+        }
+        let response = self.invoke(addr, request, timeout)?;
+        expect_success(addr, "UPDATE_CONSUMER_OFFSET", response)
+    }
+
+    /// GET_CONSUMER_LIST_BY_GROUP: the client ids of the group's consumers the broker has
+    /// heartbeats from.
+    pub fn get_consumer_id_list_by_group(
+        &self,
+        addr: &str,
+        group: &str,
+        timeout: Duration,
+    ) -> Result<Vec<String>, SendError> {
+        let header = GetConsumerListByGroupRequestHeader {
+            consumer_group: group.to_owned(),
+        };
+        let response = self.invoke(
+            addr,
+            request(request_code::GET_CONSUMER_LIST_BY_GROUP, &header),
+            timeout,
+        )?;
+        let body = response.body.clone();
+        expect_success(addr, "GET_CONSUMER_LIST_BY_GROUP", response)?;
+        #[derive(serde::Deserialize)]
+        struct Body {
+            #[serde(rename = "consumerIdList", default)]
+            consumer_id_list: Vec<String>,
+        }
+        serde_json::from_slice::<Body>(&body)
+            .map(|b| b.consumer_id_list)
+            .map_err(|e| {
+                SendError::Unknown(format!("{addr}: GET_CONSUMER_LIST_BY_GROUP body: {e}"))
+            })
+    }
+
+    /// GET_MAX_OFFSET: the queue's next offset to be written.
+    pub fn get_max_offset(
+        &self,
+        addr: &str,
+        topic: &str,
+        queue_id: i32,
+        timeout: Duration,
+    ) -> Result<i64, SendError> {
+        self.queue_offset(addr, request_code::GET_MAX_OFFSET, topic, queue_id, timeout)
+    }
+
+    /// GET_MIN_OFFSET: the queue's first offset still stored.
+    pub fn get_min_offset(
+        &self,
+        addr: &str,
+        topic: &str,
+        queue_id: i32,
+        timeout: Duration,
+    ) -> Result<i64, SendError> {
+        self.queue_offset(addr, request_code::GET_MIN_OFFSET, topic, queue_id, timeout)
+    }
+
+    fn queue_offset(
+        &self,
+        addr: &str,
+        code: i32,
+        topic: &str,
+        queue_id: i32,
+        timeout: Duration,
+    ) -> Result<i64, SendError> {
+        let header = QueueRequestHeader {
+            topic: topic.to_owned(),
+            queue_id,
+        };
+        let response = self.invoke(addr, request(code, &header), timeout)?;
+        offset_of(
+            addr,
+            request_code::name(code).unwrap_or("an offset request"),
+            response,
+        )
+    }
+
+    /// SEARCH_OFFSET_BY_TIMESTAMP: the first offset stored at or after `timestamp` (ms).
+    pub fn search_offset_by_timestamp(
+        &self,
+        addr: &str,
+        topic: &str,
+        queue_id: i32,
+        timestamp: i64,
+        timeout: Duration,
+    ) -> Result<i64, SendError> {
+        let header = SearchOffsetRequestHeader {
+            topic: topic.to_owned(),
+            queue_id,
+            timestamp,
+            boundary_type: None,
+        };
+        let response = self.invoke(
+            addr,
+            request(request_code::SEARCH_OFFSET_BY_TIMESTAMP, &header),
+            timeout,
+        )?;
+        offset_of(addr, "SEARCH_OFFSET_BY_TIMESTAMP", response)
+    }
+
+    /// HEART_BEAT of a consumer: the broker lists `client_id` in the group and keeps its
+    /// subscriptions.
+    pub fn send_consumer_heartbeat(
+        &self,
+        addr: &str,
+        client_id: &str,
+        consumer: &ConsumerData,
+        timeout: Duration,
+    ) -> Result<(), SendError> {
+        let mut request = RemotingCommand::request(request_code::HEART_BEAT, 0);
+        request.body = consumer_heartbeat_data(client_id, consumer);
+        let response = self.invoke(addr, request, timeout)?;
+        expect_success(addr, "HEART_BEAT", response)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,341 @@
+"""The project's PullConsumer against ``rocketha namesrv``, a SYNC_MASTER and a SLAVE (which
+found its master through the name server) as processes: exactly-once across restarts with
+committed offsets, a group splitting queues, the redirect to the slave and back, the master's
+SIGKILL and return, asyncio, bad input."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from helpers import SEGMENT, BrokerProcess, RemotingSocket, runtime_info, wait_for, write_conf
+from rocketha import (
+    ConsumeFromWhere,
+    Message,
+    MQBrokerError,
+    MQClientError,
+    Producer,
+    PullConsumer,
+)
+
+NamesrvProcess = tuple[subprocess.Popen[str], str]
+FIRST = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
+GET_ALL_CONSUMER_OFFSET = 43
+
+
+@dataclass
+class Cluster:
+    tmp: Path
+    namesrv: str
+    master: BrokerProcess
+    slave: BrokerProcess
+    master_keys: dict[str, object]
+
+    @property
+    def master_address(self) -> str:
+        return str(self.master.started["listen_address"])
+
+    @property
+    def slave_address(self) -> str:
+        return str(self.slave.started["listen_address"])
+
+    def restart_master(self) -> None:
+        """The master again, on its old port (the route names it there)."""
+        port = self.master_address.rsplit(":", 1)[1]
+        self.master = start_master(self.tmp, self.namesrv, listenPort=port, **self.master_keys)
+        wait_for(lambda: slave_connected(self.master_address), what="the slave to reconnect")
+
+
+def start_master(tmp: Path, namesrv: str, **keys: object) -> BrokerProcess:
+    settings: dict[str, object] = {
+        "brokerName": "broker-a",
+        "brokerRole": "SYNC_MASTER",
+        "storePathRootDir": tmp / "master",
+        "mappedFileSizeCommitLog": SEGMENT,
+        "haListenAddress": "127.0.0.1",
+        "haListenPort": 0,
+        "listenPort": 0,
+        "namesrvAddr": namesrv,
+        "slaveReadEnable": True,
+        **keys,
+    }
+    return BrokerProcess(write_conf(tmp / "master.conf", **settings))
+
+
+def offsets(address: str, key: str) -> dict[str, int] | None:
+    """The broker's committed offsets of ``topic@group`` (GET_ALL_CONSUMER_OFFSET)."""
+    sock = RemotingSocket(address)
+    try:
+        response, body = sock.invoke(GET_ALL_CONSUMER_OFFSET, {})
+    finally:
+        sock.close()
+    assert response["code"] == 0, response
+    table = json.loads(body)["offsetTable"].get(key)
+    return None if table is None else {str(k): int(v) for k, v in table.items()}
+
+
+def slave_connected(address: str) -> bool:
+    return int(runtime_info(address).get("haConnectionNum", "0")) >= 1
+
+
+@pytest.fixture
+def cluster(tmp_path: Path, namesrv_process: NamesrvProcess) -> Iterator[Cluster]:
+    _, namesrv = namesrv_process
+    master_keys: dict[str, object] = {}
+    master = start_master(tmp_path, namesrv)
+    slave = BrokerProcess(
+        write_conf(
+            tmp_path / "slave.conf",
+            brokerName="broker-a",
+            brokerId=1,
+            brokerRole="SLAVE",
+            storePathRootDir=tmp_path / "slave",
+            mappedFileSizeCommitLog=SEGMENT,
+            listenPort=0,
+            namesrvAddr=namesrv,
+            slaveReadEnable=True,
+            slaveSyncInterval=500,
+        )
+    )
+    c = Cluster(tmp_path, namesrv, master, slave, master_keys)
+    try:
+        wait_for(lambda: slave_connected(c.master_address), what="the slave to connect")
+        yield c
+    finally:
+        c.slave.kill()
+        if c.master.proc.poll() is None:
+            c.master.kill()
+
+
+def send(namesrv: str, topic: str, bodies: list[bytes]) -> None:
+    with Producer(namesrv, "test-producer") as producer:
+        for body in bodies:
+            producer.send(Message(topic, body))
+
+
+def drain(consumer: PullConsumer, want: int) -> list[bytes]:
+    got: list[bytes] = []
+    wait_for(
+        lambda: got.extend(m.body for m in consumer.poll(0.2)) or len(got) >= want,
+        what=f"{want} messages",
+    )
+    return got
+
+
+def test_every_message_once_across_a_restart(cluster: Cluster) -> None:
+    bodies = [f"m{i}".encode() for i in range(300)]
+    send(cluster.namesrv, "T1", bodies)
+    with PullConsumer(cluster.namesrv, "g1", "T1", consume_from_where=FIRST) as c:
+        assert len(c.assignment()) == 4
+        first = drain(c, 100)
+        c.commit_sync()
+    # Messages polled after the commit are committed at close.
+    with PullConsumer(cluster.namesrv, "g1", "T1", consume_from_where=FIRST) as c:
+        rest = drain(c, 300 - len(first))
+        assert c.poll(0.5) == []
+    assert sorted(first + rest) == sorted(bodies)
+
+
+def test_two_consumers_split_the_queues(cluster: Cluster) -> None:
+    send(cluster.namesrv, "T2", [b"x"])  # creates the topic
+    kw = {"consume_from_where": FIRST, "rebalance_interval": 0.2}
+    with (
+        PullConsumer(cluster.namesrv, "g2", "T2", **kw) as a,
+        PullConsumer(  # type: ignore[arg-type]
+            cluster.namesrv, "g2", "T2", **kw
+        ) as b,
+    ):
+        wait_for(
+            lambda: (
+                len(a.assignment()) == len(b.assignment()) == 2
+                and not set(a.assignment()) & set(b.assignment())
+            ),
+            what="the queues split two and two",
+        )
+        bodies = [f"s{i}".encode() for i in range(200)]
+        send(cluster.namesrv, "T2", bodies)
+        got: list[bytes] = []
+        wait_for(
+            lambda: got.extend(m.body for c in (a, b) for m in c.poll(0.05)) or len(got) >= 201,
+            what="every message",
+        )
+        assert a.consumed_from() and b.consumed_from(), "both members consumed"
+    assert sorted(got) == sorted([b"x", *bodies])
+
+
+def test_a_lagging_consumer_moves_to_the_slave_and_back(
+    tmp_path: Path, namesrv_process: NamesrvProcess
+) -> None:
+    _, namesrv = namesrv_process
+    # A master that counts nothing as in memory: a consumer behind the head is sent to the
+    # slave.
+    master = start_master(tmp_path, namesrv, accessMessageInMemoryMaxRatio=0)
+    slave = BrokerProcess(
+        write_conf(
+            tmp_path / "slave.conf",
+            brokerName="broker-a",
+            brokerId=1,
+            brokerRole="SLAVE",
+            storePathRootDir=tmp_path / "slave",
+            mappedFileSizeCommitLog=SEGMENT,
+            listenPort=0,
+            namesrvAddr=namesrv,
+            slaveReadEnable=True,
+            slaveSyncInterval=500,
+        )
+    )
+    try:
+        wait_for(lambda: slave_connected(str(master.started["listen_address"])), what="slave")
+        bodies = [bytes([i % 256]) * 1024 for i in range(2000)]
+        send(namesrv, "T3", bodies)
+        with PullConsumer(namesrv, "g3", "T3", consume_from_where=FIRST) as c:
+            got = drain(c, len(bodies))
+            assert c.consumed_from().get(1, 0) > 0, c.consumed_from()
+            send(namesrv, "T3", [b"tail"] * 4)
+            before = c.consumed_from().get(0, 0)
+            got += drain(c, 4)
+            assert c.consumed_from().get(0, 0) > before, "back to the master once caught up"
+        assert len(got) == len(bodies) + 4
+    finally:
+        slave.kill()
+        master.kill()
+
+
+def test_the_masters_death_and_return(cluster: Cluster) -> None:
+    bodies = [f"k{i}".encode() for i in range(200)]
+    send(cluster.namesrv, "T4", bodies)
+    # A small cache, so that most of the rest is still to be pulled when the master dies.
+    with PullConsumer(
+        cluster.namesrv,
+        "g4",
+        "T4",
+        consume_from_where=FIRST,
+        master_retry_interval=0.2,
+        pull_batch_size=4,
+        pull_threshold_for_queue=4,
+    ) as c:
+        got = drain(c, 100)
+        c.commit_sync()
+        # The slave has the topic and the committed offsets after its sync.
+        committed = {f"{q.queue_id}": c.committed(q) for q in c.assignment()}
+        wait_for(
+            lambda: offsets(cluster.slave_address, "T4@g4") == committed,
+            what="the slave to sync the offsets",
+        )
+        cluster.master.kill()
+        got += drain(c, 200 - len(got))
+        assert c.consumed_from().get(1, 0) > 0, "the slave served after the master died"
+        assert c.poll(0.3) == []
+    # A new member finds the offsets committed to the slave; its pulls return to the master
+    # once it is back (a short long poll, so every queue's held pull on the slave ends soon).
+    after: list[bytes] = []
+    with PullConsumer(
+        cluster.namesrv,
+        "g4",
+        "T4",
+        consume_from_where=FIRST,
+        master_retry_interval=0.2,
+        long_polling_timeout=0.5,
+    ) as c:
+        assert c.poll(0.5) == []
+        cluster.restart_master()
+
+        def one_more_from_the_master() -> bool:
+            before = c.consumed_from().get(0, 0)
+            after.append(f"after{len(after)}".encode())
+            send(cluster.namesrv, "T4", after[-1:])
+            got.extend(drain(c, 1))
+            return c.consumed_from().get(0, 0) > before
+
+        wait_for(one_more_from_the_master, what="a message served by the returned master")
+    assert sorted(got) == sorted([*bodies, *after])
+
+
+def test_asyncio_iteration(cluster: Cluster) -> None:
+    bodies = [f"a{i}".encode() for i in range(50)]
+    send(cluster.namesrv, "T5", bodies)
+
+    async def main() -> list[bytes]:
+        got: list[bytes] = []
+        with PullConsumer(cluster.namesrv, "g5", "T5", consume_from_where=FIRST) as c:
+            async for msg in c:
+                got.append(msg.body)
+                if len(got) == len(bodies):
+                    break
+        return got
+
+    assert sorted(asyncio.run(main())) == sorted(bodies)
+
+
+def test_seek_and_tag_filter(cluster: Cluster) -> None:
+    with Producer(cluster.namesrv, "p") as p:
+        for i in range(20):
+            p.send(Message("T6", f"t{i}".encode(), tags="a" if i % 2 else "b"))
+    with PullConsumer(cluster.namesrv, "g6", "T6", subscription="a", consume_from_where=FIRST) as c:
+        got = drain(c, 10)
+        assert sorted(got) == sorted(f"t{i}".encode() for i in range(1, 20, 2))
+        c.commit_sync()
+        mq = next(q for q in c.assignment() if c.committed(q))
+        c.seek(mq, 0)
+        again = drain(c, 1)
+        assert set(again) <= set(got)
+
+
+def test_bad_input_names_the_field(cluster: Cluster) -> None:
+    with pytest.raises(MQClientError, match="topics: the name server knows no topic 'Nope'"):
+        PullConsumer(cluster.namesrv, "g7", "Nope")
+    send(cluster.namesrv, "T7", [b"x"])
+    with pytest.raises(MQClientError, match=r"subscription: .*names no tag"):
+        PullConsumer(cluster.namesrv, "g7", "T7", subscription="||")
+    with pytest.raises(MQClientError, match="group"):
+        PullConsumer(cluster.namesrv, "", "T7")
+
+
+def test_an_unknown_group_is_refused_when_groups_are_not_auto_created(
+    tmp_path: Path, namesrv_process: NamesrvProcess
+) -> None:
+    _, namesrv = namesrv_process
+    master = start_master(tmp_path, namesrv, autoCreateSubscriptionGroup=False)
+    try:
+        send(namesrv, "T8", [b"x"])
+        consumer = PullConsumer(namesrv, "g-unknown", "T8", consume_from_where=FIRST)
+        with consumer, pytest.raises(MQBrokerError, match="g-unknown") as e:
+            wait_for(lambda: consumer.poll(0.2) and False, what="the refusal")
+        assert e.value.code == 26
+    finally:
+        master.kill()
+
+
+def test_consume_cli(cluster: Cluster) -> None:
+    send(cluster.namesrv, "T9", [f"c{i}".encode() for i in range(30)])
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rocketha",
+            "consume",
+            "--namesrv",
+            cluster.namesrv,
+            "--group",
+            "g9",
+            "--topic",
+            "T9",
+            "--count",
+            "30",
+            "--json",
+            "--from-beginning",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert len(lines) == 30
+    assert '"queue_offset"' in lines[0]
