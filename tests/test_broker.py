@@ -271,9 +271,13 @@ def test_demo_cli_exits_zero_with_summary(tmp_path: Path) -> None:
     )
     assert out.returncode == 0, out.stdout + out.stderr
     summary = json.loads(out.stdout)
-    assert summary["statuses"] == {"PUT_OK": 2000}
+    assert summary["send_statuses"] == {"SEND_OK": 2000}
+    assert summary["consumed"] == 2000
+    assert (summary["duplicates"], summary["missing"]) == (0, 0)
+    assert summary["consumed_from_slave"] > 0
+    assert summary["consumed_from_slave_after_master_stopped"] > 0
     assert summary["replica_byte_identical"] is True
-    assert summary["bytes_replicated"] > 2000 * 1024
+    assert summary["replica_bytes"] > 2000 * 1024
 
 
 def test_demo_removes_its_temporary_store_unless_kept(tmp_path: Path) -> None:

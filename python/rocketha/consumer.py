@@ -39,7 +39,7 @@ import os
 import threading
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -502,10 +502,10 @@ class PullConsumer:
     # -- the service thread: heartbeats, rebalance, commits --------------------------------
 
     def _service_loop(self) -> None:
-        tasks = [
-            [self.heartbeat_broker_interval, self._heartbeat],
-            [self.rebalance_interval, self._refresh_and_rebalance],
-            [self.auto_commit_interval, lambda: self._commit(oneway=False)],
+        tasks: list[tuple[float, Callable[[], None]]] = [
+            (self.heartbeat_broker_interval, self._heartbeat),
+            (self.rebalance_interval, self._refresh_and_rebalance),
+            (self.auto_commit_interval, self.commit_sync),
         ]
         due = [time.monotonic() + t[0] for t in tasks]
         while True:
@@ -517,7 +517,7 @@ class PullConsumer:
                 if now >= due[i]:
                     due[i] = now + interval
                     try:
-                        task()  # type: ignore[operator]
+                        task()
                     except RocketHAError as e:
                         log.warning("consumer %s: %s", self.group, e)
 
