@@ -23,6 +23,7 @@ SCENARIOS = {
     "spark-ingest": "benches.spark_ingest",
     "lag": "benches.lag",
     "remoting": "benches.remoting",
+    "consume": "benches.consume",
 }
 
 

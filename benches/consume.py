@@ -1,0 +1,208 @@
+"""The consume side over the network (issue 13), on loopback.
+
+* **Draining the slave**: a master holds N MiB of 1 KiB messages (1 GiB; 64 MiB with
+  ``--quick``); an empty slave catches up (the throughput of that catch-up, the same data in
+  the same run, is the baseline; target >= 0.8); the master stops, and one ``PullConsumer``
+  drains the topic from the slave, with the name server routing it there. Pulled MB/s counts
+  the commit log bytes of the records delivered to ``poll``.
+* **End to end**: a send to the master (``Producer.send``) until the message comes out of
+  ``poll`` of a consumer long-polling on the slave (both brokers count any lag as "slow", so
+  the consumer stays on the slave), p50 / p99, against the loopback round trip of
+  ``tcp_ping_pong``.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from rocketha import (
+    Broker,
+    BrokerConfig,
+    BrokerRole,
+    ConsumeFromWhere,
+    Message,
+    NameServer,
+    Producer,
+    PullConsumer,
+)
+
+from benches.common import Figure, native_baselines, percentile
+
+SEGMENT = 1 << 30
+TOPIC = "ConsumeBench"
+#: A 1 KiB record: body plus the record's header, topic and properties.
+BODY = 1024 - 101
+
+
+def _broker(root: Path, ns: str, **keys: Any) -> Broker:
+    keys.setdefault("broker_name", "bench-c")
+    return Broker(
+        BrokerConfig(
+            namesrv_addr=ns,
+            listen_port=0,
+            ha_listen_address="127.0.0.1",
+            ha_listen_port=0,
+            mapped_file_size_commit_log=SEGMENT,
+            slave_read_enable=True,
+            slave_sync_interval=200,
+            **keys,
+        )
+    ).start()
+
+
+def _slave(root: Path, ns: str, name: str, **keys: Any) -> Broker:
+    return _broker(
+        root,
+        ns,
+        broker_id=1,
+        broker_role=BrokerRole.SLAVE,
+        store_path_root_dir=str(root / name),
+        **keys,
+    )
+
+
+def _wait(predicate: Any, what: str, seconds: float = 600) -> None:
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{what} within {seconds:g} s")
+        time.sleep(0.005)
+
+
+def _synced(store: Path, topic: str) -> bool:
+    """Whether the slave synced ``topic`` from its master (it saves what it syncs)."""
+    path = store / "config" / "topics.json"
+    return path.exists() and f'"{topic}"' in path.read_text()
+
+
+def _drain(root: Path, ns: NameServer, total: int) -> tuple[float, float]:
+    """(catch-up MB/s, pulled MB/s) of the same ``total`` bytes of records."""
+    master = _broker(
+        root,
+        ns.listen_address,
+        broker_role=BrokerRole.ASYNC_MASTER,
+        store_path_root_dir=str(root / "m"),
+    )
+    # Through the client port, so that the topic exists (created from TBW102) and is routed.
+    batch = [Message(TOPIC, b"c" * BODY) for _ in range(256)]
+    with Producer(ns.listen_address, "bench-fill") as producer:
+        while master.max_offset < total:
+            producer.send_batch(batch)
+    size = master.max_offset
+    started = time.perf_counter()
+    slave = _slave(root, ns.listen_address, "s", ha_master_address=master.ha_address)
+    _wait(lambda: slave.max_offset >= size, "the slave did not catch up")
+    catch_up = size / (time.perf_counter() - started) / 1e6
+    _wait(lambda: _synced(root / "s", TOPIC), "the slave did not sync the topic")
+    master.shutdown()
+    try:
+        with PullConsumer(
+            ns.listen_address,
+            "bench-drain",
+            TOPIC,
+            consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+        ) as consumer:
+            pulled = 0
+            started = time.perf_counter()
+            while pulled < size:
+                pulled += sum(m.store_size for m in consumer.poll(1.0, max_messages=4096))
+            elapsed = time.perf_counter() - started
+            assert set(consumer.consumed_from()) == {1}, consumer.consumed_from()
+    finally:
+        slave.shutdown()
+    return catch_up, pulled / elapsed / 1e6
+
+
+def _end_to_end(root: Path, ns: NameServer, rounds: int) -> list[float]:
+    """Seconds from each send until ``poll`` returns it from the slave."""
+    # A ratio of 0 on both: any lag sends the consumer to the slave, and the slave keeps it.
+    slow = {"access_message_in_memory_max_ratio": 0}
+    master = _broker(
+        root,
+        ns.listen_address,
+        broker_role=BrokerRole.ASYNC_MASTER,
+        store_path_root_dir=str(root / "lm"),
+        broker_name="bench-l",
+        **slow,
+    )
+    slave = _slave(root, ns.listen_address, "ls", broker_name="bench-l", **slow)
+    arrived: dict[bytes, float] = {}
+    event = threading.Event()
+    latencies = []
+    try:
+        with Producer(ns.listen_address, "bench-p") as producer:
+            producer.send(Message("LatencyBench", b"warm-up"))
+            _wait(lambda: _synced(root / "ls", "LatencyBench"), "the slave did not sync the topic")
+            with PullConsumer(ns.listen_address, "bench-latency", "LatencyBench") as consumer:
+
+                def collect() -> None:
+                    for msg in consumer:
+                        arrived[msg.body] = time.perf_counter()
+                        event.set()
+
+                reader = threading.Thread(target=collect, daemon=True)
+                reader.start()
+                for i in range(rounds + 50):
+                    body = f"e2e-{i}".encode()
+                    event.clear()
+                    sent = time.perf_counter()
+                    producer.send(Message("LatencyBench", body))
+                    _wait(lambda b=body: b in arrived, "a message was not delivered")  # type: ignore[misc]
+                    if i >= 50:  # after the consumer settled on the slave
+                        latencies.append(arrived[body] - sent)
+                served_by_slave = consumer.consumed_from().get(1, 0)
+            reader.join()
+        assert served_by_slave >= rounds, f"only {served_by_slave} came from the slave"
+    finally:
+        slave.shutdown()
+        master.shutdown()
+    return latencies
+
+
+def run(quick: bool, runs: int) -> list[Figure]:
+    baseline = native_baselines()
+    total = (64 if quick else 1024) << 20
+    rounds = 200 if quick else 1000
+    catch_up, pulled = [], []
+    e2e: dict[float, list[float]] = {0.5: [], 0.99: []}
+    ping: dict[float, list[float]] = {0.5: [], 0.99: []}
+    for _ in range(runs):
+        with tempfile.TemporaryDirectory() as d, NameServer("127.0.0.1:0") as ns:
+            c, p = _drain(Path(d), ns, total)
+            catch_up.append(c)
+            pulled.append(p)
+            lat = _end_to_end(Path(d), ns, rounds)
+            for q, values in e2e.items():
+                values.append(percentile(lat, q) * 1e6)
+        pp = baseline.tcp_ping_pong(1000)
+        for q, values in ping.items():
+            values.append(percentile(pp, q) * 1e6)
+    mb = total >> 20
+    figures = [
+        Figure(
+            "consume",
+            f"one consumer draining {mb} MiB from the slave",
+            "MB/s",
+            pulled,
+            f"empty slave catch-up of the same {mb} MiB",
+            catch_up,
+            target=">= 0.8",
+        )
+    ]
+    for q, name in ((0.5, "p50"), (0.99, "p99")):
+        figures.append(
+            Figure(
+                "consume",
+                f"send on the master -> poll on the slave {name}",
+                "us",
+                e2e[q],
+                "loopback round trip",
+                ping[q],
+                higher_is_better=False,
+            )
+        )
+    return figures
