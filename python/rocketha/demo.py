@@ -167,6 +167,15 @@ def run(
         ) as consumer:
             _consume(consumer, consumed, len(sent) // 2)
             consumer.commit_sync()
+            # The slave serves the topic and the group's offsets once it synced them from its
+            # master (every slaveSyncInterval); a master stopped earlier leaves it without.
+            _wait(
+                "the slave's sync of the topic and offsets",
+                lambda: (
+                    _saved(root / "slave", "topics.json", f'"{topic}"')
+                    and _saved(root / "slave", "consumerOffset.json", f"{topic}@demo-consumer")
+                ),
+            )
             before = consumer.consumed_from()
             step(
                 f"consumed {sum(before.values())}: {before.get(MASTER_ID, 0)} from the "
@@ -230,6 +239,12 @@ def _consume(consumer: PullConsumer, consumed: Counter[str], until: int) -> None
             )
         for msg in consumer.poll(1.0, max_messages=until - sum(consumed.values())):
             consumed[msg.properties.get("UNIQ_KEY", msg.msg_id)] += 1
+
+
+def _saved(store: Path, name: str, needle: str) -> bool:
+    """Whether the broker's ``config/NAME`` mentions ``needle`` (it saves what it syncs)."""
+    path = store / "config" / name
+    return path.exists() and needle in path.read_text()
 
 
 def _replica_bytes(root: Path) -> int:
