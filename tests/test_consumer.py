@@ -23,6 +23,8 @@ from rocketha import (
     Producer,
     PullConsumer,
 )
+from rocketha.client import MessageQueue
+from rocketha.rebalance import allocate_message_queue_averagely
 
 NamesrvProcess = tuple[subprocess.Popen[str], str]
 FIRST = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
@@ -339,3 +341,17 @@ def test_consume_cli(cluster: Cluster) -> None:
     lines = out.stdout.splitlines()
     assert len(lines) == 30
     assert '"queue_offset"' in lines[0]
+
+
+def test_allocate_message_queue_averagely() -> None:
+    queues = [MessageQueue("T", b, i) for b in ("b", "a") for i in range(4)]
+    cids = ["c3", "c1", "c2"]
+    split = {c: allocate_message_queue_averagely(queues, cids, c) for c in cids}
+    # Sorted queues in contiguous runs, the first consumers one more: 3, 3, 2.
+    assert [(q.broker_name, q.queue_id) for q in split["c1"]] == [("a", 0), ("a", 1), ("a", 2)]
+    assert [(q.broker_name, q.queue_id) for q in split["c2"]] == [("a", 3), ("b", 0), ("b", 1)]
+    assert [(q.broker_name, q.queue_id) for q in split["c3"]] == [("b", 2), ("b", 3)]
+    many = [f"c{i}" for i in range(10)]
+    assert sum(len(allocate_message_queue_averagely(queues, many, c)) for c in many) == 8
+    assert allocate_message_queue_averagely(queues, many, "c9") == []
+    assert allocate_message_queue_averagely(queues, cids, "unknown") == []

@@ -194,7 +194,7 @@ def run(
         "messages_sent": len(sent),
         "send_statuses": dict(statuses),
         "sends_per_second": round(len(sent) / send_seconds) if send_seconds else 0,
-        "slave_found_master": master_addr,
+        "slave_replicates_from": master_addr,
         "consumed": sum(consumed.values()),
         "consumed_from_master": from_master,
         "consumed_from_slave": sum(sources.values()) - from_master,
