@@ -275,6 +275,42 @@ def test_asyncio_iteration(cluster: Cluster) -> None:
     assert sorted(asyncio.run(main())) == sorted(bodies)
 
 
+def test_asyncio_over_the_masters_death(cluster: Cluster) -> None:
+    bodies = [f"d{i}".encode() for i in range(120)]
+    send(cluster.namesrv, "T10", bodies)
+
+    async def main() -> tuple[list[bytes], dict[int, int]]:
+        got: list[bytes] = []
+        with PullConsumer(
+            cluster.namesrv,
+            "g10",
+            "T10",
+            consume_from_where=FIRST,
+            master_retry_interval=0.2,
+            pull_batch_size=2,
+            pull_threshold_for_queue=2,
+        ) as c:
+            async for msg in c:
+                got.append(msg.body)
+                if len(got) == 40:
+                    c.commit_sync()
+                    committed = {f"{q.queue_id}": c.committed(q) for q in c.assignment()}
+                    await asyncio.to_thread(
+                        wait_for,
+                        lambda want=committed: offsets(cluster.slave_address, "T10@g10") == want,
+                        60.0,
+                        "the slave to sync the offsets",
+                    )
+                    cluster.master.kill()
+                if len(got) == len(bodies):
+                    break
+            return got, c.consumed_from()
+
+    got, sources = asyncio.run(main())
+    assert sorted(got) == sorted(bodies)
+    assert sources.get(1, 0) > 0, "the slave served after the master died"
+
+
 def test_seek_and_tag_filter(cluster: Cluster) -> None:
     with Producer(cluster.namesrv, "p") as p:
         for i in range(20):
