@@ -29,6 +29,7 @@ from rocketha import (
     Producer,
     PullConsumer,
 )
+from rocketha._core import MQClientAPI
 
 from benches.common import Figure, native_baselines, percentile
 
@@ -73,6 +74,11 @@ def _wait(predicate: Any, what: str, seconds: float = 600) -> None:
         time.sleep(0.005)
 
 
+def _routed(ns: str, topic: str) -> bool:
+    """Whether the name server has a route for ``topic`` (a broker registers after it starts)."""
+    return MQClientAPI().get_topic_route_info(ns, topic, 3.0) is not None
+
+
 def _synced(store: Path, topic: str) -> bool:
     """Whether the slave synced ``topic`` from its master (it saves what it syncs)."""
     path = store / "config" / "topics.json"
@@ -88,6 +94,7 @@ def _drain(root: Path, ns: NameServer, total: int) -> tuple[float, float]:
         store_path_root_dir=str(root / "m"),
     )
     # Through the client port, so that the topic exists (created from TBW102) and is routed.
+    _wait(lambda: _routed(ns.listen_address, "TBW102"), "the master did not register")
     batch = [Message(TOPIC, b"c" * BODY) for _ in range(256)]
     with Producer(ns.listen_address, "bench-fill") as producer:
         while master.max_offset < total:
@@ -134,6 +141,7 @@ def _end_to_end(root: Path, ns: NameServer, rounds: int) -> list[float]:
     event = threading.Event()
     latencies = []
     try:
+        _wait(lambda: _routed(ns.listen_address, "TBW102"), "the master did not register")
         with Producer(ns.listen_address, "bench-p") as producer:
             producer.send(Message("LatencyBench", b"warm-up"))
             _wait(lambda: _synced(root / "ls", "LatencyBench"), "the slave did not sync the topic")

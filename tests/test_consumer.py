@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -391,3 +392,21 @@ def test_allocate_message_queue_averagely() -> None:
     assert sum(len(allocate_message_queue_averagely(queues, many, c)) for c in many) == 8
     assert allocate_message_queue_averagely(queues, many, "c9") == []
     assert allocate_message_queue_averagely(queues, cids, "unknown") == []
+
+
+def test_consume_cli_commits_on_sigterm(cluster: Cluster) -> None:
+    bodies = [f"q{i}" for i in range(40)]
+    send(cluster.namesrv, "T11", [b.encode() for b in bodies])
+    args = [sys.executable, "-m", "rocketha", "consume", "--namesrv", cluster.namesrv]
+    args += ["--group", "g11", "--topic", "T11", "--from-beginning"]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    first = [proc.stdout.readline().strip() for _ in range(40)]
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert "consumed 40 messages of T11" in err
+    assert sorted(first) == sorted(bodies)
+    # Committed on the way out: the group's next member gets nothing again.
+    with PullConsumer(cluster.namesrv, "g11", "T11", consume_from_where=FIRST) as c:
+        assert c.poll(1.0) == []
