@@ -96,9 +96,11 @@ def _drain(root: Path, ns: NameServer, total: int) -> tuple[float, float]:
     # Through the client port, so that the topic exists (created from TBW102) and is routed.
     _wait(lambda: _routed(ns.listen_address, "TBW102"), "the master did not register")
     batch = [Message(TOPIC, b"c" * BODY) for _ in range(256)]
+    count = 0
     with Producer(ns.listen_address, "bench-fill") as producer:
         while master.max_offset < total:
             producer.send_batch(batch)
+            count += len(batch)
     size = master.max_offset
     started = time.perf_counter()
     slave = _slave(root, ns.listen_address, "s", ha_master_address=master.ha_address)
@@ -113,10 +115,13 @@ def _drain(root: Path, ns: NameServer, total: int) -> tuple[float, float]:
             TOPIC,
             consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
         ) as consumer:
-            pulled = 0
+            pulled = received = 0
             started = time.perf_counter()
-            while pulled < size:
-                pulled += sum(m.store_size for m in consumer.poll(1.0, max_messages=4096))
+            # Counted in messages: the log's size also counts the padding at a segment's end.
+            while received < count:
+                msgs = consumer.poll(1.0, max_messages=4096)
+                received += len(msgs)
+                pulled += sum(m.store_size for m in msgs)
             elapsed = time.perf_counter() - started
             assert set(consumer.consumed_from()) == {1}, consumer.consumed_from()
     finally:

@@ -192,10 +192,14 @@ class PullConsumer:
         self._next_queue = 0
         self._closed = threading.Event()
 
-        for topic in self.topics:
-            self._routes[topic] = self._fetch_route(topic)
-        self._heartbeat()
-        self._rebalance()
+        try:
+            for topic in self.topics:
+                self._routes[topic] = self._fetch_route(topic)
+            self._heartbeat()
+            self._rebalance()
+        except BaseException:
+            self._api.close()
+            raise
         self._puller = threading.Thread(target=self._pull_loop, name="rocketha-pull", daemon=True)
         self._service = threading.Thread(
             target=self._service_loop, name="rocketha-consumer-service", daemon=True
