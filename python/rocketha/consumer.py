@@ -8,7 +8,8 @@ What it does, by RocketMQ's names:
 
 * **Rebalance** (``RebalanceImpl``): the readable queues of every broker group of each topic,
   split among the group's consumers (``GET_CONSUMER_LIST_BY_GROUP``) by
-  ``AllocateMessageQueueAveragely``, again every ``rebalance_interval`` seconds. A new queue
+  ``AllocateMessageQueueAveragely``, again within a second of a member joining or leaving and
+  every ``rebalance_interval`` seconds. A new queue
   starts at the group's committed offset (``QUERY_CONSUMER_OFFSET``), or where
   ``consume_from_where`` says when the group has none.
 * **Pulls** run in the background: one long poll (``PULL_MESSAGE`` with the suspend flag) per
@@ -76,6 +77,8 @@ _FATAL = {
 }
 #: Seconds before a queue's pull is retried after a failure (``pullTimeDelayMillsWhenException``).
 _PULL_DELAY_ON_EXCEPTION = 1.0
+#: Seconds between checks of the group's members (a change rebalances at once).
+_MEMBERS_CHECK_INTERVAL = 1.0
 #: Extra seconds a held pull's answer may take beyond the suspend time.
 _PULL_TIMEOUT_MARGIN = 10.0
 
@@ -190,6 +193,8 @@ class PullConsumer:
         self._error: RocketHAError | None = None
         self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
         self._next_queue = 0
+        #: The group's sorted client ids at the last rebalance.
+        self._members: list[str] = []
         self._closed = threading.Event()
 
         try:
@@ -509,6 +514,7 @@ class PullConsumer:
         tasks: list[tuple[float, Callable[[], None]]] = [
             (self.heartbeat_broker_interval, self._heartbeat),
             (self.rebalance_interval, self._refresh_and_rebalance),
+            (min(self.rebalance_interval, _MEMBERS_CHECK_INTERVAL), self._check_members),
             (self.auto_commit_interval, self.commit_sync),
         ]
         due = [time.monotonic() + t[0] for t in tasks]
@@ -591,9 +597,16 @@ class PullConsumer:
                 error = e
         raise MQClientError(f"no broker listed the consumers of group {self.group}: {error}")
 
+    def _check_members(self) -> None:
+        """Rebalances as soon as the group's members change, where RocketMQ's broker would
+        send ``NOTIFY_CONSUMER_IDS_CHANGED``: one small request a second."""
+        if sorted(self._consumer_ids()) != self._members:
+            self._rebalance()
+
     def _rebalance(self) -> None:
         """``RebalanceImpl.rebalanceByTopic`` (clustering) for every topic."""
         cids = self._consumer_ids()
+        self._members = sorted(cids)
         with self._lock:
             wanted = {
                 mq
