@@ -411,3 +411,18 @@ def test_consume_cli_commits_on_sigterm(cluster: Cluster) -> None:
     # Committed on the way out: the group's next member gets nothing again.
     with PullConsumer(cluster.namesrv, "g11", "T11", consume_from_where=FIRST) as c:
         assert c.poll(1.0) == []
+
+
+def test_leaving_a_loop_early_commits_only_what_it_saw(cluster: Cluster) -> None:
+    bodies = [f"l{i}".encode() for i in range(20)]
+    send(cluster.namesrv, "T12", bodies)
+    seen: list[bytes] = []
+    with PullConsumer(cluster.namesrv, "g12", "T12", consume_from_where=FIRST) as c:
+        for msg in c:
+            seen.append(msg.body)
+            if len(seen) == 5:
+                break
+    with PullConsumer(cluster.namesrv, "g12", "T12", consume_from_where=FIRST) as c:
+        rest = drain(c, 15)
+        assert c.poll(0.5) == []
+    assert sorted(seen + rest) == sorted(bodies)

@@ -239,26 +239,26 @@ class PullConsumer:
                 self._cond.wait(left)
 
     def __iter__(self) -> Iterator[MessageExt]:
-        """Every message, blocking, until :meth:`close`."""
+        """Every message, blocking, until :meth:`close`. Taken one at a time, so leaving the
+        loop early leaves nothing counted as consumed that the loop did not see."""
         while not self._closed.is_set():
-            yield from self.poll(1.0)
+            yield from self.poll(1.0, max_messages=1)
 
     async def __aiter__(self) -> AsyncIterator[MessageExt]:
         """Every message, awaiting arrivals on the running loop (no thread per wait), until
-        :meth:`close`."""
+        :meth:`close`. Taken one at a time, as :meth:`__iter__`."""
         loop = asyncio.get_running_loop()
         while True:
             with self._lock:
                 self._check()
-                taken = self._take(self.pull_batch_size)
+                taken = self._take(1)
                 if not taken:
                     if self._closed.is_set():
                         return
                     future: asyncio.Future[None] = loop.create_future()
                     self._waiters.append((loop, future))
             if taken:
-                for msg in taken:
-                    yield msg
+                yield taken[0]
                 continue
             await future
 
