@@ -329,6 +329,9 @@ struct Connection {
     /// Its turn ended before the socket said WouldBlock: the loop reads it again before
     /// sleeping, since edge-triggered epoll will not report it again.
     more_to_read: bool,
+    /// epoll reported the peer's FIN (or an error): read on to the end of the stream, as a
+    /// short read no longer proves the socket drained of what is left to see.
+    read_closed: bool,
     /// Encoded responses not yet written; the front one from `out_written` on.
     out: VecDeque<Vec<u8>>,
     out_written: usize,
@@ -347,14 +350,17 @@ impl Connection {
     /// Writes until the socket would block or nothing is left.
     fn flush(&mut self) -> Result<(), Close> {
         while !self.out.is_empty() && !self.write_blocked {
-            let slices: Vec<IoSlice<'_>> = self
-                .out
-                .iter()
-                .take(MAX_IOVECS)
-                .enumerate()
-                .map(|(i, f)| IoSlice::new(if i == 0 { &f[self.out_written..] } else { f }))
-                .collect();
-            match self.stream.write_vectored(&slices) {
+            let mut slices = [IoSlice::new(&[]); MAX_IOVECS];
+            let mut count = 0;
+            for (slice, f) in slices.iter_mut().zip(&self.out) {
+                *slice = IoSlice::new(if count == 0 {
+                    &f[self.out_written..]
+                } else {
+                    f
+                });
+                count += 1;
+            }
+            match self.stream.write_vectored(&slices[..count]) {
                 Ok(0) => return Err(Close::problem("write returned 0 bytes".into())),
                 Ok(mut n) => {
                     self.last_active = Instant::now();
@@ -422,10 +428,12 @@ impl EventLoop {
                     WAKER => {}
                     Token(token) => {
                         let id = token as u64;
+                        let closed = event.is_read_closed() || event.is_error();
                         let result = self.on_event(
                             id,
                             event.is_writable(),
-                            event.is_readable() || event.is_read_closed() || event.is_error(),
+                            event.is_readable() || closed,
+                            closed,
                         );
                         if let Err(close) = result {
                             self.close(id, close);
@@ -513,6 +521,7 @@ impl EventLoop {
                             remote,
                             read_buf: Vec::new(),
                             more_to_read: false,
+                            read_closed: false,
                             out: VecDeque::new(),
                             out_written: 0,
                             out_bytes: 0,
@@ -543,7 +552,13 @@ impl EventLoop {
         }
     }
 
-    fn on_event(&mut self, id: u64, writable: bool, readable: bool) -> Result<(), Close> {
+    fn on_event(
+        &mut self,
+        id: u64,
+        writable: bool,
+        readable: bool,
+        read_closed: bool,
+    ) -> Result<(), Close> {
         let Some(conn) = self.conns.get_mut(&id) else {
             return Ok(());
         };
@@ -552,13 +567,24 @@ impl EventLoop {
             conn.flush()?;
         }
         if readable {
-            self.read(id)?;
+            conn.read_closed |= read_closed;
+            // What was answered goes out even when the read ends the connection (a client
+            // that half-closes after its last request still gets its responses).
+            let read = self.read(id);
+            self.flush(id)?;
+            read?;
         }
         Ok(())
     }
 
-    /// Reads until the socket would block or the connection's turn ends, dispatching every
-    /// complete frame as it arrives, so its buffer holds at most one partial frame.
+    /// Reads until the socket is drained or the connection's turn ends, dispatching every
+    /// complete frame as it arrives, so its buffer holds at most one partial frame. Responses
+    /// given at once are queued; the caller writes them all with one `writev` ([`Self::flush`]).
+    ///
+    /// A read shorter than the scratch buffer took everything the socket held: bytes arriving
+    /// later raise a new edge in epoll, so the read that would only say EAGAIN (one syscall
+    /// per request for a synchronous client) is skipped. Once the peer's FIN was reported it
+    /// reads on to the end of the stream, since no later edge would come for it.
     fn read(&mut self, id: u64) -> Result<(), Close> {
         for _ in 0..READS_PER_TURN {
             let Some(conn) = self.conns.get_mut(&id) else {
@@ -574,7 +600,14 @@ impl EventLoop {
                 Ok(n) => {
                     conn.last_active = Instant::now();
                     conn.read_buf.extend_from_slice(&self.scratch[..n]);
+                    let drained = n < self.scratch.len() && !conn.read_closed;
                     self.dispatch_frames(id)?;
+                    if drained {
+                        if let Some(conn) = self.conns.get_mut(&id) {
+                            conn.more_to_read = false;
+                        }
+                        return Ok(());
+                    }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     conn.more_to_read = false;
@@ -599,7 +632,8 @@ impl EventLoop {
             .map(|c| c.id)
             .collect();
         for id in ids {
-            if let Err(close) = self.read(id) {
+            let read = self.read(id);
+            if let Err(close) = self.flush(id).and(read) {
                 self.close(id, close);
             }
         }
@@ -682,14 +716,14 @@ impl EventLoop {
         response.opaque = opaque;
         response.serialize_type = serialize_type;
         response.mark_response();
-        self.send(id, response)
+        self.queue(id, response)
     }
 
-    /// Encodes, queues and tries to write one response; a response too large for a frame goes
-    /// out as SYSTEM_ERROR instead, so the client is not left waiting.
-    fn send(&mut self, id: u64, response: RemotingCommand) -> Result<(), Close> {
+    /// Encodes and queues one response for the connection's next [`Self::flush`]; a response
+    /// too large for a frame goes out as SYSTEM_ERROR instead, so the client is not left
+    /// waiting.
+    fn queue(&mut self, id: u64, response: RemotingCommand) -> Result<(), Close> {
         let max_frame_size = self.config.max_frame_size;
-        let cap = self.config.max_output_per_connection;
         let Some(conn) = self.conns.get_mut(&id) else {
             return Ok(());
         };
@@ -714,6 +748,16 @@ impl EventLoop {
             }
         };
         conn.queue(frame);
+        Ok(())
+    }
+
+    /// Writes what the connection has queued, all of it in one `writev` when the socket takes
+    /// it, and closes a client that lets too much pile up unread.
+    fn flush(&mut self, id: u64) -> Result<(), Close> {
+        let cap = self.config.max_output_per_connection;
+        let Some(conn) = self.conns.get_mut(&id) else {
+            return Ok(());
+        };
         conn.flush()?;
         if conn.out_bytes > cap {
             return Err(Close::problem(format!(
@@ -725,11 +769,20 @@ impl EventLoop {
         Ok(())
     }
 
-    /// Writes the responses other threads queued.
+    /// Writes the responses other threads queued: each connection's with one `writev`.
     fn deliver_outbox(&mut self) {
         let queued = std::mem::take(&mut *lock(&self.shared.outbox));
+        let mut touched: Vec<u64> = Vec::with_capacity(queued.len());
         for (id, response) in queued {
-            if let Err(close) = self.send(id, response) {
+            if let Err(close) = self.queue(id, response) {
+                self.close(id, close);
+            }
+            touched.push(id);
+        }
+        touched.sort_unstable();
+        touched.dedup();
+        for id in touched {
+            if let Err(close) = self.flush(id) {
                 self.close(id, close);
             }
         }
