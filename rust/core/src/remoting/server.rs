@@ -4,9 +4,11 @@
 //! opaque.
 //!
 //! A processor answers at once, or later from any thread through a [`Responder`] (a SYNC_MASTER
-//! send answered when its slave acks): the response is queued for the loop and the loop's
-//! [`Waker`] is woken. The loop never polls: it sleeps in epoll until a socket is ready, a
-//! response or shutdown wakes it, or the nearest idle deadline passes.
+//! send answered when its slave acks). A later response is written by the responder's thread
+//! itself when its connection has nothing queued (one `writev`, and the loop sleeps on);
+//! otherwise it is queued for the loop and the loop's [`Waker`] is woken. The loop never polls:
+//! it sleeps in epoll until a socket is ready, a queued response or shutdown wakes it, or the
+//! nearest idle deadline passes.
 //!
 //! A peer's fault costs only its own connection: a bad frame or header, an oversized length
 //! prefix, or a client that never reads its responses (past `max_output_per_connection`) closes
@@ -15,11 +17,13 @@
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, IoSlice, Read, Write};
 use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use mio::net::{TcpListener, TcpStream};
+use mio::unix::SourceFd;
 use mio::{Events, Interest, Token};
 
 use super::codes::{response_code, SerializeType};
@@ -160,6 +164,7 @@ struct Shared {
     /// rather than a channel: the loop takes the whole batch in one swap.
     outbox: Mutex<Vec<(u64, RemotingCommand)>>,
     events: Arc<ServerEvents>,
+    max_frame_size: usize,
 }
 
 /// Sends the response to one request later, from any thread.
@@ -168,13 +173,22 @@ pub struct Responder {
     connection_id: u64,
     opaque: i32,
     serialize_type: SerializeType,
+    /// Weak: a closed connection's socket is closed by the loop at once, whoever still holds
+    /// a responder for it.
+    output: Weak<Output>,
     shared: Arc<Shared>,
 }
 
 impl Responder {
-    /// Thread-safe; queues the response for its connection and wakes the loop. Dropped silently
-    /// if the connection is gone. The response is sent with the request's opaque and serialize
-    /// type, and marked as a response, whatever the processor built.
+    /// Thread-safe. Dropped silently if the connection is gone. The response is sent with the
+    /// request's opaque and serialize type, and marked as a response, whatever the processor
+    /// built.
+    ///
+    /// When the connection has nothing queued, the response is written from this thread: a
+    /// SYNC_MASTER send settled by its slave's ack goes out from the HA thread that read the
+    /// ack, without waking the loop (an eventfd write, an epoll wake-up and a context switch
+    /// per response on a lone connection). Otherwise, or when it does not encode, it joins the
+    /// loop's outbox, behind what is queued.
     pub fn send(&self, mut response: RemotingCommand) {
         if self.shared.signal.stopped() {
             return;
@@ -182,6 +196,22 @@ impl Responder {
         response.opaque = self.opaque;
         response.serialize_type = self.serialize_type;
         response.mark_response();
+        let Some(output) = self.output.upgrade() else {
+            return;
+        };
+        {
+            let mut queue = lock(&output.queue);
+            if queue.frames.is_empty() && !queue.write_blocked {
+                if let Ok(frame) = response.encode(self.shared.max_frame_size) {
+                    queue.push(frame);
+                    // What the socket does not take now goes on its writable edge, in the
+                    // loop. A failed write means a broken socket, which epoll reports to the
+                    // loop as well: the loop closes the connection and logs why.
+                    let _ = queue.flush(&output.stream);
+                    return;
+                }
+            }
+        }
         let first = {
             let mut outbox = lock(&self.shared.outbox);
             outbox.push((self.connection_id, response));
@@ -261,6 +291,7 @@ impl RemotingServer {
             signal: poll.signal().clone(),
             outbox: Mutex::new(Vec::new()),
             events,
+            max_frame_size: config.max_frame_size,
         });
         let event_loop = EventLoop {
             shared: shared.clone(),
@@ -320,9 +351,28 @@ impl Close {
     }
 }
 
+/// A connection's write side, shared (weakly) with the responders of its requests.
+struct Output {
+    stream: TcpStream,
+    /// Taken by whoever writes, the loop or a responder's thread: frames never interleave on
+    /// the socket and go out in the order they were queued.
+    queue: Mutex<OutQueue>,
+}
+
+/// Encoded responses not yet written.
+#[derive(Default)]
+struct OutQueue {
+    /// The front one from `written` on.
+    frames: VecDeque<Vec<u8>>,
+    written: usize,
+    bytes: usize,
+    /// The socket said WouldBlock: nothing more goes out until its writable edge.
+    write_blocked: bool,
+}
+
 struct Connection {
     id: u64,
-    stream: TcpStream,
+    output: Arc<Output>,
     remote: SocketAddr,
     /// Bytes read and not yet decoded (a partial frame).
     read_buf: Vec<u8>,
@@ -332,48 +382,43 @@ struct Connection {
     /// epoll reported the peer's FIN (or an error): read on to the end of the stream, as a
     /// short read no longer proves the socket drained of what is left to see.
     read_closed: bool,
-    /// Encoded responses not yet written; the front one from `out_written` on.
-    out: VecDeque<Vec<u8>>,
-    out_written: usize,
-    out_bytes: usize,
-    /// The socket said WouldBlock: nothing more goes out until its writable edge.
-    write_blocked: bool,
+    /// Last read or loop-side write (a responder's write does not count: it answers a
+    /// request read at most `slaveTimeout` before).
     last_active: Instant,
 }
 
-impl Connection {
-    fn queue(&mut self, frame: Vec<u8>) {
-        self.out_bytes += frame.len();
-        self.out.push_back(frame);
+impl OutQueue {
+    fn push(&mut self, frame: Vec<u8>) {
+        self.bytes += frame.len();
+        self.frames.push_back(frame);
     }
 
-    /// Writes until the socket would block or nothing is left.
-    fn flush(&mut self) -> Result<(), Close> {
-        while !self.out.is_empty() && !self.write_blocked {
+    /// Writes until the socket would block or nothing is left; returns whether it wrote.
+    fn flush(&mut self, stream: &TcpStream) -> Result<bool, Close> {
+        let mut wrote = false;
+        while !self.frames.is_empty() && !self.write_blocked {
             let mut slices = [IoSlice::new(&[]); MAX_IOVECS];
             let mut count = 0;
-            for (slice, f) in slices.iter_mut().zip(&self.out) {
-                *slice = IoSlice::new(if count == 0 {
-                    &f[self.out_written..]
-                } else {
-                    f
-                });
+            for (slice, f) in slices.iter_mut().zip(&self.frames) {
+                *slice = IoSlice::new(if count == 0 { &f[self.written..] } else { f });
                 count += 1;
             }
-            match self.stream.write_vectored(&slices[..count]) {
+            match (&*stream).write_vectored(&slices[..count]) {
                 Ok(0) => return Err(Close::problem("write returned 0 bytes".into())),
                 Ok(mut n) => {
-                    self.last_active = Instant::now();
-                    self.out_bytes -= n;
+                    wrote = true;
+                    self.bytes -= n;
                     while n > 0 {
-                        let Some(front) = self.out.front() else { break };
-                        let left = front.len() - self.out_written;
+                        let Some(front) = self.frames.front() else {
+                            break;
+                        };
+                        let left = front.len() - self.written;
                         if n >= left {
                             n -= left;
-                            self.out.pop_front();
-                            self.out_written = 0;
+                            self.frames.pop_front();
+                            self.written = 0;
                         } else {
-                            self.out_written += n;
+                            self.written += n;
                             n = 0;
                         }
                     }
@@ -383,7 +428,7 @@ impl Connection {
                 Err(e) => return Err(Close::problem(format!("write failed: {e}"))),
             }
         }
-        Ok(())
+        Ok(wrote)
     }
 }
 
@@ -517,15 +562,14 @@ impl EventLoop {
                         id,
                         Connection {
                             id,
-                            stream,
+                            output: Arc::new(Output {
+                                stream,
+                                queue: Mutex::default(),
+                            }),
                             remote,
                             read_buf: Vec::new(),
                             more_to_read: false,
                             read_closed: false,
-                            out: VecDeque::new(),
-                            out_written: 0,
-                            out_bytes: 0,
-                            write_blocked: false,
                             last_active: Instant::now(),
                         },
                     );
@@ -563,10 +607,13 @@ impl EventLoop {
             return Ok(());
         };
         if writable {
-            conn.write_blocked = false;
-            conn.flush()?;
+            lock(&conn.output.queue).write_blocked = false;
+            self.flush(id)?;
         }
         if readable {
+            let Some(conn) = self.conns.get_mut(&id) else {
+                return Ok(());
+            };
             conn.read_closed |= read_closed;
             // What was answered goes out even when the read ends the connection (a client
             // that half-closes after its last request still gets its responses).
@@ -590,7 +637,7 @@ impl EventLoop {
             let Some(conn) = self.conns.get_mut(&id) else {
                 return Ok(());
             };
-            match conn.stream.read(&mut self.scratch) {
+            match (&conn.output.stream).read(&mut self.scratch) {
                 Ok(0) => {
                     return Err(Close {
                         reason: "closed by the peer".into(),
@@ -656,8 +703,8 @@ impl EventLoop {
                 Err(e) => return Err(Close::problem(format!("malformed frame: {e}"))),
             };
             start += consumed;
-            let remote = conn.remote;
-            self.dispatch(id, remote, command)?;
+            let (remote, output) = (conn.remote, Arc::downgrade(&conn.output));
+            self.dispatch(id, remote, output, command)?;
         }
         if let Some(conn) = self.conns.get_mut(&id) {
             conn.read_buf.drain(..start);
@@ -672,6 +719,7 @@ impl EventLoop {
         &mut self,
         id: u64,
         remote: SocketAddr,
+        output: Weak<Output>,
         request: RemotingCommand,
     ) -> Result<(), Close> {
         if request.is_response() {
@@ -691,6 +739,7 @@ impl EventLoop {
                 connection_id: id,
                 opaque,
                 serialize_type,
+                output,
                 shared: self.shared.clone(),
             },
         };
@@ -747,7 +796,7 @@ impl EventLoop {
                     .map_err(|e| Close::problem(format!("cannot encode a response: {e}")))?
             }
         };
-        conn.queue(frame);
+        lock(&conn.output.queue).push(frame);
         Ok(())
     }
 
@@ -758,12 +807,15 @@ impl EventLoop {
         let Some(conn) = self.conns.get_mut(&id) else {
             return Ok(());
         };
-        conn.flush()?;
-        if conn.out_bytes > cap {
+        let mut queue = lock(&conn.output.queue);
+        if queue.flush(&conn.output.stream)? {
+            conn.last_active = Instant::now();
+        }
+        if queue.bytes > cap {
             return Err(Close::problem(format!(
                 "{} response bytes unread by the client, over the cap of {cap} \
                  (max_output_per_connection): a client that does not read its responses",
-                conn.out_bytes
+                queue.bytes
             )));
         }
         Ok(())
@@ -789,8 +841,11 @@ impl EventLoop {
     }
 
     fn close(&mut self, id: u64, close: Close) {
-        if let Some(mut conn) = self.conns.remove(&id) {
-            let _ = self.poll.registry().deregister(&mut conn.stream);
+        if let Some(conn) = self.conns.remove(&id) {
+            // By its fd: responders share the stream. The socket closes when `conn` drops
+            // (their references are weak).
+            let fd = conn.output.stream.as_raw_fd();
+            let _ = self.poll.registry().deregister(&mut SourceFd(&fd));
             // The processor first: whoever sees the event finds its consequences done.
             let processor = &self.processor;
             if catch_unwind(AssertUnwindSafe(|| processor.on_close(id, conn.remote))).is_err() {
