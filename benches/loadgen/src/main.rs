@@ -109,7 +109,7 @@ fn main() -> ExitCode {
     let result = match command.as_str() {
         "send" => Args::parse(argv, &["create-topic"]).and_then(|a| send(&a)),
         "echo" => Args::parse(argv, &[])
-            .and_then(|a| a.get("listen", Some("127.0.0.1:0".parse().expect("an address"))))
+            .and_then(|a| a.get("listen", Some(SocketAddr::from(([127, 0, 0, 1], 0)))))
             .and_then(|listen| match echo::serve(listen) {
                 Ok(never) => match never {},
                 Err(e) => Err(e.to_string()),
