@@ -176,15 +176,27 @@ impl Responder {
     /// if the connection is gone. The response is sent with the request's opaque and serialize
     /// type, and marked as a response, whatever the processor built.
     pub fn send(&self, mut response: RemotingCommand) {
+        response.opaque = self.opaque;
+        response.mark_response();
+        self.queue(response);
+    }
+
+    /// Sends a oneway request of the server's own on this request's connection, as RocketMQ's
+    /// broker `invokeOneway`s NOTIFY_CONSUMER_IDS_CHANGED to a group's consumers. Thread-safe;
+    /// dropped silently if the connection is gone.
+    pub fn send_oneway_request(&self, mut request: RemotingCommand) {
+        request.mark_oneway();
+        self.queue(request);
+    }
+
+    fn queue(&self, mut command: RemotingCommand) {
         if self.shared.signal.stopped() {
             return;
         }
-        response.opaque = self.opaque;
-        response.serialize_type = self.serialize_type;
-        response.mark_response();
+        command.serialize_type = self.serialize_type;
         let first = {
             let mut outbox = lock(&self.shared.outbox);
-            outbox.push((self.connection_id, response));
+            outbox.push((self.connection_id, command));
             outbox.len() == 1
         };
         // A non-empty outbox already has a wake-up on its way.
