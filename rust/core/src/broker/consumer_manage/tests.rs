@@ -400,3 +400,25 @@ fn a_groups_members_are_told_when_it_changes() {
         "b left"
     );
 }
+
+#[test]
+fn committed_offsets_reach_the_file_every_flush_interval() {
+    let config = BrokerControllerConfig {
+        flush_consumer_offset_interval: Duration::from_millis(20),
+        ..BrokerControllerConfig::default()
+    };
+    let b = start(config, 0, None);
+    let mut c = client(b.controller.local_addr());
+    c.invoke(send_v2("orders", 0, b"x"), TIMEOUT).unwrap();
+    heartbeat(&mut c, "c1");
+    assert_eq!(
+        commit(&mut c, "cg", "orders", "0", "1").code,
+        response_code::SUCCESS
+    );
+    let path = b.store.config().root.join("config/consumerOffset.json");
+    // Running, not shut down: only the periodic flush writes it.
+    wait_for("the periodic flush", || {
+        let json: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).ok()?).ok()?;
+        (json["offsetTable"]["orders@cg"]["0"] == 1).then_some(())
+    });
+}
