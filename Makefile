@@ -1,7 +1,7 @@
 # The targets CI runs; `make test` is the README's test command.
 PYTHON ?= python3
 
-.PHONY: install lint test test-rust test-python test-interop wheel test-installed
+.PHONY: install lint docs test test-rust test-python test-interop wheel test-installed
 
 install:
 	$(PYTHON) -m pip install --quiet --upgrade pip
@@ -17,6 +17,11 @@ lint:
 	$(PYTHON) -m mypy
 	$(PYTHON) -m mypy.stubtest rocketha._core --allowlist stubtest-allowlist.txt
 
+# The API reference from the docstrings (mkdocs.yml): strict, so a reference to a class or
+# method that does not exist fails the build.
+docs:
+	$(PYTHON) -m mkdocs build --strict --quiet
+
 test-rust:
 	cargo test --workspace --exclude rocketha-py
 
@@ -28,7 +33,7 @@ test-python:
 test-interop:
 	$(PYTHON) -m pytest -q -m interop
 
-test: install lint test-rust test-python
+test: install lint docs test-rust test-python
 
 # The wheel a user installs: one abi3 wheel for CPython >= 3.11, manylinux (zig links against an
 # old glibc, no container needed), checked by auditwheel; and the sdist that builds from source.

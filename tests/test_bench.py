@@ -89,10 +89,10 @@ def test_bench_outside_a_checkout_says_what_to_do(
     assert "ROCKETHA_BENCHES" in capsys.readouterr().err
 
 
-def test_remoting_without_java_is_skipped_saying_what_to_install(tmp_path: Path) -> None:
-    """The remoting scenario's load generator is the Java RocketMQ client: without ``java``
-    the scenario is reported skipped, not failed (the full run takes minutes, so the smoke test
-    above leaves it out)."""
+def test_remoting_without_cargo_is_skipped_saying_what_to_install(tmp_path: Path) -> None:
+    """The remoting scenario's load generator is Rust (``benches/loadgen``, built with cargo on
+    first use): without ``cargo`` the scenario is reported skipped, not failed (the full run
+    takes minutes, so the smoke test above leaves it out)."""
     out = tmp_path / "results"
     env = {**os.environ, "PATH": str(tmp_path / "empty")}
     env.pop("ROCKETHA_BENCHES", None)
@@ -106,4 +106,4 @@ def test_remoting_without_java_is_skipped_saying_what_to_install(tmp_path: Path)
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     skipped = json.loads((out / "results.json").read_text())["skipped"]
-    assert "java" in skipped["remoting"] and "apt-get install" in skipped["remoting"]
+    assert "cargo" in skipped["remoting"] and "rustup.rs" in skipped["remoting"]

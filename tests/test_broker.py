@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers import SEGMENT, BrokerProcess, RemotingSocket, start_slave, wait_for, write_conf
@@ -21,6 +24,7 @@ from rocketha import (
     NotMasterError,
     PutStatus,
 )
+from rocketha import __version__ as rocketha_version
 
 
 def sync_master(tmp: Path, **kw: object) -> BrokerConfig:
@@ -35,7 +39,7 @@ def sync_master(tmp: Path, **kw: object) -> BrokerConfig:
     )
 
 
-def slave_config(tmp: Path, master: Broker, broker_id: int = 1) -> BrokerConfig:
+def slave_config(tmp: Path, master: Broker, broker_id: int = 1, **kw: object) -> BrokerConfig:
     return BrokerConfig(
         broker_role="SLAVE",
         broker_id=broker_id,
@@ -43,6 +47,7 @@ def slave_config(tmp: Path, master: Broker, broker_id: int = 1) -> BrokerConfig:
         mapped_file_size_commit_log=SEGMENT,
         ha_master_address=master.ha_address,
         listen_port=0,
+        **kw,
     )
 
 
@@ -192,32 +197,58 @@ def test_insecure_listen_address_is_refused(tmp_path: Path) -> None:
         Broker(public).start()
 
 
+def _status(url: str, *args: str) -> str:
+    out = subprocess.run(
+        [sys.executable, "-m", "rocketha", "status", url, *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
 def test_metrics_endpoint_and_status_cli(tmp_path: Path) -> None:
     with (
         Broker(sync_master(tmp_path, metrics_port=0)) as master,
-        Broker(slave_config(tmp_path, master)),
+        Broker(slave_config(tmp_path, master, metrics_port=0)) as slave,
     ):
         connected(master, 1)
         master.put(Message("T", b"x"))
         master.put_batch([Message("T", b"b%d" % i) for i in range(3)])
         assert master.put_async(Message("T", b"a")).result(timeout=30).status is PutStatus.PUT_OK
+        # Loopback unless metricsAddress says otherwise.
+        assert master._metrics._server.server_address[0] == "127.0.0.1"
         url = f"http://127.0.0.1:{master._metrics.port}"
-        out = subprocess.run(
-            [sys.executable, "-m", "rocketha", "status", url],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        assert out.returncode == 0, out.stderr
-        assert "rocketha_slave_ack_offset" in out.stdout and "rocketha_max_offset" in out.stdout
         import urllib.request
 
         def scrape() -> str:
             return urllib.request.urlopen(url + "/metrics", timeout=10).read().decode()
 
+        assert "rocketha_slave_ack_offset" in scrape() and "rocketha_max_offset" in scrape()
         # One observation per put call; put_async's lands when its future completes.
         count = 'rocketha_put_latency_seconds_count{status="PUT_OK"} 3.0'
         wait_for(lambda: count in scrape(), 10, "every put call in the latency histogram")
+
+        state = json.loads(_status(url, "--json"))
+        assert state["role"] == "SYNC_MASTER" and state["max_offset"] == master.max_offset
+        (conn,) = state["connections"]
+        assert conn["slave_ack_offset"] == master.max_offset and conn["lag_bytes"] == 0
+        assert conn["last_ack"] is not None and conn["state"] == "TRANSFER"
+        summary = _status(url)
+        assert f"SYNC_MASTER: offsets 0..{master.max_offset}" in summary
+        assert f"acked {master.max_offset} (0 bytes, 0.0 s behind)" in summary
+
+        slave_url = f"http://127.0.0.1:{slave._metrics.port}"
+        assert "replicating from" in _status(slave_url)
+        master.shutdown()
+        wait_for(
+            lambda: json.loads(_status(slave_url, "--json"))["last_error"] is not None,
+            60,
+            "the slave to report its lost master",
+        )
+        summary = _status(slave_url)
+        assert "not replicating from" in summary and "last error" in summary, summary
 
 
 def test_demo_cli_exits_zero_with_summary(tmp_path: Path) -> None:
@@ -245,6 +276,42 @@ def test_demo_cli_exits_zero_with_summary(tmp_path: Path) -> None:
     assert summary["bytes_replicated"] > 2000 * 1024
 
 
+def test_demo_removes_its_temporary_store_unless_kept(tmp_path: Path) -> None:
+    def demo(*extra: str) -> dict[str, Any]:
+        out = subprocess.run(
+            [sys.executable, "-m", "rocketha", "demo", "-n", "50", "--json", *extra],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**os.environ, "TMPDIR": str(tmp_path)},
+        )
+        assert out.returncode == 0, out.stdout + out.stderr
+        return dict(json.loads(out.stdout))
+
+    assert "removed" in demo()["store"]
+    assert list(tmp_path.iterdir()) == []
+    kept = Path(demo("--keep")["store"])
+    assert kept.parent == tmp_path and (kept / "master" / "commitlog").is_dir()
+
+
+def test_cli_version_and_log_options_after_the_subcommand(tmp_path: Path) -> None:
+    def rocketha(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "rocketha", *args], capture_output=True, text=True, timeout=120
+        )
+
+    assert rocketha("--version").stdout.strip() == f"rocketha {rocketha_version}"
+    with MessageStore(tmp_path, mapped_file_size=SEGMENT) as store:
+        store.put(Message("T", b"x"))
+    # A crash's marker: recovery warns when `repair` opens the store (it rewrites nothing here).
+    outs = []
+    for args in (("repair", str(tmp_path), "-v"), ("-v", "repair", str(tmp_path), "-q")):
+        (tmp_path / "abort").touch()
+        outs.append(rocketha(*args, "--accept-zero-body-crc"))
+    assert [o.returncode for o in outs] == [0, 0], [o.stderr for o in outs]
+    assert "unclean shutdown" in outs[0].stderr and outs[1].stderr == ""
+
+
 def test_broker_cli_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
     conf = write_conf(
         tmp_path / "m.conf",
@@ -266,6 +333,75 @@ def test_broker_cli_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
     assert not (tmp_path / "m" / "abort").exists(), "a clean stop leaves no abort marker"
     with MessageStore(tmp_path / "m", mapped_file_size=SEGMENT) as store:
         assert [m.body for m in store.messages()] == [b"hello", b"world"]
+
+
+def test_produce_stdin_waits_for_a_slave_and_prints_msg_ids(tmp_path: Path) -> None:
+    conf = write_conf(
+        tmp_path / "m.conf",
+        brokerRole="SYNC_MASTER",
+        storePathRootDir=tmp_path / "m",
+        mappedFileSizeCommitLog=SEGMENT,
+        haListenAddress="127.0.0.1",
+        haListenPort=0,
+        listenPort=0,
+    )
+    alone = BrokerProcess(conf, "--produce-stdin", "--wait-for-slave", "0.2")
+    assert alone.proc.wait(timeout=60) == 2
+    alone._close()
+    assert "--wait-for-slave: no slave connected within 0.2 s" in alone.stderr()
+
+    master = BrokerProcess(conf, "--produce-stdin", "--wait-for-slave", "120")
+    slave = None
+    try:
+        assert master.proc.stdin is not None and master.proc.stdout is not None
+        # Typed before any slave exists: a SYNC_MASTER would answer SLAVE_NOT_AVAILABLE.
+        master.proc.stdin.write("one\ntwo\n")
+        master.proc.stdin.flush()
+        ha = f"127.0.0.1:{master.started['ha_listen_port']}"
+        slave = start_slave(tmp_path, "s", ha)
+        puts = [json.loads(master.proc.stdout.readline()) for _ in range(2)]
+        assert [p["status"] for p in puts] == ["PUT_OK", "PUT_OK"]
+        assert all(len(p["msgId"]) == 32 for p in puts) and puts[0]["msgId"] != puts[1]["msgId"]
+    finally:
+        master.stop()
+        if slave is not None:
+            slave.stop()
+
+
+def test_start_up_os_errors_are_one_line_naming_the_key_and_path(tmp_path: Path) -> None:
+    """What a person mistyped is named in one line, with exit status 2, never a traceback."""
+    a_file = tmp_path / "afile"
+    a_file.touch()
+    conf = write_conf(
+        tmp_path / "b.conf",
+        brokerRole="ASYNC_MASTER",
+        storePathRootDir=a_file,
+        listenPort=0,
+        haListenPort=0,
+        haListenAddress="127.0.0.1",
+    )
+
+    def rocketha(*args: object) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "rocketha", *map(str, args)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead_url = f"http://127.0.0.1:{s.getsockname()[1]}"  # bound, never listening
+        cases = [
+            (("broker", "-c", conf), f"storePathRootDir={a_file}", "a file, not a directory"),
+            (("inspect", tmp_path), str(tmp_path / "commitlog"), "not a rocketha store"),
+            (("status", dead_url), dead_url, "Connection refused"),
+        ]
+        for args, path, reason in cases:
+            out = rocketha(*args)
+            assert out.returncode == 2, (args, out.stderr)
+            assert "Traceback" not in out.stderr and len(out.stderr.splitlines()) == 1, out.stderr
+            assert path in out.stderr and reason in out.stderr, out.stderr
 
 
 def test_consume_side_keys_reach_the_client_port(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ import random
 import socket
 import struct
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -320,12 +321,18 @@ def test_slave_stops_on_a_record_that_keeps_failing_validation(
                 text=True,
             )
             assert out.returncode == 0, out.stderr
-            assert 'state="STOPPED"' in out.stdout
-            [line] = [
-                x for x in out.stdout.splitlines() if x.startswith("rocketha_ha_replication_stop")
-            ]
+            [line] = [x for x in out.stdout.splitlines() if "STOPPED at offset" in x]
+            assert f"STOPPED at offset {bad}: " in line
             assert master.ha_address in line and "stored 0x0" in line
-            assert line.endswith(f" {float(bad)}")
+            metrics = urllib.request.urlopen(
+                f"http://127.0.0.1:{slave._metrics.port}/metrics", timeout=10
+            )
+            [line] = [
+                x
+                for x in metrics.read().decode().splitlines()
+                if x.startswith("rocketha_ha_replication_stop")
+            ]
+            assert master.ha_address in line and line.endswith(f" {float(bad)}")
 
             def stops() -> list[str]:
                 messages = [r.getMessage() for r in caplog.records]

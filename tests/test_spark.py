@@ -223,3 +223,19 @@ def test_offsets_below_min_offset_fail_or_skip_per_fail_on_data_loss(
     assert sorted(r.commitLogOffset for r in got.collect()) == [
         r.offset for _, r in put if r.offset >= 65536
     ]
+
+
+def test_the_spark_extra_pins_what_pyspark_supports() -> None:
+    """``pip install rocketha[spark]`` resolves pandas and pyarrow within what this PySpark
+    supports: it warns (FutureWarning) about pandas 3 and refuses an old pyarrow."""
+    import warnings
+
+    from pyspark.sql.pandas.utils import (
+        require_minimum_pandas_version,
+        require_minimum_pyarrow_version,
+    )
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        require_minimum_pandas_version()
+        require_minimum_pyarrow_version()

@@ -188,6 +188,35 @@ def test_flipped_byte_in_tail_is_truncated_with_warning(
     store.close()
 
 
+def test_restart_after_a_crash_says_what_recovery_kept(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with open_store(tmp_path) as store:
+        results = store.put_batch([Message("T", b"payload-%d" % i) for i in range(20)])
+    with caplog.at_level(logging.WARNING, logger="rocketha.store"):
+        open_store(tmp_path).close()
+    assert caplog.text == "", "a clean restart is quiet"
+
+    # What a kill leaves: the abort marker; then a torn last record.
+    (tmp_path / "abort").touch()
+    with caplog.at_level(logging.WARNING, logger="rocketha.store"):
+        open_store(tmp_path).close()
+    assert "recovered from an unclean shutdown" in caplog.text
+    assert "truncated nothing" in caplog.text
+    assert f"max offset {results[-1].next_offset}" in caplog.text
+    caplog.clear()
+    (tmp_path / "abort").touch()
+    segment = tmp_path / "commitlog" / f"{0:020d}"
+    raw = bytearray(segment.read_bytes())
+    raw[results[-1].offset + 88] ^= 0xFF
+    segment.write_bytes(raw)
+    with caplog.at_level(logging.WARNING, logger="rocketha.store"):
+        open_store(tmp_path).close()
+    assert "recovered from an unclean shutdown" in caplog.text
+    assert f"at offset {results[-1].offset}" in caplog.text
+    assert f"max offset {results[-1].offset}" in caplog.text
+
+
 def _log_files(path: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted((path / "commitlog").iterdir())}
 
@@ -375,6 +404,55 @@ def test_read_only_open_sees_a_live_writer(tmp_path: Path) -> None:
         assert list(reader.messages())[-1].body == b"later"
         with pytest.raises(rocketha.RocketHAError, match="read-only"):
             reader.put(Message("T", b"x"))
+
+
+WRITER = """
+import sys
+from rocketha import Message, MessageStore
+store = MessageStore(sys.argv[1], mapped_file_size=int(sys.argv[2]), consume_queue_entries=64)
+for line in sys.stdin:
+    topic, n = line.split()
+    store.put_batch([Message(topic, b"m%d" % i) for i in range(int(n))])
+    print(store.max_offset, flush=True)
+store.close()
+"""
+
+
+def test_read_only_store_follows_a_writer_in_another_process(tmp_path: Path) -> None:
+    """A reader in another process sees what the writer adds after the open, through the
+    consume queues as well as the commit log: new entries, new queue files (64 entries each
+    here), new topics."""
+    writer = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(tmp_path), str(SEGMENT)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert writer.stdin and writer.stdout
+
+    def write(topic: str, n: int) -> int:
+        assert writer.stdin and writer.stdout
+        writer.stdin.write(f"{topic} {n}\n")
+        writer.stdin.flush()
+        return int(writer.stdout.readline())
+
+    try:
+        write("T", 100)
+        reader = MessageStore(tmp_path, read_only=True)
+        assert [(q[0], q[3]) for q in reader.queues()] == [("T", 100)]
+        max_offset = write("T", 900)
+        max_offset = write("U", 50)
+        assert reader.refresh() == max_offset
+        assert [(q[0], q[3]) for q in reader.queues()] == [("T", 1000), ("U", 50)]
+        bodies = [m.body for m in reader.get_messages("T", 0, 0, 2000)]
+        assert bodies == [b"m%d" % i for i in range(100)] + [b"m%d" % i for i in range(900)]
+        assert [m.body for m in reader.get_messages("U", 0, 40, 100)] == [
+            b"m%d" % i for i in range(40, 50)
+        ]
+        reader.close()
+    finally:
+        writer.stdin.close()
+        writer.wait()
 
 
 def test_inspect_cli_verifies_crcs(tmp_path: Path) -> None:

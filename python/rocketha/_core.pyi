@@ -167,7 +167,7 @@ class MessageStore:
     def truncate_to(self, offset: int) -> list[str]: ...
     def recovery_report(
         self,
-    ) -> tuple[int, int, int, int | None, str | None, str | None, list[str]]: ...
+    ) -> tuple[bool, int, int, int, int | None, str | None, str | None, list[str]]: ...
     def flush_stats(self) -> tuple[int, int, int]: ...
     def close(self) -> None: ...
 
@@ -288,6 +288,38 @@ class MQClientAPI:
         default_topic: str = ...,
         default_topic_queue_nums: int = 4,
     ) -> tuple[int, str | None, str, int, int, list[str]]: ...
+    def send_message_async(
+        self,
+        addr: str,
+        messages: list[Message],
+        *,
+        producer_group: str,
+        queue_id: int,
+        timeout: float,
+        default_topic: str = ...,
+        default_topic_queue_nums: int = 4,
+    ) -> int: ...
+    def next_completed(
+        self, timeout: float
+    ) -> list[tuple[int, tuple[int, str | None, str, int, int, list[str]] | RocketHAError]]: ...
+    def wake_completed(self) -> None: ...
+    def send_message_oneway(
+        self,
+        addr: str,
+        messages: list[Message],
+        *,
+        producer_group: str,
+        queue_id: int,
+        timeout: float,
+        default_topic: str = ...,
+        default_topic_queue_nums: int = 4,
+    ) -> list[str]: ...
+    def send_heartbeat(
+        self, addr: str, client_id: str, producer_group: str, timeout: float
+    ) -> None: ...
+    def unregister_client(
+        self, addr: str, client_id: str, producer_group: str, timeout: float
+    ) -> None: ...
 
 @final
 class RecordFilter:

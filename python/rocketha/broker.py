@@ -132,19 +132,13 @@ class Broker:
 
     def _open(self, secret: bytes | None, store_host: str) -> None:
         c = self.config
-        self._store = MessageStore(
-            c.store_path_root_dir,
-            mapped_file_size=c.mapped_file_size_commit_log,
-            flush_disk_type=c.flush_disk_type,
-            flush_interval_ms=c.flush_interval_commit_log,
-            sync_flush_timeout_ms=c.sync_flush_timeout,
-            store_host=store_host,
-            consume_queue_entries=c.mapped_file_size_consume_queue // 20,
-            sync_slaves=c.slave_acks_required if self.role is BrokerRole.SYNC_MASTER else 0,
-            slave_timeout_ms=c.slave_timeout,
-            ha_max_gap_not_in_sync=c.ha_max_gap_not_in_sync,
-            accept_zero_body_crc=c.ha_accept_zero_body_crc,
-        )
+        try:
+            self._store = self._open_store(store_host)
+        except OSError as e:
+            # The store directory is the one path a broker operator chose: name the key.
+            root = c.store_path_root_dir
+            why = "it is a file, not a directory" if os.path.isfile(root) else str(e)
+            raise ConfigError(f"storePathRootDir={root}: cannot open the store there: {why}") from e
         ha_options: dict[str, Any] = dict(
             heartbeat_interval_ms=c.ha_send_heartbeat_interval,
             housekeeping_interval_ms=c.ha_housekeeping_interval,
@@ -174,7 +168,7 @@ class Broker:
         if c.metrics_port is not None:
             from rocketha.metrics import BrokerMetrics
 
-            self._metrics = BrokerMetrics(self).serve(c.metrics_port)
+            self._metrics = BrokerMetrics(self).serve(c.metrics_port, c.metrics_address)
         assert self._controller is not None and self.ha is not None
         self._controller.start(
             self._store,
@@ -208,6 +202,22 @@ class Broker:
             daemon=True,
         )
         self._events.start()
+
+    def _open_store(self, store_host: str) -> MessageStore:
+        c = self.config
+        return MessageStore(
+            c.store_path_root_dir,
+            mapped_file_size=c.mapped_file_size_commit_log,
+            flush_disk_type=c.flush_disk_type,
+            flush_interval_ms=c.flush_interval_commit_log,
+            sync_flush_timeout_ms=c.sync_flush_timeout,
+            store_host=store_host,
+            consume_queue_entries=c.mapped_file_size_consume_queue // 20,
+            sync_slaves=c.slave_acks_required if self.role is BrokerRole.SYNC_MASTER else 0,
+            slave_timeout_ms=c.slave_timeout,
+            ha_max_gap_not_in_sync=c.ha_max_gap_not_in_sync,
+            accept_zero_body_crc=c.ha_accept_zero_body_crc,
+        )
 
     def _log_events(self, controller: BrokerController) -> None:
         """Connections and registrations, logged with their reasons until shutdown."""
@@ -337,6 +347,12 @@ class Broker:
         return future
 
     # -- reads -----------------------------------------------------------------------------
+
+    def clients(self) -> list[tuple[str, list[str], list[str]]]:
+        """``(clientID, producer groups, consumer groups)`` of each connection whose client sent
+        HEART_BEAT (RocketMQ's ``ProducerManager`` and ``ConsumerManager``); empty when the
+        client port is off."""
+        return [] if self._controller is None else self._controller.clients()
 
     def messages(self, start_offset: int | None = None) -> Iterator[MessageExt]:
         """Every message from ``start_offset`` (a commit log offset) on, from any role."""

@@ -5,25 +5,29 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import hashlib
 import ipaddress
 import json
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import urllib.error
 import urllib.request
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
-from rocketha import Message, MessageStore, PutStatus
+from rocketha import Message, MessageStore, PutStatus, __version__
 from rocketha.broker import Broker
-from rocketha.config import BrokerConfig
+from rocketha.config import BrokerConfig, parse_key_value
 from rocketha.exceptions import RocketHAError
 from rocketha.namesrv import NameServer
 from rocketha.roles import BrokerRole
@@ -55,10 +59,20 @@ def _percentile(sorted_values: Sequence[float], q: float) -> float:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    """A SYNC_MASTER and a SLAVE on loopback, N puts, a check that the replica is identical."""
+    """A SYNC_MASTER and a SLAVE on loopback, N puts, a check that the replica is identical.
+    A temporary store is removed at the end unless ``--keep``; ``--store`` is always kept."""
+    keep = bool(args.keep or args.store)
+    root = Path(args.store) if args.store else Path(tempfile.mkdtemp(prefix="rocketha-demo-"))
+    try:
+        return _demo(args, root, keep)
+    finally:
+        if not keep:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def _demo(args: argparse.Namespace, root: Path, keep: bool) -> int:
     from tqdm import tqdm
 
-    root = Path(args.store) if args.store else Path(tempfile.mkdtemp(prefix="rocketha-demo-"))
     common = dict(
         mapped_file_size_commit_log=args.segment_size,
         ha_listen_address="127.0.0.1",
@@ -110,7 +124,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         "bytes_replicated": replicated,
         "slave_connections": len(connection),
         "replica_byte_identical": same,
-        "store": str(root),
+        "store": str(root) if keep else "removed (--keep keeps it)",
     }
     if args.json:
         print(json.dumps(summary, indent=2))
@@ -126,8 +140,22 @@ class _Stopped(Exception):
     """Raised by the SIGINT/SIGTERM handler to leave a blocking stdin read."""
 
 
+def broker_config(args: argparse.Namespace) -> BrokerConfig:
+    """``mqbroker``'s precedence: ``-n`` and ``--set`` over the file, the file over the
+    ``NAMESRV_ADDR`` environment variable."""
+    properties = dict(parse_key_value(kv) for kv in args.set)
+    if args.namesrv_addr is not None:
+        properties["namesrvAddr"] = args.namesrv_addr
+    return BrokerConfig.load(args.config, properties)
+
+
 def cmd_broker(args: argparse.Namespace) -> int:
-    config = BrokerConfig.load(args.config)
+    config = broker_config(args)
+    if args.print_config:
+        print(config.to_properties(), end="")
+        for key, value in sorted(config.ignored_keys.items()):
+            print(f"# not used by rocketha: {key}={value}")
+        return 0
 
     def on_signal(signum: int, _frame: object) -> None:
         log.info("signal %d: shutting down", signum)
@@ -169,10 +197,24 @@ def _serve(config: BrokerConfig, args: argparse.Namespace) -> None:
             info["metrics_port"] = broker._metrics.port
         print(json.dumps({"started": info}), flush=True)
         if args.produce_stdin and broker.role.is_master:
+            if args.wait_for_slave and not _wait_for_slave(broker, args.wait_for_slave):
+                raise RocketHAError(
+                    f"--wait-for-slave: no slave connected within {args.wait_for_slave:g} s; "
+                    "nothing was put"
+                )
             for line in sys.stdin:
                 r = broker.put(Message(args.topic, line.rstrip("\n").encode()))
-                print(json.dumps({"offset": r.offset, "status": r.status.name}), flush=True)
+                put = {"msgId": r.msg_id, "offset": r.offset, "status": r.status.name}
+                print(json.dumps(put), flush=True)
         threading.Event().wait()
+
+
+def _wait_for_slave(broker: Broker, seconds: float) -> bool:
+    """Whether a slave is replicating (TRANSFER) within ``seconds``: on a SYNC_MASTER, puts
+    before that would only time out waiting for it."""
+    assert broker.ha is not None
+    log.info("waiting up to %g s for a slave before reading stdin", seconds)
+    return broker.ha.wait_for_state(None, "TRANSFER", timeout=seconds)
 
 
 def _is_loopback(listen: str) -> bool:
@@ -249,15 +291,69 @@ def cmd_produce(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    url = args.url.rstrip("/")
-    if not url.endswith("/metrics"):
-        url += "/metrics"
-    with urllib.request.urlopen(url, timeout=10) as resp:
-        text = resp.read().decode()
-    for line in text.splitlines():
-        if line.startswith("rocketha_") and "_bucket" not in line:
-            print(line)
-    return 0
+    """A broker's replication state from its metrics port: a summary, JSON, or a summary
+    redrawn every ``--watch`` seconds."""
+    url = args.url.rstrip("/").removesuffix("/metrics").removesuffix("/status") + "/status"
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=10) as resp:
+                status = json.load(resp)
+        except urllib.error.URLError as e:
+            hint = "is a broker serving metricsPort there?"
+            raise OSError(f"cannot read {url}: {e.reason} ({hint})") from e
+        text = json.dumps(status, indent=2) if args.json else _status_summary(status)
+        if args.watch is None:
+            print(text)
+            return 0
+        # Clear the screen and redraw in place, like `watch`.
+        print("\x1b[H\x1b[2J" + text, flush=True)
+        time.sleep(args.watch)
+
+
+def _ago(now: float, then: float | None) -> str:
+    return "never" if then is None else f"{max(0.0, now - then):.1f} s ago"
+
+
+def _status_summary(s: dict[str, Any]) -> str:
+    """What an operator asks first: which role, how far the log goes, and for each slave
+    whether it keeps up (bytes and seconds behind, last ack); for a slave, whether it is
+    connected to its master and, when not, since when and why."""
+    now = s["time"]
+    lines = [
+        f"{s['broker_name']} (broker id {s['broker_id']}) {s['role']}: "
+        f"offsets {s['min_offset']}..{s['max_offset']}"
+    ]
+    if "connections" in s:
+        conns = s["connections"]
+        lines.append(
+            f"  {len(conns)} slave connection(s), push2SlaveMaxOffset {s['push2slave_max_offset']}"
+        )
+        for c in conns:
+            who = f"slave id {c['slave_id']}" if c.get("slave_id") is not None else "slave"
+            lag = c.get("lag_seconds")
+            lag_time = "unknown" if lag is None else f"{lag:.1f} s"
+            lines.append(
+                f"  {who} at {c['address']}: {c['state']} since {_ago(now, c['since'])}, "
+                f"acked {c['slave_ack_offset']} ({c['lag_bytes']} bytes, {lag_time} behind), "
+                f"last ack {_ago(now, c.get('last_ack'))}"
+            )
+    elif "state" in s:
+        master = s.get("master_address") or "(none yet: waiting for the name server)"
+        connected = s["state"] == "TRANSFER"
+        verb = "replicating from" if connected else "not replicating from"
+        lines.append(
+            f"  {verb} {master}: {s['state']} since {_ago(now, s.get('state_since'))}, "
+            f"received {s['bytes_received']} bytes over {s['connects']} connection(s)"
+        )
+        error = s.get("last_error")
+        if error is not None:
+            lines.append(f"  last error {_ago(now, error['at'])}: {error['reason']}")
+        stop = s.get("stopped")
+        if stop is not None:
+            lines.append(
+                f"  STOPPED at offset {stop['offset']}: {stop['reason']} (master {stop['master']})"
+            )
+    return "\n".join(lines)
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
@@ -337,7 +433,7 @@ def _truncate_at_corruption(args: argparse.Namespace) -> int:
     what recovery refuses to do unless told."""
     with MessageStore(args.store, truncate_at_corruption=True) as store:
         cut = store.corruption()
-        deleted = store.recovery_report()[6]
+        deleted = store.recovery_report()[7]
         end = store.max_offset
     if cut is None:
         print(f"{args.store}: no corruption in the middle of the log; nothing cut")
@@ -411,12 +507,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
     root = _benches_root()
     if root is None:
         where = os.environ.get("ROCKETHA_BENCHES") or f"{Path.cwd()} or its parents"
+        asked_help = bool({"-h", "--help"} & set(args.bench_args))
         print(
             f"rocketha bench: no benches/ in {where}: run it from a rocketha repository "
-            "checkout, or set ROCKETHA_BENCHES to the checkout's root",
-            file=sys.stderr,
+            "checkout, or set ROCKETHA_BENCHES to the checkout's root"
+            + ("; `rocketha bench --help` there lists the scenarios" if asked_help else ""),
+            file=sys.stdout if asked_help else sys.stderr,
         )
-        return 2
+        return 0 if asked_help else 2
     path = os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))
     env = {**os.environ, "PYTHONPATH": path}
     return subprocess.call([sys.executable, "-m", "benches", *args.bench_args], env=env)
@@ -424,21 +522,36 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     """Every subcommand with its options; each sets ``func``, the ``cmd_*`` that runs it."""
-    parser = argparse.ArgumentParser(prog="rocketha", description=__doc__)
-    parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO")
+    parser = argparse.ArgumentParser(
+        prog="rocketha",
+        description="RocketMQ's replicated commit log: brokers, a name server, producers, and "
+        "tools for stores. `rocketha demo` shows a master and a slave at work.",
+        epilog="Each command has its own --help. -v / -q work before or after the command.",
+    )
+    parser.add_argument("--version", action="version", version=f"rocketha {__version__}")
+    # -v / -q go before or after the subcommand; after it they only override what was given.
+    logs = argparse.ArgumentParser(add_help=False)
+    options: list[tuple[argparse.ArgumentParser, dict[str, Any]]] = [
+        (parser, {}),
+        (logs, {"default": argparse.SUPPRESS}),
+    ]
+    for p, kw in options:
+        p.add_argument("-v", "--verbose", action="store_true", help="log at INFO", **kw)
+        p.add_argument("-q", "--quiet", action="store_true", help="errors only, no progress", **kw)
     sub = parser.add_subparsers(dest="command", required=True)
+    add = functools.partial(sub.add_parser, parents=[logs])
 
-    demo = sub.add_parser("demo", help="master + slave on loopback, N puts, a summary")
+    demo = add("demo", help="master + slave on loopback, N puts, a summary")
     demo.add_argument("-n", "--messages", type=int, default=20_000)
     demo.add_argument("--size", type=int, default=1024, help="body bytes")
     demo.add_argument("--topic", default="DemoTopic")
-    demo.add_argument("--store", help="directory for both stores (default: a temp dir)")
+    demo.add_argument("--store", help="directory for both stores, kept (default: a temp dir)")
+    demo.add_argument("--keep", action="store_true", help="keep the temporary store")
     demo.add_argument("--segment-size", type=int, default=16 << 20)
     demo.add_argument("--json", action="store_true", help="print the summary as JSON")
-    demo.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     demo.set_defaults(func=cmd_demo)
 
-    namesrv = sub.add_parser("namesrv", help="run a name server in the foreground")
+    namesrv = add("namesrv", help="run a name server in the foreground")
     namesrv.add_argument(
         "--listen", default="127.0.0.1:9876", help="ip:port (port 0 picks a free one)"
     )
@@ -449,13 +562,39 @@ def _parser() -> argparse.ArgumentParser:
     )
     namesrv.set_defaults(func=cmd_namesrv)
 
-    broker = sub.add_parser("broker", help="run a broker in the foreground")
+    broker = add("broker", help="run a broker in the foreground")
     broker.add_argument("-c", "--config", required=True, help="broker.conf")
+    broker.add_argument(
+        "-n",
+        "--namesrv-addr",
+        help="name servers, host:port separated by ';' (over the file's namesrvAddr, "
+        "which is over the NAMESRV_ADDR environment variable)",
+    )
+    broker.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a broker.conf key over the file's value, repeatable: e.g. --set listenPort=10921 "
+        "--set storePathRootDir=/data/b for a second broker on the host",
+    )
+    broker.add_argument(
+        "-p",
+        "--print-config",
+        action="store_true",
+        help="print the effective config (file, -n, --set) as broker.conf lines and exit",
+    )
     broker.add_argument("--produce-stdin", action="store_true", help="put one message per line")
     broker.add_argument("--topic", default="StdinTopic")
+    broker.add_argument(
+        "--wait-for-slave",
+        type=float,
+        metavar="SECONDS",
+        help="with --produce-stdin: read nothing until a slave replicates (exit 2 if none)",
+    )
     broker.set_defaults(func=cmd_broker)
 
-    produce = sub.add_parser("produce", help="send messages through a name server's routes")
+    produce = add("produce", help="send messages through a name server's routes")
     produce.add_argument("--namesrv", required=True, help="name server host:port (';' for more)")
     produce.add_argument("--topic", required=True)
     produce.add_argument("--group", default="rocketha-cli-producer", help="producer group")
@@ -464,11 +603,20 @@ def _parser() -> argparse.ArgumentParser:
     produce.add_argument("--json", action="store_true", help="one JSON line per message")
     produce.set_defaults(func=cmd_produce)
 
-    status = sub.add_parser("status", help="replication state from a metrics endpoint")
+    status = add("status", help="a broker's replication state, from its metricsPort")
     status.add_argument("url", help="http://host:metricsPort")
+    status.add_argument("--json", action="store_true", help="the whole state as JSON")
+    status.add_argument(
+        "--watch",
+        type=float,
+        nargs="?",
+        const=2.0,
+        metavar="SECONDS",
+        help="redraw every SECONDS (default 2) until interrupted",
+    )
     status.set_defaults(func=cmd_status)
 
-    inspect = sub.add_parser("inspect", help="list segments and records, verify CRCs")
+    inspect = add("inspect", help="list segments and records, verify CRCs")
     inspect.add_argument("store")
     inspect.add_argument("--records", action="store_true", help="print every record")
     inspect.add_argument(
@@ -478,9 +626,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     inspect.set_defaults(func=cmd_inspect)
 
-    repair = sub.add_parser(
-        "repair", help="repair a divergent replica or mid-log corruption, explicitly"
-    )
+    repair = add("repair", help="repair a divergent replica or mid-log corruption, explicitly")
     repair.add_argument("store")
     action = repair.add_mutually_exclusive_group()
     action.add_argument(
@@ -518,13 +664,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     args.bench_args = rest
     logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING,
+        level=logging.ERROR if args.quiet else logging.INFO if args.verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     try:
         return int(args.func(args))
     except RocketHAError as e:
         print(f"rocketha: {type(e).__name__}: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        # One line a person can act on (the path and the reason), not a traceback.
+        print(f"rocketha: {e}", file=sys.stderr)
         return 2
 
 

@@ -93,6 +93,10 @@ IGNORED_KEYS = frozenset(
 )
 
 
+#: Ignored keys of file retention (``CleanCommitLogService``), which the distribution's own
+#: files set: worth a warning, since without them the store only grows.
+_RETENTION_KEYS = frozenset(["deleteWhen", "fileReservedTime"])
+
 #: Keys whose RocketMQ spelling is not plain camelCase.
 _IRREGULAR = {"broker_ip1": "brokerIP1"}
 
@@ -181,8 +185,11 @@ class BrokerConfig:
     ha_accept_zero_body_crc: bool = False
     #: rocketha: allow an HA port on a non-loopback address without a secret.
     ha_allow_insecure: bool = False
-    #: rocketha: serve Prometheus metrics on this port (0 = OS-chosen; None = off).
+    #: rocketha: serve Prometheus metrics (``/metrics``) and the status ``rocketha status``
+    #: reads (``/status``) on this port (0 = OS-chosen; None = off).
     metrics_port: int | None = None
+    #: rocketha: the interface the metrics port binds; loopback unless asked.
+    metrics_address: str = "127.0.0.1"
 
     #: Keys that were read but are not acted on.
     ignored_keys: dict[str, str] = field(default_factory=dict, compare=False)
@@ -297,7 +304,7 @@ class BrokerConfig:
             raise self._fail("max_message_size", "must be in (0, 4 MiB]")
         if not 0 <= self.access_message_in_memory_max_ratio <= 100:
             raise self._fail("access_message_in_memory_max_ratio", "must be a percentage")
-        for name in ("ha_listen_address", "listen_address"):
+        for name in ("ha_listen_address", "listen_address", "metrics_address"):
             try:
                 ipaddress.ip_address(getattr(self, name))
             except ValueError:
@@ -306,12 +313,21 @@ class BrokerConfig:
     # -- loading ---------------------------------------------------------------------------
 
     @classmethod
-    def load(cls, path: str | os.PathLike[str], **overrides: Any) -> BrokerConfig:
-        """Reads a RocketMQ properties file; ``overrides`` (snake_case) win over the file."""
+    def load(
+        cls,
+        path: str | os.PathLike[str],
+        properties: dict[str, str] | None = None,
+        **overrides: Any,
+    ) -> BrokerConfig:
+        """Reads a RocketMQ properties file. ``properties`` (RocketMQ keys, as on the command
+        line) and ``overrides`` (snake_case) win over the file. Without ``namesrvAddr`` the
+        ``NAMESRV_ADDR`` environment variable names the name servers, as for RocketMQ."""
         text = Path(path).read_text(encoding="utf-8")
-        return cls.from_properties(
-            _parse_properties(text, str(path)), source=str(path), **overrides
-        )
+        props = {**_parse_properties(text, str(path)), **(properties or {})}
+        env = os.environ.get("NAMESRV_ADDR")
+        if "namesrvAddr" not in props and env:
+            props["namesrvAddr"] = env
+        return cls.from_properties(props, source=str(path), **overrides)
 
     @classmethod
     def from_properties(
@@ -331,8 +347,17 @@ class BrokerConfig:
                 raise ConfigError(f"{source}: unknown key {key!r}{hint}")
         kwargs.update(overrides)
         config = cls(**kwargs, ignored_keys=ignored, source=source)
-        if ignored:
-            log.info("%s: keys rocketha ignores: %s", source, ", ".join(sorted(ignored)))
+        retention = sorted(_RETENTION_KEYS & ignored.keys())
+        if retention:
+            log.warning(
+                "%s: %s not used yet: rocketha deletes no commit log file (retention is not "
+                "implemented), so the store grows until disk space runs out",
+                source,
+                ", ".join(f"{k}={ignored[k]}" for k in retention),
+            )
+        others = sorted(ignored.keys() - _RETENTION_KEYS)
+        if others:
+            log.info("%s: keys rocketha ignores: %s", source, ", ".join(others))
         return config
 
     # -- derived ---------------------------------------------------------------------------
@@ -387,6 +412,14 @@ _FIELD_TYPES: dict[str, str] = {
 }
 
 
+def parse_key_value(text: str) -> tuple[str, str]:
+    """One ``key=value`` of the command line (``rocketha broker --set``)."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise ConfigError(f"{text!r} is not key=value (a RocketMQ key, e.g. listenPort=10921)")
+    return key.strip(), value.strip()
+
+
 def _parse_properties(text: str, source: str) -> dict[str, str]:
     """Java properties, the subset broker.conf files use: ``key=value``, ``key = value``,
     ``key: value``, ``#`` and ``!`` comments, blank lines."""
@@ -405,4 +438,4 @@ def _parse_properties(text: str, source: str) -> dict[str, str]:
     return props
 
 
-__all__ = ["IGNORED_KEYS", "BrokerConfig"]
+__all__ = ["IGNORED_KEYS", "BrokerConfig", "parse_key_value"]

@@ -17,6 +17,7 @@ from typing import Any
 
 from rocketha import _core
 from rocketha._events import EventPump
+from rocketha.exceptions import RocketHAError
 from rocketha.store import MessageStore
 
 log = logging.getLogger("rocketha.ha")
@@ -59,6 +60,10 @@ class HAService:
         self.client: _core.HAClient | None = None
         self._callbacks: list[StateCallback] = []
         self._states: dict[str, str] = {}
+        #: The slave's view of its master, for status: when the client entered its state, and
+        #: the last problem it reported (a refused connect, a bad frame) with its time.
+        self._state_since = time.time()
+        self._last_problem: tuple[str, float] | None = None
         self._changed = threading.Condition()
         self._pump: EventPump[tuple[str, str, str, bool]] | None = None
         self._running = False
@@ -110,6 +115,11 @@ class HAService:
         level = logging.WARNING if problem else logging.INFO
         log.log(level, "HA %s %s: %s", address, state, reason)
         with self._changed:
+            if self.client is not None:
+                if self._states.get(address) != state:
+                    self._state_since = time.time()
+                if problem:
+                    self._last_problem = (reason, time.time())
             self._states[address] = state
             self._changed.notify_all()
         for callback in list(self._callbacks):
@@ -155,17 +165,33 @@ class HAService:
         return self._require_master().push2slave_max_offset
 
     def connections(self) -> list[dict[str, Any]]:
-        """One dict per slave connection: address, state, slave_ack_offset, lag_bytes,
-        bytes_sent, since (epoch seconds), authenticated."""
+        """One dict per slave connection: address, slave_id (proved by the auth handshake; None
+        without haAuthSecret), state, slave_ack_offset, lag_bytes, lag_seconds (how old the
+        oldest message the slave lacks is), bytes_sent, since and last_ack (epoch seconds;
+        last_ack None before the first report), authenticated."""
         if self.master is None:
             return []
         max_offset = self.store.max_offset
+        now = time.time()
         out = []
         for c in self.master.connections():
-            c["lag_bytes"] = max(0, max_offset - c["slave_ack_offset"])
+            acked = c["slave_ack_offset"]
+            c["lag_bytes"] = max(0, max_offset - acked)
+            c["lag_seconds"] = self._age_of_message_at(acked, now) if c["lag_bytes"] else 0.0
             c["since"] = c.pop("since_ms") / 1000
+            last_ack = c.pop("last_ack_ms")
+            c["last_ack"] = None if last_ack is None else last_ack / 1000
             out.append(c)
         return out
+
+    def _age_of_message_at(self, offset: int, now: float) -> float | None:
+        """Seconds since the message at ``offset`` was stored; None when no message starts
+        there (a slave that reported an offset inside a record, or below the min offset)."""
+        try:
+            batch, _next = self.store.read_messages(offset, 1)
+        except (OSError, ValueError, RocketHAError):
+            return None
+        return max(0.0, now - batch[0].store_timestamp / 1000) if batch else None
 
     def wait_for_ack(self, offset: int, count: int, timeout: float) -> bool:
         """Waits until ``count`` distinct slaves acknowledged ``offset`` (False on timeout),
@@ -190,6 +216,10 @@ class HAService:
             status: dict[str, Any] = {
                 "master_address": self.master_address,
                 "state": self.state,
+                "state_since": self._state_since,
+                "last_error": None
+                if self._last_problem is None
+                else {"reason": self._last_problem[0], "at": self._last_problem[1]},
                 "bytes_received": received,
                 "frames": frames,
                 "buffer_swaps": swaps,

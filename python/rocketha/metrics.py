@@ -1,18 +1,30 @@
-"""Prometheus metrics of a broker (``metricsPort``), read from live state at scrape time."""
+"""Prometheus metrics of a broker (``metricsPort``), read from live state at scrape time, and
+the same state as JSON at ``/status`` for ``rocketha status``."""
 
 from __future__ import annotations
 
+import json
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
+from wsgiref.simple_server import WSGIRequestHandler, make_server
 
-from prometheus_client import CollectorRegistry, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Histogram, make_wsgi_app
 from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.exposition import ThreadingWSGIServer
 from prometheus_client.registry import Collector
 
 if TYPE_CHECKING:
     from rocketha.broker import Broker
     from rocketha.roles import PutStatus
+
+
+class _QuietHandler(WSGIRequestHandler):
+    """Scrapes are not worth a log line each."""
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
 
 
 class BrokerMetrics(Collector):
@@ -35,8 +47,22 @@ class BrokerMetrics(Collector):
         (``time.perf_counter()``) and ended now with ``status``."""
         self.put_latency.labels(status.name).observe(time.perf_counter() - started)
 
-    def serve(self, port: int) -> BrokerMetrics:
-        self._server, _thread = start_http_server(port, registry=self.registry)
+    def serve(self, port: int, address: str = "127.0.0.1") -> BrokerMetrics:
+        metrics = make_wsgi_app(self.registry)
+
+        def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+            if environ.get("PATH_INFO") != "/status":
+                return metrics(environ, start_response)  # type: ignore[no-any-return]
+            body = json.dumps(self.broker.ha_status()).encode()
+            start_response("200 OK", [("Content-Type", "application/json")])
+            return [body]
+
+        self._server = make_server(
+            address, port, app, ThreadingWSGIServer, handler_class=_QuietHandler
+        )
+        threading.Thread(
+            target=self._server.serve_forever, name="rocketha-metrics", daemon=True
+        ).start()
         self.port = self._server.server_port
         return self
 

@@ -8,10 +8,12 @@ A store directory has RocketMQ's layout::
     <path>/checkpoint                         last flushed offset
     <path>/lock                               held by the process that has it open
 
->>> with MessageStore(path) as store:
-...     result = store.put(Message("orders", b"hello", tags="new"))
-...     [m.body for m in store.messages()]
-[b'hello']
+For example::
+
+    >>> with MessageStore(path) as store:
+    ...     result = store.put(Message("orders", b"hello", tags="new"))
+    ...     [m.body for m in store.messages()]
+    [b'hello']
 """
 
 from __future__ import annotations
@@ -113,8 +115,26 @@ class MessageStore(_core.MessageStore):
         return self
 
     def _log_recovery(self, read_only: bool) -> None:
-        max_offset, scanned_from, checked, cut_at, reason, file, deleted = self.recovery_report()
-        if cut_at is not None:
+        report = self.recovery_report()
+        crashed, max_offset, scanned_from, checked, cut_at, reason, file, deleted = report
+        if crashed:
+            # Said at WARNING whatever recovery found: an operator looking at a restart after a
+            # kill or power loss wants to know what the store kept, including "everything".
+            cut = (
+                f"truncated {file} at offset {cut_at}: {reason}"
+                if cut_at is not None
+                else "truncated nothing"
+            )
+            log.warning(
+                "%s: recovered from an unclean shutdown (the abort marker was left): checked "
+                "%d records from offset %d, %s; max offset %d",
+                self.path,
+                checked,
+                scanned_from,
+                cut,
+                max_offset,
+            )
+        elif cut_at is not None:
             log.warning(
                 "commit log recovery truncated %s at offset %d: %s (valid data ends there)",
                 file,
@@ -136,7 +156,7 @@ class MessageStore(_core.MessageStore):
                     records,
                     size,
                 )
-        if checked:
+        if checked and not crashed:
             log.debug(
                 "recovered %s: checked %d records from offset %d, max offset %d",
                 self.path,

@@ -166,3 +166,36 @@ def test_bad_peers_on_the_ha_port(
     assert any("negative" in r for r in refused)
     assert any("beyond the master's max offset" in r for r in refused)
     assert grown < RSS_SLACK, f"RSS grew by {grown >> 20} MiB"
+
+
+@pytest.mark.faults
+def test_a_slave_pointed_at_something_else_says_what_it_saw(tmp_path: Path) -> None:
+    """haMasterAddress naming an HTTP server, which says nothing until it gets a request line:
+    within the housekeeping interval the slave drops it and its status asks whether that is an
+    HA port, instead of showing TRANSFER forever."""
+    import http.server
+
+    http_server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), http.server.BaseHTTPRequestHandler
+    )
+    threading.Thread(target=http_server.serve_forever, daemon=True).start()
+    address = f"127.0.0.1:{http_server.server_port}"
+    config = BrokerConfig(
+        broker_role="SLAVE",
+        broker_id=1,
+        store_path_root_dir=str(tmp_path / "slave"),
+        mapped_file_size_commit_log=SEGMENT,
+        ha_master_address=address,
+        listen_port=0,
+        ha_send_heartbeat_interval=HA_TIMERS["haSendHeartbeatInterval"],
+        ha_housekeeping_interval=HA_TIMERS["haHousekeepingInterval"],
+    )
+    try:
+        with Broker(config) as slave:
+            error = wait_for(
+                lambda: slave.ha_status()["last_error"], 60, "the slave to give up on it"
+            )
+            assert address in error["reason"] and "HA port" in error["reason"], error
+    finally:
+        http_server.shutdown()
+        http_server.server_close()

@@ -336,8 +336,11 @@ impl MessageStore {
     }
 
     /// Read-only stores: picks up what a live writer appended since the last look, up to its
-    /// last complete valid record. Returns the new max offset.
+    /// last complete valid record, and the consume queues with it. Returns the new max offset.
     pub fn refresh(&self) -> Result<u64, CommitLogError> {
+        // Queues first: the writer dispatches a record only after appending it, so every
+        // entry seen here points at bytes the commit log scan that follows will find.
+        self.consume_queues.refresh()?;
         self.scan(false)
     }
 

@@ -114,6 +114,8 @@ impl HAMaster {
                 d.set_item("next_transfer_from", c.next_transfer_from)?;
                 d.set_item("bytes_sent", c.bytes_sent)?;
                 d.set_item("since_ms", c.since_ms)?;
+                d.set_item("last_ack_ms", c.last_ack_ms)?;
+                d.set_item("slave_id", c.slave_id)?;
                 d.set_item("authenticated", c.authenticated)?;
                 Ok(d)
             })

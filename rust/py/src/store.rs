@@ -384,12 +384,13 @@ impl PyMessageStore {
         py.detach(|| store.truncate_to(offset)).map_err(to_py)
     }
 
-    /// What recovery found at open: `(max_offset, scanned_from, records_checked,
+    /// What recovery found at open: `(after_crash, max_offset, scanned_from, records_checked,
     /// truncated_at or None, reason or None, file or None, deleted files)`.
     #[allow(clippy::type_complexity)]
     fn recovery_report(
         &self,
     ) -> PyResult<(
+        bool,
         u64,
         u64,
         u64,
@@ -404,6 +405,7 @@ impl PyMessageStore {
             None => (None, None, None),
         };
         Ok((
+            r.after_crash,
             r.max_offset,
             r.scanned_from,
             r.records_checked,

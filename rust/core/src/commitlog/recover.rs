@@ -23,6 +23,8 @@ use crate::error::{CommitLogError, RecordError};
 /// What recovery found and did, for the store to log.
 #[derive(Debug, Default, Clone)]
 pub struct RecoveryReport {
+    /// The `abort` marker was left: the last run did not shut down cleanly.
+    pub after_crash: bool,
     pub max_offset: u64,
     /// First offset that was re-validated; consume queues are re-dispatched from here.
     pub scanned_from: u64,
@@ -230,7 +232,10 @@ impl CommitLog {
         truncate_at_corruption: bool,
     ) -> Result<RecoveryReport, CommitLogError> {
         let files = self.files.files();
-        let mut report = RecoveryReport::default();
+        let mut report = RecoveryReport {
+            after_crash: crashed,
+            ..RecoveryReport::default()
+        };
         if files.is_empty() {
             return Ok(report);
         }

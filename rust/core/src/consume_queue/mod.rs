@@ -102,6 +102,28 @@ impl ConsumeQueue {
         last.set_wrote(used);
     }
 
+    /// Read-only queues: takes in the files and entries a live writer added since the last
+    /// look. Entries are written in queue-offset order, so the scan stops at the first empty
+    /// slot after the known end and costs only what is new.
+    fn refresh(&self) -> Result<(), CommitLogError> {
+        if self.files.map_new_segments()? > 0 {
+            let files = self.files.files();
+            for f in &files[..files.len() - 1] {
+                f.set_wrote(f.size());
+            }
+        }
+        let Some(last) = self.files.last() else {
+            return Ok(());
+        };
+        let known = last.wrote();
+        let new = last.whole()[known..]
+            .chunks_exact(CQ_ENTRY_SIZE)
+            .take_while(|e| !CqEntry::decode(e).is_empty())
+            .count();
+        last.set_wrote(known + new * CQ_ENTRY_SIZE);
+        Ok(())
+    }
+
     /// The queue offset the next message gets.
     pub(crate) fn max_queue_offset(&self) -> i64 {
         (self.files.max_offset() / CQ_ENTRY_SIZE as u64) as i64
@@ -233,10 +255,16 @@ impl ConsumeQueueTable {
             writable,
             queues: RwLock::new(HashMap::new()),
         };
-        let Ok(topics) = std::fs::read_dir(&table.root) else {
-            return Ok(table);
+        table.refresh()?;
+        Ok(table)
+    }
+
+    /// Opens the queues under the root not open yet and, for a read-only table, brings the
+    /// open ones up to what a live writer has added (new topics, files and entries).
+    pub(crate) fn refresh(&self) -> Result<(), CommitLogError> {
+        let Ok(topics) = std::fs::read_dir(&self.root) else {
+            return Ok(());
         };
-        let mut queues: HashMap<String, HashMap<i32, Arc<ConsumeQueue>>> = HashMap::new();
         for topic_dir in topics.flatten() {
             let topic = topic_dir.file_name().to_string_lossy().into_owned();
             let Ok(ids) = std::fs::read_dir(topic_dir.path()) else {
@@ -246,21 +274,26 @@ impl ConsumeQueueTable {
                 let Ok(queue_id) = id_dir.file_name().to_string_lossy().parse::<i32>() else {
                     continue;
                 };
+                if let Some(cq) = self.get(&topic, queue_id) {
+                    if !self.writable {
+                        cq.refresh()?;
+                    }
+                    continue;
+                }
                 let cq = ConsumeQueue::open(
                     &id_dir.path(),
                     &topic,
                     queue_id,
-                    entries_per_file,
-                    writable,
+                    self.entries_per_file,
+                    self.writable,
                 )?;
-                queues
+                write(&self.queues)
                     .entry(topic.clone())
                     .or_default()
                     .insert(queue_id, Arc::new(cq));
             }
         }
-        *write(&table.queues) = queues;
-        Ok(table)
+        Ok(())
     }
 
     pub(crate) fn get(&self, topic: &str, queue_id: i32) -> Option<Arc<ConsumeQueue>> {

@@ -253,6 +253,9 @@ struct Session {
     first: u64,
     reported: u64,
     last_read: Instant,
+    /// Any byte came on this connection: a master sends heartbeats, so silence from the start
+    /// means the address is not a master's HA port.
+    heard: bool,
     last_report: Instant,
 }
 
@@ -550,7 +553,8 @@ impl Client {
         let mut events = Events::with_capacity(16);
         loop {
             self.wait_readable(&mut session, version, &mut events)?;
-            self.receive(&mut session, stream, master, dispatcher)?;
+            let closed = events.iter().any(|e| e.is_read_closed() || e.is_error());
+            self.receive(&mut session, stream, master, dispatcher, closed)?;
             if session.last_report.elapsed() >= self.shared.config.heartbeat_interval {
                 self.report(&mut session, stream, true)?;
             }
@@ -628,6 +632,7 @@ impl Client {
             first,
             reported,
             last_read: now,
+            heard: false,
             last_report: now,
         })
     }
@@ -649,10 +654,19 @@ impl Client {
         let cfg = &self.shared.config;
         let now = Instant::now();
         if now.duration_since(session.last_read) > cfg.housekeeping_interval {
-            return Err(Ended::problem(format!(
-                "housekeeping: nothing from the master for {} ms (haHousekeepingInterval)",
-                cfg.housekeeping_interval.as_millis()
-            )));
+            let ms = cfg.housekeeping_interval.as_millis();
+            return Err(Ended::problem(if session.heard {
+                format!(
+                    "housekeeping: nothing from the master for {ms} ms (haHousekeepingInterval)"
+                )
+            } else {
+                format!(
+                    "housekeeping: not a byte from {} in {ms} ms since connecting \
+                     (haHousekeepingInterval), where a master sends heartbeats: is it a \
+                     master's HA port (haListenPort)?",
+                    lock(&self.shared.master).clone().unwrap_or_default()
+                )
+            }));
         }
         let wait = (session.last_report + cfg.heartbeat_interval)
             .min(session.last_read + cfg.housekeeping_interval)
@@ -662,27 +676,35 @@ impl Client {
             .map_err(|e| Ended::problem(format!("epoll failed: {e}")))
     }
 
-    /// Reads until the socket would block, handing every complete frame to the sink and
+    /// Reads until the socket is drained, handing every complete frame to the sink and
     /// reporting the new max offset after each read that appended.
+    ///
+    /// A read that left free space in the buffer drained the socket (the master's next frame
+    /// raises a new epoll edge), so the read that would only say EAGAIN is skipped: one
+    /// syscall per frame. Once epoll reported the master's FIN (`closed`), it reads on to the
+    /// end of the stream.
     fn receive(
         &mut self,
         session: &mut Session,
         stream: &mut TcpStream,
         master: &str,
         dispatcher: &mut FrameDispatcher,
+        closed: bool,
     ) -> Result<(), Ended> {
         loop {
-            match dispatcher.read_from(stream) {
+            let drained = match dispatcher.read_from(stream) {
                 Ok(0) => return Err(Ended::problem("master closed the connection")),
                 Ok(n) => {
                     session.last_read = Instant::now();
+                    session.heard = true;
                     let mut stats = lock(&self.shared.stats);
                     stats.bytes_received += n as u64;
+                    !dispatcher.filled() && !closed
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(Ended::problem(format!("read failed: {e}"))),
-            }
+            };
             let frames = dispatcher
                 .dispatch(|f| session.sink(f))
                 .map_err(|e| e.ended(&session.store, master))?;
@@ -691,6 +713,9 @@ impl Client {
             stats.buffer_swaps = dispatcher.swaps();
             drop(stats);
             self.report(session, stream, false)?;
+            if drained {
+                return Ok(());
+            }
         }
     }
 

@@ -4,7 +4,7 @@
 //! body straight from the mmap from there on. The AcceptSocketService's loop drives both.
 
 use std::io::{self, IoSlice, Read, Write};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -38,6 +38,10 @@ pub struct ConnectionInfo {
     pub next_transfer_from: Option<u64>,
     pub bytes_sent: u64,
     pub since_ms: i64,
+    /// When the slave's last offset report arrived (epoch ms); None before the first.
+    pub last_ack_ms: Option<i64>,
+    /// The broker id the slave proved in the auth handshake; None without haAuthSecret.
+    pub slave_id: Option<u64>,
     pub authenticated: bool,
 }
 
@@ -58,6 +62,10 @@ pub(super) struct ConnectionStatus {
     /// RocketMQ's `nextTransferFromWhere`: [`UNSET`] until the slave's first report.
     next_transfer_from_where: AtomicU64,
     bytes_sent: AtomicU64,
+    /// Epoch ms of the last offset report, 0 before the first.
+    last_ack_ms: AtomicI64,
+    /// The authenticated slave id, [`UNSET`] until the handshake proves one.
+    slave_id: AtomicU64,
 }
 
 impl ConnectionStatus {
@@ -81,6 +89,8 @@ impl ConnectionStatus {
             next_transfer_from: next,
             bytes_sent: self.bytes_sent.load(Ordering::Acquire),
             since_ms: self.since_ms,
+            last_ack_ms: Some(self.last_ack_ms.load(Ordering::Acquire)).filter(|&ms| ms > 0),
+            slave_id: Some(self.slave_id.load(Ordering::Acquire)).filter(|&id| id != UNSET),
             authenticated: self.auth && next.is_some(),
         }
     }
@@ -188,6 +198,8 @@ impl HaConnection {
             slave_ack_offset: AtomicU64::new(0),
             next_transfer_from_where: AtomicU64::new(UNSET),
             bytes_sent: AtomicU64::new(0),
+            last_ack_ms: AtomicI64::new(0),
+            slave_id: AtomicU64::new(UNSET),
         };
         Self {
             stream,
@@ -289,7 +301,15 @@ impl HaConnection {
 
     /// The read half: the handshake response, then offset reports. Returns the last complete
     /// report read, as only that one counts (acks coalesce).
-    pub(super) fn read(&mut self, secret: Option<&[u8]>) -> Result<Option<u64>, Close> {
+    ///
+    /// A read shorter than the buffer drained the socket (the slave's next report raises a new
+    /// epoll edge), so the read that would only say EAGAIN is skipped: one syscall per ack.
+    /// Once epoll reported the slave's FIN (`closed`), it reads on to the end of the stream.
+    pub(super) fn read(
+        &mut self,
+        secret: Option<&[u8]>,
+        closed: bool,
+    ) -> Result<Option<u64>, Close> {
         let mut buf = [0u8; 4096];
         let mut latest = None;
         loop {
@@ -300,6 +320,9 @@ impl HaConnection {
                     let data = self.handshake(secret, &buf[..n])?;
                     if let Some(offset) = self.reports(data)? {
                         latest = Some(offset);
+                    }
+                    if n < buf.len() && !closed {
+                        return Ok(latest);
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(latest),
@@ -330,6 +353,7 @@ impl HaConnection {
         self.control.extend_from_slice(&proof);
         self.crc = flags & auth::FLAG_FRAME_CRC != 0;
         self.slave_key = slave_id;
+        self.status.slave_id.store(slave_id, Ordering::Release);
         self.phase = Phase::Transfer;
         Ok(&data[take..])
     }
@@ -388,6 +412,9 @@ impl HaConnection {
         self.status
             .slave_ack_offset
             .store(offset, Ordering::Release);
+        self.status
+            .last_ack_ms
+            .store(now_millis(), Ordering::Release);
         if let Some(start) = start {
             self.status
                 .next_transfer_from_where
