@@ -190,19 +190,31 @@ impl Responder {
     /// per response on a lone connection). Otherwise, or when it does not encode, it joins the
     /// loop's outbox, behind what is queued.
     pub fn send(&self, mut response: RemotingCommand) {
+        response.opaque = self.opaque;
+        response.mark_response();
+        self.queue(response);
+    }
+
+    /// Sends a oneway request of the server's own on this request's connection, as RocketMQ's
+    /// broker `invokeOneway`s NOTIFY_CONSUMER_IDS_CHANGED to a group's consumers. Thread-safe;
+    /// dropped silently if the connection is gone; written like [`Self::send`]'s responses.
+    pub fn send_oneway_request(&self, mut request: RemotingCommand) {
+        request.mark_oneway();
+        self.queue(request);
+    }
+
+    fn queue(&self, mut command: RemotingCommand) {
         if self.shared.signal.stopped() {
             return;
         }
-        response.opaque = self.opaque;
-        response.serialize_type = self.serialize_type;
-        response.mark_response();
+        command.serialize_type = self.serialize_type;
         let Some(output) = self.output.upgrade() else {
             return;
         };
         {
             let mut queue = lock(&output.queue);
             if queue.frames.is_empty() && !queue.write_blocked {
-                if let Ok(frame) = response.encode(self.shared.max_frame_size) {
+                if let Ok(frame) = command.encode(self.shared.max_frame_size) {
                     queue.push(frame);
                     // What the socket does not take now goes on its writable edge, in the
                     // loop. A failed write means a broken socket, which epoll reports to the
@@ -214,7 +226,7 @@ impl Responder {
         }
         let first = {
             let mut outbox = lock(&self.shared.outbox);
-            outbox.push((self.connection_id, response));
+            outbox.push((self.connection_id, command));
             outbox.len() == 1
         };
         // A non-empty outbox already has a wake-up on its way.
