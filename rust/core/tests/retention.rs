@@ -185,3 +185,58 @@ fn bad_retention_settings_are_refused_naming_the_key() {
     let e = MessageStore::open(c).err().unwrap().to_string();
     assert!(e.contains("diskSpaceWarningLevelRatio 120"), "{e}");
 }
+
+/// The first event of `events` whose reason contains `text`, within a generous deadline.
+fn wait_for_event(events: &rocketha_core::ha::HaEvents, text: &str) -> String {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        for e in events.drain(Duration::from_millis(100)) {
+            if e.problem && e.reason.contains(text) {
+                return e.reason;
+            }
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no event containing {text:?}"
+        );
+    }
+}
+
+#[test]
+fn a_slave_behind_the_masters_floor_is_told_so_on_both_sides() {
+    use rocketha_core::ha::client::HaClient;
+    use rocketha_core::ha::master::HaMaster;
+    use rocketha_core::ha::HaConfig;
+    use std::sync::Arc;
+
+    let (mdir, sdir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let master = Arc::new(open(mdir.path(), 1));
+    fill_segments(&master, 6);
+    // The slave holds the master's first two segments, then falls behind.
+    let slave = Arc::new(open(sdir.path(), 1_000_000_000));
+    let mut at = 0;
+    while at < 2 * SEGMENT {
+        let slice = master.read_raw(at, usize::MAX).unwrap();
+        slave.append_raw(at, slice.bytes(), false).unwrap();
+        at += slice.len() as u64;
+    }
+    let slave_max = slave.max_offset();
+    std::thread::sleep(Duration::from_millis(5));
+    master.clean_now().unwrap();
+    let floor = master.min_offset();
+    assert!(floor > slave_max);
+
+    let cfg = HaConfig::default();
+    let ha = HaMaster::start(master.clone(), "127.0.0.1:0".parse().unwrap(), cfg.clone()).unwrap();
+    let client = HaClient::start(slave.clone(), Some(ha.local_addr().to_string()), cfg, 1).unwrap();
+    let said = wait_for_event(ha.events(), "below the master's min offset");
+    assert!(
+        said.contains(&floor.to_string()) && said.contains("start it empty"),
+        "{said}"
+    );
+    let said = wait_for_event(client.events(), "retention deleted");
+    assert!(said.contains(&floor.to_string()), "{said}");
+    assert_eq!(slave.max_offset(), slave_max, "nothing written");
+    client.shutdown();
+    ha.shutdown();
+}

@@ -167,6 +167,9 @@ pub(super) struct HaConnection {
     last_write: Instant,
     accepted: Instant,
     flow: FlowMonitor,
+    /// Why the slave is refused once the frame that shows it where the master's log starts
+    /// went out: it asked for an offset retention deleted.
+    floor_refusal: Option<Close>,
 }
 
 impl HaConnection {
@@ -204,6 +207,7 @@ impl HaConnection {
             last_write: now,
             accepted: now,
             flow: FlowMonitor::new(now),
+            floor_refusal: None,
         }
     }
 
@@ -379,9 +383,14 @@ impl HaConnection {
             }
             None if offset == 0 => Some(min),
             None if offset < min => {
-                return Err(format!(
-                    "slave requested offset {offset}, older than the master's min offset {min}: the master no longer holds it"
-                ))
+                // RocketMQ's master would look for the offset forever and send only
+                // heartbeats: a slave stuck without a word. Ours sends one heartbeat at its min
+                // offset, which the slave's offset check reports as the floor, then closes.
+                self.floor_refusal = Some(format!(
+                    "slave asked to resume at offset {offset}, below the master's min offset                      {min}: retention (fileReservedTime, diskMaxUsedSpaceRatio) deleted the                      segments it needs, so it can never catch up from there. Repair the slave:                      stop it, move its store aside and start it empty; it then copies from the                      master's min offset"
+                ));
+                self.write = Some(PendingWrite::new(min, None, self.crc));
+                return Ok(None);
             }
             None => Some(offset),
         };
@@ -406,6 +415,14 @@ impl HaConnection {
     ) -> Result<(), Close> {
         if self.write_blocked || !self.write_control()? {
             return Ok(());
+        }
+        if let Some(reason) = self.floor_refusal.clone() {
+            while self.write.is_some() {
+                if !self.write_frame(now)? {
+                    return Ok(());
+                }
+            }
+            return Err(reason);
         }
         let batch = cfg.transfer_batch_size;
         let max = store.max_offset();
