@@ -3,7 +3,7 @@
 
 mod clean;
 
-pub use clean::{CleanConfig, CleanEvent, CleanReport};
+pub use clean::{CleanConfig, CleanEvent, CleanEvents, CleanReport};
 
 use std::borrow::Cow;
 use std::fs::{File, OpenOptions};
@@ -447,12 +447,9 @@ impl MessageStore {
         Ok(())
     }
 
-    /// Retention's log lines (deletions, disk full and back), waiting up to `timeout` for one;
-    /// empty at once after close.
-    pub fn next_clean_events(&self, timeout: Duration) -> Vec<CleanEvent> {
-        self.retention
-            .get()
-            .map_or_else(Vec::new, |r| r.events(timeout))
+    /// Retention's log lines (deletions, disk full and back); `None` for a read-only store.
+    pub fn clean_events(&self) -> Option<CleanEvents> {
+        self.retention.get().cloned().map(CleanEvents::new)
     }
 
     pub fn config(&self) -> &StoreConfig {

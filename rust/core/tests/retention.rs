@@ -144,7 +144,7 @@ fn past_the_warning_level_puts_are_refused_until_space_returns() {
         "{text}"
     );
     assert_eq!(store.max_offset(), before, "a refused put writes nothing");
-    let events = store.next_clean_events(Duration::ZERO);
+    let events = store.clean_events().unwrap().next(Duration::ZERO).unwrap();
     assert!(
         events
             .iter()

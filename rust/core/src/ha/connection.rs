@@ -383,13 +383,7 @@ impl HaConnection {
             }
             None if offset == 0 => Some(min),
             None if offset < min => {
-                // RocketMQ's master would look for the offset forever and send only
-                // heartbeats: a slave stuck without a word. Ours sends one heartbeat at its min
-                // offset, which the slave's offset check reports as the floor, then closes.
-                self.floor_refusal = Some(format!(
-                    "slave asked to resume at offset {offset}, below the master's min offset                      {min}: retention (fileReservedTime, diskMaxUsedSpaceRatio) deleted the                      segments it needs, so it can never catch up from there. Repair the slave:                      stop it, move its store aside and start it empty; it then copies from the                      master's min offset"
-                ));
-                self.write = Some(PendingWrite::new(min, None, self.crc));
+                self.refuse_below_floor("asked to resume at", offset, min);
                 return Ok(None);
             }
             None => Some(offset),
@@ -403,6 +397,19 @@ impl HaConnection {
                 .store(start, Ordering::Release);
         }
         Ok(start)
+    }
+
+    /// RocketMQ's master would look for `offset` forever and send only heartbeats: a slave
+    /// stuck without a word. Ours sends one heartbeat at its min offset, which the slave's
+    /// offset check reports as the floor, then closes, saying why.
+    fn refuse_below_floor(&mut self, what: &str, offset: u64, min: u64) {
+        self.floor_refusal = Some(format!(
+            "slave {what} offset {offset}, below the master's min offset {min}: retention \
+             (fileReservedTime, diskMaxUsedSpaceRatio) deleted the segments it needs, so it can \
+             never catch up from there. Repair the slave: stop it, move its store aside and \
+             start it empty; it then copies from the master's min offset"
+        ));
+        self.write = Some(PendingWrite::new(min, None, self.crc));
     }
 
     /// The write half: writes until the socket would block, the slave is caught up or flow
@@ -444,6 +451,11 @@ impl HaConnection {
                     Some(body) => {
                         self.flow.sent(body.len());
                         Some(PendingWrite::new(next, Some(body), self.crc))
+                    }
+                    // Retention deleted what a slow slave was still to get.
+                    None if next < store.min_offset() => {
+                        self.refuse_below_floor("fell behind: it needs", next, store.min_offset());
+                        return Ok(());
                     }
                     None if now.duration_since(self.last_write) >= cfg.heartbeat_interval => {
                         Some(PendingWrite::new(next, None, self.crc))

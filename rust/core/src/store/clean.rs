@@ -137,6 +137,23 @@ pub struct CleanReport {
 /// One line for the log: (is it a problem, text).
 pub type CleanEvent = (bool, String);
 
+/// Retention's log lines, for an observer that must not keep the store open (the Python
+/// wrapper's logging thread holds this, not the store).
+pub struct CleanEvents(Arc<Retention>);
+
+impl CleanEvents {
+    pub(crate) fn new(retention: Arc<Retention>) -> Self {
+        Self(retention)
+    }
+
+    /// Waits up to `timeout` for lines and returns the queued ones; `None` once the store
+    /// closed and every line was taken.
+    pub fn next(&self, timeout: Duration) -> Option<Vec<CleanEvent>> {
+        let events = self.0.events.drain(timeout);
+        (!events.is_empty() || !self.0.events.is_closed()).then_some(events)
+    }
+}
+
 /// The state puts and the cleaning thread share.
 pub(crate) struct Retention {
     config: CleanConfig,
@@ -192,10 +209,6 @@ impl Retention {
     pub(crate) fn set_fake_disk_used_ratio(&self, ratio: Option<f64>) {
         let bits = ratio.unwrap_or(f64::NAN).to_bits();
         self.fake_ratio.store(bits, Ordering::Release);
-    }
-
-    pub(crate) fn events(&self, timeout: Duration) -> Vec<CleanEvent> {
-        self.events.drain(timeout)
     }
 
     fn say(&self, problem: bool, text: String) {
