@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
@@ -71,6 +72,17 @@ class MessageStore(_core.MessageStore):
     finding in :meth:`corruption` and in its log. ``accept_zero_body_crc``
     (``haAcceptZeroBodyCrc``) takes a BODYCRC of 0 as "never computed", for logs written by
     peers that leave it unset.
+
+    Retention takes RocketMQ's keys (RocketMQ's defaults when left out): ``delete_when``
+    (``deleteWhen``, local hours such as ``"04;10"``) and ``file_reserved_time``
+    (``fileReservedTime``, hours) say when old commit log segments go, never the one being
+    written; ``disk_max_used_space_ratio``, ``disk_space_clean_forcibly_ratio`` and
+    ``disk_space_warning_level_ratio`` (percent) say when the disk forces it, up to refusing
+    puts with :class:`DiskFullError`; a pass runs every ``clean_resource_interval_ms``
+    (``cleanResourceInterval``) and deletes at most ``delete_file_batch_max`` segments.
+    ``file_reserved_time_unit_ms`` is for tests only: the length of a ``fileReservedTime`` hour.
+    Consume queue files follow the commit log; a queue offset below a queue's new floor raises
+    :class:`OffsetTooSmallError` naming it.
     """
 
     def __new__(
@@ -89,6 +101,14 @@ class MessageStore(_core.MessageStore):
         read_only: bool = False,
         accept_zero_body_crc: bool = False,
         truncate_at_corruption: bool = False,
+        delete_when: str | None = None,
+        file_reserved_time: int | None = None,
+        file_reserved_time_unit_ms: int | None = None,
+        disk_max_used_space_ratio: int | None = None,
+        disk_space_clean_forcibly_ratio: int | None = None,
+        disk_space_warning_level_ratio: int | None = None,
+        clean_resource_interval_ms: int | None = None,
+        delete_file_batch_max: int | None = None,
     ) -> Self:
         found = existing_file_sizes(path)
         self = super().__new__(
@@ -108,8 +128,24 @@ class MessageStore(_core.MessageStore):
             read_only=read_only,
             accept_zero_body_crc=accept_zero_body_crc,
             truncate_at_corruption=truncate_at_corruption,
+            delete_when=delete_when,
+            file_reserved_time=file_reserved_time,
+            file_reserved_time_unit_ms=file_reserved_time_unit_ms,
+            disk_max_used_space_ratio=disk_max_used_space_ratio,
+            disk_space_clean_forcibly_ratio=disk_space_clean_forcibly_ratio,
+            disk_space_warning_level_ratio=disk_space_warning_level_ratio,
+            clean_resource_interval_ms=clean_resource_interval_ms,
+            delete_file_batch_max=delete_file_batch_max,
         )
         self._log_recovery(read_only)
+        events = self.clean_events()
+        if events is not None:
+            # Retention's deletions and disk-full refusals, logged as they happen. The thread
+            # holds only the event queue, so a store nobody closes still closes when dropped,
+            # and the thread ends with it.
+            threading.Thread(
+                target=_log_clean_events, args=(events,), name="rocketha-clean-events", daemon=True
+            ).start()
         return self
 
     def _log_recovery(self, read_only: bool) -> None:
@@ -190,6 +226,12 @@ class MessageStore(_core.MessageStore):
             f"MessageStore({str(self.path)!r}, min_offset={self.min_offset}, "
             f"max_offset={self.max_offset})"
         )
+
+
+def _log_clean_events(events: _core.CleanEventQueue) -> None:
+    while (batch := events.next(3600)) is not None:
+        for problem, text in batch:
+            log.log(logging.WARNING if problem else logging.INFO, "%s", text)
 
 
 __all__ = ["Message", "MessageExt", "MessageStore", "PutResult", "existing_file_sizes"]
