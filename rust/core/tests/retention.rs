@@ -60,6 +60,15 @@ fn fill_segments(store: &MessageStore, segments: usize) -> usize {
     i
 }
 
+/// Makes every segment older than one (millisecond) "hour" by its modification time.
+fn age(store: &MessageStore) {
+    let past = std::time::SystemTime::now() - Duration::from_secs(60);
+    for s in store.segments() {
+        let file = std::fs::File::options().write(true).open(&s.path).unwrap();
+        file.set_modified(past).unwrap();
+    }
+}
+
 fn queue(store: &MessageStore) -> (i64, i64) {
     let (_, _, min, max) = store.queues().into_iter().next().unwrap();
     (min, max)
@@ -72,8 +81,7 @@ fn expired_segments_go_oldest_first_never_the_current_one_and_queues_follow() {
     let count = fill_segments(&store, 14);
     let current = store.segments().last().unwrap().path.clone();
     let max = store.max_offset();
-    // Older than one (millisecond) "hour" by the time the pass looks.
-    std::thread::sleep(Duration::from_millis(5));
+    age(&store);
 
     let report = store.clean_now().unwrap();
     // deleteFileBatchMax (10) a pass, oldest first.
@@ -87,6 +95,7 @@ fn expired_segments_go_oldest_first_never_the_current_one_and_queues_follow() {
     assert_eq!(store.segments()[0].path, current);
     assert!(current.exists());
     assert_eq!(store.max_offset(), max);
+    age(&store);
     assert_eq!(store.clean_now().unwrap().commit_log_deleted.len(), 0);
 
     // The queue's floor is its first entry in what is left.
@@ -221,7 +230,7 @@ fn a_slave_behind_the_masters_floor_is_told_so_on_both_sides() {
         at += slice.len() as u64;
     }
     let slave_max = slave.max_offset();
-    std::thread::sleep(Duration::from_millis(5));
+    age(&master);
     master.clean_now().unwrap();
     let floor = master.min_offset();
     assert!(floor > slave_max);
@@ -239,4 +248,29 @@ fn a_slave_behind_the_masters_floor_is_told_so_on_both_sides() {
     assert_eq!(slave.max_offset(), slave_max, "nothing written");
     client.shutdown();
     ha.shutdown();
+}
+
+#[test]
+fn only_the_expired_prefix_goes_and_never_a_segment_from_the_middle() {
+    let dir = tempfile::tempdir().unwrap();
+    // 600,000 one-millisecond "hours": ten minutes, far longer than the test.
+    let store = open(dir.path(), 600_000);
+    fill_segments(&store, 5);
+    let segments = store.segments();
+    let past = std::time::SystemTime::now() - Duration::from_secs(3600);
+    // The first two and the fourth are old; the third is not, so the fourth stays too.
+    for i in [0, 1, 3] {
+        let file = std::fs::File::options()
+            .write(true)
+            .open(&segments[i].path)
+            .unwrap();
+        file.set_modified(past).unwrap();
+    }
+    let deleted = store.clean_now().unwrap().commit_log_deleted;
+    assert_eq!(
+        deleted,
+        vec![segments[0].path.clone(), segments[1].path.clone()]
+    );
+    assert_eq!(store.min_offset(), segments[2].start);
+    assert!(segments[3].path.exists());
 }
