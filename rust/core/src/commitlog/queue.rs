@@ -17,9 +17,10 @@ use crate::sync::{lock, read, write};
 
 type Prealloc = (u64, JoinHandle<Result<MappedFile, CommitLogError>>);
 
-/// How far ahead of the writer blocks are reserved and pages prefaulted. Not a whole segment: pages prefaulted long
-/// before the writer reaches them are dirty zeros that writeback may store twice, and a 1 GiB
-/// segment prepared at once costs as much CPU as the appends that fill it.
+/// How far ahead of the writer blocks are reserved and pages prefaulted. Not a whole segment:
+/// pages prefaulted long before the writer reaches them are dirty zeros that writeback may
+/// store twice, a 1 GiB segment prepared at once costs as much CPU as the appends that fill it,
+/// and blocks reserved far ahead are disk a store does not use yet.
 pub(crate) const PREFAULT_WINDOW: usize = 64 << 20;
 
 pub(crate) struct MappedFileQueue {
