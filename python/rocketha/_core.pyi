@@ -134,6 +134,7 @@ class SegmentSlice:
 @final
 class CleanEventQueue:
     def next(self, timeout: float) -> list[tuple[bool, str]] | None: ...
+    def close(self) -> None: ...
 
 class MessageStore:
     def __new__(

@@ -16,6 +16,7 @@ A store directory has RocketMQ's layout::
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import threading
@@ -143,9 +144,12 @@ class MessageStore(_core.MessageStore):
             # Retention's deletions and disk-full refusals, logged as they happen. The thread
             # holds only the event queue, so a store nobody closes still closes when dropped,
             # and the thread ends with it.
-            threading.Thread(
+            thread = threading.Thread(
                 target=_log_clean_events, args=(events,), name="rocketha-clean-events", daemon=True
-            ).start()
+            )
+            with _clean_loggers_lock:
+                _clean_loggers[thread] = events
+            thread.start()
         return self
 
     def _log_recovery(self, read_only: bool) -> None:
@@ -228,10 +232,33 @@ class MessageStore(_core.MessageStore):
         )
 
 
+#: The threads logging retention's events, with their queues: ended at interpreter exit.
+_clean_loggers: dict[threading.Thread, _core.CleanEventQueue] = {}
+_clean_loggers_lock = threading.Lock()
+
+
 def _log_clean_events(events: _core.CleanEventQueue) -> None:
-    while (batch := events.next(3600)) is not None:
-        for problem, text in batch:
-            log.log(logging.WARNING if problem else logging.INFO, "%s", text)
+    try:
+        while (batch := events.next(3600)) is not None:
+            for problem, text in batch:
+                log.log(logging.WARNING if problem else logging.INFO, "%s", text)
+    finally:
+        with _clean_loggers_lock:
+            _clean_loggers.pop(threading.current_thread(), None)
+
+
+@atexit.register
+def _end_clean_loggers() -> None:
+    """A daemon thread still waiting in native code when the interpreter finalizes would be
+    killed on its way back (a store dropped then wakes it) and abort the process: end them all
+    first."""
+    with _clean_loggers_lock:
+        loggers = list(_clean_loggers.items())
+    for thread, events in loggers:
+        # Not alive in a forked child (Spark's workers): its queue belongs to the parent.
+        if thread.is_alive():
+            events.close()
+            thread.join(timeout=5)
 
 
 __all__ = ["Message", "MessageExt", "MessageStore", "PutResult", "existing_file_sizes"]

@@ -435,6 +435,7 @@ impl MessageStore {
     /// Runs one retention pass now (RocketMQ runs one every `cleanResourceInterval`), by the
     /// same rules: what an operator's "delete expired files now" and tests use.
     pub fn clean_now(&self) -> Result<CleanReport, CommitLogError> {
+        self.check_writable()?;
         let retention = self.retention.get().ok_or(CommitLogError::ReadOnly)?;
         retention.run_pass(&self.commit_log, &self.consume_queues)
     }

@@ -89,4 +89,9 @@ impl CleanEventQueue {
         let timeout = Duration::try_from_secs_f64(timeout.max(0.0)).unwrap_or(Duration::MAX);
         py.detach(move || events.next(timeout))
     }
+
+    /// Ends the waits now: `next` returns what is queued, then `None`.
+    fn close(&self) {
+        self.inner.close();
+    }
 }

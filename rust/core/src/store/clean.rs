@@ -152,6 +152,11 @@ impl CleanEvents {
         let events = self.0.events.drain(timeout);
         (!events.is_empty() || !self.0.events.is_closed()).then_some(events)
     }
+
+    /// Ends the observer's waits now (at interpreter exit) instead of at the store's close.
+    pub fn close(&self) {
+        self.0.events.close();
+    }
 }
 
 /// The state puts and the cleaning thread share.
