@@ -274,3 +274,39 @@ fn only_the_expired_prefix_goes_and_never_a_segment_from_the_middle() {
     assert_eq!(store.min_offset(), segments[2].start);
     assert!(segments[3].path.exists());
 }
+
+#[test]
+fn a_connected_slave_that_falls_behind_the_floor_is_told_so() {
+    use rocketha_core::ha::client::HaClient;
+    use rocketha_core::ha::master::HaMaster;
+    use rocketha_core::ha::HaConfig;
+    use std::sync::Arc;
+
+    let (mdir, sdir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let master = Arc::new(open(mdir.path(), 1_000_000_000));
+    fill_segments(&master, 6);
+    let slave = Arc::new(open(sdir.path(), 1_000_000_000));
+    // 4 KiB a second: the slave needs minutes for what the master holds, so the master's
+    // forced clean below certainly deletes what it has not sent yet.
+    let cfg = HaConfig {
+        max_transfer_bytes_per_second: Some(4096),
+        ..HaConfig::default()
+    };
+    let ha = HaMaster::start(master.clone(), "127.0.0.1:0".parse().unwrap(), cfg.clone()).unwrap();
+    let client = HaClient::start(slave.clone(), Some(ha.local_addr().to_string()), cfg, 1).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while slave.max_offset() == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "replication never started"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    master.set_fake_disk_used_ratio(Some(0.87)).unwrap();
+    master.clean_now().unwrap();
+    assert!(master.min_offset() > slave.max_offset());
+    let said = wait_for_event(ha.events(), "fell behind");
+    assert!(said.contains(&master.min_offset().to_string()), "{said}");
+    client.shutdown();
+    ha.shutdown();
+}
