@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from helpers import write_conf
-from rocketha import BrokerConfig, BrokerRole, ConfigError, FlushDiskType
+from rocketha import Broker, BrokerConfig, BrokerRole, ConfigError, FlushDiskType, Message
 
 CONF = Path(__file__).parent.parent / "examples" / "conf"
 EXAMPLES = [*sorted(CONF.rglob("*.properties")), CONF / "broker.conf"]
@@ -94,3 +94,17 @@ def test_secret_sources(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None
         BrokerConfig(ha_auth_secret_env="NOPE_NOT_SET").auth_secret()
     assert "s3cret" not in repr(BrokerConfig(ha_auth_secret="s3cret"))
     assert "s3cret" not in BrokerConfig(ha_auth_secret="s3cret").to_properties()
+
+
+def test_store_path_commit_log_reaches_the_store(tmp_path: Path) -> None:
+    conf = BrokerConfig(
+        store_path_root_dir=str(tmp_path / "store"),
+        store_path_commit_log=str(tmp_path / "log"),
+        ha_listen_port=0,
+        listen_port=0,
+        ha_listen_address="127.0.0.1",
+    )
+    assert "storePathCommitLog" not in conf.ignored_keys
+    with Broker(conf) as broker:
+        broker.put(Message("T", b"x"))
+    assert any((tmp_path / "log").iterdir())

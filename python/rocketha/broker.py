@@ -213,6 +213,7 @@ class Broker:
             slave_timeout_ms=c.slave_timeout,
             ha_max_gap_not_in_sync=c.ha_max_gap_not_in_sync,
             accept_zero_body_crc=c.ha_accept_zero_body_crc,
+            store_path_commit_log=c.store_path_commit_log,
             **c.retention_options(),
         )
 

@@ -38,7 +38,6 @@ IGNORED_KEYS = frozenset(
         "brokerIP2",
         "autoCreateSubscriptionGroup",
         "enablePropertyFilter",
-        "storePathCommitLog",
         "storePathConsumeQueue",
         "storePathIndex",
         "storeCheckpoint",
@@ -184,6 +183,8 @@ class BrokerConfig:
     delete_file_batch_max: int = _DEFAULTS["deleteFileBatchMax"]
     #: rocketha, for tests only: milliseconds in one ``fileReservedTime`` hour.
     file_reserved_time_unit_ms: int = 3_600_000
+    #: The commit log's directory; by default ``storePathRootDir/commitlog``.
+    store_path_commit_log: str | None = None
 
     #: Keys that were read but are not acted on.
     ignored_keys: dict[str, str] = field(default_factory=dict, compare=False)

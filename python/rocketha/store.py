@@ -36,17 +36,20 @@ _READ_CHUNK = 1024
 _SEGMENT_NAME = "[0-9]" * 20
 
 
-def existing_file_sizes(path: str | os.PathLike[str]) -> dict[str, int]:
+def existing_file_sizes(
+    path: str | os.PathLike[str], store_path_commit_log: str | os.PathLike[str] | None = None
+) -> dict[str, int]:
     """The file sizes an existing store was written with, read from its files, by RocketMQ key:
-    ``mappedFileSizeCommitLog`` from a commit log segment, ``mappedFileSizeConsumeQueue`` from a
-    consume queue file. Empty for a new store."""
+    ``mappedFileSizeCommitLog`` from a commit log segment (in ``store_path_commit_log`` when
+    given), ``mappedFileSizeConsumeQueue`` from a consume queue file. Empty for a new store."""
     root = Path(path)
+    commit_log = Path(store_path_commit_log) if store_path_commit_log else root / "commitlog"
     found: dict[str, int] = {}
-    for key, pattern in (
-        ("mappedFileSizeCommitLog", "commitlog/" + _SEGMENT_NAME),
-        ("mappedFileSizeConsumeQueue", "consumequeue/*/*/" + _SEGMENT_NAME),
+    for key, where, pattern in (
+        ("mappedFileSizeCommitLog", commit_log, _SEGMENT_NAME),
+        ("mappedFileSizeConsumeQueue", root, "consumequeue/*/*/" + _SEGMENT_NAME),
     ):
-        first = next(root.glob(pattern), None)
+        first = next(where.glob(pattern), None)
         if first is not None:
             found[key] = first.stat().st_size
     return found
@@ -82,6 +85,8 @@ class MessageStore(_core.MessageStore):
     puts with :class:`DiskFullError`; a pass runs every ``clean_resource_interval_ms``
     (``cleanResourceInterval``) and deletes at most ``delete_file_batch_max`` segments.
     ``file_reserved_time_unit_ms`` is for tests only: the length of a ``fileReservedTime`` hour.
+    ``store_path_commit_log`` (``storePathCommitLog``) puts the commit log somewhere other than
+    ``<path>/commitlog``; readers of the store must be told the same.
     Consume queue files follow the commit log; a queue offset below a queue's new floor raises
     :class:`OffsetTooSmallError` naming it.
     """
@@ -110,8 +115,9 @@ class MessageStore(_core.MessageStore):
         disk_space_warning_level_ratio: int | None = None,
         clean_resource_interval_ms: int | None = None,
         delete_file_batch_max: int | None = None,
+        store_path_commit_log: str | os.PathLike[str] | None = None,
     ) -> Self:
-        found = existing_file_sizes(path)
+        found = existing_file_sizes(path, store_path_commit_log)
         self = super().__new__(
             cls,
             os.fspath(path),
@@ -137,6 +143,7 @@ class MessageStore(_core.MessageStore):
             disk_space_warning_level_ratio=disk_space_warning_level_ratio,
             clean_resource_interval_ms=clean_resource_interval_ms,
             delete_file_batch_max=delete_file_batch_max,
+            store_path_commit_log=store_path_commit_log,
         )
         self._log_recovery(read_only)
         events = self.clean_events()

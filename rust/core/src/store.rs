@@ -55,6 +55,8 @@ pub struct StoreConfig {
     pub truncate_at_corruption: bool,
     /// Retention: `deleteWhen`, `fileReservedTime` and the disk ratios (writable stores).
     pub clean: CleanConfig,
+    /// `storePathCommitLog`: the commit log's directory when not `root/commitlog`.
+    pub store_path_commit_log: Option<PathBuf>,
 }
 
 impl StoreConfig {
@@ -74,7 +76,15 @@ impl StoreConfig {
             accept_zero_body_crc: false,
             truncate_at_corruption: false,
             clean: CleanConfig::default(),
+            store_path_commit_log: None,
         }
+    }
+
+    /// Where the commit log's segments live.
+    pub fn commit_log_dir(&self) -> PathBuf {
+        self.store_path_commit_log
+            .clone()
+            .unwrap_or_else(|| self.root.join("commitlog"))
     }
 
     /// What a put waits for under this configuration.
@@ -197,7 +207,7 @@ impl MessageStore {
         let abort = config.root.join("abort");
         let crashed = abort.exists();
         let commit_log = Arc::new(CommitLog::open(
-            &config.root,
+            &config.commit_log_dir(),
             config.mapped_file_size,
             true,
             config.store_host,
@@ -259,7 +269,7 @@ impl MessageStore {
     fn start_services(&self) {
         let retention = Arc::new(Retention::new(
             self.config.clean.clone(),
-            self.config.root.join("commitlog"),
+            self.config.commit_log_dir(),
         ));
         *lock(&self.clean_thread) =
             retention.start(self.commit_log.clone(), self.consume_queues.clone());
@@ -290,7 +300,7 @@ impl MessageStore {
             flushed,
         ));
         let on_flushed = group_transfer.clone();
-        let path = self.config.root.join("commitlog");
+        let path = self.config.commit_log_dir();
         let listener = Box::new(move |result: Result<u64, &CommitLogError>| match result {
             Ok(offset) => on_flushed.on_flushed(Ok(offset)),
             Err(e) => {
@@ -308,9 +318,9 @@ impl MessageStore {
     }
 
     fn open_read_only(config: StoreConfig) -> Result<Self, CommitLogError> {
-        if !config.root.join("commitlog").is_dir() {
+        if !config.commit_log_dir().is_dir() {
             return Err(CommitLogError::io(
-                config.root.join("commitlog"),
+                config.commit_log_dir(),
                 std::io::Error::new(
                     std::io::ErrorKind::NotFound,
                     "not a rocketha store: no commitlog directory",
@@ -318,7 +328,7 @@ impl MessageStore {
             ));
         }
         let commit_log = Arc::new(CommitLog::open(
-            &config.root,
+            &config.commit_log_dir(),
             config.mapped_file_size,
             false,
             config.store_host,

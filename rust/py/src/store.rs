@@ -116,7 +116,7 @@ const BORN_HOST: SocketAddr =
 impl PyMessageStore {
     /// Keyword arguments left out take the core's defaults (RocketMQ's).
     #[new]
-    #[pyo3(signature = (path, *, mapped_file_size=None, flush_disk_type=None, flush_interval_ms=None, sync_flush_timeout_ms=None, store_host=None, consume_queue_entries=None, sync_slaves=None, slave_timeout_ms=None, ha_max_gap_not_in_sync=None, read_only=false, accept_zero_body_crc=false, truncate_at_corruption=false, delete_when=None, file_reserved_time=None, file_reserved_time_unit_ms=None, disk_max_used_space_ratio=None, disk_space_clean_forcibly_ratio=None, disk_space_warning_level_ratio=None, clean_resource_interval_ms=None, delete_file_batch_max=None))]
+    #[pyo3(signature = (path, *, mapped_file_size=None, flush_disk_type=None, flush_interval_ms=None, sync_flush_timeout_ms=None, store_host=None, consume_queue_entries=None, sync_slaves=None, slave_timeout_ms=None, ha_max_gap_not_in_sync=None, read_only=false, accept_zero_body_crc=false, truncate_at_corruption=false, delete_when=None, file_reserved_time=None, file_reserved_time_unit_ms=None, disk_max_used_space_ratio=None, disk_space_clean_forcibly_ratio=None, disk_space_warning_level_ratio=None, clean_resource_interval_ms=None, delete_file_batch_max=None, store_path_commit_log=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -141,6 +141,7 @@ impl PyMessageStore {
         disk_space_warning_level_ratio: Option<u32>,
         clean_resource_interval_ms: Option<u64>,
         delete_file_batch_max: Option<usize>,
+        store_path_commit_log: Option<PathBuf>,
     ) -> PyResult<Self> {
         let mut config = StoreConfig::new(path);
         let millis = Duration::from_millis;
@@ -161,6 +162,7 @@ impl PyMessageStore {
         config.read_only = read_only;
         config.accept_zero_body_crc = accept_zero_body_crc;
         config.truncate_at_corruption = truncate_at_corruption;
+        config.store_path_commit_log = store_path_commit_log;
         config.clean = clean_config(
             delete_when,
             file_reserved_time,

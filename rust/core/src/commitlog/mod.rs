@@ -77,8 +77,9 @@ pub struct CommitLog {
 }
 
 impl CommitLog {
+    /// Opens the log in `dir` (`storePathCommitLog`, by default `STORE/commitlog`).
     pub(crate) fn open(
-        root: &Path,
+        dir: &Path,
         file_size: u64,
         writable: bool,
         store_host: SocketAddr,
@@ -87,7 +88,7 @@ impl CommitLog {
         let file_size = check_file_size(file_size)?;
         Ok(Self {
             files: MappedFileQueue::load(
-                &root.join("commitlog"),
+                dir,
                 file_size,
                 "mappedFileSizeCommitLog",
                 writable,
