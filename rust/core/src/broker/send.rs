@@ -13,6 +13,7 @@ use super::BrokerSettings;
 use crate::client::uniq_key;
 use crate::commitlog::record::{self, MessageDraft};
 use crate::commitlog::AppendResult;
+use crate::error::CommitLogError;
 use crate::ha::group_transfer::PutStatus;
 use crate::namesrv::{perm, TopicConfig};
 use crate::remoting::header::SendMessageRequestHeader;
@@ -149,7 +150,14 @@ impl SendMessageProcessor {
         } else {
             self.store.put_batch(&drafts)
         };
-        let results = appended.map_err(|e| Refusal(response_code::SYSTEM_ERROR, e.to_string()))?;
+        let results = appended.map_err(|e| {
+            // RocketMQ answers a put refused for a full disk SERVICE_NOT_AVAILABLE.
+            let code = match e {
+                CommitLogError::DiskFull { .. } => response_code::SERVICE_NOT_AVAILABLE,
+                _ => response_code::SYSTEM_ERROR,
+            };
+            Refusal(code, e.to_string())
+        })?;
         Ok(Put {
             results,
             queue_id,

@@ -210,6 +210,18 @@ impl From<FrameError> for DispatchError {
 impl DispatchError {
     fn ended(self, store: &MessageStore, master: &str) -> Ended {
         match self {
+            DispatchError::Store(CommitLogError::OffsetMismatch { offset, max_offset })
+                if offset > max_offset =>
+            {
+                // A master sends from where it was asked, unless what was asked is gone.
+                Ended::problem(format!(
+                    "{}: the master's log now starts at {offset}, past this slave's offset \
+                     {max_offset}: its retention deleted what this slave still needs, so this \
+                     slave can never catch up from here. Repair: stop this slave, move its \
+                     store aside and start it empty; it then copies from the master's min offset",
+                    CommitLogError::OffsetMismatch { offset, max_offset }
+                ))
+            }
             DispatchError::Store(e @ CommitLogError::OffsetMismatch { .. }) => {
                 Ended::problem(e.to_string())
             }
