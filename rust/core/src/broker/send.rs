@@ -332,8 +332,9 @@ struct Put {
     queue_id: i32,
     /// The sender waits for the put's flush and slaves.
     wait: bool,
-    /// The request's own `UNIQ_KEY`: a single message's (answered as `transactionId`) or the
-    /// batch's (`batchUniqId`), as `MessageClientIDSetter.getUniqID` reads them.
+    /// The request's own `UNIQ_KEY`, answered as a single message's `transactionId`. A batch
+    /// gets no `batchUniqId`: RocketMQ sets it only for its inner batches (batch consume queue
+    /// topics), and a 5.x client that sees it takes the batch's one id for every message's.
     uniq: Option<String>,
 }
 
@@ -362,8 +363,8 @@ impl Response {
             msg_id,
             queue_id,
             queue_offset: results[0].queue_offset,
-            transaction_id: uniq.clone().filter(|_| !batch),
-            batch_uniq_id: uniq.filter(|_| batch),
+            transaction_id: uniq.filter(|_| !batch),
+            batch_uniq_id: None,
             recall_handle: None,
         });
         // What a Java client reads besides the header (SendResult's region and trace switch).
