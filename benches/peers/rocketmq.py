@@ -200,6 +200,15 @@ _LOGBACK = """<configuration>
 """
 
 
+def rocketmq_home(home: Path) -> dict[str, str]:
+    """Makes ``home`` a ``ROCKETMQ_HOME`` (the logback files a 4.9 process configures itself
+    from); the environment a RocketMQ process runs in there."""
+    (home / "conf").mkdir(parents=True, exist_ok=True)
+    for name in ("broker", "namesrv", "tools"):
+        (home / "conf" / f"logback_{name}.xml").write_text(_LOGBACK.format(name=name))
+    return {**os.environ, "ROCKETMQ_HOME": str(home), "HOME": str(home)}
+
+
 _live: set[JavaProcess] = set()
 
 
@@ -227,13 +236,10 @@ class JavaProcess:
         jvm: Sequence[str] = JVM_FLAGS,
     ) -> None:
         self.home = home
-        (home / "conf").mkdir(parents=True, exist_ok=True)
-        for name in ("broker", "namesrv", "tools"):
-            (home / "conf" / f"logback_{name}.xml").write_text(_LOGBACK.format(name=name))
+        env = rocketmq_home(home)
         self.stdout = home / "stdout.log"
         # A restart in the same home appends: only what this process printed counts.
         self._stdout_from = self.stdout.stat().st_size if self.stdout.exists() else 0
-        env = {**os.environ, "ROCKETMQ_HOME": str(home), "HOME": str(home)}
         command = [
             "java",
             *jvm,
@@ -557,6 +563,39 @@ class RocketMQ:
                 f"Peer {' '.join(args)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
             )
         return proc.stdout.splitlines()
+
+    def mqadmin(self, home: Path, *args: str, timeout: float = 120.0) -> str:
+        """``mqadmin ARGS`` (rocketmq-tools' ``MQAdminStartup``, a dependency of the broker
+        jar) with ``home`` as its ``ROCKETMQ_HOME``: what it printed (stdout and stderr). It
+        exits 0 even when a command fails (it prints the exception), so callers check the
+        output."""
+        env = rocketmq_home(home)
+        proc = subprocess.run(
+            [
+                "java",
+                "-Xmx128m",
+                "-XX:+UseSerialGC",
+                "-XX:TieredStopAtLevel=1",
+                "-XX:-UsePerfData",
+                *JDK17_FLAGS,
+                f"-Duser.home={home}",
+                "-Drocketmq.client.logUseSlf4j=false",
+                "-cp",
+                self.classpath,
+                "org.apache.rocketmq.tools.command.MQAdminStartup",
+                *args,
+            ],
+            cwd=home,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        out = proc.stdout + proc.stderr
+        (home / f"mqadmin-{args[0]}.out").write_text(out)
+        if proc.returncode != 0:
+            raise RuntimeError(f"mqadmin {' '.join(args)} exited {proc.returncode}:\n{out[-4000:]}")
+        return out
 
     def load(
         self,
