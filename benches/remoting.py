@@ -24,7 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -154,15 +154,25 @@ def _rocketha_pair(root: Path, role: str) -> Iterator[tuple[str, str]]:
 
 
 @contextlib.contextmanager
-def _rocketmq_pair(rmq: rocketmq.RocketMQ, root: Path) -> Iterator[tuple[str, str]]:
-    """Apache RocketMQ name server, SYNC_MASTER and SLAVE (the harness's JVM settings)."""
-    store = {"mappedFileSizeCommitLog": SEGMENT, "brokerName": "bench-a"}
+def _rocketmq_pair(
+    rmq: rocketmq.RocketMQ,
+    root: Path,
+    role: str = "SYNC_MASTER",
+    jvm: Sequence[str] = rocketmq.JVM_FLAGS,
+    **tuning: Any,
+) -> Iterator[tuple[str, str]]:
+    """Apache RocketMQ name server, ``role`` master and SLAVE; the brokers on ``jvm`` flags
+    (default: the harness's small JVM) with ``tuning`` (broker.conf keys)."""
+    # inSyncReplicas=2: without it a 5.x SYNC_MASTER answers SEND_OK without its slave's ack.
+    store = {"mappedFileSizeCommitLog": SEGMENT, "brokerName": "bench-a", "inSyncReplicas": 2}
+    store.update(tuning)
     with (
         rmq.namesrv(root / "ns") as ns,
-        rmq.broker(root / "m", ns, brokerRole="SYNC_MASTER", **store) as master,
+        rmq.broker(root / "m", ns, jvm=jvm, brokerRole=role, **store) as master,
         rmq.broker(
             root / "s",
             ns,
+            jvm=jvm,
             brokerRole="SLAVE",
             brokerId=1,
             haMasterAddress=master.ha_address,

@@ -232,15 +232,30 @@ class Kafka:
         *,
         home: Path,
         warmup: float = 1.0,
+        acks: str = "all",
     ) -> dict[str, Any]:
-        """``KafkaPeer load``: ``connections`` synchronous producers (acks=all, one record in
+        """``KafkaPeer load``: ``connections`` synchronous producers (``acks``, one record in
         flight each) for ``seconds`` after ``warmup``; the JSON line of
         :meth:`benches.peers.rocketmq.RocketMQ.load`."""
-        args = [bootstrap, topic, str(connections), str(seconds), str(size), str(warmup)]
+        args = [bootstrap, topic, str(connections), str(seconds), str(size), str(warmup), acks]
         out = self._java(home, "KafkaPeer", ["load", *args], seconds + warmup + 120 + connections)
         lines = [line for line in out.splitlines() if line.startswith("{")]
         if not lines:
             raise RuntimeError(f"KafkaPeer load {' '.join(args)} printed no result: {out}")
+        result: dict[str, Any] = json.loads(lines[-1])
+        return result
+
+    def catch_up(
+        self, bootstrap: str, topic: str, size: int, *, home: Path, timeout: float = 300.0
+    ) -> dict[str, Any]:
+        """``KafkaPeer catchup``: a new one-partition ``topic`` on broker 1 alone, filled with
+        ``size`` bytes of 1 KiB records, then broker 2 added as its replica; returns
+        ``{"bytes": leader log size, "seconds": until broker 2 is in the ISR}``."""
+        args = [bootstrap, topic, str(size), "1024", str(timeout)]
+        out = self._java(home, "KafkaPeer", ["catchup", *args], timeout + 120)
+        lines = [line for line in out.splitlines() if line.startswith("{")]
+        if not lines:
+            raise RuntimeError(f"KafkaPeer catchup {' '.join(args)} printed no result: {out}")
         result: dict[str, Any] = json.loads(lines[-1])
         return result
 
