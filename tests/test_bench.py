@@ -89,15 +89,16 @@ def test_bench_outside_a_checkout_says_what_to_do(
     assert "ROCKETHA_BENCHES" in capsys.readouterr().err
 
 
-def test_remoting_without_java_is_skipped_saying_what_to_install(tmp_path: Path) -> None:
-    """The remoting scenario's load generator is the Java RocketMQ client: without ``java``
-    the scenario is reported skipped, not failed (the full run takes minutes, so the smoke test
-    above leaves it out)."""
+def test_java_scenarios_without_java_are_skipped_saying_what_to_install(tmp_path: Path) -> None:
+    """The remoting and peers scenarios' load generators (and peers) are Java: without
+    ``java`` each is reported skipped, not failed (a full run takes minutes, so the smoke test
+    above leaves them out)."""
     out = tmp_path / "results"
     env = {**os.environ, "PATH": str(tmp_path / "empty")}
     env.pop("ROCKETHA_BENCHES", None)
+    options = ["--quick", "--runs", "1", "--out", str(out)]
     proc = subprocess.run(
-        [sys.executable, "-m", "benches", "remoting", "--quick", "--runs", "1", "--out", str(out)],
+        [sys.executable, "-m", "benches", "remoting", "peers", *options],
         cwd=REPO,
         env=env,
         capture_output=True,
@@ -106,4 +107,5 @@ def test_remoting_without_java_is_skipped_saying_what_to_install(tmp_path: Path)
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     skipped = json.loads((out / "results.json").read_text())["skipped"]
-    assert "java" in skipped["remoting"] and "apt-get install" in skipped["remoting"]
+    for scenario in ("remoting", "peers"):
+        assert "java" in skipped[scenario] and "apt-get install" in skipped[scenario], skipped
