@@ -13,6 +13,7 @@ import sys
 import time
 import zlib
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -104,6 +105,24 @@ def start_slave(tmp: Path, name: str, master_address: str, **keys: Any) -> Broke
     return BrokerProcess(conf)
 
 
+def remoting_request(
+    code: int, ext_fields: dict[str, str], opaque: int, body: bytes = b"", version: int = ROUTE_V5
+) -> bytes:
+    """One RocketMQ remoting request frame with a JSON header."""
+    header = json.dumps(
+        {
+            "code": code,
+            "extFields": ext_fields,
+            "flag": 0,
+            "language": "PYTHON",
+            "opaque": opaque,
+            "serializeTypeCurrentRPC": "JSON",
+            "version": version,
+        }
+    ).encode()
+    return struct.pack(">ii", 4 + len(header) + len(body), len(header)) + header + body
+
+
 class RemotingSocket:
     """A minimal blocking RocketMQ remoting client: JSON header, one request at a time."""
 
@@ -116,25 +135,17 @@ class RemotingSocket:
         self, code: int, ext_fields: dict[str, str], body: bytes = b"", version: int = ROUTE_V5
     ) -> tuple[dict[str, Any], bytes]:
         self.opaque += 1
-        header = json.dumps(
-            {
-                "code": code,
-                "extFields": ext_fields,
-                "flag": 0,
-                "language": "PYTHON",
-                "opaque": self.opaque,
-                "serializeTypeCurrentRPC": "JSON",
-                "version": version,
-            }
-        ).encode()
-        self.sock.sendall(struct.pack(">ii", 4 + len(header) + len(body), len(header)))
-        self.sock.sendall(header + body)
+        self.sock.sendall(remoting_request(code, ext_fields, self.opaque, body, version))
+        response, body = self.read_response()
+        assert response["opaque"] == self.opaque and response["flag"] & 1
+        return response, body
+
+    def read_response(self) -> tuple[dict[str, Any], bytes]:
+        """The next frame: its JSON header and its body."""
         total, word = struct.unpack(">ii", self._read(8))
         rest = self._read(total - 4)
         header_len = word & 0xFFFFFF
-        response = json.loads(rest[:header_len])
-        assert response["opaque"] == self.opaque and response["flag"] & 1
-        return response, rest[header_len:]
+        return json.loads(rest[:header_len]), rest[header_len:]
 
     def _read(self, n: int) -> bytes:
         data = b""
@@ -182,8 +193,49 @@ __all__ = [
     "BrokerProcess",
     "RemotingSocket",
     "broker_fields",
+    "remoting_request",
     "same_log",
     "start_slave",
     "wait_for",
     "write_conf",
 ]
+
+
+GET_BROKER_RUNTIME_INFO = 28
+
+
+def runtime_info(address: str) -> dict[str, str]:
+    """A broker's GET_BROKER_RUNTIME_INFO table."""
+    sock = RemotingSocket(address)
+    try:
+        response, body = sock.invoke(GET_BROKER_RUNTIME_INFO, {})
+    finally:
+        sock.close()
+    assert response["code"] == 0, response
+    return dict(json.loads(body)["table"])
+
+
+@dataclass
+class RochaNamesrv:
+    """A ``rocketha namesrv`` process."""
+
+    proc: subprocess.Popen[str]
+    address: str
+    log: Path
+
+
+def start_master(root: Path, name: str, namesrv: str, **keys: object) -> BrokerProcess:
+    """A rocketha SYNC_MASTER process registering with ``namesrv``; ``keys`` override."""
+    settings: dict[str, object] = {
+        "brokerName": name,
+        "brokerRole": "SYNC_MASTER",
+        "storePathRootDir": root / f"{name}-master",
+        "mappedFileSizeCommitLog": SEGMENT,
+        "haListenAddress": "127.0.0.1",
+        "haListenPort": 0,
+        "listenPort": 0,
+        "namesrvAddr": namesrv,
+        "slaveTimeout": 10000,
+        **keys,
+    }
+    return BrokerProcess(write_conf(root / f"{name}-master.conf", **settings))

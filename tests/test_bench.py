@@ -89,10 +89,13 @@ def test_bench_outside_a_checkout_says_what_to_do(
     assert "ROCKETHA_BENCHES" in capsys.readouterr().err
 
 
-def test_java_scenarios_without_java_are_skipped_saying_what_to_install(tmp_path: Path) -> None:
-    """The remoting and peers scenarios' load generators (and peers) are Java: without
-    ``java`` each is reported skipped, not failed (a full run takes minutes, so the smoke test
-    above leaves them out)."""
+def test_remoting_and_peers_without_their_tools_are_skipped_saying_what_to_install(
+    tmp_path: Path,
+) -> None:
+    """The remoting scenario's load generator is Rust (``benches/loadgen``, built with cargo on
+    first use), the peers scenario's peers are Java: without ``cargo`` and ``java`` each is
+    reported skipped, not failed (a full run takes minutes, so the smoke test above leaves
+    them out)."""
     out = tmp_path / "results"
     env = {**os.environ, "PATH": str(tmp_path / "empty")}
     env.pop("ROCKETHA_BENCHES", None)
@@ -107,5 +110,5 @@ def test_java_scenarios_without_java_are_skipped_saying_what_to_install(tmp_path
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     skipped = json.loads((out / "results.json").read_text())["skipped"]
-    for scenario in ("remoting", "peers"):
-        assert "java" in skipped[scenario] and "apt-get install" in skipped[scenario], skipped
+    assert "cargo" in skipped["remoting"] and "rustup.rs" in skipped["remoting"]
+    assert "java" in skipped["peers"] and "apt-get install" in skipped["peers"], skipped

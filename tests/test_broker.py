@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import SEGMENT, BrokerProcess, start_slave, wait_for, write_conf
+from helpers import SEGMENT, BrokerProcess, RemotingSocket, start_slave, wait_for, write_conf
 from rocketha import (
     Broker,
     BrokerConfig,
@@ -402,3 +402,29 @@ def test_start_up_os_errors_are_one_line_naming_the_key_and_path(tmp_path: Path)
             assert out.returncode == 2, (args, out.stderr)
             assert "Traceback" not in out.stderr and len(out.stderr.splitlines()) == 1, out.stderr
             assert path in out.stderr and reason in out.stderr, out.stderr
+
+
+def test_consume_side_keys_reach_the_client_port(tmp_path: Path) -> None:
+    """autoCreateSubscriptionGroup=false through the binding: a pull for an unknown group is
+    refused with SUBSCRIPTION_GROUP_NOT_EXIST (26), naming it."""
+    config = sync_master(tmp_path, auto_create_subscription_group=False)
+    with Broker(config) as master:
+        sock = RemotingSocket(master.listen_address)
+        try:
+            pull = {
+                "consumerGroup": "unknown-group",
+                "topic": "T",
+                "queueId": "0",
+                "queueOffset": "0",
+                "maxMsgNums": "1",
+                "sysFlag": "4",
+                "commitOffset": "0",
+                "suspendTimeoutMillis": "0",
+                "subscription": "*",
+                "subVersion": "0",
+            }
+            response, _ = sock.invoke(11, pull)
+        finally:
+            sock.close()
+    assert response["code"] == 26, response
+    assert "unknown-group" in response["remark"], response

@@ -91,3 +91,29 @@ def test_secret_sources(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None
         BrokerConfig(ha_auth_secret_env="NOPE_NOT_SET").auth_secret()
     assert "s3cret" not in repr(BrokerConfig(ha_auth_secret="s3cret"))
     assert "s3cret" not in BrokerConfig(ha_auth_secret="s3cret").to_properties()
+
+
+def test_consume_side_keys_load_and_are_checked(tmp_path: Path) -> None:
+    conf = write_conf(
+        tmp_path / "b.conf",
+        slaveReadEnable="true",
+        whichBrokerWhenConsumeSlowly=2,
+        accessMessageInMemoryMaxRatio=0,
+        longPollingEnable="false",
+        flushConsumerOffsetInterval=1000,
+        autoCreateSubscriptionGroup="false",
+        slaveSyncInterval=500,
+    )
+    c = BrokerConfig.load(conf)
+    assert c.ignored_keys == {}
+    assert (c.slave_read_enable, c.which_broker_when_consume_slowly) == (True, 2)
+    assert (c.access_message_in_memory_max_ratio, c.long_polling_enable) == (0, False)
+    assert (c.flush_consumer_offset_interval, c.slave_sync_interval) == (1000, 500)
+    assert c.auto_create_subscription_group is False
+    defaults = BrokerConfig()
+    assert (defaults.flush_consumer_offset_interval, defaults.slave_sync_interval) == (5000, 60000)
+    assert defaults.long_polling_enable and defaults.auto_create_subscription_group
+    with pytest.raises(ConfigError, match="slaveSyncInterval: must be a positive"):
+        BrokerConfig(slave_sync_interval=0)
+    with pytest.raises(ConfigError, match="accessMessageInMemoryMaxRatio: must be a percentage"):
+        BrokerConfig(access_message_in_memory_max_ratio=101)

@@ -28,6 +28,7 @@ import signal
 import socket
 import struct
 import subprocess
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -534,23 +535,26 @@ class RocketMQ:
         small, quick-starting JVM)."""
         return retry_ports(lambda: JavaBroker(self, home, namesrv, jvm, **conf))
 
-    def _client(self, home: Path, args: Sequence[str], timeout: float) -> list[str]:
+    def _peer_command(self, home: Path, args: Sequence[str]) -> list[str]:
         home.mkdir(parents=True, exist_ok=True)
+        return [
+            "java",
+            "-Xmx128m",
+            "-XX:+UseSerialGC",
+            "-XX:TieredStopAtLevel=1",
+            "-XX:-UsePerfData",
+            *JDK17_FLAGS,
+            f"-Duser.home={home}",
+            "-Drocketmq.client.logRoot=" + str(home / "logs"),
+            "-cp",
+            f"{self.peer}{os.pathsep}{self.classpath}",
+            "Peer",
+            *args,
+        ]
+
+    def _client(self, home: Path, args: Sequence[str], timeout: float) -> list[str]:
         proc = subprocess.run(
-            [
-                "java",
-                "-Xmx128m",
-                "-XX:+UseSerialGC",
-                "-XX:TieredStopAtLevel=1",
-                "-XX:-UsePerfData",
-                *JDK17_FLAGS,
-                f"-Duser.home={home}",
-                "-Drocketmq.client.logRoot=" + str(home / "logs"),
-                "-cp",
-                f"{self.peer}{os.pathsep}{self.classpath}",
-                "Peer",
-                *args,
-            ],
+            self._peer_command(home, args),
             cwd=home,
             capture_output=True,
             text=True,
@@ -750,6 +754,98 @@ class RocketMQ:
                 f = line.split()
                 out.append(Received(int(f[1]), int(f[2]), int(f[3]), int(f[4]), int(f[5]), f[6]))
         return out
+
+    def group(
+        self,
+        namesrv: str,
+        topic: str,
+        group: str,
+        kind: str,
+        at_least: int,
+        *,
+        home: Path,
+        timeout_ms: int = 90_000,
+    ) -> list[tuple[int, int, str]]:
+        """One member of consumer group ``group`` (``kind``: ``lite`` for
+        ``DefaultLitePullConsumer``, ``push`` for ``DefaultMQPushConsumer``) reading ``topic``
+        from the group's committed offsets until it has ``at_least`` messages, then shutting
+        down (which commits). Returns ``(queue_id, queue_offset, body)`` of each message it was
+        given, duplicates included."""
+        lines = self._client(
+            home,
+            ["group", namesrv, topic, group, kind, str(at_least), str(timeout_ms)],
+            timeout_ms / 1000 + 60,
+        )
+        if not any(line.startswith("DONE ") for line in lines):
+            raise RuntimeError(f"Peer group {kind} did not finish: {lines[-20:]}")
+        return _got(lines)
+
+    def group_member(
+        self, namesrv: str, topic: str, group: str, kind: str, *, home: Path
+    ) -> GroupMember:
+        """Like :meth:`group`, but running until :meth:`GroupMember.stop`, so several
+        members of one group consume side by side."""
+        args = ["group", namesrv, topic, group, kind, "0", "600000"]
+        return GroupMember(self._peer_command(home, args), home)
+
+
+def _got(lines: Sequence[str]) -> list[tuple[int, int, str]]:
+    """``(queue_id, queue_offset, body)`` of each ``GOT`` line."""
+    out = []
+    for line in lines:
+        if line.startswith("GOT "):
+            f = line.split(" ", 3)
+            out.append((int(f[1]), int(f[2]), f[3]))
+    return out
+
+
+class GroupMember:
+    """A running ``Peer group`` member; what it received so far is in :attr:`received`."""
+
+    def __init__(self, command: list[str], home: Path) -> None:
+        self.home = home
+        self.lines: list[str] = []
+        with (home / "peer-group.err").open("w") as err:
+            self.proc = subprocess.Popen(
+                command,
+                cwd=home,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=err,
+                text=True,
+            )
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.append(line.rstrip("\n"))
+
+    @property
+    def received(self) -> list[tuple[int, int, str]]:
+        return _got(list(self.lines))
+
+    @property
+    def members_seen(self) -> int:
+        """The group's member count at this member's last rebalance (0 before the first)."""
+        counts = [int(line.split()[1]) for line in list(self.lines) if line.startswith("MEMBERS ")]
+        return counts[-1] if counts else 0
+
+    def stop(self, timeout: float = 120.0) -> list[tuple[int, int, str]]:
+        """Closes its input: it shuts down (committing) and exits. Returns what it got."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        try:
+            code = self.proc.wait(timeout=timeout)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+        self._reader.join(timeout)
+        (self.home / "peer-group.out").write_text("\n".join(self.lines))
+        if code != 0 or not any(line.startswith("DONE ") for line in self.lines):
+            raise RuntimeError(f"Peer group member exited {code}: {self.lines[-20:]}")
+        return self.received
 
 
 def body(seq: int, size: int) -> bytes:

@@ -254,12 +254,20 @@ class BrokerController:
         default_topic_queue_nums: int | None = None,
         max_message_size: int | None = None,
         broker_permission: int | None = None,
+        slave_read_enable: bool | None = None,
+        which_broker_when_consume_slowly: int | None = None,
+        access_message_in_memory_max_ratio: int | None = None,
+        long_polling_enable: bool | None = None,
+        auto_create_subscription_group: bool | None = None,
+        flush_consumer_offset_interval_ms: int | None = None,
+        slave_sync_interval_ms: int | None = None,
     ) -> None: ...
     @property
     def listen_address(self) -> str: ...
     @property
     def listen_port(self) -> int: ...
     def register_now(self) -> None: ...
+    def sync_from_master_now(self) -> None: ...
     def clients(self) -> list[tuple[str, list[str], list[str]]]: ...
     def next_events(self, timeout: float) -> list[tuple[str, str, str, bool]]: ...
     def shutdown(self) -> None: ...
@@ -280,6 +288,38 @@ class MQClientAPI:
         default_topic: str = ...,
         default_topic_queue_nums: int = 4,
     ) -> tuple[int, str | None, str, int, int, list[str]]: ...
+    def send_message_async(
+        self,
+        addr: str,
+        messages: list[Message],
+        *,
+        producer_group: str,
+        queue_id: int,
+        timeout: float,
+        default_topic: str = ...,
+        default_topic_queue_nums: int = 4,
+    ) -> int: ...
+    def next_completed(
+        self, timeout: float
+    ) -> list[tuple[int, tuple[int, str | None, str, int, int, list[str]] | RocketHAError]]: ...
+    def wake_completed(self) -> None: ...
+    def send_message_oneway(
+        self,
+        addr: str,
+        messages: list[Message],
+        *,
+        producer_group: str,
+        queue_id: int,
+        timeout: float,
+        default_topic: str = ...,
+        default_topic_queue_nums: int = 4,
+    ) -> list[str]: ...
+    def send_heartbeat(
+        self, addr: str, client_id: str, producer_group: str, timeout: float
+    ) -> None: ...
+    def unregister_client(
+        self, addr: str, client_id: str, producer_group: str, timeout: float
+    ) -> None: ...
 
 @final
 class RecordFilter:

@@ -187,6 +187,13 @@ class Broker:
             default_topic_queue_nums=c.default_topic_queue_nums,
             max_message_size=c.max_message_size,
             broker_permission=c.broker_permission,
+            slave_read_enable=c.slave_read_enable,
+            which_broker_when_consume_slowly=c.which_broker_when_consume_slowly,
+            access_message_in_memory_max_ratio=c.access_message_in_memory_max_ratio,
+            long_polling_enable=c.long_polling_enable,
+            auto_create_subscription_group=c.auto_create_subscription_group,
+            flush_consumer_offset_interval_ms=c.flush_consumer_offset_interval,
+            slave_sync_interval_ms=c.slave_sync_interval,
         )
         self._events = threading.Thread(
             target=self._log_events,
@@ -340,6 +347,12 @@ class Broker:
         return future
 
     # -- reads -----------------------------------------------------------------------------
+
+    def clients(self) -> list[tuple[str, list[str], list[str]]]:
+        """``(clientID, producer groups, consumer groups)`` of each connection whose client sent
+        HEART_BEAT (RocketMQ's ``ProducerManager`` and ``ConsumerManager``); empty when the
+        client port is off."""
+        return [] if self._controller is None else self._controller.clients()
 
     def messages(self, start_offset: int | None = None) -> Iterator[MessageExt]:
         """Every message from ``start_offset`` (a commit log offset) on, from any role."""

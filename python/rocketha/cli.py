@@ -27,7 +27,7 @@ from typing import Any
 
 from rocketha import Message, MessageStore, PutStatus, __version__
 from rocketha.broker import Broker
-from rocketha.config import BrokerConfig
+from rocketha.config import BrokerConfig, parse_key_value
 from rocketha.exceptions import RocketHAError
 from rocketha.namesrv import NameServer
 from rocketha.roles import BrokerRole
@@ -140,8 +140,22 @@ class _Stopped(Exception):
     """Raised by the SIGINT/SIGTERM handler to leave a blocking stdin read."""
 
 
+def broker_config(args: argparse.Namespace) -> BrokerConfig:
+    """``mqbroker``'s precedence: ``-n`` and ``--set`` over the file, the file over the
+    ``NAMESRV_ADDR`` environment variable."""
+    properties = dict(parse_key_value(kv) for kv in args.set)
+    if args.namesrv_addr is not None:
+        properties["namesrvAddr"] = args.namesrv_addr
+    return BrokerConfig.load(args.config, properties)
+
+
 def cmd_broker(args: argparse.Namespace) -> int:
-    config = BrokerConfig.load(args.config)
+    config = broker_config(args)
+    if args.print_config:
+        print(config.to_properties(), end="")
+        for key, value in sorted(config.ignored_keys.items()):
+            print(f"# not used by rocketha: {key}={value}")
+        return 0
 
     def on_signal(signum: int, _frame: object) -> None:
         log.info("signal %d: shutting down", signum)
@@ -550,6 +564,26 @@ def _parser() -> argparse.ArgumentParser:
 
     broker = add("broker", help="run a broker in the foreground")
     broker.add_argument("-c", "--config", required=True, help="broker.conf")
+    broker.add_argument(
+        "-n",
+        "--namesrv-addr",
+        help="name servers, host:port separated by ';' (over the file's namesrvAddr, "
+        "which is over the NAMESRV_ADDR environment variable)",
+    )
+    broker.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a broker.conf key over the file's value, repeatable: e.g. --set listenPort=10921 "
+        "--set storePathRootDir=/data/b for a second broker on the host",
+    )
+    broker.add_argument(
+        "-p",
+        "--print-config",
+        action="store_true",
+        help="print the effective config (file, -n, --set) as broker.conf lines and exit",
+    )
     broker.add_argument("--produce-stdin", action="store_true", help="put one message per line")
     broker.add_argument("--topic", default="StdinTopic")
     broker.add_argument(

@@ -22,15 +22,19 @@ of the month, a counter), except that the month starts in UTC rather than the lo
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import json
 import logging
+import os
 import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
+from typing import TypedDict
 
+from rocketha._async_send import AsyncSendService, SendTuple
 from rocketha._core import Message, MQClientAPI
 from rocketha.exceptions import (
     MQBrokerError,
@@ -97,6 +101,16 @@ class SendResult:
         return self.queue.queue_id
 
 
+class _SendArgs(TypedDict):
+    """What every send call names besides its address and messages."""
+
+    producer_group: str
+    queue_id: int
+    timeout: float
+    default_topic: str
+    default_topic_queue_nums: int
+
+
 @dataclass
 class _PublishInfo:
     """``TopicPublishInfo``: the writable queues of master brokers, and their addresses."""
@@ -119,6 +133,7 @@ class Producer:
         retry_times_when_send_failed: int = 2,
         default_topic_queue_nums: int = 4,
         client_ip: str = "127.0.0.1",
+        heartbeat_broker_interval: float = 30.0,
     ) -> None:
         self.namesrv_addrs = [a.strip() for a in namesrv_addr.split(";") if a.strip()]
         if not self.namesrv_addrs:
@@ -127,11 +142,21 @@ class Producer:
         self.send_timeout = send_timeout
         self.retry_times_when_send_failed = retry_times_when_send_failed
         self.default_topic_queue_nums = default_topic_queue_nums
+        self.heartbeat_broker_interval = heartbeat_broker_interval
+        #: ``ClientConfig.buildMQClientId``: ip@instanceName, the instance named after the pid
+        #: and a clock as ``changeInstanceNameToPID`` does.
+        self.client_id = f"{client_ip}@{os.getpid()}#{time.monotonic_ns()}"
         self._api = MQClientAPI(client_ip)
-        # Guards the route table; the network calls run outside it.
+        # Guards the route table, the known brokers and the services; the network calls run
+        # outside it.
         self._lock = threading.Lock()
         self._routes: dict[str, _PublishInfo] = {}
+        #: Master addresses of every route seen: where heartbeats go.
+        self._brokers: set[str] = set()
         self._send_which_queue = itertools.count()
+        self._async: AsyncSendService | None = None
+        self._heartbeat: threading.Thread | None = None
+        self._closed = threading.Event()
 
     def __enter__(self) -> Producer:
         return self
@@ -140,10 +165,59 @@ class Producer:
         self.shutdown()
 
     def shutdown(self) -> None:
-        """Forgets routes and closes the connections."""
+        """Unregisters from every broker (``UNREGISTER_CLIENT``), closes the connections
+        (sends in flight fail) and stops. A producer is not used after this."""
+        self._closed.set()
         with self._lock:
             self._routes.clear()
+            brokers, self._brokers = sorted(self._brokers), set()
+            heartbeat, self._heartbeat = self._heartbeat, None
+            service, self._async = self._async, None
+        if heartbeat is not None:
+            heartbeat.join(timeout=self.send_timeout + 1)
+        for addr in brokers:
+            try:
+                self._api.unregister_client(addr, self.client_id, self.group, self.send_timeout)
+            except (RemotingConnectError, SendStatusUnknownError) as e:
+                log.info("unregistering from %s failed: %s", addr, e)
         self._api.close()
+        if service is not None:
+            service.shutdown()
+
+    def close(self) -> None:
+        """:meth:`shutdown`."""
+        self.shutdown()
+
+    # -- heartbeats ------------------------------------------------------------------------
+
+    def _heartbeat_to(self, addrs: list[str]) -> None:
+        """``sendHeartbeatToAllBroker``: a failure is logged; the next round tries again."""
+        for addr in addrs:
+            try:
+                self._api.send_heartbeat(addr, self.client_id, self.group, self.send_timeout)
+            except (RemotingConnectError, SendStatusUnknownError) as e:
+                log.warning("heartbeat to broker %s failed: %s", addr, e)
+
+    def _heartbeat_loop(self) -> None:
+        while not self._closed.wait(self.heartbeat_broker_interval):
+            with self._lock:
+                brokers = sorted(self._brokers)
+            self._heartbeat_to(brokers)
+
+    def _learn_brokers(self, info: _PublishInfo) -> None:
+        """A master seen for the first time gets a heartbeat before the first send, then one
+        every ``heartbeat_broker_interval`` seconds."""
+        with self._lock:
+            if self._closed.is_set():
+                raise MQClientError("the producer was shut down")
+            new = sorted(set(info.master_addrs.values()) - self._brokers)
+            self._brokers.update(new)
+            if self._heartbeat is None:
+                self._heartbeat = threading.Thread(
+                    target=self._heartbeat_loop, name="rocketha-producer-heartbeat", daemon=True
+                )
+                self._heartbeat.start()
+        self._heartbeat_to(new)
 
     # -- routes ----------------------------------------------------------------------------
 
@@ -165,7 +239,18 @@ class Producer:
             and time.monotonic() - info.fetched < _ROUTE_TTL
         ):
             return info
-        raw = self._query_route(topic)
+        try:
+            raw = self._query_route(topic)
+        except MQClientError as e:
+            if info is None or info.from_template:
+                raise
+            # As MQClientInstance keeps a route when no name server answers its refresh: the
+            # brokers are likely still there. Ask again after another TTL, not on every send.
+            log.warning("keeping the cached route of %s: %s", topic, e)
+            stale = dataclasses.replace(info, fetched=time.monotonic())
+            with self._lock:
+                self._routes[topic] = stale
+            return stale
         from_template = raw is None
         if raw is None:
             raw = self._query_route(AUTO_CREATE_TOPIC_KEY_TOPIC)
@@ -178,6 +263,7 @@ class Producer:
         info = _parse_route(topic, raw, from_template, self.default_topic_queue_nums)
         if not info.queues:
             raise MQClientError(f"topic {topic} has no writable queue on a master broker")
+        self._learn_brokers(info)
         with self._lock:
             self._routes[topic] = info
         return info
@@ -209,58 +295,132 @@ class Producer:
         return self._send(list(msgs))
 
     async def send_async(self, msg: Message) -> SendResult:
-        """:meth:`send` for asyncio: the wait runs in a worker thread, GIL released."""
-        return await asyncio.to_thread(self._send, [msg])
+        """:meth:`send` for asyncio (``send(msg, SendCallback)``): the request is queued on
+        the broker's connection and the coroutine resumes when the Rust client matches the
+        answer; hundreds of sends can be in flight on one connection. A route not cached yet
+        is looked up in a worker thread."""
+        msgs = [msg]
+        topic = msg.topic
+        last_broker: str | None = None
+        last_error: Exception | None = None
+        for attempt in range(1 + self.retry_times_when_send_failed):
+            info = self._cached(topic)
+            if info is None:
+                info = await asyncio.to_thread(self._publish_info, topic)
+            mq, addr = self._pick(info, last_broker)
+            try:
+                reply = await self._send_native(addr, msgs, mq)
+            except RemotingConnectError as e:
+                last_broker, last_error = self._not_sent(topic, mq, addr, attempt, e), e
+                continue
+            except SendStatusUnknownError as e:
+                raise _unknown(mq, addr, e) from e
+            outcome = self._outcome(topic, info, mq, addr, reply)
+            if isinstance(outcome, SendResult):
+                return outcome
+            last_broker, last_error = mq.broker_name, outcome
+        raise self._exhausted(topic, last_error)
+
+    def send_oneway(self, msg: Message) -> None:
+        """``sendOneway``: the request is written and never answered; nothing says whether
+        the broker stored it. One attempt, as RocketMQ makes."""
+        _, mq, addr = self._route(msg.topic, None)
+        self._api.send_message_oneway(addr, [msg], **self._send_args(mq))
+
+    def _send_args(self, mq: MessageQueue) -> _SendArgs:
+        return {
+            "producer_group": self.group,
+            "queue_id": mq.queue_id,
+            "timeout": self.send_timeout,
+            "default_topic": AUTO_CREATE_TOPIC_KEY_TOPIC,
+            "default_topic_queue_nums": self.default_topic_queue_nums,
+        }
+
+    async def _send_native(self, addr: str, msgs: list[Message], mq: MessageQueue) -> SendTuple:
+        with self._lock:
+            if self._async is None:
+                if self._closed.is_set():
+                    raise MQClientError("the producer was shut down")
+                self._async = AsyncSendService(self._api)
+            service = self._async
+        ticket = self._api.send_message_async(addr, msgs, **self._send_args(mq))
+        return await service.register(ticket)
+
+    def _cached(self, topic: str) -> _PublishInfo | None:
+        with self._lock:
+            info = self._routes.get(topic)
+        if info is None or info.from_template or time.monotonic() - info.fetched >= _ROUTE_TTL:
+            return None
+        return info
+
+    def _route(self, topic: str, last_broker: str | None) -> tuple[_PublishInfo, MessageQueue, str]:
+        info = self._publish_info(topic)
+        return (info, *self._pick(info, last_broker))
+
+    def _pick(self, info: _PublishInfo, last_broker: str | None) -> tuple[MessageQueue, str]:
+        mq = self._select(info, last_broker)
+        return mq, info.master_addrs[mq.broker_name]
+
+    def _not_sent(self, topic: str, mq: MessageQueue, addr: str, attempt: int, e: Exception) -> str:
+        log.info("send to %s (%s) failed, attempt %d: %s", mq.broker_name, addr, attempt, e)
+        self._forget(topic)
+        return mq.broker_name
+
+    def _outcome(
+        self, topic: str, info: _PublishInfo, mq: MessageQueue, addr: str, reply: SendTuple
+    ) -> SendResult | MQBrokerError:
+        """The broker's answer: a result, or an error worth trying elsewhere (raised if not)."""
+        code, remark, offset_id, queue_id, queue_offset, ids = reply
+        status = _STATUS_OF_CODE.get(code)
+        if status is not None:
+            if info.from_template:
+                # The broker created the topic and registers it: ask for its own route next.
+                self._forget(topic)
+            return SendResult(
+                status,
+                ",".join(ids),
+                offset_id,
+                MessageQueue(topic, mq.broker_name, queue_id),
+                queue_offset,
+            )
+        error = MQBrokerError(code, remark or "", addr)
+        if code in _RETRY_ELSEWHERE:
+            return error
+        raise error
+
+    def _exhausted(self, topic: str, last_error: Exception | None) -> MQClientError:
+        error = MQClientError(
+            f"send to topic {topic} failed after {1 + self.retry_times_when_send_failed} "
+            f"attempts: {last_error}"
+        )
+        error.__cause__ = last_error
+        return error
 
     def _send(self, msgs: list[Message]) -> SendResult:
         topic = msgs[0].topic
         last_broker: str | None = None
         last_error: Exception | None = None
         for attempt in range(1 + self.retry_times_when_send_failed):
-            info = self._publish_info(topic)
-            mq = self._select(info, last_broker)
-            addr = info.master_addrs[mq.broker_name]
+            info, mq, addr = self._route(topic, last_broker)
             try:
-                code, remark, offset_id, queue_id, queue_offset, ids = self._api.send_message(
-                    addr,
-                    msgs,
-                    producer_group=self.group,
-                    queue_id=mq.queue_id,
-                    timeout=self.send_timeout,
-                    default_topic=AUTO_CREATE_TOPIC_KEY_TOPIC,
-                    default_topic_queue_nums=self.default_topic_queue_nums,
-                )
+                reply = self._api.send_message(addr, msgs, **self._send_args(mq))
             except RemotingConnectError as e:
-                log.info("send to %s (%s) failed, attempt %d: %s", mq.broker_name, addr, attempt, e)
-                last_broker, last_error = mq.broker_name, e
-                self._forget(topic)
+                last_broker, last_error = self._not_sent(topic, mq, addr, attempt, e), e
                 continue
             except SendStatusUnknownError as e:
-                raise SendStatusUnknownError(
-                    f"sent to {mq.broker_name} ({addr}) but no answer came: the message may or "
-                    f"may not be stored; not retried, to avoid a duplicate ({e})"
-                ) from e
-            status = _STATUS_OF_CODE.get(code)
-            if status is not None:
-                if info.from_template:
-                    # The broker created the topic and registers it: ask for its own route next.
-                    self._forget(topic)
-                return SendResult(
-                    status,
-                    ",".join(ids),
-                    offset_id,
-                    MessageQueue(topic, mq.broker_name, queue_id),
-                    queue_offset,
-                )
-            error = MQBrokerError(code, remark or "", addr)
-            if code in _RETRY_ELSEWHERE:
-                last_broker, last_error = mq.broker_name, error
-                continue
-            raise error
-        raise MQClientError(
-            f"send to topic {topic} failed after {1 + self.retry_times_when_send_failed} "
-            f"attempts: {last_error}"
-        ) from last_error
+                raise _unknown(mq, addr, e) from e
+            outcome = self._outcome(topic, info, mq, addr, reply)
+            if isinstance(outcome, SendResult):
+                return outcome
+            last_broker, last_error = mq.broker_name, outcome
+        raise self._exhausted(topic, last_error)
+
+
+def _unknown(mq: MessageQueue, addr: str, e: Exception) -> SendStatusUnknownError:
+    return SendStatusUnknownError(
+        f"sent to {mq.broker_name} ({addr}) but no answer came: the message may or "
+        f"may not be stored; not retried, to avoid a duplicate ({e})"
+    )
 
 
 def _parse_route(topic: str, raw: bytes, from_template: bool, default_nums: int) -> _PublishInfo:

@@ -37,7 +37,6 @@ IGNORED_KEYS = frozenset(
         "deleteWhen",
         "fileReservedTime",
         "brokerIP2",
-        "autoCreateSubscriptionGroup",
         "enablePropertyFilter",
         "storePathCommitLog",
         "storePathConsumeQueue",
@@ -80,7 +79,6 @@ IGNORED_KEYS = frozenset(
         "serverWorkerThreads",
         "serverSelectorThreads",
         "clientWorkerThreads",
-        "longPollingEnable",
         "shortPollingTimeMills",
         "notifyConsumerIdsChangedEnable",
         "highSpeedMode",
@@ -94,6 +92,10 @@ IGNORED_KEYS = frozenset(
     ]
 )
 
+
+#: Ignored keys of file retention (``CleanCommitLogService``), which the distribution's own
+#: files set: worth a warning, since without them the store only grows.
+_RETENTION_KEYS = frozenset(["deleteWhen", "fileReservedTime"])
 
 #: Keys whose RocketMQ spelling is not plain camelCase.
 _IRREGULAR = {"broker_ip1": "brokerIP1"}
@@ -151,9 +153,24 @@ class BrokerConfig:
     ha_flow_control_enable: bool = False
     max_ha_transfer_byte_in_second: int = 100 * MiB
     sync_from_last_file: bool = False
+    #: Consumers that lag are sent to a slave, and a slave serves pulls.
     slave_read_enable: bool = False
+    #: Percent of RAM a consumer may lag behind the head before it counts as reading from disk
+    #: (and, with ``slaveReadEnable``, is sent to ``whichBrokerWhenConsumeSlowly``); 0 sends
+    #: every consumer that is behind at all.
     access_message_in_memory_max_ratio: int = 40
+    #: The broker id the subscription groups this broker creates send lagging consumers to.
     which_broker_when_consume_slowly: int = 1
+    #: A suspended pull is held for its ``suspendTimeoutMillis`` (else 1 s) until a message
+    #: for its queue arrives.
+    long_polling_enable: bool = True
+    #: Milliseconds between writes of ``config/consumerOffset.json`` (and one at shutdown).
+    flush_consumer_offset_interval: int = 5000
+    #: Consumer groups are created on first use; off, an unknown group is refused.
+    auto_create_subscription_group: bool = True
+    #: rocketha, slave: milliseconds between fetches of the master's topics, consumer offsets
+    #: and subscription groups (RocketMQ's fixed 60 s).
+    slave_sync_interval: int = 60000
     flush_interval_commit_log: int = _DEFAULTS["flushIntervalCommitLog"]
     max_message_size: int = 4 * MiB
     #: rocketha: shared secret for the HA handshake; or read from a file or an env variable.
@@ -268,6 +285,8 @@ class BrokerConfig:
             "sync_flush_timeout",
             "flush_interval_commit_log",
             "register_name_server_period",
+            "flush_consumer_offset_interval",
+            "slave_sync_interval",
         ):
             if getattr(self, name) <= 0:
                 raise self._fail(name, "must be a positive number of milliseconds")
@@ -283,7 +302,7 @@ class BrokerConfig:
             )
         if not 0 < self.max_message_size <= 4 * MiB:
             raise self._fail("max_message_size", "must be in (0, 4 MiB]")
-        if not 0 < self.access_message_in_memory_max_ratio <= 100:
+        if not 0 <= self.access_message_in_memory_max_ratio <= 100:
             raise self._fail("access_message_in_memory_max_ratio", "must be a percentage")
         for name in ("ha_listen_address", "listen_address", "metrics_address"):
             try:
@@ -294,12 +313,21 @@ class BrokerConfig:
     # -- loading ---------------------------------------------------------------------------
 
     @classmethod
-    def load(cls, path: str | os.PathLike[str], **overrides: Any) -> BrokerConfig:
-        """Reads a RocketMQ properties file; ``overrides`` (snake_case) win over the file."""
+    def load(
+        cls,
+        path: str | os.PathLike[str],
+        properties: dict[str, str] | None = None,
+        **overrides: Any,
+    ) -> BrokerConfig:
+        """Reads a RocketMQ properties file. ``properties`` (RocketMQ keys, as on the command
+        line) and ``overrides`` (snake_case) win over the file. Without ``namesrvAddr`` the
+        ``NAMESRV_ADDR`` environment variable names the name servers, as for RocketMQ."""
         text = Path(path).read_text(encoding="utf-8")
-        return cls.from_properties(
-            _parse_properties(text, str(path)), source=str(path), **overrides
-        )
+        props = {**_parse_properties(text, str(path)), **(properties or {})}
+        env = os.environ.get("NAMESRV_ADDR")
+        if "namesrvAddr" not in props and env:
+            props["namesrvAddr"] = env
+        return cls.from_properties(props, source=str(path), **overrides)
 
     @classmethod
     def from_properties(
@@ -319,8 +347,17 @@ class BrokerConfig:
                 raise ConfigError(f"{source}: unknown key {key!r}{hint}")
         kwargs.update(overrides)
         config = cls(**kwargs, ignored_keys=ignored, source=source)
-        if ignored:
-            log.info("%s: keys rocketha ignores: %s", source, ", ".join(sorted(ignored)))
+        retention = sorted(_RETENTION_KEYS & ignored.keys())
+        if retention:
+            log.warning(
+                "%s: %s not used yet: rocketha deletes no commit log file (retention is not "
+                "implemented), so the store grows until disk space runs out",
+                source,
+                ", ".join(f"{k}={ignored[k]}" for k in retention),
+            )
+        others = sorted(ignored.keys() - _RETENTION_KEYS)
+        if others:
+            log.info("%s: keys rocketha ignores: %s", source, ", ".join(others))
         return config
 
     # -- derived ---------------------------------------------------------------------------
@@ -375,6 +412,14 @@ _FIELD_TYPES: dict[str, str] = {
 }
 
 
+def parse_key_value(text: str) -> tuple[str, str]:
+    """One ``key=value`` of the command line (``rocketha broker --set``)."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise ConfigError(f"{text!r} is not key=value (a RocketMQ key, e.g. listenPort=10921)")
+    return key.strip(), value.strip()
+
+
 def _parse_properties(text: str, source: str) -> dict[str, str]:
     """Java properties, the subset broker.conf files use: ``key=value``, ``key = value``,
     ``key: value``, ``#`` and ``!`` comments, blank lines."""
@@ -393,4 +438,4 @@ def _parse_properties(text: str, source: str) -> dict[str, str]:
     return props
 
 
-__all__ = ["IGNORED_KEYS", "BrokerConfig"]
+__all__ = ["IGNORED_KEYS", "BrokerConfig", "parse_key_value"]

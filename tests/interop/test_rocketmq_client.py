@@ -17,15 +17,22 @@ Java side is ``Peer.java send`` (``benches/peers/rocketmq.py``). Run: ``pytest -
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import SEGMENT, BrokerProcess, RemotingSocket, wait_for, write_conf
+from helpers import (
+    SEGMENT,
+    BrokerProcess,
+    RemotingSocket,
+    RochaNamesrv,
+    runtime_info,
+    start_master,
+    wait_for,
+    write_conf,
+)
 from rocketha import MessageStore
 
 from benches.peers.rocketmq import (
@@ -39,7 +46,6 @@ from benches.peers.rocketmq import (
 
 pytestmark = pytest.mark.interop
 
-GET_BROKER_RUNTIME_INFO = 28
 GET_ROUTEINFO_BY_TOPIC = 105
 COUNT = 6
 
@@ -121,61 +127,6 @@ def check_stored(outcomes: list[SendOutcome], topic: str, prefix: str, store: Pa
         assert f"UNIQ_KEY\x01{msg_id}\x02".encode() in record, (seq, msg_id, m)
         if batch is None:
             assert m.uniq_key == msg_id, (seq, msg_id, m)
-
-
-def runtime_info(address: str) -> dict[str, str]:
-    sock = RemotingSocket(address)
-    try:
-        response, body = sock.invoke(GET_BROKER_RUNTIME_INFO, {})
-    finally:
-        sock.close()
-    assert response["code"] == 0, response
-    return json.loads(body)["table"]
-
-
-@dataclass
-class RochaNamesrv:
-    proc: subprocess.Popen[str]
-    address: str
-    log: Path
-
-
-@pytest.fixture(scope="module")
-def rocketha_namesrv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RochaNamesrv]:
-    log = tmp_path_factory.mktemp("namesrv") / "namesrv.log"
-    with log.open("w") as stderr:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "rocketha", "-v", "namesrv", "--listen", "127.0.0.1:0"],
-            stdout=subprocess.PIPE,
-            stderr=stderr,
-            text=True,
-        )
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert line, f"namesrv failed to start: {log.read_text()}"
-        yield RochaNamesrv(proc, json.loads(line)["started"]["listen"], log)
-    finally:
-        proc.kill()
-        proc.wait(timeout=30)
-        if proc.stdout is not None:
-            proc.stdout.close()
-
-
-def start_master(root: Path, name: str, namesrv: str, **keys: object) -> BrokerProcess:
-    settings: dict[str, object] = {
-        "brokerName": name,
-        "brokerRole": "SYNC_MASTER",
-        "storePathRootDir": root / f"{name}-master",
-        "mappedFileSizeCommitLog": SEGMENT,
-        "haListenAddress": "127.0.0.1",
-        "haListenPort": 0,
-        "listenPort": 0,
-        "namesrvAddr": namesrv,
-        "slaveTimeout": 10000,
-        **keys,
-    }
-    return BrokerProcess(write_conf(root / f"{name}-master.conf", **settings))
 
 
 @dataclass

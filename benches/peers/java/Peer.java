@@ -6,9 +6,15 @@ import java.util.Random;
 import java.util.Set;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.zip.CRC32;
 
+import org.apache.rocketmq.client.consumer.AllocateMessageQueueStrategy;
 import org.apache.rocketmq.client.consumer.DefaultLitePullConsumer;
+import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
+import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
+import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
+import org.apache.rocketmq.client.consumer.rebalance.AllocateMessageQueueAveragely;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
 import org.apache.rocketmq.client.producer.SendCallback;
 import org.apache.rocketmq.client.producer.SendResult;
@@ -40,6 +46,10 @@ import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
  *   DONE
  * set-ha-master BROKER HA_ADDRESS          (5.x only)
  *   OK
+ * group NAMESRV TOPIC GROUP KIND AT_LEAST TIMEOUT_MS   (KIND: lite|push; AT_LEAST 0: until
+ *   GOT queueId queueOffset body                           stdin closes)
+ *   MEMBERS n                (each rebalance: the group's member count it saw)
+ *   DONE count
  * </pre>
  *
  * Bodies are deterministic: message seq gets {@code body(seq, size)}, which the Python side
@@ -101,6 +111,10 @@ public final class Peer {
                 break;
             case "set-ha-master":
                 setHaMaster(args[1], args[2]);
+                break;
+            case "group":
+                group(args[1], args[2], args[3], args[4], Integer.parseInt(args[5]),
+                    Long.parseLong(args[6]));
                 break;
             default:
                 System.err.println("unknown mode " + args[0]);
@@ -347,5 +361,117 @@ public final class Peer {
             System.out.flush();
             consumer.shutdown();
         }
+    }
+
+    /** RocketMQ's default allocation, reporting the member count of every rebalance. */
+    static final class Reporting implements AllocateMessageQueueStrategy {
+        private final AllocateMessageQueueAveragely inner = new AllocateMessageQueueAveragely();
+
+        @Override
+        public List<MessageQueue> allocate(String group, String cid, List<MessageQueue> all,
+            List<String> cids) {
+            List<MessageQueue> mine = inner.allocate(group, cid, all, cids);
+            synchronized (Peer.class) {
+                System.out.println("MEMBERS " + cids.size());
+                System.out.flush();
+            }
+            return mine;
+        }
+
+        @Override
+        public String getName() {
+            return inner.getName();
+        }
+    }
+
+    static synchronized void printGot(MessageExt m) throws Exception {
+        System.out.println("GOT " + m.getQueueId() + " " + m.getQueueOffset() + " "
+            + new String(m.getBody(), "UTF-8"));
+        System.out.flush();
+    }
+
+    /**
+     * A member of consumer group GROUP subscribed to every tag of TOPIC, as applications use
+     * it: a {@code DefaultLitePullConsumer} (subscribe, commitSync after each poll) or a
+     * {@code DefaultMQPushConsumer} (clustering, CONSUME_SUCCESS). It starts at the group's
+     * committed offsets (a new group: wherever the broker says), prints every message it is
+     * given, and shuts down, committing, once it has AT_LEAST of them (or at TIMEOUT_MS); with
+     * AT_LEAST 0, once its standard input closes (the test stops a group's members together).
+     */
+    static void group(String namesrv, String topic, String group, String kind, int atLeast,
+        long timeoutMs) throws Exception {
+        long deadline = System.currentTimeMillis() + timeoutMs;
+        AtomicInteger count = new AtomicInteger();
+        String instance = "interop-group-" + System.nanoTime();
+        CountDownLatch enough = new CountDownLatch(1);
+        if (atLeast == 0) {
+            Thread stdin = new Thread(() -> {
+                try {
+                    while (System.in.read() >= 0) {
+                        continue;
+                    }
+                } catch (java.io.IOException e) {
+                    // A closed input is the signal either way.
+                }
+                enough.countDown();
+            });
+            stdin.setDaemon(true);
+            stdin.start();
+        }
+        if (kind.equals("lite")) {
+            DefaultLitePullConsumer consumer = new DefaultLitePullConsumer(group);
+            consumer.setNamesrvAddr(namesrv);
+            consumer.setInstanceName(instance);
+            consumer.setAutoCommit(false);
+            consumer.setAllocateMessageQueueStrategy(new Reporting());
+            consumer.subscribe(topic, "*");
+            consumer.start();
+            try {
+                while (enough.getCount() > 0 && System.currentTimeMillis() < deadline) {
+                    List<MessageExt> got = consumer.poll(1000);
+                    for (MessageExt m : got) {
+                        printGot(m);
+                        if (count.incrementAndGet() == atLeast) {
+                            enough.countDown();
+                        }
+                    }
+                    if (!got.isEmpty()) {
+                        consumer.commitSync();
+                    }
+                }
+            } finally {
+                consumer.shutdown();
+            }
+        } else {
+            DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(group);
+            consumer.setNamesrvAddr(namesrv);
+            consumer.setInstanceName(instance);
+            consumer.subscribe(topic, "*");
+            consumer.setAllocateMessageQueueStrategy(new Reporting());
+            // Messages handed to the listener finish (and commit) before shutdown persists.
+            consumer.setAwaitTerminationMillisWhenShutdown(30000);
+            consumer.registerMessageListener((MessageListenerConcurrently) (msgs, context) -> {
+                try {
+                    for (MessageExt m : msgs) {
+                        printGot(m);
+                        if (count.incrementAndGet() == atLeast) {
+                            enough.countDown();
+                        }
+                    }
+                } catch (Exception e) {
+                    return ConsumeConcurrentlyStatus.RECONSUME_LATER;
+                }
+                return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+            });
+            consumer.start();
+            try {
+                enough.await(Math.max(1, deadline - System.currentTimeMillis()),
+                    TimeUnit.MILLISECONDS);
+            } finally {
+                consumer.shutdown();
+            }
+        }
+        System.out.println("DONE " + count.get());
+        System.out.flush();
     }
 }

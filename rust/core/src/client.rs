@@ -7,20 +7,20 @@
 //! ([`SendError::NotSent`]) is safe to retry elsewhere; a failure after the request was written
 //! ([`SendError::Unknown`]) may have stored the message, and retrying could store it twice.
 
-use std::collections::HashMap;
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::io;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use crate::commitlog::record::body_crc;
 use crate::remoting::header::{
     GetRouteInfoRequestHeader, SendMessageRequestHeader, SendMessageRequestHeaderV2,
-    SendMessageResponseHeader,
+    SendMessageResponseHeader, UnregisterClientRequestHeader,
 };
-use crate::remoting::{request_code, response_code, ClientError, RemotingClient, RemotingCommand};
+use crate::remoting::{
+    request_code, response_code, ClientConfig, ClientError, NettyRemotingClient, RemotingCommand,
+};
 use crate::store::now_millis;
-use crate::sync::lock;
 
 /// `MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX`.
 pub(crate) const PROPERTY_UNIQ_KEY: &str = "UNIQ_KEY";
@@ -55,37 +55,22 @@ pub struct OutgoingMessage<'a> {
     pub flag: i32,
 }
 
-type Link = Arc<Mutex<Option<RemotingClient>>>;
-
-/// Connections by address, shared by every thread of a producer.
+/// Connections by address, shared by every thread of a producer: one event loop, one
+/// connection per broker or name server, any number of sends in flight on each.
 pub struct MqClientApi {
-    /// A lock per address, not one for all: sends to different brokers run in parallel.
-    links: Mutex<HashMap<String, Link>>,
-}
-
-impl Default for MqClientApi {
-    fn default() -> Self {
-        Self::new()
-    }
+    remoting: NettyRemotingClient,
 }
 
 impl MqClientApi {
-    pub fn new() -> Self {
-        Self {
-            links: Mutex::new(HashMap::new()),
-        }
+    pub fn new() -> io::Result<Self> {
+        Ok(Self {
+            remoting: NettyRemotingClient::start(ClientConfig::default())?,
+        })
     }
 
-    /// Closes every connection (a call in flight keeps its own until it returns).
+    /// Closes every connection (what is in flight on them fails); later calls reconnect.
     pub fn close(&self) {
-        lock(&self.links).clear();
-    }
-
-    fn link(&self, addr: &str) -> Link {
-        lock(&self.links)
-            .entry(addr.to_owned())
-            .or_default()
-            .clone()
+        self.remoting.close_channels();
     }
 
     /// Sends `request` to `addr` and waits for its answer.
@@ -95,32 +80,25 @@ impl MqClientApi {
         request: RemotingCommand,
         timeout: Duration,
     ) -> Result<RemotingCommand, SendError> {
-        let link = self.link(addr);
-        // Held for the whole call: one request at a time per connection, in order.
-        let mut slot = lock(&link);
-        if slot.is_none() {
-            let resolved: SocketAddr = addr
-                .to_socket_addrs()
-                .map_err(|e| SendError::NotSent(format!("bad address {addr}: {e}")))?
-                .next()
-                .ok_or_else(|| SendError::NotSent(format!("{addr} resolves to nothing")))?;
-            let client = RemotingClient::connect(resolved, timeout)
-                .map_err(|e| SendError::NotSent(e.to_string()))?;
-            *slot = Some(client);
-        }
-        let Some(client) = slot.as_mut() else {
-            return Err(SendError::NotSent(format!("{addr}: not connected")));
-        };
-        client.invoke(request, timeout).map_err(|e| {
-            // The client reconnects on its next call; drop it so the next call starts clean.
-            *slot = None;
-            match e {
-                ClientError::Connect { .. }
-                | ClientError::ConnectTimeout { .. }
-                | ClientError::Encode { .. } => SendError::NotSent(e.to_string()),
-                other => SendError::Unknown(other.to_string()),
-            }
-        })
+        self.remoting
+            .invoke_sync(addr, request, timeout)
+            .map_err(send_error)
+    }
+
+    /// Sends `request` to `addr` and returns; `callback` gets the answer on the client's loop
+    /// thread. An `Err` here means nothing was sent and `callback` will not be called.
+    pub fn invoke_async(
+        &self,
+        addr: &str,
+        request: RemotingCommand,
+        timeout: Duration,
+        callback: impl FnOnce(Result<RemotingCommand, SendError>) + Send + 'static,
+    ) -> Result<(), SendError> {
+        self.remoting
+            .invoke_async(addr, request, timeout, move |r| {
+                callback(r.map_err(send_error))
+            })
+            .map_err(send_error)
     }
 
     /// GET_ROUTEINFO_BY_TOPIC: the route as standard JSON, or `None` when the name server
@@ -147,42 +125,107 @@ impl MqClientApi {
         }
     }
 
-    /// SEND_MESSAGE_V2 for one message, SEND_BATCH_MESSAGE for several (the header's
-    /// properties then apply to all; each message keeps its own).
-    pub(crate) fn send_message(
+    /// HEART_BEAT (`MQClientInstance.sendHeartbeatToAllBroker`): tells the broker at `addr`
+    /// that client `client_id` produces for `producer_group`.
+    pub fn send_heartbeat(
         &self,
         addr: &str,
-        header: SendMessageRequestHeader,
-        messages: &[OutgoingMessage<'_>],
+        client_id: &str,
+        producer_group: &str,
         timeout: Duration,
-    ) -> Result<SendReply, SendError> {
-        let (code, body) = match messages {
-            [one] => (request_code::SEND_MESSAGE_V2, one.body.to_vec()),
-            _ => (request_code::SEND_BATCH_MESSAGE, encode_batch(messages)),
-        };
-        let mut request = RemotingCommand::request(code, 0);
-        request.write_custom_header(&SendMessageRequestHeaderV2(header));
-        request.body = body;
+    ) -> Result<(), SendError> {
+        let mut request = RemotingCommand::request(request_code::HEART_BEAT, 0);
+        request.body = heartbeat_data(client_id, producer_group);
         let response = self.invoke(addr, request, timeout)?;
-        let stored = response_code::send_stored(response.code);
-        let mut reply = SendReply {
-            code: response.code,
-            remark: response.remark.clone(),
-            offset_msg_id: String::new(),
-            queue_id: -1,
-            queue_offset: -1,
-        };
-        if stored {
-            let header: SendMessageResponseHeader =
-                response.decode_custom_header().map_err(|e| {
-                    SendError::Unknown(format!("{addr} answered a send with a bad header: {e}"))
-                })?;
-            reply.offset_msg_id = header.msg_id;
-            reply.queue_id = header.queue_id;
-            reply.queue_offset = header.queue_offset;
-        }
-        Ok(reply)
+        expect_success(addr, "HEART_BEAT", response)
     }
+
+    /// UNREGISTER_CLIENT (`MQClientInstance.unregisterClient`): the producer leaves.
+    pub fn unregister_client(
+        &self,
+        addr: &str,
+        client_id: &str,
+        producer_group: &str,
+        timeout: Duration,
+    ) -> Result<(), SendError> {
+        let mut request = RemotingCommand::request(request_code::UNREGISTER_CLIENT, 0);
+        request.write_custom_header(&UnregisterClientRequestHeader {
+            client_id: client_id.to_owned(),
+            producer_group: Some(producer_group.to_owned()),
+            consumer_group: None,
+        });
+        let response = self.invoke(addr, request, timeout)?;
+        expect_success(addr, "UNREGISTER_CLIENT", response)
+    }
+}
+
+/// `HeartbeatData` as fastjson writes it (keys sorted), for a producer only.
+pub(crate) fn heartbeat_data(client_id: &str, producer_group: &str) -> Vec<u8> {
+    serde_json::json!({
+        "clientID": client_id,
+        "consumerDataSet": [],
+        "producerDataSet": [{ "groupName": producer_group }],
+    })
+    .to_string()
+    .into_bytes()
+}
+
+fn expect_success(addr: &str, what: &str, response: RemotingCommand) -> Result<(), SendError> {
+    if response.code == response_code::SUCCESS {
+        return Ok(());
+    }
+    Err(SendError::Unknown(format!(
+        "{addr} answered {what} with code {}: {}",
+        response.code,
+        response.remark.unwrap_or_default()
+    )))
+}
+
+/// A client error as a send failure: [`SendError::NotSent`] only when nothing of the request
+/// left the process.
+fn send_error(e: ClientError) -> SendError {
+    if e.may_have_arrived() {
+        SendError::Unknown(e.to_string())
+    } else {
+        SendError::NotSent(e.to_string())
+    }
+}
+
+/// SEND_MESSAGE_V2 for one message, SEND_BATCH_MESSAGE for several (the header's properties
+/// then apply to all; each message keeps its own).
+fn send_request(
+    header: SendMessageRequestHeader,
+    messages: &[OutgoingMessage<'_>],
+) -> RemotingCommand {
+    let (code, body) = match messages {
+        [one] => (request_code::SEND_MESSAGE_V2, one.body.to_vec()),
+        _ => (request_code::SEND_BATCH_MESSAGE, encode_batch(messages)),
+    };
+    let mut request = RemotingCommand::request(code, 0);
+    request.write_custom_header(&SendMessageRequestHeaderV2(header));
+    request.body = body;
+    request
+}
+
+/// `MQClientAPIImpl.processSendResponse`: the broker's code and, when it stored the message,
+/// where.
+fn send_reply(addr: &str, response: RemotingCommand) -> Result<SendReply, SendError> {
+    let mut reply = SendReply {
+        code: response.code,
+        remark: response.remark.clone(),
+        offset_msg_id: String::new(),
+        queue_id: -1,
+        queue_offset: -1,
+    };
+    if response_code::send_stored(response.code) {
+        let header: SendMessageResponseHeader = response.decode_custom_header().map_err(|e| {
+            SendError::Unknown(format!("{addr} answered a send with a bad header: {e}"))
+        })?;
+        reply.offset_msg_id = header.msg_id;
+        reply.queue_id = header.queue_id;
+        reply.queue_offset = header.queue_offset;
+    }
+    Ok(reply)
 }
 
 /// Where a producer's send goes and how the broker may create its topic.
@@ -195,10 +238,12 @@ pub struct SendTarget {
     pub default_topic_queue_nums: i32,
 }
 
+/// What a send's answer resolves to: the broker's reply and the messages' unique ids.
+pub type SendOutcome = Result<(SendReply, Vec<String>), SendError>;
+
 impl MqClientApi {
-    /// `DefaultMQProducerImpl.sendKernelImpl`: gives each message its `UNIQ_KEY` (keeping one it
-    /// has), builds the send header and sends. Returns the broker's reply and the messages'
-    /// unique ids, the msgIds a Java producer reports.
+    /// `DefaultMQProducerImpl.sendKernelImpl`, synchronous: returns the broker's reply and the
+    /// messages' unique ids, the msgIds a Java producer reports.
     pub fn send(
         &self,
         addr: &str,
@@ -206,53 +251,104 @@ impl MqClientApi {
         target: SendTarget,
         messages: &[OutgoingMessage<'_>],
         timeout: Duration,
-    ) -> Result<(SendReply, Vec<String>), SendError> {
-        let now = now_millis();
-        let marker = format!("{PROPERTY_UNIQ_KEY}\u{1}");
-        let mut ids = Vec::with_capacity(messages.len());
-        let mut properties: Vec<Vec<u8>> = Vec::with_capacity(messages.len());
-        for m in messages {
-            let mut props = m.properties.to_vec();
-            let existing = String::from_utf8_lossy(m.properties)
-                .split('\u{2}')
-                .find_map(|p| p.strip_prefix(marker.as_str()).map(str::to_owned));
-            ids.push(existing.unwrap_or_else(|| {
-                let id = create_uniq_id(client_ip, now);
-                props.extend_from_slice(format!("{marker}{id}\u{2}").as_bytes());
-                id
-            }));
-            properties.push(props);
-        }
-        let stamped: Vec<OutgoingMessage<'_>> = messages
-            .iter()
-            .zip(&properties)
-            .map(|(m, properties)| OutgoingMessage {
-                body: m.body,
-                properties,
-                flag: m.flag,
-            })
-            .collect();
-        let batch = stamped.len() > 1;
-        let header = SendMessageRequestHeader {
-            producer_group: target.producer_group,
-            topic: target.topic,
-            default_topic: target.default_topic,
-            default_topic_queue_nums: target.default_topic_queue_nums,
-            queue_id: target.queue_id,
-            sys_flag: 0,
-            born_timestamp: now,
-            flag: if batch { 0 } else { stamped[0].flag },
-            properties: (!batch)
-                .then(|| String::from_utf8_lossy(stamped[0].properties).into_owned()),
-            reconsume_times: Some(0),
-            unit_mode: Some(false),
-            max_reconsume_times: None,
-            batch: Some(batch),
-            broker_name: None,
-        };
-        let reply = self.send_message(addr, header, &stamped, timeout)?;
-        Ok((reply, ids))
+    ) -> SendOutcome {
+        let (request, ids) = stamp(client_ip, target, messages);
+        let response = self.invoke(addr, request, timeout)?;
+        Ok((send_reply(addr, response)?, ids))
     }
+
+    /// [`Self::send`] (`CommunicationMode.ASYNC`): returns once the request is queued;
+    /// `callback` gets the outcome on the client's loop thread. An `Err` here means nothing
+    /// was sent and `callback` will not be called.
+    pub fn send_async(
+        &self,
+        addr: &str,
+        client_ip: [u8; 4],
+        target: SendTarget,
+        messages: &[OutgoingMessage<'_>],
+        timeout: Duration,
+        callback: impl FnOnce(SendOutcome) + Send + 'static,
+    ) -> Result<(), SendError> {
+        let (request, ids) = stamp(client_ip, target, messages);
+        let owned_addr = addr.to_owned();
+        self.invoke_async(addr, request, timeout, move |r| {
+            callback(r.and_then(|response| Ok((send_reply(&owned_addr, response)?, ids))));
+        })
+    }
+
+    /// [`Self::send`] (`CommunicationMode.ONEWAY`): queued, never answered; returns the
+    /// messages' unique ids.
+    pub fn send_oneway(
+        &self,
+        addr: &str,
+        client_ip: [u8; 4],
+        target: SendTarget,
+        messages: &[OutgoingMessage<'_>],
+        timeout: Duration,
+    ) -> Result<Vec<String>, SendError> {
+        let (request, ids) = stamp(client_ip, target, messages);
+        self.remoting
+            .invoke_oneway(addr, request, timeout)
+            .map_err(send_error)?;
+        Ok(ids)
+    }
+}
+
+/// Gives each message its `UNIQ_KEY` (keeping one it has) and builds the send request.
+fn stamp(
+    client_ip: [u8; 4],
+    target: SendTarget,
+    messages: &[OutgoingMessage<'_>],
+) -> (RemotingCommand, Vec<String>) {
+    let now = now_millis();
+    let mut ids = Vec::with_capacity(messages.len());
+    let mut properties: Vec<Vec<u8>> = Vec::with_capacity(messages.len());
+    for m in messages {
+        let mut props = m.properties.to_vec();
+        let existing = uniq_key(&String::from_utf8_lossy(m.properties)).map(str::to_owned);
+        ids.push(existing.unwrap_or_else(|| {
+            let id = create_uniq_id(client_ip, now);
+            props.extend_from_slice(format!("{PROPERTY_UNIQ_KEY}\u{1}{id}\u{2}").as_bytes());
+            id
+        }));
+        properties.push(props);
+    }
+    let stamped: Vec<OutgoingMessage<'_>> = messages
+        .iter()
+        .zip(&properties)
+        .map(|(m, properties)| OutgoingMessage {
+            body: m.body,
+            properties,
+            flag: m.flag,
+        })
+        .collect();
+    let batch = stamped.len() > 1;
+    let header = SendMessageRequestHeader {
+        producer_group: target.producer_group,
+        topic: target.topic,
+        default_topic: target.default_topic,
+        default_topic_queue_nums: target.default_topic_queue_nums,
+        queue_id: target.queue_id,
+        sys_flag: 0,
+        born_timestamp: now,
+        flag: if batch { 0 } else { stamped[0].flag },
+        properties: (!batch).then(|| String::from_utf8_lossy(stamped[0].properties).into_owned()),
+        reconsume_times: Some(0),
+        unit_mode: Some(false),
+        max_reconsume_times: None,
+        batch: Some(batch),
+        broker_name: None,
+    };
+    (send_request(header, &stamped), ids)
+}
+
+/// `MessageClientIDSetter.getUniqID`: the `UNIQ_KEY` of `key\x01value\x02` properties.
+pub(crate) fn uniq_key(properties: &str) -> Option<&str> {
+    properties.split('\u{2}').find_map(|p| {
+        p.split_once('\u{1}')
+            .filter(|(k, _)| *k == PROPERTY_UNIQ_KEY)
+            .map(|(_, v)| v)
+    })
 }
 
 /// `MessageDecoder.encodeMessages`: per message `totalSize | magic | bodyCRC | flag | bodyLen |
@@ -329,6 +425,25 @@ mod tests {
         assert!(a
             .chars()
             .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_lowercase()));
+    }
+
+    /// `HeartbeatData` of a producer as the Java client's fastjson writes it (keys sorted).
+    #[test]
+    fn golden_heartbeat_body() {
+        assert_eq!(
+            String::from_utf8(heartbeat_data("127.0.0.1@4242#1", "pg")).unwrap(),
+            concat!(
+                r#"{"clientID":"127.0.0.1@4242#1","consumerDataSet":[],"#,
+                r#""producerDataSet":[{"groupName":"pg"}]}"#
+            )
+        );
+    }
+
+    #[test]
+    fn uniq_key_is_read_from_properties() {
+        assert_eq!(uniq_key("A\u{1}b\u{2}UNIQ_KEY\u{1}ID1\u{2}"), Some("ID1"));
+        assert_eq!(uniq_key("UNIQ_KEYX\u{1}no\u{2}"), None);
+        assert_eq!(uniq_key(""), None);
     }
 
     #[test]

@@ -101,6 +101,11 @@ struct PutState {
 }
 
 pub(crate) type AppendListener = Arc<dyn Fn(u64) + Send + Sync>;
+/// RocketMQ's `MessageArrivingListener`: told `(topic, queue id, next queue offset, tag hash)`
+/// for every
+/// record dispatched into a consume queue, on a master's put and a slave's replication alike.
+/// Runs under the put lock, so it must only hand the news on.
+pub(crate) type ArrivingListener = Arc<dyn Fn(&str, i32, i64, i64) + Send + Sync>;
 
 pub struct MessageStore {
     config: StoreConfig,
@@ -114,6 +119,8 @@ pub struct MessageStore {
     group_transfer: OnceLock<Arc<GroupTransferService>>,
     /// Called after each publish with the new max offset (the HA master's wake-up).
     listener: RwLock<Option<AppendListener>>,
+    /// Called for each record dispatched to a consume queue (the held pulls' wake-up).
+    arriving: RwLock<Option<ArrivingListener>>,
     recovery: RecoveryReport,
     /// Read-only stores: why the last refresh stopped before the bytes ran out, if it did.
     scan_error: Mutex<Option<(u64, PathBuf, crate::error::RecordError)>>,
@@ -215,6 +222,7 @@ impl MessageStore {
             flush: OnceLock::new(),
             group_transfer: OnceLock::new(),
             listener: RwLock::new(None),
+            arriving: RwLock::new(None),
             recovery,
             scan_error: Mutex::new(None),
             corruption: OnceLock::new(),
@@ -315,6 +323,7 @@ impl MessageStore {
             flush: OnceLock::new(),
             group_transfer: OnceLock::new(),
             listener: RwLock::new(None),
+            arriving: RwLock::new(None),
             recovery: RecoveryReport::default(),
             scan_error: Mutex::new(None),
             corruption: OnceLock::new(),
@@ -431,6 +440,16 @@ impl MessageStore {
         *write(&self.listener) = listener;
     }
 
+    pub(crate) fn set_arriving_listener(&self, listener: Option<ArrivingListener>) {
+        *write(&self.arriving) = listener;
+    }
+
+    fn arrived(&self, topic: &str, queue_id: i32, next_queue_offset: i64, tags_code: i64) {
+        if let Some(listener) = read(&self.arriving).as_ref() {
+            listener(topic, queue_id, next_queue_offset, tags_code);
+        }
+    }
+
     fn published(&self) {
         if let Some(listener) = read(&self.listener).as_ref() {
             listener(self.commit_log.max_offset());
@@ -474,6 +493,12 @@ impl MessageStore {
                 tags_code,
             },
         )?;
+        self.arrived(
+            draft.topic,
+            draft.queue_id,
+            result.queue_offset + 1,
+            tags_code,
+        );
         Ok(result)
     }
 
@@ -578,7 +603,7 @@ impl MessageStore {
             None => {
                 let cq = self.consume_queues.get_or_create(&topic, r.queue_id)?;
                 queues
-                    .entry(topic.into_owned())
+                    .entry(topic.to_string())
                     .or_default()
                     .entry(r.queue_id)
                     .or_insert((0, cq))
@@ -586,6 +611,7 @@ impl MessageStore {
         };
         slot.1.put(r.queue_offset, entry)?;
         slot.0 = slot.0.max(r.queue_offset + 1);
+        self.arrived(&topic, r.queue_id, r.queue_offset + 1, entry.tags_code);
         Ok(())
     }
 
@@ -678,6 +704,11 @@ impl MessageStore {
             }
         }
         Ok(out)
+    }
+
+    /// The consume queue of `topic` and `queue_id`, if a record ever went there.
+    pub(crate) fn consume_queue(&self, topic: &str, queue_id: i32) -> Option<Arc<ConsumeQueue>> {
+        self.consume_queues.get(topic, queue_id)
     }
 
     /// (topic, queue id, min queue offset, max queue offset) of every consume queue.

@@ -60,7 +60,7 @@ impl BrokerController {
 
     /// Serves the port for `store`. Keyword arguments are RocketMQ's `BrokerConfig` keys;
     /// left out, they take the core's defaults (RocketMQ's).
-    #[pyo3(signature = (store, *, ha_master=None, ha_client=None, cluster_name=None, broker_name=None, broker_id=None, broker_role=None, broker_ip1=None, namesrv_addr=None, register_name_server_period_ms=None, ha_server_addr=None, update_master_ha_server_addr=false, auto_create_topic_enable=None, default_topic_queue_nums=None, max_message_size=None, broker_permission=None))]
+    #[pyo3(signature = (store, *, ha_master=None, ha_client=None, cluster_name=None, broker_name=None, broker_id=None, broker_role=None, broker_ip1=None, namesrv_addr=None, register_name_server_period_ms=None, ha_server_addr=None, update_master_ha_server_addr=false, auto_create_topic_enable=None, default_topic_queue_nums=None, max_message_size=None, broker_permission=None, slave_read_enable=None, which_broker_when_consume_slowly=None, access_message_in_memory_max_ratio=None, long_polling_enable=None, auto_create_subscription_group=None, flush_consumer_offset_interval_ms=None, slave_sync_interval_ms=None))]
     #[allow(clippy::too_many_arguments)]
     fn start(
         &self,
@@ -81,6 +81,13 @@ impl BrokerController {
         default_topic_queue_nums: Option<i32>,
         max_message_size: Option<usize>,
         broker_permission: Option<i32>,
+        slave_read_enable: Option<bool>,
+        which_broker_when_consume_slowly: Option<i64>,
+        access_message_in_memory_max_ratio: Option<i32>,
+        long_polling_enable: Option<bool>,
+        auto_create_subscription_group: Option<bool>,
+        flush_consumer_offset_interval_ms: Option<u64>,
+        slave_sync_interval_ms: Option<u64>,
     ) -> PyResult<()> {
         self.guard.check()?;
         let store = store.store()?.clone();
@@ -95,6 +102,14 @@ impl BrokerController {
         s.default_topic_queue_nums = default_topic_queue_nums.unwrap_or(s.default_topic_queue_nums);
         s.max_message_size = max_message_size.unwrap_or(s.max_message_size);
         s.broker_permission = broker_permission.unwrap_or(s.broker_permission);
+        s.slave_read_enable = slave_read_enable.unwrap_or(s.slave_read_enable);
+        s.which_broker_when_consume_slowly =
+            which_broker_when_consume_slowly.unwrap_or(s.which_broker_when_consume_slowly);
+        s.access_message_in_memory_max_ratio =
+            access_message_in_memory_max_ratio.unwrap_or(s.access_message_in_memory_max_ratio);
+        s.long_polling_enable = long_polling_enable.unwrap_or(s.long_polling_enable);
+        s.auto_create_subscription_group =
+            auto_create_subscription_group.unwrap_or(s.auto_create_subscription_group);
         if let Some(role) = broker_role {
             s.is_slave = role == "SLAVE";
             config.broker_role = role;
@@ -103,6 +118,12 @@ impl BrokerController {
         config.namesrv_addr = namesrv_addr.unwrap_or_default();
         if let Some(ms) = register_name_server_period_ms {
             config.register_name_server_period = Duration::from_millis(ms);
+        }
+        if let Some(ms) = flush_consumer_offset_interval_ms {
+            config.flush_consumer_offset_interval = Duration::from_millis(ms);
+        }
+        if let Some(ms) = slave_sync_interval_ms {
+            config.slave_sync_interval = Duration::from_millis(ms);
         }
         config.ha_server_addr = ha_server_addr.unwrap_or_default();
         config.update_master_ha_server_addr_periodically = update_master_ha_server_addr;
@@ -135,6 +156,13 @@ impl BrokerController {
     /// Registers with the name servers now rather than at the next period.
     fn register_now(&self) -> PyResult<()> {
         self.running()?.register_now();
+        Ok(())
+    }
+
+    /// A slave: fetches its master's topics, offsets and groups now rather than at the next
+    /// `slaveSyncInterval`.
+    fn sync_from_master_now(&self) -> PyResult<()> {
+        self.running()?.sync_from_master_now();
         Ok(())
     }
 

@@ -1,14 +1,19 @@
 //! RocketMQ's `BrokerController`: the client port (a [`RemotingServer`] with the
-//! [`BrokerProcessor`]) over a store and its HA side, and the registration thread
-//! ([`BrokerOuterApi`]) that keeps the name servers informed.
+//! [`BrokerProcessor`]) over a store and its HA side, the registration thread
+//! ([`BrokerOuterApi`]) that keeps the name servers informed, and the housekeeping thread that
+//! persists consumer offsets, drops silent consumers and, on a slave, runs [`SlaveSynchronize`].
 
 use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use super::outer_api::{BrokerOuterApi, RegisterSignal, Registration};
-use super::processor::{BrokerProcessor, ClientChannel, RuntimeView};
+use super::consumer_manager::ConsumerManager;
+use super::consumer_offset::ConsumerOffsetManager;
+use super::outer_api::{BrokerOuterApi, RegisterSignal, Registration, Woke};
+use super::processor::{BrokerProcessor, ClientChannel, ConsumeTables, RuntimeView};
+use super::slave_sync::SlaveSynchronize;
+use super::subscription_group::SubscriptionGroupManager;
 use super::topic_config::{TopicConfigError, TopicConfigManager};
 use super::BrokerSettings;
 use crate::ha::client::HaClient;
@@ -22,6 +27,9 @@ pub enum BrokerError {
     /// `config/topics.json` could not be read.
     #[error("broker topic config: {0}")]
     TopicConfig(String),
+    /// `config/consumerOffset.json` or `config/subscriptionGroup.json` could not be read.
+    #[error("broker consumer config: {0}")]
+    ConsumerConfig(String),
     #[error("broker client port: {0}")]
     Io(#[from] std::io::Error),
 }
@@ -42,6 +50,11 @@ pub struct BrokerControllerConfig {
     pub ha_server_addr: String,
     /// A slave without `haMasterAddress`: follow the master HA address the name servers give.
     pub update_master_ha_server_addr_periodically: bool,
+    /// `flushConsumerOffsetInterval` (5 s): how often committed offsets reach the file.
+    pub flush_consumer_offset_interval: Duration,
+    /// `slaveSyncInterval` (rocketha's key; RocketMQ's is fixed at 60 s): how often a slave
+    /// fetches its master's topics, offsets and groups.
+    pub slave_sync_interval: Duration,
     pub server: ServerConfig,
 }
 
@@ -55,6 +68,8 @@ impl Default for BrokerControllerConfig {
             register_name_server_period: Duration::from_millis(30_000),
             ha_server_addr: String::new(),
             update_master_ha_server_addr_periodically: false,
+            flush_consumer_offset_interval: Duration::from_millis(5000),
+            slave_sync_interval: Duration::from_millis(60_000),
             server: ServerConfig::default(),
         }
     }
@@ -66,6 +81,9 @@ pub struct BrokerController {
     processor: Arc<BrokerProcessor>,
     signal: Arc<RegisterSignal>,
     register_thread: Mutex<Option<JoinHandle<()>>>,
+    housekeeping: Arc<RegisterSignal>,
+    housekeeping_thread: Mutex<Option<JoinHandle<()>>>,
+    slave_sync: Option<Arc<SlaveSynchronize>>,
 }
 
 impl BrokerController {
@@ -87,9 +105,34 @@ impl BrokerController {
         )
         .map_err(|e: TopicConfigError| BrokerError::TopicConfig(e.to_string()))?;
         let topics = Arc::new(topics);
+        let root = &store.config().root;
+        let consumer_config =
+            |e: &dyn std::fmt::Display| BrokerError::ConsumerConfig(e.to_string());
+        let tables = ConsumeTables {
+            groups: Arc::new(
+                SubscriptionGroupManager::load(
+                    root,
+                    settings.auto_create_subscription_group,
+                    settings.which_broker_when_consume_slowly,
+                )
+                .map_err(|e| consumer_config(&e))?,
+            ),
+            consumers: Arc::new(ConsumerManager::default()),
+            offsets: Arc::new(ConsumerOffsetManager::load(root).map_err(|e| consumer_config(&e))?),
+        };
         let signal = Arc::new(RegisterSignal::default());
+        let housekeeping = Arc::new(RegisterSignal::default());
         let events = Arc::new(ServerEvents::default());
         let port = listener.local_addr()?.port();
+        let broker_addr = format!("{}:{port}", config.broker_ip1);
+        let slave_sync = settings.is_slave.then(|| {
+            Arc::new(SlaveSynchronize::new(
+                broker_addr.clone(),
+                topics.clone(),
+                tables.offsets.clone(),
+                tables.groups.clone(),
+            ))
+        });
         let processor = Arc::new(BrokerProcessor::new(
             store,
             topics.clone(),
@@ -100,7 +143,8 @@ impl BrokerController {
                 ha_client: ha_client.clone(),
             },
             signal.clone(),
-        ));
+            &tables,
+        )?);
         let server =
             RemotingServer::start_on(listener, processor.clone(), config.server, events.clone())?;
         let outer = BrokerOuterApi::new(
@@ -109,24 +153,49 @@ impl BrokerController {
                 cluster_name: settings.cluster_name.clone(),
                 broker_name: settings.broker_name.clone(),
                 broker_id: settings.broker_id,
-                broker_addr: format!("{}:{port}", config.broker_ip1),
+                broker_addr,
                 ha_server_addr: config.ha_server_addr.clone(),
             },
             topics,
             ha_client.filter(|_| config.update_master_ha_server_addr_periodically),
-            events,
+            slave_sync.clone().map(|s| (s, housekeeping.clone())),
+            events.clone(),
         );
         let period = config.register_name_server_period;
         let worker = signal.clone();
         let register_thread = std::thread::Builder::new()
             .name("rocketha-broker-register".into())
             .spawn(move || outer.run(&worker, period))?;
+        let keeper = Housekeeping {
+            tables,
+            slave_sync: slave_sync.clone(),
+            events,
+            flush_interval: config.flush_consumer_offset_interval,
+            sync_interval: config.slave_sync_interval,
+        };
+        let wake = housekeeping.clone();
+        let housekeeping_thread = std::thread::Builder::new()
+            .name("rocketha-broker-housekeeping".into())
+            .spawn(move || keeper.run(&wake))?;
         Ok(Self {
             server,
             processor,
             signal,
             register_thread: Mutex::new(Some(register_thread)),
+            housekeeping,
+            housekeeping_thread: Mutex::new(Some(housekeeping_thread)),
+            slave_sync,
         })
+    }
+
+    /// A slave: its master's tables now, rather than at the next `slaveSyncInterval`.
+    pub fn sync_from_master_now(&self) {
+        self.housekeeping.request();
+    }
+
+    /// A slave's master client address, once the name servers named it.
+    pub fn master_addr(&self) -> Option<String> {
+        self.slave_sync.as_ref().and_then(|s| s.master_addr())
     }
 
     pub fn local_addr(&self) -> std::net::SocketAddr {
@@ -148,7 +217,8 @@ impl BrokerController {
         self.processor.clients()
     }
 
-    /// Unregisters from the name servers, closes the port; safe to call again.
+    /// Unregisters from the name servers, closes the port, persists the consumer offsets;
+    /// safe to call again.
     pub fn shutdown(&self) {
         self.signal.stop();
         let thread = lock(&self.register_thread).take();
@@ -156,6 +226,12 @@ impl BrokerController {
             let _ = thread.join();
         }
         self.server.shutdown();
+        self.processor.pull().hold_service().shutdown();
+        self.housekeeping.stop();
+        let thread = lock(&self.housekeeping_thread).take();
+        if let Some(thread) = thread {
+            let _ = thread.join();
+        }
     }
 }
 
@@ -165,5 +241,77 @@ impl Drop for BrokerController {
     }
 }
 
+/// How often consumers are checked for missing heartbeats (`scanNotActiveChannel`'s 10 s).
+const SCAN_NOT_ACTIVE_INTERVAL: Duration = Duration::from_secs(10);
+
+/// The housekeeping thread's work, each on its own period.
+struct Housekeeping {
+    tables: ConsumeTables,
+    slave_sync: Option<Arc<SlaveSynchronize>>,
+    events: Arc<ServerEvents>,
+    flush_interval: Duration,
+    sync_interval: Duration,
+}
+
+impl Housekeeping {
+    fn run(&self, signal: &RegisterSignal) {
+        let start = Instant::now();
+        let mut next_flush = start + self.flush_interval;
+        let mut next_scan = start + SCAN_NOT_ACTIVE_INTERVAL;
+        // A slave syncs at start (once the name servers named its master) and every period.
+        let mut next_sync = start;
+        loop {
+            let now = Instant::now();
+            if now >= next_flush {
+                self.persist_offsets();
+                next_flush = now + self.flush_interval;
+            }
+            if now >= next_scan {
+                self.tables.consumers.scan_not_active(now);
+                next_scan = now + SCAN_NOT_ACTIVE_INTERVAL;
+            }
+            if let Some(sync) = self.slave_sync.as_ref().filter(|_| now >= next_sync) {
+                match sync.sync_all() {
+                    Ok(true) => {
+                        self.report("SLAVE_SYNC", "synced topics, offsets and groups", false);
+                        next_sync = now + self.sync_interval;
+                    }
+                    // No master named yet: the registration wakes this thread when one is.
+                    Ok(false) => next_sync = now + self.sync_interval,
+                    Err(e) => {
+                        self.report("SLAVE_SYNC_FAILED", &e, true);
+                        next_sync = now + self.sync_interval;
+                    }
+                }
+            }
+            let mut due = next_flush.min(next_scan);
+            if self.slave_sync.is_some() {
+                due = due.min(next_sync);
+            }
+            match signal.sleep(due.saturating_duration_since(Instant::now())) {
+                Woke::Stopped => break,
+                Woke::Asked => next_sync = Instant::now(),
+                Woke::Period => {}
+            }
+        }
+        self.persist_offsets();
+    }
+
+    fn persist_offsets(&self) {
+        if let Err(e) = self.tables.offsets.persist() {
+            self.report("CONSUMER_OFFSET_PERSIST_FAILED", &e.to_string(), true);
+        }
+    }
+
+    fn report(&self, what: &'static str, message: &str, error: bool) {
+        self.events.push(
+            "housekeeping",
+            crate::remoting::ServerEventKind::Processor(what),
+            message.to_owned(),
+            error,
+        );
+    }
+}
+
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

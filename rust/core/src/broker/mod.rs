@@ -1,12 +1,20 @@
-//! The broker's side of RocketMQ's remoting protocol: its request processors under RocketMQ's
-//! names (`SendMessageProcessor`, `TopicConfigManager`), serving the store they share with the
-//! HA service, and the [`BrokerController`] that serves them on the client port and registers
-//! the broker with the name servers.
+//! The broker's side of RocketMQ's remoting protocol: its request processors and tables under
+//! RocketMQ's names (`SendMessageProcessor`, `PullMessageProcessor`, `TopicConfigManager`,
+//! `ConsumerOffsetManager`, `ConsumerManager`, `SubscriptionGroupManager`, `SlaveSynchronize`),
+//! serving the store they share with the HA service, and the [`BrokerController`] that serves
+//! them on the client port and registers the broker with the name servers.
 
+pub(crate) mod admin;
+pub(crate) mod consumer_manage;
+pub(crate) mod consumer_manager;
+pub(crate) mod consumer_offset;
 pub(crate) mod controller;
 pub(crate) mod outer_api;
 pub(crate) mod processor;
+pub(crate) mod pull;
 pub(crate) mod send;
+pub(crate) mod slave_sync;
+pub(crate) mod subscription_group;
 pub(crate) mod topic_config;
 
 pub use controller::{BrokerController, BrokerControllerConfig, BrokerError};
@@ -31,6 +39,17 @@ pub struct BrokerSettings {
     pub max_message_size: usize,
     /// `brokerPermission`.
     pub broker_permission: i32,
+    /// `slaveReadEnable`: consumers that lag are sent to a slave, and a slave serves pulls.
+    pub slave_read_enable: bool,
+    /// `whichBrokerWhenConsumeSlowly` of the subscription groups this broker creates.
+    pub which_broker_when_consume_slowly: i64,
+    /// `accessMessageInMemoryMaxRatio`: percent of RAM a consumer may lag before it is
+    /// counted as reading from disk (and sent to a slave).
+    pub access_message_in_memory_max_ratio: i32,
+    /// `longPollingEnable`: a suspended pull is held for its `suspendTimeoutMillis` (else 1 s).
+    pub long_polling_enable: bool,
+    /// `autoCreateSubscriptionGroup`.
+    pub auto_create_subscription_group: bool,
 }
 
 impl Default for BrokerSettings {
@@ -45,6 +64,11 @@ impl Default for BrokerSettings {
             default_topic_queue_nums: 8,
             max_message_size: 4 << 20,
             broker_permission: crate::namesrv::perm::PERM_READ | crate::namesrv::perm::PERM_WRITE,
+            slave_read_enable: false,
+            which_broker_when_consume_slowly: 1,
+            access_message_in_memory_max_ratio: 40,
+            long_polling_enable: true,
+            auto_create_subscription_group: true,
         }
     }
 }

@@ -8,6 +8,7 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
+use super::slave_sync::SlaveSynchronize;
 use super::topic_config::TopicConfigManager;
 use crate::commitlog::record::body_crc;
 use crate::ha::client::HaClient;
@@ -42,7 +43,18 @@ struct SignalState {
     now: bool,
 }
 
-/// Wakes the registration thread: for a register now, or to stop.
+/// Why a [`RegisterSignal::sleep`] ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Woke {
+    Stopped,
+    /// [`RegisterSignal::request`] was called.
+    Asked,
+    /// The period passed.
+    Period,
+}
+
+/// Wakes one of the broker's periodic threads (registration, housekeeping): to work now, or to
+/// stop.
 #[derive(Default)]
 pub(crate) struct RegisterSignal {
     state: Mutex<SignalState>,
@@ -50,7 +62,7 @@ pub(crate) struct RegisterSignal {
 }
 
 impl RegisterSignal {
-    /// Registers with every name server at once (a topic changed).
+    /// Asks for the work at once (a topic changed: register; a master learned: sync).
     pub(crate) fn request(&self) {
         lock(&self.state).now = true;
         self.cv.notify_all();
@@ -61,13 +73,19 @@ impl RegisterSignal {
         self.cv.notify_all();
     }
 
-    /// Sleeps until `period` passed, a register is asked for, or stop; true when stopping.
-    fn sleep(&self, period: Duration) -> bool {
+    /// Sleeps until `period` passed, work is asked for, or stop.
+    pub(crate) fn sleep(&self, period: Duration) -> Woke {
         let guard = lock(&self.state);
         let (mut guard, _) =
             wait_until(&self.cv, guard, deadline_after(period), |s| s.stop || s.now);
-        guard.now = false;
-        guard.stop
+        let asked = std::mem::take(&mut guard.now);
+        if guard.stop {
+            Woke::Stopped
+        } else if asked {
+            Woke::Asked
+        } else {
+            Woke::Period
+        }
     }
 }
 
@@ -84,6 +102,9 @@ pub(crate) struct BrokerOuterApi {
     topics: Arc<TopicConfigManager>,
     /// The slave's HA client to point at the master the name servers name.
     follow: Option<Arc<HaClient>>,
+    /// A slave's metadata sync, told the master's client address the name servers name, and
+    /// the signal that runs it at once when that address changes.
+    slave_sync: Option<(Arc<SlaveSynchronize>, Arc<RegisterSignal>)>,
     events: Arc<ServerEvents>,
 }
 
@@ -94,6 +115,7 @@ impl BrokerOuterApi {
         me: Registration,
         topics: Arc<TopicConfigManager>,
         follow: Option<Arc<HaClient>>,
+        slave_sync: Option<(Arc<SlaveSynchronize>, Arc<RegisterSignal>)>,
         events: Arc<ServerEvents>,
     ) -> Self {
         let links = namesrv_addr
@@ -110,6 +132,7 @@ impl BrokerOuterApi {
             me,
             topics,
             follow,
+            slave_sync,
             events,
         }
     }
@@ -119,7 +142,7 @@ impl BrokerOuterApi {
     pub(crate) fn run(&self, signal: &RegisterSignal, period: Duration) {
         loop {
             self.register_broker_all();
-            if signal.sleep(period) {
+            if signal.sleep(period) == Woke::Stopped {
                 break;
             }
         }
@@ -202,11 +225,20 @@ impl BrokerOuterApi {
             format!("registered {} with the name server", self.me.broker_addr),
             false,
         );
-        let Some(ha) = &self.follow else { return };
+        if self.follow.is_none() && self.slave_sync.is_none() {
+            return;
+        }
         let header: RegisterBrokerResponseHeader = match response.decode_custom_header() {
             Ok(h) => h,
             Err(e) => return self.report(namesrv, "REGISTER_FAILED", e.to_string()),
         };
+        if let Some((sync, wake)) = &self.slave_sync {
+            let master = header.master_addr.clone().filter(|a| !a.is_empty());
+            if master.is_some() && sync.set_master_addr(master) {
+                wake.request();
+            }
+        }
+        let Some(ha) = &self.follow else { return };
         let Some(master) = header.ha_server_addr.filter(|a| !a.is_empty()) else {
             return;
         };

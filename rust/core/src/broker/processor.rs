@@ -1,7 +1,9 @@
-//! The broker's dispatching `RequestProcessor`: sends go to [`SendMessageProcessor`], topic
-//! creation and runtime info are RocketMQ's `AdminBrokerProcessor`, heartbeats and client
-//! unregistration its `ClientManageProcessor`. Every other code is answered
-//! `REQUEST_CODE_NOT_SUPPORTED`.
+//! The broker's dispatching `RequestProcessor`: sends go to [`SendMessageProcessor`], pulls to
+//! [`PullMessageProcessor`], consumer offsets and group members to the
+//! [`ConsumerManageProcessor`], queue offsets, lookups and the slave's sync tables to
+//! [`admin`](super::admin); topic creation and runtime info are RocketMQ's
+//! `AdminBrokerProcessor`, heartbeats and client unregistration its `ClientManageProcessor`.
+//! Every other code is answered `REQUEST_CODE_NOT_SUPPORTED`.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::SocketAddr;
@@ -10,8 +12,14 @@ use std::sync::{Arc, Mutex};
 
 use serde::Deserialize;
 
+use super::admin;
+use super::consumer_manage::ConsumerManageProcessor;
+use super::consumer_manager::{ConsumerData, ConsumerManager};
+use super::consumer_offset::ConsumerOffsetManager;
 use super::outer_api::RegisterSignal;
+use super::pull::PullMessageProcessor;
 use super::send::SendMessageProcessor;
+use super::subscription_group::SubscriptionGroupManager;
 use super::topic_config::TopicConfigManager;
 use super::BrokerSettings;
 use crate::ha::client::HaClient;
@@ -45,7 +53,7 @@ struct HeartbeatData {
     #[serde(rename = "producerDataSet")]
     producer_data_set: Vec<GroupData>,
     #[serde(rename = "consumerDataSet")]
-    consumer_data_set: Vec<GroupData>,
+    consumer_data_set: Vec<ConsumerData>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -63,8 +71,19 @@ pub(crate) struct RuntimeView {
     pub(crate) ha_client: Option<Arc<HaClient>>,
 }
 
+/// The consume side's tables, shared with the controller's housekeeping and the slave's sync.
+#[derive(Clone)]
+pub(crate) struct ConsumeTables {
+    pub(crate) groups: Arc<SubscriptionGroupManager>,
+    pub(crate) consumers: Arc<ConsumerManager>,
+    pub(crate) offsets: Arc<ConsumerOffsetManager>,
+}
+
 pub(crate) struct BrokerProcessor {
     send: SendMessageProcessor,
+    pull: Arc<PullMessageProcessor>,
+    consumer_manage: ConsumerManageProcessor,
+    consume: ConsumeTables,
     store: Arc<MessageStore>,
     topics: Arc<TopicConfigManager>,
     settings: Arc<BrokerSettings>,
@@ -84,9 +103,28 @@ impl BrokerProcessor {
         settings: Arc<BrokerSettings>,
         runtime: RuntimeView,
         register: Arc<RegisterSignal>,
-    ) -> Self {
-        Self {
+        tables: &ConsumeTables,
+    ) -> std::io::Result<Self> {
+        let pull = PullMessageProcessor::start(
+            store.clone(),
+            topics.clone(),
+            tables.groups.clone(),
+            tables.consumers.clone(),
+            tables.offsets.clone(),
+            settings.clone(),
+        )?;
+        Ok(Self {
             send: SendMessageProcessor::new(store.clone(), topics.clone(), settings.clone()),
+            consumer_manage: ConsumerManageProcessor {
+                store: store.clone(),
+                topics: topics.clone(),
+                groups: tables.groups.clone(),
+                consumers: tables.consumers.clone(),
+                offsets: tables.offsets.clone(),
+                memory_bytes: pull.memory_bytes(),
+            },
+            pull,
+            consume: tables.clone(),
             store,
             topics,
             settings,
@@ -94,7 +132,11 @@ impl BrokerProcessor {
             register,
             clients: Mutex::default(),
             put_total: Arc::new(AtomicU64::new(0)),
-        }
+        })
+    }
+
+    pub(crate) fn pull(&self) -> &PullMessageProcessor {
+        &self.pull
     }
 
     /// The clients that sent heartbeats, by connection.
@@ -190,6 +232,10 @@ impl BrokerProcessor {
             "msgPutTotalTodayNow",
             self.put_total.load(Ordering::Relaxed).to_string(),
         );
+        table.insert(
+            "pullRequestsHeld",
+            self.pull.hold_service().held().to_string(),
+        );
         if let Some(gt) = self.store.group_transfer() {
             table.insert("groupTransferPending", gt.pending().to_string());
         }
@@ -227,6 +273,22 @@ impl BrokerProcessor {
             Ok(d) => d,
             Err(e) => return system_error(request, e),
         };
+        let mut refused = Vec::new();
+        let now = std::time::Instant::now();
+        for consumer in &data.consumer_data_set {
+            // The group a consumer names exists from its first heartbeat
+            // (`autoCreateSubscriptionGroup`), so its first offset commit is taken.
+            if let Err(e) = self.consume.groups.find(&consumer.group_name) {
+                return system_error(request, e);
+            }
+            refused.extend(self.consume.consumers.register(
+                ctx.connection_id(),
+                &data.client_id,
+                consumer,
+                now,
+                Some(ctx.responder()),
+            ));
+        }
         let mut clients = lock(&self.clients);
         let channel = clients.entry(ctx.connection_id()).or_default();
         channel.client_id = data.client_id;
@@ -236,7 +298,10 @@ impl BrokerProcessor {
         channel
             .consumer_groups
             .extend(data.consumer_data_set.into_iter().map(|g| g.group_name));
-        RemotingCommand::response_to(request, response_code::SUCCESS, None)
+        // RocketMQ logs a subscription it cannot parse and answers the heartbeat; the remark
+        // tells the client too.
+        let remark = (!refused.is_empty()).then(|| refused.join("; "));
+        RemotingCommand::response_to(request, response_code::SUCCESS, remark)
     }
 
     /// `ClientManageProcessor.unregisterClient`.
@@ -256,6 +321,7 @@ impl BrokerProcessor {
             }
             if let Some(g) = &header.consumer_group {
                 channel.consumer_groups.remove(g);
+                self.consume.consumers.unregister(g, ctx.connection_id());
             }
             if channel.producer_groups.is_empty() && channel.consumer_groups.is_empty() {
                 clients.remove(&ctx.connection_id());
@@ -315,11 +381,50 @@ impl RequestProcessor for BrokerProcessor {
             request_code::GET_BROKER_RUNTIME_INFO => Some(self.get_broker_runtime_info(&request)),
             request_code::HEART_BEAT => Some(self.heart_beat(&request, ctx)),
             request_code::UNREGISTER_CLIENT => Some(self.unregister_client(&request, ctx)),
+            request_code::PULL_MESSAGE | request_code::LITE_PULL_MESSAGE => {
+                self.pull
+                    .process(&request, ctx.connection_id(), ctx.remote(), ctx.responder())
+            }
+            request_code::QUERY_CONSUMER_OFFSET => {
+                Some(self.consumer_manage.query_consumer_offset(&request))
+            }
+            request_code::UPDATE_CONSUMER_OFFSET => {
+                Some(self.consumer_manage.update_consumer_offset(&request))
+            }
+            request_code::GET_CONSUMER_LIST_BY_GROUP => {
+                Some(self.consumer_manage.get_consumer_list_by_group(&request))
+            }
+            request_code::GET_MAX_OFFSET
+            | request_code::GET_MIN_OFFSET
+            | request_code::GET_EARLIEST_MSG_STORETIME => {
+                Some(admin::queue_offset(&self.store, &request))
+            }
+            request_code::SEARCH_OFFSET_BY_TIMESTAMP => {
+                Some(admin::search_offset_by_timestamp(&self.store, &request))
+            }
+            request_code::VIEW_MESSAGE_BY_ID => {
+                Some(admin::view_message_by_id(&self.store, &request))
+            }
+            request_code::GET_ALL_TOPIC_CONFIG => Some(admin::table(
+                &request,
+                serde_json::to_vec(&self.topics.wrapper()).unwrap_or_default(),
+            )),
+            request_code::GET_ALL_CONSUMER_OFFSET => {
+                Some(admin::table(&request, self.consume.offsets.encode()))
+            }
+            request_code::GET_ALL_DELAY_OFFSET => {
+                Some(admin::table(&request, admin::EMPTY_DELAY_OFFSET.to_vec()))
+            }
+            request_code::GET_ALL_SUBSCRIPTIONGROUP_CONFIG => {
+                Some(admin::table(&request, self.consume.groups.encode()))
+            }
             _ => Some(not_supported(&request)),
         }
     }
 
     fn on_close(&self, connection_id: u64, _remote: SocketAddr) {
         lock(&self.clients).remove(&connection_id);
+        self.consume.consumers.on_close(connection_id);
+        self.pull.hold_service().on_close(connection_id);
     }
 }

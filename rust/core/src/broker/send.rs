@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use super::topic_config::TopicConfigManager;
 use super::BrokerSettings;
+use crate::client::uniq_key;
 use crate::commitlog::record::{self, MessageDraft};
 use crate::commitlog::AppendResult;
 use crate::ha::group_transfer::PutStatus;
@@ -69,8 +70,13 @@ impl SendMessageProcessor {
     ) -> Option<RemotingCommand> {
         match self.put(request, remote) {
             Err(refusal) => Some(refuse(request, refusal)),
-            Ok((results, queue_id, wait)) => {
-                let response = Response::new(request, &self.store, &results, queue_id);
+            Ok(Put {
+                results,
+                queue_id,
+                wait,
+                uniq,
+            }) => {
+                let response = Response::new(request, &self.store, &results, queue_id, uniq);
                 let next_offset = results.last().map_or(0, AppendResult::next_offset);
                 if !wait
                     || !self
@@ -95,13 +101,8 @@ impl SendMessageProcessor {
         }
     }
 
-    /// Checks and appends; returns where the messages landed, in which queue, and whether the
-    /// sender waits for the put's flush and slaves.
-    fn put(
-        &self,
-        request: &RemotingCommand,
-        remote: SocketAddr,
-    ) -> Result<(Vec<AppendResult>, i32, bool), Refusal> {
+    /// Checks and appends.
+    fn put(&self, request: &RemotingCommand, remote: SocketAddr) -> Result<Put, Refusal> {
         let header = self.check(request)?;
         let topic = self.topic(&header)?;
         let queue_id = self.queue_id(&header, &topic, remote)?;
@@ -149,7 +150,12 @@ impl SendMessageProcessor {
             self.store.put_batch(&drafts)
         };
         let results = appended.map_err(|e| Refusal(response_code::SYSTEM_ERROR, e.to_string()))?;
-        Ok((results, queue_id, wait))
+        Ok(Put {
+            results,
+            queue_id,
+            wait,
+            uniq: uniq_key(header_props).map(str::to_owned),
+        })
     }
 
     /// RocketMQ's `msgCheck` before any topic is looked at: the role, the header, the broker's
@@ -312,6 +318,17 @@ fn decode_batch<'a>(body: &'a [u8], batch_props: &[u8]) -> Result<Vec<Incoming<'
     Ok(out)
 }
 
+/// Where a send's messages landed.
+struct Put {
+    results: Vec<AppendResult>,
+    queue_id: i32,
+    /// The sender waits for the put's flush and slaves.
+    wait: bool,
+    /// The request's own `UNIQ_KEY`: a single message's (answered as `transactionId`) or the
+    /// batch's (`batchUniqId`), as `MessageClientIDSetter.getUniqID` reads them.
+    uniq: Option<String>,
+}
+
 /// `SendMessageResponseHeader` for what was appended, completed by the put's verdict.
 struct Response {
     command: RemotingCommand,
@@ -323,6 +340,7 @@ impl Response {
         store: &MessageStore,
         results: &[AppendResult],
         queue_id: i32,
+        uniq: Option<String>,
     ) -> Self {
         let host = store.store_host();
         let msg_id = results
@@ -330,13 +348,14 @@ impl Response {
             .map(|r| record::msg_id(&host, r.offset as i64))
             .collect::<Vec<_>>()
             .join(",");
+        let batch = request.code == request_code::SEND_BATCH_MESSAGE;
         let mut command = RemotingCommand::response_to(request, response_code::SUCCESS, None);
         command.write_custom_header(&crate::remoting::header::SendMessageResponseHeader {
             msg_id,
             queue_id,
             queue_offset: results[0].queue_offset,
-            transaction_id: None,
-            batch_uniq_id: None,
+            transaction_id: uniq.clone().filter(|_| !batch),
+            batch_uniq_id: uniq.filter(|_| batch),
             recall_handle: None,
         });
         // What a Java client reads besides the header (SendResult's region and trace switch).

@@ -147,6 +147,22 @@ impl TopicConfigManager {
         self.persist()
     }
 
+    /// A slave's sync: the master's table replaces this one when its data version differs
+    /// (and takes its version), then is persisted.
+    pub(crate) fn replace(
+        &self,
+        master: TopicConfigSerializeWrapper,
+    ) -> Result<(), TopicConfigError> {
+        {
+            let mut table = lock(&self.table);
+            if table.data_version == master.data_version {
+                return Ok(());
+            }
+            *table = master;
+        }
+        self.persist()
+    }
+
     /// Bumped by every change: the controller re-registers when it moved.
     pub(crate) fn data_version(&self) -> DataVersion {
         lock(&self.table).data_version.clone()

@@ -301,7 +301,15 @@ impl HaConnection {
 
     /// The read half: the handshake response, then offset reports. Returns the last complete
     /// report read, as only that one counts (acks coalesce).
-    pub(super) fn read(&mut self, secret: Option<&[u8]>) -> Result<Option<u64>, Close> {
+    ///
+    /// A read shorter than the buffer drained the socket (the slave's next report raises a new
+    /// epoll edge), so the read that would only say EAGAIN is skipped: one syscall per ack.
+    /// Once epoll reported the slave's FIN (`closed`), it reads on to the end of the stream.
+    pub(super) fn read(
+        &mut self,
+        secret: Option<&[u8]>,
+        closed: bool,
+    ) -> Result<Option<u64>, Close> {
         let mut buf = [0u8; 4096];
         let mut latest = None;
         loop {
@@ -312,6 +320,9 @@ impl HaConnection {
                     let data = self.handshake(secret, &buf[..n])?;
                     if let Some(offset) = self.reports(data)? {
                         latest = Some(offset);
+                    }
+                    if n < buf.len() && !closed {
+                        return Ok(latest);
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(latest),

@@ -217,30 +217,40 @@ impl State {
 }
 
 /// Verdicts by ticket, for waiters that cannot run a completion on another thread (Python
-/// futures, completed by a Python thread that drains this queue with [`Self::wait`]).
-#[derive(Default)]
-pub struct Verdicts {
-    queue: Mutex<Vec<(u64, PutStatus)>>,
+/// futures, completed by a Python thread that drains this queue with [`Self::wait`]): a put's
+/// status here, a network send's outcome in the client.
+pub struct Verdicts<T = PutStatus> {
+    queue: Mutex<Vec<(u64, T)>>,
     ready: Condvar,
     next_ticket: std::sync::atomic::AtomicU64,
 }
 
-impl Verdicts {
+impl<T> Default for Verdicts<T> {
+    fn default() -> Self {
+        Self {
+            queue: Mutex::new(Vec::new()),
+            ready: Condvar::new(),
+            next_ticket: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+}
+
+impl<T: Send + 'static> Verdicts<T> {
     /// A completion that queues its verdict under a new ticket; returns both.
-    pub fn ticket(self: &Arc<Self>) -> (u64, Completion) {
+    pub fn ticket(self: &Arc<Self>) -> (u64, Box<dyn FnOnce(T) + Send>) {
         let ticket = self
             .next_ticket
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let verdicts = self.clone();
-        let done = Box::new(move |status| {
-            lock(&verdicts.queue).push((ticket, status));
+        let done = Box::new(move |verdict| {
+            lock(&verdicts.queue).push((ticket, verdict));
             verdicts.ready.notify_one();
         });
         (ticket, done)
     }
 
     /// The verdicts queued so far, waiting up to `timeout` for the first one.
-    pub fn wait(&self, timeout: Duration) -> Vec<(u64, PutStatus)> {
+    pub fn wait(&self, timeout: Duration) -> Vec<(u64, T)> {
         let deadline = Instant::now() + timeout;
         let (mut q, _) = wait_until(&self.ready, lock(&self.queue), Some(deadline), |q| {
             !q.is_empty()

@@ -1,26 +1,46 @@
-//! A blocking remoting client for one address, RocketMQ's `invokeSync` and `invokeOneway`
-//! without Netty: write the request, read frames until the response with the request's opaque
-//! arrives. What the server sends on its own (requests, flag bit 0 clear) and responses to
-//! other opaques are skipped, never taken for the answer.
+//! RocketMQ's `NettyRemotingClient` without Netty: one connection per address, all served by
+//! one mio event loop thread ([`connections`]), with any number of requests in flight on each,
+//! matched to their responses by `opaque`.
 //!
-//! Calls take `&mut self`, so a client is shared behind a `Mutex`. After any error the
-//! connection is dropped (a response may be half read) and the next call connects again.
+//! - [`NettyRemotingClient::invoke_async`] queues a request and returns; its callback runs on
+//!   the loop thread exactly once, with the response, a timeout, or the connection's failure.
+//!   A pull consumer holds several long polls on one connection this way.
+//! - [`NettyRemotingClient::invoke_sync`] is `invoke_async` plus a wait for the callback.
+//! - [`NettyRemotingClient::invoke_oneway`] queues a request no response answers.
+//!
+//! As in Java's `getAndCreateChannel`, a missing connection is opened by the calling thread
+//! (bounded by `connect_timeout`), then handed to the loop. A timeout fails only its own
+//! request; a connection that closes or sends a bad frame fails every request pending on it,
+//! and the next call opens a new one. Responses nobody waits for (their request timed out) and
+//! requests the server sends on its own are skipped and logged.
+//!
+//! Every error says whether the request can have reached the server:
+//! [`ClientError::may_have_arrived`] is false only when none of its bytes left the process.
 
-use std::io::{self, Read, Write};
-use std::net::{SocketAddr, TcpStream};
-use std::time::{Duration, Instant};
+mod connections;
 
-use super::frame::{decode_frame, Decoded, RemotingFrameError, DEFAULT_MAX_FRAME_SIZE};
+use std::collections::HashMap;
+use std::io;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::Duration;
+
+use super::frame::{RemotingFrameError, DEFAULT_MAX_FRAME_SIZE};
 use super::header::{CommandError, RemotingCommand};
+use crate::event_loop::{EventLoop, LoopThread};
+use crate::sync::lock;
+use connections::{Op, Request, Shared};
 
-/// Longer waits are cut to this, which an `Instant` always holds (`Duration::MAX` would
-/// overflow it).
-const MAX_TIMEOUT: Duration = Duration::from_secs(365 * 24 * 3600);
-
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum ClientError {
+    #[error("{addr:?} is not a host:port address: {reason}")]
+    BadAddress { addr: String, reason: String },
     #[error("connect to {addr} failed: {source}")]
-    Connect { addr: SocketAddr, source: io::Error },
+    Connect {
+        addr: SocketAddr,
+        source: Arc<io::Error>,
+    },
     #[error("connect to {addr} timed out after {ms} ms")]
     ConnectTimeout { addr: SocketAddr, ms: u128 },
     #[error("{addr}: no response to request code {code} (opaque {opaque}) within {ms} ms")]
@@ -36,7 +56,7 @@ pub enum ClientError {
     Io {
         addr: SocketAddr,
         what: &'static str,
-        source: io::Error,
+        source: Arc<io::Error>,
     },
     #[error("{addr} sent a bad frame: {source}")]
     BadFrame {
@@ -54,207 +74,307 @@ pub enum ClientError {
         code: i32,
         source: CommandError,
     },
+    #[error("the remoting client closed its connections")]
+    Shutdown,
+    /// The request failed before any of its bytes were written: `reason` is why.
+    #[error("request code {code} not sent to {addr}: {reason}")]
+    NotSent {
+        addr: SocketAddr,
+        code: i32,
+        reason: Box<ClientError>,
+    },
 }
 
-/// One connection to one server, reopened on the next call after an error.
+impl ClientError {
+    /// False when nothing of the request left the process, so retrying it elsewhere cannot
+    /// store it twice.
+    pub fn may_have_arrived(&self) -> bool {
+        !matches!(
+            self,
+            ClientError::BadAddress { .. }
+                | ClientError::Connect { .. }
+                | ClientError::ConnectTimeout { .. }
+                | ClientError::Encode { .. }
+                | ClientError::Shutdown
+                | ClientError::NotSent { .. }
+        )
+    }
+}
+
+/// What a request's callback gets, on the loop thread.
+pub type InvokeResult = Result<RemotingCommand, ClientError>;
+/// Called once per request; must not block (it runs on the loop thread).
+pub type InvokeCallback = Box<dyn FnOnce(InvokeResult) + Send>;
+
+/// Limits of a client, RocketMQ's `NettyClientConfig` defaults.
+#[derive(Debug, Clone)]
+pub struct ClientConfig {
+    /// `connectTimeoutMillis`.
+    pub connect_timeout: Duration,
+    /// Largest frame sent or accepted (`NettyDecoder`'s 16 MiB).
+    pub max_frame_size: usize,
+}
+
+impl Default for ClientConfig {
+    fn default() -> Self {
+        Self {
+            connect_timeout: Duration::from_secs(3),
+            max_frame_size: DEFAULT_MAX_FRAME_SIZE,
+        }
+    }
+}
+
+/// A connection the loop serves; `alive` drops when it closes, so the next call reconnects.
+struct Channel {
+    id: u64,
+    remote: SocketAddr,
+    alive: Arc<AtomicBool>,
+}
+
+type ChannelSlot = Arc<Mutex<Option<Channel>>>;
+
+/// Connections to any number of servers, one event loop thread for all. Thread-safe.
+pub struct NettyRemotingClient {
+    config: ClientConfig,
+    shared: Arc<Shared>,
+    /// A lock per address, held while connecting: concurrent first calls open one connection,
+    /// and a slow connect delays only calls to that address.
+    channels: Mutex<HashMap<String, ChannelSlot>>,
+    next_channel: AtomicU64,
+    /// `RemotingCommand`'s request id counter, one for all connections.
+    next_opaque: AtomicI32,
+    thread: LoopThread,
+}
+
+impl NettyRemotingClient {
+    /// Starts the event loop thread; connections are opened by the first call to each address.
+    pub fn start(config: ClientConfig) -> io::Result<Self> {
+        let poller = EventLoop::new()?;
+        let shared = Arc::new(Shared::new(poller.signal().clone()));
+        let event_loop = connections::ClientLoop::new(poller, shared.clone(), config.clone());
+        let thread = LoopThread::spawn(&shared.signal, "rocketha-remoting-client", move || {
+            event_loop.run()
+        })?;
+        Ok(Self {
+            config,
+            shared,
+            channels: Mutex::new(HashMap::new()),
+            next_channel: AtomicU64::new(0),
+            next_opaque: AtomicI32::new(0),
+            thread,
+        })
+    }
+
+    /// Sends `request` (its opaque replaced by a fresh one) to `addr` and returns at once;
+    /// `callback` gets the response, or the error, within `timeout`. An error returned here
+    /// (bad address, connect failure, encoding) means nothing was sent and the callback is
+    /// dropped uncalled.
+    pub fn invoke_async(
+        &self,
+        addr: &str,
+        request: RemotingCommand,
+        timeout: Duration,
+        callback: impl FnOnce(InvokeResult) + Send + 'static,
+    ) -> Result<(), ClientError> {
+        self.submit(addr, request, timeout, Some(Box::new(callback)))
+    }
+
+    /// Sends `request` and blocks the caller until its response or `timeout`.
+    pub fn invoke_sync(
+        &self,
+        addr: &str,
+        request: RemotingCommand,
+        timeout: Duration,
+    ) -> InvokeResult {
+        let (tx, rx) = mpsc::sync_channel(1);
+        self.invoke_async(addr, request, timeout, move |result| {
+            let _ = tx.send(result);
+        })?;
+        // The loop calls every callback once (response, timeout, close or shutdown); a
+        // callback dropped uncalled still ends this wait, as a disconnect.
+        rx.recv().unwrap_or(Err(ClientError::Shutdown))
+    }
+
+    /// Queues `request` marked oneway: no response comes, and a failure after this returns is
+    /// only logged (`invokeOneway`).
+    pub fn invoke_oneway(
+        &self,
+        addr: &str,
+        mut request: RemotingCommand,
+        timeout: Duration,
+    ) -> Result<(), ClientError> {
+        request.mark_oneway();
+        self.submit(addr, request, timeout, None)
+    }
+
+    /// Closes every connection; what was pending on them fails, and later calls reconnect.
+    pub fn close_channels(&self) {
+        lock(&self.channels).clear();
+        // After shutdown there is nothing left to close.
+        let _ = self.shared.push(Op::CloseAll);
+    }
+
+    /// Stops the loop; every pending request fails with [`ClientError::Shutdown`].
+    pub fn shutdown(&self) {
+        self.thread.stop();
+    }
+
+    fn submit(
+        &self,
+        addr: &str,
+        mut request: RemotingCommand,
+        timeout: Duration,
+        callback: Option<InvokeCallback>,
+    ) -> Result<(), ClientError> {
+        if self.shared.signal.stopped() {
+            return Err(ClientError::Shutdown);
+        }
+        let (channel, remote) = self.channel(addr)?;
+        let opaque = self.next_opaque.fetch_add(1, Ordering::Relaxed);
+        request.opaque = opaque;
+        let frame = request
+            .encode(self.config.max_frame_size)
+            .map_err(|source| ClientError::Encode {
+                addr: remote,
+                code: request.code,
+                source,
+            })?;
+        let op = Op::Send(Request {
+            channel,
+            remote,
+            code: request.code,
+            opaque,
+            frame,
+            timeout,
+            callback,
+        });
+        match self.shared.push(op) {
+            Ok(()) => Ok(()),
+            // The loop stopped between the check above and now; its callback is dropped.
+            Err(_) => Err(ClientError::Shutdown),
+        }
+    }
+
+    /// The live connection to `addr`, opened now if there is none.
+    fn channel(&self, addr: &str) -> Result<(u64, SocketAddr), ClientError> {
+        let slot = lock(&self.channels)
+            .entry(addr.to_owned())
+            .or_default()
+            .clone();
+        // Held across the connect: one connection per address.
+        let mut slot = lock(&slot);
+        if let Some(c) = slot.as_ref() {
+            if c.alive.load(Ordering::Acquire) {
+                return Ok((c.id, c.remote));
+            }
+        }
+        let remote = resolve(addr)?;
+        let stream = connect(remote, self.config.connect_timeout)?;
+        let id = self.next_channel.fetch_add(1, Ordering::Relaxed);
+        let alive = Arc::new(AtomicBool::new(true));
+        self.shared
+            .push(Op::Register {
+                id,
+                stream,
+                remote,
+                alive: alive.clone(),
+            })
+            .map_err(|_| ClientError::Shutdown)?;
+        *slot = Some(Channel { id, remote, alive });
+        Ok((id, remote))
+    }
+}
+
+impl Drop for NettyRemotingClient {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+fn resolve(addr: &str) -> Result<SocketAddr, ClientError> {
+    let bad = |reason: String| ClientError::BadAddress {
+        addr: addr.to_owned(),
+        reason,
+    };
+    addr.to_socket_addrs()
+        .map_err(|e| bad(e.to_string()))?
+        .next()
+        .ok_or_else(|| bad("it resolves to no address".into()))
+}
+
+fn connect(addr: SocketAddr, timeout: Duration) -> Result<std::net::TcpStream, ClientError> {
+    let stream = std::net::TcpStream::connect_timeout(&addr, timeout).map_err(|e| {
+        if matches!(
+            e.kind(),
+            io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock
+        ) {
+            ClientError::ConnectTimeout {
+                addr,
+                ms: timeout.as_millis(),
+            }
+        } else {
+            ClientError::Connect {
+                addr,
+                source: Arc::new(e),
+            }
+        }
+    })?;
+    let io_error = |what, e| ClientError::Io {
+        addr,
+        what,
+        source: Arc::new(e),
+    };
+    // Requests are small and latency-bound.
+    stream
+        .set_nodelay(true)
+        .map_err(|e| io_error("set_nodelay", e))?;
+    stream
+        .set_nonblocking(true)
+        .map_err(|e| io_error("set_nonblocking", e))?;
+    Ok(stream)
+}
+
+/// A client of one address: the call shape of the name server's and the broker's own
+/// requests, which go one at a time (registration, tests).
 pub struct RemotingClient {
     addr: SocketAddr,
-    connect_timeout: Duration,
-    max_frame_size: usize,
-    stream: Option<TcpStream>,
-    /// Bytes read past the last frame taken.
-    read_buf: Vec<u8>,
-    next_opaque: i32,
+    client: NettyRemotingClient,
 }
 
 impl RemotingClient {
     /// Connects to `addr` within `timeout`, which later reconnects use too.
     pub fn connect(addr: SocketAddr, timeout: Duration) -> Result<Self, ClientError> {
-        let mut client = Self {
-            addr,
+        let client = NettyRemotingClient::start(ClientConfig {
             connect_timeout: timeout,
-            max_frame_size: DEFAULT_MAX_FRAME_SIZE,
-            stream: None,
-            read_buf: Vec::new(),
-            next_opaque: 0,
-        };
-        client.ensure_connected()?;
-        Ok(client)
+            ..ClientConfig::default()
+        })
+        .map_err(|e| ClientError::Io {
+            addr,
+            what: "starting the client loop",
+            source: Arc::new(e),
+        })?;
+        client.channel(&addr.to_string())?;
+        Ok(Self { addr, client })
     }
 
     pub fn addr(&self) -> SocketAddr {
         self.addr
     }
 
-    fn ensure_connected(&mut self) -> Result<&mut TcpStream, ClientError> {
-        let addr = self.addr;
-        if self.stream.is_none() {
-            let stream = TcpStream::connect_timeout(&addr, self.connect_timeout).map_err(|e| {
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock
-                ) {
-                    ClientError::ConnectTimeout {
-                        addr,
-                        ms: self.connect_timeout.as_millis(),
-                    }
-                } else {
-                    ClientError::Connect { addr, source: e }
-                }
-            })?;
-            // Requests are small and latency-bound.
-            let _ = stream.set_nodelay(true);
-            self.read_buf.clear();
-            self.stream = Some(stream);
-        }
-        match self.stream.as_mut() {
-            Some(stream) => Ok(stream),
-            None => Err(ClientError::Closed { addr }),
-        }
+    /// Sends `request` and waits up to `timeout` for its response. `&mut`: this shape serves
+    /// one caller's requests in turn; share a [`NettyRemotingClient`] instead.
+    pub fn invoke(&mut self, request: RemotingCommand, timeout: Duration) -> InvokeResult {
+        self.client
+            .invoke_sync(&self.addr.to_string(), request, timeout)
     }
 
-    /// Sends `request` (its opaque replaced by a fresh one) and waits up to `timeout` for the
-    /// response with that opaque.
-    pub fn invoke(
-        &mut self,
-        mut request: RemotingCommand,
-        timeout: Duration,
-    ) -> Result<RemotingCommand, ClientError> {
-        let timeout = timeout.min(MAX_TIMEOUT);
-        let deadline = Instant::now() + timeout;
-        let opaque = self.prepare(&mut request);
-        let result = self
-            .write(&request, deadline, timeout)
-            .and_then(|()| self.read_response(request.code, opaque, deadline, timeout));
-        if result.is_err() {
-            self.stream = None;
-        }
-        result
-    }
-
-    /// Sends `request` as oneway (no response comes) within `timeout`.
+    /// Sends `request` as oneway (no response comes).
     pub fn invoke_oneway(
         &mut self,
-        mut request: RemotingCommand,
+        request: RemotingCommand,
         timeout: Duration,
     ) -> Result<(), ClientError> {
-        request.mark_oneway();
-        self.prepare(&mut request);
-        let timeout = timeout.min(MAX_TIMEOUT);
-        let result = self.write(&request, Instant::now() + timeout, timeout);
-        if result.is_err() {
-            self.stream = None;
-        }
-        result
+        self.client
+            .invoke_oneway(&self.addr.to_string(), request, timeout)
     }
-
-    fn prepare(&mut self, request: &mut RemotingCommand) -> i32 {
-        let opaque = self.next_opaque;
-        self.next_opaque = self.next_opaque.wrapping_add(1);
-        request.opaque = opaque;
-        opaque
-    }
-
-    fn write(
-        &mut self,
-        request: &RemotingCommand,
-        deadline: Instant,
-        timeout: Duration,
-    ) -> Result<(), ClientError> {
-        let addr = self.addr;
-        let frame = request
-            .encode(self.max_frame_size)
-            .map_err(|source| ClientError::Encode {
-                addr,
-                code: request.code,
-                source,
-            })?;
-        let stream = self.ensure_connected()?;
-        let timed_out = || ClientError::Timeout {
-            addr,
-            code: request.code,
-            opaque: request.opaque,
-            ms: timeout.as_millis(),
-        };
-        let left = remaining(deadline).ok_or_else(timed_out)?;
-        stream
-            .set_write_timeout(Some(left))
-            .map_err(|source| io_error(addr, "set_write_timeout", source))?;
-        stream.write_all(&frame).map_err(|e| match e.kind() {
-            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => timed_out(),
-            io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset => {
-                ClientError::Closed { addr }
-            }
-            _ => io_error(addr, "write", e),
-        })
-    }
-
-    fn read_response(
-        &mut self,
-        code: i32,
-        opaque: i32,
-        deadline: Instant,
-        timeout: Duration,
-    ) -> Result<RemotingCommand, ClientError> {
-        let addr = self.addr;
-        let timed_out = || ClientError::Timeout {
-            addr,
-            code,
-            opaque,
-            ms: timeout.as_millis(),
-        };
-        loop {
-            // Frames already buffered first.
-            while let Decoded::Frame { frame, consumed } =
-                decode_frame(&self.read_buf, self.max_frame_size)
-                    .map_err(|source| ClientError::BadFrame { addr, source })?
-            {
-                let command = RemotingCommand::decode(&frame)
-                    .map_err(|source| ClientError::BadCommand { addr, source })?;
-                self.read_buf.drain(..consumed);
-                if command.is_response() && command.opaque == opaque {
-                    return Ok(command);
-                }
-                log::debug!(
-                    "{addr}: skipped a {} with code {} and opaque {} while waiting for opaque {opaque}",
-                    if command.is_response() { "response" } else { "request" },
-                    command.code,
-                    command.opaque
-                );
-            }
-            let left = remaining(deadline).ok_or_else(timed_out)?;
-            let stream = self.ensure_connected()?;
-            stream
-                .set_read_timeout(Some(left))
-                .map_err(|source| io_error(addr, "set_read_timeout", source))?;
-            let mut chunk = [0u8; 64 * 1024];
-            match stream.read(&mut chunk) {
-                Ok(0) => return Err(ClientError::Closed { addr }),
-                Ok(n) => self.read_buf.extend_from_slice(&chunk[..n]),
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                    ) =>
-                {
-                    return Err(timed_out())
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) if e.kind() == io::ErrorKind::ConnectionReset => {
-                    return Err(ClientError::Closed { addr })
-                }
-                Err(e) => return Err(io_error(addr, "read", e)),
-            }
-        }
-    }
-}
-
-/// Time left before `deadline`; `None` once it passed (a zero socket timeout means "forever").
-fn remaining(deadline: Instant) -> Option<Duration> {
-    let left = deadline.saturating_duration_since(Instant::now());
-    (!left.is_zero()).then_some(left)
-}
-
-fn io_error(addr: SocketAddr, what: &'static str, source: io::Error) -> ClientError {
-    ClientError::Io { addr, what, source }
 }

@@ -28,6 +28,8 @@ pub mod request_code {
     pub const CONSUMER_SEND_MSG_BACK: i32 = 36;
     pub const END_TRANSACTION: i32 = 37;
     pub const GET_CONSUMER_LIST_BY_GROUP: i32 = 38;
+    /// Broker to consumer, oneway: the group's members changed, rebalance now.
+    pub const NOTIFY_CONSUMER_IDS_CHANGED: i32 = 40;
     pub const LOCK_BATCH_MQ: i32 = 41;
     pub const UNLOCK_BATCH_MQ: i32 = 42;
     pub const GET_ALL_CONSUMER_OFFSET: i32 = 43;
@@ -51,6 +53,8 @@ pub mod request_code {
     pub const SEND_REPLY_MESSAGE: i32 = 324;
     pub const SEND_REPLY_MESSAGE_V2: i32 = 325;
     pub const GET_SUBSCRIPTIONGROUP_CONFIG: i32 = 352;
+    /// RocketMQ 5's `DefaultLitePullConsumer` pulls under this code, same header and answer.
+    pub const LITE_PULL_MESSAGE: i32 = 361;
 
     /// RocketMQ's name of a request code, for logs and error messages.
     pub fn name(code: i32) -> Option<&'static str> {
@@ -75,6 +79,7 @@ pub mod request_code {
             CONSUMER_SEND_MSG_BACK => "CONSUMER_SEND_MSG_BACK",
             END_TRANSACTION => "END_TRANSACTION",
             GET_CONSUMER_LIST_BY_GROUP => "GET_CONSUMER_LIST_BY_GROUP",
+            NOTIFY_CONSUMER_IDS_CHANGED => "NOTIFY_CONSUMER_IDS_CHANGED",
             LOCK_BATCH_MQ => "LOCK_BATCH_MQ",
             UNLOCK_BATCH_MQ => "UNLOCK_BATCH_MQ",
             GET_ALL_CONSUMER_OFFSET => "GET_ALL_CONSUMER_OFFSET",
@@ -98,6 +103,7 @@ pub mod request_code {
             SEND_REPLY_MESSAGE => "SEND_REPLY_MESSAGE",
             SEND_REPLY_MESSAGE_V2 => "SEND_REPLY_MESSAGE_V2",
             GET_SUBSCRIPTIONGROUP_CONFIG => "GET_SUBSCRIPTIONGROUP_CONFIG",
+            LITE_PULL_MESSAGE => "LITE_PULL_MESSAGE",
             _ => return None,
         })
     }

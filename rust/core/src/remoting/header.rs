@@ -21,6 +21,14 @@ use super::codes::{request_code, LanguageCode, SerializeType};
 use super::frame::{encode_frame, RawFrame, RemotingFrameError};
 use super::write_json_string;
 
+mod consume;
+pub use consume::{
+    pull_sys_flag, GetConsumerListByGroupRequestHeader, OffsetResponseHeader,
+    PullMessageRequestHeader, PullMessageResponseHeader, QueryConsumerOffsetRequestHeader,
+    QueueRequestHeader, SearchOffsetRequestHeader, UpdateConsumerOffsetRequestHeader,
+    ViewMessageRequestHeader,
+};
+
 /// A command's `extFields`. SipHash (std's default), not FxHash: the keys come from the network.
 pub type ExtFields = HashMap<String, String>;
 

@@ -5,7 +5,8 @@
 //! client, `mqadmin` and name server talk to rocketha unchanged.
 //!
 //! On top of the codec, the network: [`server`] (RocketMQ's `NettyRemotingServer`, one mio
-//! event loop dispatching requests to a processor) and [`client`] (a blocking `invokeSync`).
+//! event loop dispatching requests to a processor) and [`client`] (`NettyRemotingClient`: one
+//! event loop, one connection per address, many requests in flight on each).
 //!
 //! Public (not `pub(crate)`) because the fuzz crate drives the decoders, and the broker, the
 //! name server and the integration tests build on the server and the client.
@@ -16,7 +17,9 @@ pub mod frame;
 pub mod header;
 pub mod server;
 
-pub use client::{ClientError, RemotingClient};
+pub use client::{
+    ClientConfig, ClientError, InvokeCallback, InvokeResult, NettyRemotingClient, RemotingClient,
+};
 pub use codes::{request_code, response_code, LanguageCode, SerializeType};
 pub use frame::{decode_frame, encode_frame, Decoded, RawFrame, RemotingFrameError};
 pub use header::{CommandError, CustomHeader, ExtFields, HeaderError, RemotingCommand};

@@ -14,15 +14,19 @@ use crate::remoting::header::{
 use crate::remoting::{request_code, response_code, RemotingClient, RemotingCommand};
 use crate::store::StoreConfig;
 
-const TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const TIMEOUT: Duration = Duration::from_secs(10);
 
-struct Broker {
-    store: Arc<MessageStore>,
-    controller: BrokerController,
-    _dir: tempfile::TempDir,
+pub(crate) struct Broker {
+    pub(crate) store: Arc<MessageStore>,
+    pub(crate) controller: BrokerController,
+    pub(crate) _dir: tempfile::TempDir,
 }
 
-fn open_store(dir: &std::path::Path, sync_slaves: usize, port: u16) -> Arc<MessageStore> {
+pub(crate) fn open_store(
+    dir: &std::path::Path,
+    sync_slaves: usize,
+    port: u16,
+) -> Arc<MessageStore> {
     let mut config = StoreConfig::new(dir);
     config.mapped_file_size = 64 * 1024;
     config.sync_slaves = sync_slaves;
@@ -31,7 +35,7 @@ fn open_store(dir: &std::path::Path, sync_slaves: usize, port: u16) -> Arc<Messa
     Arc::new(MessageStore::open(config).unwrap())
 }
 
-fn start(
+pub(crate) fn start(
     config: BrokerControllerConfig,
     sync_slaves: usize,
     ha_master: Option<Arc<HaMaster>>,
@@ -53,7 +57,7 @@ fn start(
 }
 
 /// A master with its HA service, registering with `namesrv_addr` and advertising its HA port.
-fn start_ha_master(namesrv_addr: &str) -> (Broker, Arc<HaMaster>) {
+pub(crate) fn start_ha_master(namesrv_addr: &str) -> (Broker, Arc<HaMaster>) {
     let dir = tempfile::tempdir().unwrap();
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let store = open_store(dir.path(), 0, listener.local_addr().unwrap().port());
@@ -80,12 +84,12 @@ fn start_ha_master(namesrv_addr: &str) -> (Broker, Arc<HaMaster>) {
     (broker, ha)
 }
 
-fn client(addr: std::net::SocketAddr) -> RemotingClient {
+pub(crate) fn client(addr: std::net::SocketAddr) -> RemotingClient {
     RemotingClient::connect(addr, TIMEOUT).unwrap()
 }
 
 /// A producer's SEND_MESSAGE_V2, with the unique key a Java producer stamps.
-fn send_v2(topic: &str, queue_id: i32, body: &[u8]) -> RemotingCommand {
+pub(crate) fn send_v2(topic: &str, queue_id: i32, body: &[u8]) -> RemotingCommand {
     crate::broker::send::tests::send_v2(
         topic,
         queue_id,
@@ -94,7 +98,7 @@ fn send_v2(topic: &str, queue_id: i32, body: &[u8]) -> RemotingCommand {
     )
 }
 
-fn create_topic(topic: &str, queues: i32) -> RemotingCommand {
+pub(crate) fn create_topic(topic: &str, queues: i32) -> RemotingCommand {
     let mut request = RemotingCommand::request(request_code::UPDATE_AND_CREATE_TOPIC, 0);
     request.write_custom_header(&CreateTopicRequestHeader {
         topic: topic.into(),
@@ -267,7 +271,7 @@ fn route(ns: &NameServer, topic: &str) -> Option<TopicRouteData> {
         .then(|| TopicRouteData::decode(&response.body).unwrap())
 }
 
-fn wait_for<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+pub(crate) fn wait_for<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
     let deadline = Instant::now() + TIMEOUT;
     loop {
         if let Some(v) = f() {

@@ -1,0 +1,297 @@
+//! RocketMQ's `ConsumerManager`: the consumers of each group, learned from their heartbeats
+//! (`consumerDataSet`), with the subscriptions a pull without its own expression is filtered by.
+//! GET_CONSUMER_LIST_BY_GROUP answers a group's client ids, so clients share its queues among
+//! themselves. A consumer leaves its group when its connection closes, when it unregisters, or
+//! after `channelExpiredTimeout` (120 s) without a heartbeat. Whenever a group's members or
+//! subscriptions change, each remaining member is sent NOTIFY_CONSUMER_IDS_CHANGED (oneway) and
+//! rebalances at once, rather than at its next 20 s rebalance.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use serde::Deserialize;
+
+use crate::commitlog::record::tags_hash_code;
+use crate::remoting::{request_code, RemotingCommand, Responder};
+use crate::sync::lock;
+
+/// `channelExpiredTimeout`: a consumer silent this long is gone.
+pub(crate) const CHANNEL_EXPIRED_TIMEOUT: Duration = Duration::from_secs(120);
+/// `SubscriptionData.SUB_ALL`.
+const SUB_ALL: &str = "*";
+
+/// `ConsumerData` of a heartbeat, the parts the broker keeps.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub(crate) struct ConsumerData {
+    pub(crate) group_name: String,
+    pub(crate) consume_type: String,
+    pub(crate) message_model: String,
+    pub(crate) subscription_data_set: Vec<SubscriptionWire>,
+}
+
+/// `SubscriptionData` as a heartbeat carries it.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub(crate) struct SubscriptionWire {
+    pub(crate) topic: String,
+    pub(crate) sub_string: String,
+    pub(crate) sub_version: i64,
+    pub(crate) expression_type: Option<String>,
+}
+
+/// A subscription the broker filters by: RocketMQ's `SubscriptionData` for TAG expressions,
+/// matched against the consume queue's tag hash (`codeSet`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SubscriptionData {
+    pub(crate) topic: String,
+    pub(crate) sub_string: String,
+    /// Empty for `*`: every message matches.
+    pub(crate) code_set: BTreeSet<i64>,
+    pub(crate) sub_version: i64,
+}
+
+impl SubscriptionData {
+    /// `FilterAPI.build`: `*` (or nothing) takes every message, `a || b` the messages tagged
+    /// `a` or `b`. An expression naming no tag, or of a type other than TAG (SQL92 needs
+    /// property filtering, which rocketha does not do), is refused with the reason.
+    pub(crate) fn build(
+        topic: &str,
+        sub_string: &str,
+        expression_type: Option<&str>,
+        sub_version: i64,
+    ) -> Result<Self, String> {
+        if let Some(t) = expression_type.filter(|t| !t.is_empty() && *t != "TAG") {
+            return Err(format!(
+                "expressionType {t}: the broker does not support consumer to filter message by \
+                 {t}; only TAG expressions (\"*\" or \"a || b\")"
+            ));
+        }
+        let trimmed = sub_string.trim();
+        let mut code_set = BTreeSet::new();
+        if !trimmed.is_empty() && trimmed != SUB_ALL {
+            for tag in trimmed.split("||").map(str::trim).filter(|t| !t.is_empty()) {
+                code_set.insert(tags_hash_code(tag));
+            }
+            if code_set.is_empty() {
+                return Err(format!(
+                    "subscription {sub_string:?} of topic {topic}: subString split error, no tag \
+                     in it"
+                ));
+            }
+        }
+        Ok(Self {
+            topic: topic.to_owned(),
+            sub_string: if trimmed.is_empty() { SUB_ALL } else { trimmed }.to_owned(),
+            code_set,
+            sub_version,
+        })
+    }
+
+    /// `ExpressionMessageFilter.isMatchedByConsumeQueue` for TAG expressions.
+    pub(crate) fn matches(&self, tags_code: i64) -> bool {
+        self.code_set.is_empty() || self.code_set.contains(&tags_code)
+    }
+}
+
+/// `ClientChannelInfo`.
+struct Member {
+    client_id: String,
+    last_update: Instant,
+    /// Where NOTIFY_CONSUMER_IDS_CHANGED goes (the connection of its heartbeat).
+    channel: Option<Responder>,
+}
+
+/// `ConsumerGroupInfo`.
+#[derive(Default)]
+struct ConsumerGroupInfo {
+    /// Connection id -> member.
+    channels: HashMap<u64, Member>,
+    subscriptions: BTreeMap<String, SubscriptionData>,
+}
+
+impl ConsumerGroupInfo {
+    /// The members to tell of a change, with the notification (`NotifyConsumerIdsChanged`).
+    fn notices(&self, group: &str) -> Vec<(Responder, RemotingCommand)> {
+        let mut request = RemotingCommand::request(request_code::NOTIFY_CONSUMER_IDS_CHANGED, 0);
+        request
+            .ext_fields
+            .insert("consumerGroup".into(), group.to_owned());
+        self.channels
+            .values()
+            .filter_map(|m| m.channel.clone())
+            .map(|c| (c, request.clone()))
+            .collect()
+    }
+}
+
+/// Sends the notices, outside the table's lock.
+fn notify(notices: Vec<(Responder, RemotingCommand)>) {
+    for (channel, request) in notices {
+        channel.send_oneway_request(request);
+    }
+}
+
+#[derive(Default)]
+pub(crate) struct ConsumerManager {
+    /// Heartbeats on the loop thread, the expiry scan on the housekeeping thread.
+    groups: Mutex<HashMap<String, ConsumerGroupInfo>>,
+}
+
+impl ConsumerManager {
+    /// `registerConsumer`: the heartbeat's subscriptions replace the group's (RocketMQ's
+    /// `updateSubscription`); a malformed one is left out, and its reason returned. A new
+    /// member or changed subscriptions notify the group's members through their `channel`s.
+    pub(crate) fn register(
+        &self,
+        connection_id: u64,
+        client_id: &str,
+        data: &ConsumerData,
+        now: Instant,
+        channel: Option<Responder>,
+    ) -> Vec<String> {
+        let mut refused = Vec::new();
+        let mut subscriptions = BTreeMap::new();
+        for s in &data.subscription_data_set {
+            match SubscriptionData::build(
+                &s.topic,
+                &s.sub_string,
+                s.expression_type.as_deref(),
+                s.sub_version,
+            ) {
+                Ok(sub) => {
+                    subscriptions.insert(s.topic.clone(), sub);
+                }
+                Err(why) => refused.push(why),
+            }
+        }
+        let notices = {
+            let mut groups = lock(&self.groups);
+            let info = groups.entry(data.group_name.clone()).or_default();
+            let member = Member {
+                client_id: client_id.to_owned(),
+                last_update: now,
+                channel,
+            };
+            let joined = info.channels.insert(connection_id, member).is_none();
+            let changed = info.subscriptions != subscriptions;
+            info.subscriptions = subscriptions;
+            if joined || changed {
+                info.notices(&data.group_name)
+            } else {
+                Vec::new()
+            }
+        };
+        notify(notices);
+        refused
+    }
+
+    /// `unregisterConsumer`.
+    pub(crate) fn unregister(&self, group: &str, connection_id: u64) {
+        self.remove_where(|g, id, _| g == group && id == connection_id);
+    }
+
+    /// `doChannelCloseEvent`.
+    pub(crate) fn on_close(&self, connection_id: u64) {
+        self.remove_where(|_, id, _| id == connection_id);
+    }
+
+    /// `scanNotActiveChannel`: drops consumers silent for [`CHANNEL_EXPIRED_TIMEOUT`].
+    pub(crate) fn scan_not_active(&self, now: Instant) {
+        self.remove_where(|_, _, m| now.duration_since(m.last_update) >= CHANNEL_EXPIRED_TIMEOUT);
+    }
+
+    /// Removes the members `gone` picks; the groups they left are notified, the empty ones
+    /// forgotten.
+    fn remove_where(&self, gone: impl Fn(&str, u64, &Member) -> bool) {
+        let mut notices = Vec::new();
+        lock(&self.groups).retain(|group, info| {
+            let before = info.channels.len();
+            info.channels.retain(|id, m| !gone(group, *id, m));
+            if info.channels.len() != before {
+                notices.extend(info.notices(group));
+            }
+            !info.channels.is_empty()
+        });
+        notify(notices);
+    }
+
+    /// The client ids of a group's live consumers, sorted; `None` when the group has none.
+    pub(crate) fn client_ids(&self, group: &str) -> Option<Vec<String>> {
+        let groups = lock(&self.groups);
+        let info = groups.get(group)?;
+        let ids: BTreeSet<String> = info
+            .channels
+            .values()
+            .map(|m| m.client_id.clone())
+            .collect();
+        Some(ids.into_iter().collect())
+    }
+
+    /// `findSubscriptionData`; the outer `None` when the group is unknown.
+    pub(crate) fn find_subscription(
+        &self,
+        group: &str,
+        topic: &str,
+    ) -> Option<Option<SubscriptionData>> {
+        let groups = lock(&self.groups);
+        let info = groups.get(group)?;
+        Some(info.subscriptions.get(topic).cloned())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn consumer(group: &str, topic: &str, sub: &str) -> ConsumerData {
+        ConsumerData {
+            group_name: group.into(),
+            consume_type: "CONSUME_PASSIVELY".into(),
+            message_model: "CLUSTERING".into(),
+            subscription_data_set: vec![SubscriptionWire {
+                topic: topic.into(),
+                sub_string: sub.into(),
+                sub_version: 1,
+                expression_type: Some("TAG".into()),
+            }],
+        }
+    }
+
+    #[test]
+    fn tag_expressions_match_by_hash() {
+        let all = SubscriptionData::build("T", "*", None, 0).unwrap();
+        assert!(all.matches(0) && all.matches(tags_hash_code("x")));
+        let ab = SubscriptionData::build("T", " a || b ", Some("TAG"), 0).unwrap();
+        assert!(ab.matches(tags_hash_code("a")) && ab.matches(tags_hash_code("b")));
+        assert!(!ab.matches(tags_hash_code("c")) && !ab.matches(0));
+        let err = SubscriptionData::build("T", "||", None, 0).unwrap_err();
+        assert!(err.contains("subString split error"), "{err}");
+        let err = SubscriptionData::build("T", "a > 1", Some("SQL92"), 0).unwrap_err();
+        assert!(err.starts_with("expressionType SQL92"), "{err}");
+    }
+
+    #[test]
+    fn consumers_leave_on_close_and_on_silence() {
+        let m = ConsumerManager::default();
+        let t0 = Instant::now();
+        m.register(1, "c1", &consumer("g", "T", "a"), t0, None);
+        m.register(
+            2,
+            "c2",
+            &consumer("g", "T", "a"),
+            t0 + Duration::from_secs(100),
+            None,
+        );
+        assert_eq!(m.client_ids("g").unwrap(), vec!["c1", "c2"]);
+        let sub = m.find_subscription("g", "T").unwrap().unwrap();
+        assert_eq!(sub.sub_string, "a");
+        assert_eq!(m.find_subscription("g", "U"), Some(None));
+        m.scan_not_active(t0 + CHANNEL_EXPIRED_TIMEOUT);
+        assert_eq!(m.client_ids("g").unwrap(), vec!["c2"]);
+        m.on_close(2);
+        assert_eq!(m.client_ids("g"), None);
+        assert_eq!(m.find_subscription("g", "T"), None);
+    }
+}

@@ -1,0 +1,195 @@
+//! RocketMQ's `ConsumerOffsetManager`: the offset each consumer group committed per topic queue,
+//! kept under `topic@group` keys and persisted in `STORE/config/consumerOffset.json` in
+//! RocketMQ's shape (`{"offsetTable":{"topic@group":{"0":12}}}`), written atomically every
+//! `flushConsumerOffsetInterval` and at shutdown, loaded at start. A slave's table is replaced by
+//! its master's at every sync (`GET_ALL_CONSUMER_OFFSET`).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+
+use serde::{Deserialize, Serialize};
+
+use super::topic_config::write_atomically;
+use crate::namesrv::parse_lenient;
+use crate::sync::lock;
+
+/// `TOPIC_GROUP_SEPARATOR`.
+const TOPIC_GROUP_SEPARATOR: char = '@';
+
+/// `topic@group` -> queue id -> committed offset.
+pub(crate) type OffsetTable = BTreeMap<String, BTreeMap<i32, i64>>;
+
+/// `ConsumerOffsetSerializeWrapper`: the file's shape and GET_ALL_CONSUMER_OFFSET's body.
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub(crate) struct ConsumerOffsetSerializeWrapper {
+    #[serde(rename = "offsetTable")]
+    pub(crate) offset_table: OffsetTable,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ConsumerOffsetError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path} is not a consumer offset file: {reason}")]
+    BadFile { path: PathBuf, reason: String },
+}
+
+pub(crate) struct ConsumerOffsetManager {
+    path: PathBuf,
+    /// Commits come from the loop thread, persists from the housekeeping thread.
+    table: Mutex<OffsetTable>,
+    /// Something changed since the last persist: an idle broker does not rewrite the file.
+    dirty: AtomicBool,
+}
+
+impl ConsumerOffsetManager {
+    /// Loads `ROOT/config/consumerOffset.json`; none yet means no offsets.
+    pub(crate) fn load(root: &Path) -> Result<Self, ConsumerOffsetError> {
+        let path = root.join("config").join("consumerOffset.json");
+        let table = match std::fs::read(&path) {
+            // fastjson writes the queue ids as bare integer keys: a file RocketMQ wrote loads.
+            Ok(raw) => {
+                parse_lenient::<ConsumerOffsetSerializeWrapper>(
+                    &raw,
+                    "ConsumerOffsetSerializeWrapper",
+                )
+                .map_err(|e| ConsumerOffsetError::BadFile {
+                    path: path.clone(),
+                    reason: e.to_string(),
+                })?
+                .offset_table
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => OffsetTable::new(),
+            Err(source) => return Err(ConsumerOffsetError::Io { path, source }),
+        };
+        Ok(Self {
+            path,
+            table: Mutex::new(table),
+            dirty: AtomicBool::new(false),
+        })
+    }
+
+    pub(crate) fn commit_offset(&self, group: &str, topic: &str, queue_id: i32, offset: i64) {
+        lock(&self.table)
+            .entry(key(topic, group))
+            .or_default()
+            .insert(queue_id, offset);
+        self.dirty.store(true, Ordering::Release);
+    }
+
+    /// The committed offset, `None` when the group never committed for this queue.
+    pub(crate) fn query_offset(&self, group: &str, topic: &str, queue_id: i32) -> Option<i64> {
+        lock(&self.table)
+            .get(&key(topic, group))
+            .and_then(|q| q.get(&queue_id).copied())
+    }
+
+    /// What GET_ALL_CONSUMER_OFFSET answers.
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        let wrapper = ConsumerOffsetSerializeWrapper {
+            offset_table: lock(&self.table).clone(),
+        };
+        // A map of strings to maps of integers always serializes.
+        serde_json::to_vec(&wrapper).unwrap_or_default()
+    }
+
+    /// A slave's sync: the master's offsets overwrite these key by key (`putAll`), then are
+    /// persisted.
+    pub(crate) fn put_all(&self, table: OffsetTable) -> Result<(), ConsumerOffsetError> {
+        lock(&self.table).extend(table);
+        self.dirty.store(true, Ordering::Release);
+        self.persist()
+    }
+
+    /// Writes the file if anything changed since the last write.
+    pub(crate) fn persist(&self) -> Result<(), ConsumerOffsetError> {
+        if !self.dirty.swap(false, Ordering::AcqRel) {
+            return Ok(());
+        }
+        let text = {
+            let wrapper = ConsumerOffsetSerializeWrapper {
+                offset_table: lock(&self.table).clone(),
+            };
+            serde_json::to_vec_pretty(&wrapper).unwrap_or_default()
+        };
+        write_atomically(&self.path, &text).map_err(|source| {
+            // Not written: the next period tries again.
+            self.dirty.store(true, Ordering::Release);
+            ConsumerOffsetError::Io {
+                path: self.path.clone(),
+                source,
+            }
+        })
+    }
+}
+
+fn key(topic: &str, group: &str) -> String {
+    format!("{topic}{TOPIC_GROUP_SEPARATOR}{group}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn offsets_persist_in_rocketmqs_shape_and_load_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = ConsumerOffsetManager::load(dir.path()).unwrap();
+        assert_eq!(m.query_offset("g", "T", 0), None);
+        m.commit_offset("g", "T", 0, 12);
+        m.commit_offset("g", "T", 3, 7);
+        m.persist().unwrap();
+        let raw = std::fs::read(dir.path().join("config/consumerOffset.json")).unwrap();
+        let json: serde_json::Value = serde_json::from_slice(&raw).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({"offsetTable": {"T@g": {"0": 12, "3": 7}}})
+        );
+        let again = ConsumerOffsetManager::load(dir.path()).unwrap();
+        assert_eq!(again.query_offset("g", "T", 3), Some(7));
+        assert_eq!(again.query_offset("g", "T", 1), None);
+    }
+
+    #[test]
+    fn a_file_written_by_rocketmq_loads() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("config")).unwrap();
+        // fastjson's own text: bare integer keys, and RocketMQ 5's dataVersion beside the table.
+        std::fs::write(
+            dir.path().join("config/consumerOffset.json"),
+            br#"{"dataVersion":{"counter":3,"timestamp":1},
+                 "offsetTable":{"%RETRY%cg@cg":{0:0},"TopicTest@cg":{1:250,0:249}}}"#,
+        )
+        .unwrap();
+        let m = ConsumerOffsetManager::load(dir.path()).unwrap();
+        assert_eq!(m.query_offset("cg", "TopicTest", 1), Some(250));
+        std::fs::write(
+            dir.path().join("config/consumerOffset.json"),
+            b"{offsetTable",
+        )
+        .unwrap();
+        let err = ConsumerOffsetManager::load(dir.path())
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            err.contains("consumerOffset.json is not a consumer offset file"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_clean_table_is_not_rewritten() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = ConsumerOffsetManager::load(dir.path()).unwrap();
+        m.persist().unwrap();
+        assert!(!dir.path().join("config/consumerOffset.json").exists());
+    }
+}

@@ -1,0 +1,536 @@
+//! RocketMQ's `PullMessageProcessor` (PULL_MESSAGE) over the store's consume queues, and its
+//! `PullRequestHoldService` ([`hold`]).
+//!
+//! A pull is checked (broker and topic permission, subscription group, queue, subscription),
+//! then answered from the mapping: the body is the matching records' raw bytes, one after the
+//! other, as the commit log holds them. The store's verdict (`GetMessageStatus`) maps onto the
+//! response codes as RocketMQ maps it, and `suggestWhichBrokerId` sends a consumer that lags
+//! beyond `accessMessageInMemoryMaxRatio` of RAM to the slave when `slaveReadEnable`. A pull that
+//! finds nothing and may be suspended is held until a record for its queue is dispatched or its
+//! `suspendTimeoutMillis` passes.
+
+pub(crate) mod hold;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use self::hold::{HeldPull, PullRequestHoldService};
+use super::consumer_manager::{ConsumerManager, SubscriptionData};
+use super::consumer_offset::ConsumerOffsetManager;
+use super::subscription_group::SubscriptionGroupManager;
+use super::topic_config::TopicConfigManager;
+use super::BrokerSettings;
+use crate::namesrv::{perm, MASTER_ID};
+use crate::remoting::header::{pull_sys_flag, PullMessageRequestHeader, PullMessageResponseHeader};
+use crate::remoting::{response_code, RemotingCommand, Responder};
+use crate::store::MessageStore;
+
+/// `maxTransferCountOnMessageInMemory` / `maxTransferBytesOnMessageInMemory`: the batch bounds
+/// when the records are (likely) in the page cache.
+const MAX_TRANSFER_COUNT_IN_MEMORY: usize = 32;
+const MAX_TRANSFER_BYTES_IN_MEMORY: usize = 256 * 1024;
+/// `maxTransferCountOnMessageInDisk` / `maxTransferBytesOnMessageInDisk`: smaller batches for
+/// a consumer so far behind that its records are read from disk.
+const MAX_TRANSFER_COUNT_IN_DISK: usize = 8;
+const MAX_TRANSFER_BYTES_IN_DISK: usize = 64 * 1024;
+/// Consume queue entries one pull looks at, for filtered subscriptions
+/// (`maxFilterMessageCount` = 16000 bytes of entries).
+const MAX_FILTER_ENTRIES: usize = 16_000 / crate::consume_queue::CQ_ENTRY_SIZE;
+/// `shortPollingTimeMills`: how long a suspended pull is held with `longPollingEnable` off.
+const SHORT_POLLING_MILLIS: i64 = 1000;
+
+/// `GetMessageStatus`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum GetMessageStatus {
+    Found,
+    NoMatchedMessage,
+    MessageWasRemoving,
+    OffsetFoundNull,
+    OffsetOverflowBadly,
+    OffsetOverflowOne,
+    OffsetTooSmall,
+    NoMatchedLogicQueue,
+    NoMessageInQueue,
+}
+
+/// `GetMessageResult`: the records' bytes and where the consumer goes next.
+#[derive(Debug)]
+pub(crate) struct GetMessageResult {
+    pub(crate) status: GetMessageStatus,
+    pub(crate) next_begin_offset: i64,
+    pub(crate) min_offset: i64,
+    pub(crate) max_offset: i64,
+    pub(crate) body: Vec<u8>,
+    pub(crate) count: usize,
+    pub(crate) suggest_pulling_from_slave: bool,
+}
+
+/// A pull refused before the store is asked: the code and a remark naming the field.
+struct Refusal(i32, String);
+
+pub(crate) struct PullMessageProcessor {
+    store: Arc<MessageStore>,
+    topics: Arc<TopicConfigManager>,
+    groups: Arc<SubscriptionGroupManager>,
+    consumers: Arc<ConsumerManager>,
+    offsets: Arc<ConsumerOffsetManager>,
+    settings: Arc<BrokerSettings>,
+    hold: Arc<PullRequestHoldService>,
+    /// `TotalPhysicalMemorySize * accessMessageInMemoryMaxRatio / 100`: a consumer further
+    /// behind the head than this reads from disk.
+    memory_bytes: u64,
+}
+
+impl PullMessageProcessor {
+    /// The processor and its hold service, whose thread answers held pulls through it.
+    pub(crate) fn start(
+        store: Arc<MessageStore>,
+        topics: Arc<TopicConfigManager>,
+        groups: Arc<SubscriptionGroupManager>,
+        consumers: Arc<ConsumerManager>,
+        offsets: Arc<ConsumerOffsetManager>,
+        settings: Arc<BrokerSettings>,
+    ) -> std::io::Result<Arc<Self>> {
+        let memory_bytes = total_physical_memory()
+            .saturating_mul(settings.access_message_in_memory_max_ratio.clamp(0, 100) as u64)
+            / 100;
+        let hold = Arc::new(PullRequestHoldService::default());
+        let processor = Arc::new(Self {
+            store: store.clone(),
+            topics,
+            groups,
+            consumers,
+            offsets,
+            settings,
+            hold: hold.clone(),
+            memory_bytes,
+        });
+        // Weak: the service's thread must not keep the processor (and the store) alive.
+        let weak = Arc::downgrade(&processor);
+        hold.start(store, move |held: HeldPull| {
+            if let Some(p) = weak.upgrade() {
+                p.wake(held);
+            }
+        })?;
+        Ok(processor)
+    }
+
+    /// Bytes behind the head a consumer may lag and still be read from memory.
+    pub(crate) fn memory_bytes(&self) -> u64 {
+        self.memory_bytes
+    }
+
+    pub(crate) fn hold_service(&self) -> &PullRequestHoldService {
+        &self.hold
+    }
+
+    /// `processRequest` with `brokerAllowSuspend`: `None` when the pull is held.
+    pub(crate) fn process(
+        &self,
+        request: &RemotingCommand,
+        connection_id: u64,
+        remote: SocketAddr,
+        responder: Responder,
+    ) -> Option<RemotingCommand> {
+        self.process_request(request, connection_id, remote, Some(responder))
+    }
+
+    /// A held pull woken by an arrival or its timeout: answered whatever the store says now.
+    fn wake(&self, held: HeldPull) {
+        if let Some(response) =
+            self.process_request(&held.request, held.connection_id, held.remote, None)
+        {
+            held.responder.send(response);
+        }
+    }
+
+    fn process_request(
+        &self,
+        request: &RemotingCommand,
+        connection_id: u64,
+        remote: SocketAddr,
+        suspend_with: Option<Responder>,
+    ) -> Option<RemotingCommand> {
+        let (header, sub, which_broker, broker_id) = match self.check(request, remote) {
+            Ok(checked) => checked,
+            Err(Refusal(code, remark)) => {
+                return Some(RemotingCommand::response_to(request, code, Some(remark)))
+            }
+        };
+        let result = self.get_message(&header, &sub);
+        let mut code = match result.status {
+            GetMessageStatus::Found => response_code::SUCCESS,
+            GetMessageStatus::MessageWasRemoving | GetMessageStatus::NoMatchedMessage => {
+                response_code::PULL_RETRY_IMMEDIATELY
+            }
+            GetMessageStatus::NoMatchedLogicQueue | GetMessageStatus::NoMessageInQueue => {
+                if header.queue_offset != 0 {
+                    response_code::PULL_OFFSET_MOVED
+                } else {
+                    response_code::PULL_NOT_FOUND
+                }
+            }
+            GetMessageStatus::OffsetFoundNull | GetMessageStatus::OffsetOverflowOne => {
+                response_code::PULL_NOT_FOUND
+            }
+            GetMessageStatus::OffsetOverflowBadly | GetMessageStatus::OffsetTooSmall => {
+                response_code::PULL_OFFSET_MOVED
+            }
+        };
+        // A consumer that lags goes to the group's slow-consumer broker; one that keeps up
+        // to the group's broker, the master unless configured otherwise.
+        let mut suggest = match (
+            self.settings.slave_read_enable,
+            result.suggest_pulling_from_slave,
+        ) {
+            (false, _) => MASTER_ID,
+            (true, true) => which_broker,
+            (true, false) => broker_id,
+        };
+        if self.settings.is_slave && !self.settings.slave_read_enable {
+            code = response_code::PULL_RETRY_IMMEDIATELY;
+        }
+        // A slave does not move consumers' offsets (`offsetCheckInSlave` off): retry instead.
+        if code == response_code::PULL_OFFSET_MOVED && self.settings.is_slave {
+            code = response_code::PULL_RETRY_IMMEDIATELY;
+            suggest = broker_id;
+        }
+        let suspend = header.sys_flag & pull_sys_flag::FLAG_SUSPEND != 0;
+        if suspend_with.is_some()
+            && header.sys_flag & pull_sys_flag::FLAG_COMMIT_OFFSET != 0
+            && !self.settings.is_slave
+        {
+            self.offsets.commit_offset(
+                &header.consumer_group,
+                &header.topic,
+                header.queue_id,
+                header.commit_offset,
+            );
+        }
+        if code == response_code::PULL_NOT_FOUND && suspend {
+            if let Some(responder) = suspend_with {
+                let millis = if self.settings.long_polling_enable {
+                    header.suspend_timeout_millis
+                } else {
+                    SHORT_POLLING_MILLIS
+                };
+                self.hold.suspend(
+                    HeldPull::new(
+                        request.clone(),
+                        connection_id,
+                        remote,
+                        responder,
+                        &header,
+                        sub,
+                        millis,
+                    ),
+                    &self.store,
+                );
+                return None;
+            }
+        }
+        let mut response = RemotingCommand::response_to(request, code, None);
+        response.write_custom_header(&PullMessageResponseHeader {
+            suggest_which_broker_id: suggest,
+            next_begin_offset: result.next_begin_offset,
+            min_offset: result.min_offset,
+            max_offset: result.max_offset,
+        });
+        if code == response_code::SUCCESS {
+            response.body = result.body;
+        } else {
+            response.remark = Some(format!(
+                "{:?}: topic {} queueId {} queueOffset {} (queue holds [{}, {}))",
+                result.status,
+                header.topic,
+                header.queue_id,
+                header.queue_offset,
+                result.min_offset,
+                result.max_offset
+            ));
+        }
+        Some(response)
+    }
+
+    /// What `processRequest` checks before the store: returns the header, the subscription
+    /// to filter by, and the group's `whichBrokerWhenConsumeSlowly` and `brokerId`.
+    fn check(
+        &self,
+        request: &RemotingCommand,
+        remote: SocketAddr,
+    ) -> Result<(PullMessageRequestHeader, SubscriptionData, i64, i64), Refusal> {
+        let header: PullMessageRequestHeader = request
+            .decode_custom_header()
+            .map_err(|e| Refusal(response_code::SYSTEM_ERROR, e.to_string()))?;
+        let s = &self.settings;
+        if s.broker_permission & perm::PERM_READ == 0 {
+            return Err(Refusal(
+                response_code::NO_PERMISSION,
+                format!("the broker[{}] pulling message is forbidden", s.broker_name),
+            ));
+        }
+        let group = self
+            .groups
+            .find(&header.consumer_group)
+            .map_err(|e| Refusal(response_code::SYSTEM_ERROR, e.to_string()))?
+            .ok_or_else(|| {
+                Refusal(
+                    response_code::SUBSCRIPTION_GROUP_NOT_EXIST,
+                    format!(
+                        "subscription group [{}] does not exist (consumerGroup; \
+                         autoCreateSubscriptionGroup is off)",
+                        header.consumer_group
+                    ),
+                )
+            })?;
+        if !group.consume_enable {
+            return Err(Refusal(
+                response_code::NO_PERMISSION,
+                format!(
+                    "subscription group no permission, {}",
+                    header.consumer_group
+                ),
+            ));
+        }
+        let topic = self.topics.select(&header.topic).ok_or_else(|| {
+            Refusal(
+                response_code::TOPIC_NOT_EXIST,
+                format!(
+                    "topic[{}] not exist, apply first please! (topic, consumer {remote})",
+                    header.topic
+                ),
+            )
+        })?;
+        if topic.perm & perm::PERM_READ == 0 {
+            return Err(Refusal(
+                response_code::NO_PERMISSION,
+                format!("the topic[{}] pulling message is forbidden", header.topic),
+            ));
+        }
+        if header.queue_id < 0 || header.queue_id >= topic.read_queue_nums {
+            return Err(Refusal(
+                response_code::SYSTEM_ERROR,
+                format!(
+                    "queueId[{}] is illegal, topic:[{}] topicConfig.readQueueNums:[{}] \
+                     consumer:[{remote}]",
+                    header.queue_id, header.topic, topic.read_queue_nums
+                ),
+            ));
+        }
+        let sub = if header.sys_flag & pull_sys_flag::FLAG_SUBSCRIPTION != 0 {
+            SubscriptionData::build(
+                &header.topic,
+                header.subscription.as_deref().unwrap_or(""),
+                header.expression_type.as_deref(),
+                header.sub_version,
+            )
+            .map_err(|why| {
+                Refusal(
+                    response_code::SUBSCRIPTION_PARSE_FAILED,
+                    format!("parse the consumer's subscription failed (subscription): {why}"),
+                )
+            })?
+        } else {
+            self.registered_subscription(&header)?
+        };
+        Ok((
+            header,
+            sub,
+            group.which_broker_when_consume_slowly,
+            group.broker_id,
+        ))
+    }
+
+    /// The subscription a push consumer's heartbeat registered, for a pull that carries none.
+    fn registered_subscription(
+        &self,
+        header: &PullMessageRequestHeader,
+    ) -> Result<SubscriptionData, Refusal> {
+        let not_exist = |what: &str| {
+            Refusal(
+                response_code::SUBSCRIPTION_NOT_EXIST,
+                format!(
+                    "the consumer's {what} not exist (consumerGroup {}, topic {}): send a \
+                     heartbeat first",
+                    header.consumer_group, header.topic
+                ),
+            )
+        };
+        let sub = self
+            .consumers
+            .find_subscription(&header.consumer_group, &header.topic)
+            .ok_or_else(|| not_exist("group info"))?
+            .ok_or_else(|| not_exist("subscription"))?;
+        if sub.sub_version < header.sub_version {
+            return Err(Refusal(
+                response_code::SUBSCRIPTION_NOT_LATEST,
+                format!(
+                    "the consumer's subscription not latest (subVersion {} < {})",
+                    sub.sub_version, header.sub_version
+                ),
+            ));
+        }
+        Ok(sub)
+    }
+
+    /// `DefaultMessageStore.getMessage` for one queue.
+    pub(crate) fn get_message(
+        &self,
+        header: &PullMessageRequestHeader,
+        sub: &SubscriptionData,
+    ) -> GetMessageResult {
+        let offset = header.queue_offset;
+        let max_offset_py = self.store.max_offset();
+        let mut result = GetMessageResult {
+            status: GetMessageStatus::NoMatchedLogicQueue,
+            next_begin_offset: self.correct(offset, 0),
+            min_offset: 0,
+            max_offset: 0,
+            body: Vec::new(),
+            count: 0,
+            suggest_pulling_from_slave: false,
+        };
+        let Some(cq) = self.store.consume_queue(&header.topic, header.queue_id) else {
+            return result;
+        };
+        let (min, max) = (cq.min_queue_offset(), cq.max_queue_offset());
+        result.min_offset = min;
+        result.max_offset = max;
+        let (status, next) = if max == 0 {
+            (GetMessageStatus::NoMessageInQueue, self.correct(offset, 0))
+        } else if offset < min {
+            (GetMessageStatus::OffsetTooSmall, self.correct(offset, min))
+        } else if offset == max {
+            (
+                GetMessageStatus::OffsetOverflowOne,
+                self.correct(offset, offset),
+            )
+        } else if offset > max {
+            let to = if min == 0 { min } else { max };
+            (
+                GetMessageStatus::OffsetOverflowBadly,
+                self.correct(offset, to),
+            )
+        } else {
+            self.read_queue(&cq, header, sub, max_offset_py, &mut result);
+            return result;
+        };
+        result.status = status;
+        result.next_begin_offset = next;
+        result
+    }
+
+    /// The found branch of `getMessage`: the queue's entries from the pull's offset, filtered
+    /// by tag hash, their records copied from the mapping until a batch bound is reached.
+    fn read_queue(
+        &self,
+        cq: &crate::consume_queue::ConsumeQueue,
+        header: &PullMessageRequestHeader,
+        sub: &SubscriptionData,
+        max_offset_py: u64,
+        result: &mut GetMessageResult,
+    ) {
+        let max_msgs = usize::try_from(header.max_msg_nums).unwrap_or(0).max(1);
+        let max_bytes = header
+            .max_msg_bytes
+            .and_then(|b| usize::try_from(b).ok())
+            .unwrap_or(usize::MAX);
+        // A filtered subscription may skip many entries for each one it takes.
+        let scan = if sub.code_set.is_empty() {
+            max_msgs
+        } else {
+            max_msgs.max(MAX_FILTER_ENTRIES)
+        };
+        let entries = cq.get(header.queue_offset, scan);
+        if entries.is_empty() {
+            result.status = GetMessageStatus::OffsetFoundNull;
+            result.next_begin_offset = self.correct(header.queue_offset, cq.min_queue_offset());
+            return;
+        }
+        let min_py = self.store.min_offset();
+        let mut next = header.queue_offset;
+        let mut max_py_pulling: Option<u64> = None;
+        let mut status = GetMessageStatus::NoMatchedMessage;
+        for (qo, entry) in entries {
+            let offset_py = entry.commitlog_offset as u64;
+            let size = entry.size as usize;
+            if offset_py < min_py {
+                status = GetMessageStatus::MessageWasRemoving;
+                next = qo + 1;
+                continue;
+            }
+            let in_disk = max_offset_py.saturating_sub(offset_py) > self.memory_bytes;
+            if batch_full(size, max_msgs, max_bytes, result, in_disk) {
+                break;
+            }
+            max_py_pulling = Some(offset_py);
+            if !sub.matches(entry.tags_code) {
+                next = qo + 1;
+                continue;
+            }
+            let Some(slice) = self
+                .store
+                .read_raw(offset_py, size)
+                .filter(|s| s.len() == size)
+            else {
+                break;
+            };
+            result.body.extend_from_slice(slice.bytes());
+            result.count += 1;
+            status = GetMessageStatus::Found;
+            next = qo + 1;
+        }
+        result.status = status;
+        result.next_begin_offset = next;
+        result.suggest_pulling_from_slave =
+            max_py_pulling.is_some_and(|p| max_offset_py.saturating_sub(p) > self.memory_bytes);
+    }
+
+    /// `nextOffsetCorrection`: a master moves a consumer's offset; a slave
+    /// (`offsetCheckInSlave` off) leaves it where the consumer asked.
+    fn correct(&self, old: i64, new: i64) -> i64 {
+        if self.settings.is_slave {
+            old
+        } else {
+            new
+        }
+    }
+}
+
+/// `isTheBatchFull`.
+fn batch_full(
+    size: usize,
+    max_msgs: usize,
+    max_bytes: usize,
+    result: &GetMessageResult,
+    in_disk: bool,
+) -> bool {
+    let (total, count) = (result.body.len(), result.count);
+    if total == 0 || count == 0 {
+        return false;
+    }
+    if count >= max_msgs || total + size > max_bytes {
+        return true;
+    }
+    let (bytes, msgs) = if in_disk {
+        (MAX_TRANSFER_BYTES_IN_DISK, MAX_TRANSFER_COUNT_IN_DISK)
+    } else {
+        (MAX_TRANSFER_BYTES_IN_MEMORY, MAX_TRANSFER_COUNT_IN_MEMORY)
+    };
+    total + size > bytes || count >= msgs
+}
+
+/// `TotalPhysicalMemorySize`.
+fn total_physical_memory() -> u64 {
+    // SAFETY: sysconf only reads system constants.
+    let (pages, page) = unsafe {
+        (
+            libc::sysconf(libc::_SC_PHYS_PAGES),
+            libc::sysconf(libc::_SC_PAGESIZE),
+        )
+    };
+    u64::try_from(pages).unwrap_or(0) * u64::try_from(page).unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,473 @@
+//! The client's event loop: it owns every connection and every pending request. Callers hand
+//! it work through [`Shared::push`] (a new connection, a request to write, close all) and wake
+//! it; it writes requests in order, cuts responses out of each connection's byte stream, and
+//! calls each request's callback once: with its response, at its deadline, or when its
+//! connection fails. It sleeps in epoll until a socket is ready, a caller wakes it, or the
+//! nearest deadline passes.
+
+use std::collections::{HashMap, VecDeque};
+use std::io::{self, Read, Write};
+use std::net::SocketAddr;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use mio::net::TcpStream;
+use mio::{Events, Interest, Token};
+
+use super::{ClientConfig, ClientError, InvokeCallback, InvokeResult};
+use crate::event_loop::{EventLoop, Signal, WAKER};
+use crate::remoting::frame::{decode_frame, Decoded};
+use crate::remoting::header::RemotingCommand;
+use crate::sync::{deadline_after, lock};
+
+/// Bytes asked of the socket per read.
+const READ_CHUNK: usize = 64 * 1024;
+/// The sleep when no request has a deadline; callers wake the loop anyway.
+const IDLE: Duration = Duration::from_secs(3600);
+
+/// A request on its way to the loop.
+pub(super) struct Request {
+    pub(super) channel: u64,
+    pub(super) remote: SocketAddr,
+    pub(super) code: i32,
+    pub(super) opaque: i32,
+    pub(super) frame: Vec<u8>,
+    pub(super) timeout: Duration,
+    /// None for a oneway request.
+    pub(super) callback: Option<InvokeCallback>,
+}
+
+pub(super) enum Op {
+    Register {
+        id: u64,
+        stream: std::net::TcpStream,
+        remote: SocketAddr,
+        alive: Arc<AtomicBool>,
+    },
+    Send(Request),
+    CloseAll,
+}
+
+struct Inbox {
+    ops: Vec<Op>,
+    /// The loop ended: nothing pushed now would ever be handled.
+    closed: bool,
+}
+
+/// What callers and the loop share.
+pub(super) struct Shared {
+    pub(super) signal: Arc<Signal>,
+    /// A lock rather than a channel: the loop takes the whole batch in one swap, and the
+    /// `closed` flag under the same lock makes "pushed" and "handled or failed" one thing.
+    inbox: Mutex<Inbox>,
+}
+
+impl Shared {
+    pub(super) fn new(signal: Arc<Signal>) -> Self {
+        Self {
+            signal,
+            inbox: Mutex::new(Inbox {
+                ops: Vec::new(),
+                closed: false,
+            }),
+        }
+    }
+
+    /// Queues `op` and wakes the loop; gives `op` back once the loop has ended.
+    pub(super) fn push(&self, op: Op) -> Result<(), Op> {
+        let first = {
+            let mut inbox = lock(&self.inbox);
+            if inbox.closed {
+                return Err(op);
+            }
+            inbox.ops.push(op);
+            inbox.ops.len() == 1
+        };
+        // A non-empty inbox already has a wake-up on its way.
+        if first {
+            self.signal.wake();
+        }
+        Ok(())
+    }
+}
+
+struct Outgoing {
+    opaque: i32,
+    frame: Vec<u8>,
+    written: usize,
+}
+
+struct Connection {
+    stream: TcpStream,
+    remote: SocketAddr,
+    alive: Arc<AtomicBool>,
+    /// Frames not yet fully written, in request order.
+    out: VecDeque<Outgoing>,
+    /// Bytes read and not yet decoded (a partial frame).
+    read_buf: Vec<u8>,
+}
+
+struct Pending {
+    channel: u64,
+    remote: SocketAddr,
+    code: i32,
+    deadline: Option<Instant>,
+    timeout: Duration,
+    callback: InvokeCallback,
+    /// Some of its bytes were written: the server may have it.
+    sent: bool,
+}
+
+pub(super) struct ClientLoop {
+    poller: EventLoop,
+    shared: Arc<Shared>,
+    config: ClientConfig,
+    conns: HashMap<u64, Connection>,
+    /// By opaque, unique across connections.
+    pending: HashMap<i32, Pending>,
+    scratch: Box<[u8]>,
+}
+
+impl ClientLoop {
+    pub(super) fn new(poller: EventLoop, shared: Arc<Shared>, config: ClientConfig) -> Self {
+        Self {
+            poller,
+            shared,
+            config,
+            conns: HashMap::new(),
+            pending: HashMap::new(),
+            scratch: vec![0; READ_CHUNK].into_boxed_slice(),
+        }
+    }
+
+    pub(super) fn run(mut self) {
+        let mut events = Events::with_capacity(256);
+        while !self.poller.stopped() {
+            let timeout = self
+                .pending
+                .values()
+                .filter_map(|p| p.deadline)
+                .min()
+                .map_or(IDLE, |d| d.saturating_duration_since(Instant::now()));
+            if let Err(e) = self.poller.poll(&mut events, timeout) {
+                log::error!("remoting client: epoll failed, failing every request: {e}");
+                break;
+            }
+            for event in events.iter() {
+                if event.token() == WAKER {
+                    continue;
+                }
+                let id = event.token().0 as u64;
+                if event.is_writable() {
+                    self.flush(id);
+                }
+                if event.is_readable() || event.is_read_closed() || event.is_error() {
+                    self.read(id);
+                }
+            }
+            let ops = std::mem::take(&mut lock(&self.shared.inbox).ops);
+            for op in ops {
+                self.handle(op);
+            }
+            self.expire(Instant::now());
+        }
+        self.finish();
+    }
+
+    fn handle(&mut self, op: Op) {
+        match op {
+            Op::Register {
+                id,
+                stream,
+                remote,
+                alive,
+            } => {
+                let mut stream = TcpStream::from_std(stream);
+                let registered = self.poller.registry().register(
+                    &mut stream,
+                    Token(id as usize),
+                    Interest::READABLE | Interest::WRITABLE,
+                );
+                if let Err(e) = registered {
+                    log::warn!("{remote}: cannot watch the connection: {e}");
+                    alive.store(false, Ordering::Release);
+                    return;
+                }
+                let conn = Connection {
+                    stream,
+                    remote,
+                    alive,
+                    out: VecDeque::new(),
+                    read_buf: Vec::new(),
+                };
+                self.conns.insert(id, conn);
+            }
+            Op::Send(request) => self.send(request),
+            Op::CloseAll => {
+                let ids: Vec<u64> = self.conns.keys().copied().collect();
+                for id in ids {
+                    self.close(id, ClientError::Shutdown);
+                }
+            }
+        }
+    }
+
+    fn send(&mut self, r: Request) {
+        let Some(conn) = self.conns.get_mut(&r.channel) else {
+            // Closed between the caller's lookup and now.
+            let error = ClientError::NotSent {
+                addr: r.remote,
+                code: r.code,
+                reason: Box::new(ClientError::Closed { addr: r.remote }),
+            };
+            match r.callback {
+                Some(callback) => call(callback, Err(error)),
+                None => log::info!("oneway request dropped: {error}"),
+            }
+            return;
+        };
+        if let Some(callback) = r.callback {
+            let pending = Pending {
+                channel: r.channel,
+                remote: r.remote,
+                code: r.code,
+                deadline: deadline_after(r.timeout),
+                timeout: r.timeout,
+                callback,
+                sent: false,
+            };
+            self.pending.insert(r.opaque, pending);
+        }
+        conn.out.push_back(Outgoing {
+            opaque: r.opaque,
+            frame: r.frame,
+            written: 0,
+        });
+        self.flush(r.channel);
+    }
+
+    /// Writes queued frames until the socket is full; a writable event resumes.
+    fn flush(&mut self, id: u64) {
+        let Some(conn) = self.conns.get_mut(&id) else {
+            return;
+        };
+        let failed = loop {
+            let Some(front) = conn.out.front_mut() else {
+                break None;
+            };
+            match conn.stream.write(&front.frame[front.written..]) {
+                Ok(0) => break Some(io::Error::from(io::ErrorKind::WriteZero)),
+                Ok(n) => {
+                    if front.written == 0 {
+                        if let Some(p) = self.pending.get_mut(&front.opaque) {
+                            p.sent = true;
+                        }
+                    }
+                    front.written += n;
+                    if front.written == front.frame.len() {
+                        conn.out.pop_front();
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break None,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => break Some(e),
+            }
+        };
+        if let Some(e) = failed {
+            let addr = conn.remote;
+            self.close(id, lost(addr, "write", e));
+        }
+    }
+
+    /// Reads until the socket is empty, then hands every whole frame on.
+    fn read(&mut self, id: u64) {
+        let Some(conn) = self.conns.get_mut(&id) else {
+            return;
+        };
+        let addr = conn.remote;
+        let mut ended = None;
+        loop {
+            match conn.stream.read(&mut self.scratch) {
+                Ok(0) => {
+                    ended = Some(ClientError::Closed { addr });
+                    break;
+                }
+                Ok(n) => conn.read_buf.extend_from_slice(&self.scratch[..n]),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    ended = Some(lost(addr, "read", e));
+                    break;
+                }
+            }
+        }
+        // Frames that arrived before a close still answer their requests.
+        let mut responses = Vec::new();
+        let mut taken = 0;
+        loop {
+            match decode_frame(&conn.read_buf[taken..], self.config.max_frame_size) {
+                Ok(Decoded::NeedMore { .. }) => break,
+                Ok(Decoded::Frame { frame, consumed }) => {
+                    taken += consumed;
+                    match RemotingCommand::decode(&frame) {
+                        Ok(command) => responses.push(command),
+                        Err(source) => {
+                            ended = Some(ClientError::BadCommand { addr, source });
+                            break;
+                        }
+                    }
+                }
+                Err(source) => {
+                    ended = Some(ClientError::BadFrame { addr, source });
+                    break;
+                }
+            }
+        }
+        conn.read_buf.drain(..taken);
+        for command in responses {
+            self.complete(id, addr, command);
+        }
+        if let Some(error) = ended {
+            self.close(id, error);
+        }
+    }
+
+    fn complete(&mut self, id: u64, addr: SocketAddr, command: RemotingCommand) {
+        if !command.is_response() {
+            log::debug!(
+                "{addr}: skipped a request from the server, code {}",
+                command.code
+            );
+            return;
+        }
+        match self.pending.get(&command.opaque) {
+            Some(p) if p.channel == id => {
+                if let Some(p) = self.pending.remove(&command.opaque) {
+                    call(p.callback, Ok(command));
+                }
+            }
+            _ => log::debug!(
+                "{addr}: skipped a response with code {} to opaque {} nobody waits for \
+                 (timed out)",
+                command.code,
+                command.opaque
+            ),
+        }
+    }
+
+    /// Forgets connection `id` and fails every request pending on it with `error`.
+    fn close(&mut self, id: u64, error: ClientError) {
+        let Some(mut conn) = self.conns.remove(&id) else {
+            return;
+        };
+        // First, so a caller told of the failure reconnects on its next call.
+        conn.alive.store(false, Ordering::Release);
+        let _ = self.poller.registry().deregister(&mut conn.stream);
+        log::info!("{}: connection closed: {error}", conn.remote);
+        let failed: Vec<i32> = self
+            .pending
+            .iter()
+            .filter(|(_, p)| p.channel == id)
+            .map(|(opaque, _)| *opaque)
+            .collect();
+        for opaque in failed {
+            if let Some(p) = self.pending.remove(&opaque) {
+                let error = if p.sent {
+                    error.clone()
+                } else {
+                    ClientError::NotSent {
+                        addr: p.remote,
+                        code: p.code,
+                        reason: Box::new(error.clone()),
+                    }
+                };
+                call(p.callback, Err(error));
+            }
+        }
+    }
+
+    /// Fails the requests whose deadline passed, and only those.
+    fn expire(&mut self, now: Instant) {
+        let due: Vec<i32> = self
+            .pending
+            .iter()
+            .filter(|(_, p)| p.deadline.is_some_and(|d| d <= now))
+            .map(|(opaque, _)| *opaque)
+            .collect();
+        for opaque in due {
+            let Some(p) = self.pending.remove(&opaque) else {
+                continue;
+            };
+            let timeout = ClientError::Timeout {
+                addr: p.remote,
+                code: p.code,
+                opaque,
+                ms: p.timeout.as_millis(),
+            };
+            let error = if p.sent {
+                timeout
+            } else {
+                // Still queued whole: take it back, so it is never sent.
+                if let Some(conn) = self.conns.get_mut(&p.channel) {
+                    conn.out.retain(|o| o.opaque != opaque);
+                }
+                ClientError::NotSent {
+                    addr: p.remote,
+                    code: p.code,
+                    reason: Box::new(timeout),
+                }
+            };
+            call(p.callback, Err(error));
+        }
+    }
+
+    /// The loop is ending: fail everything queued or pending, so no caller waits forever.
+    fn finish(mut self) {
+        let ops = {
+            let mut inbox = lock(&self.shared.inbox);
+            inbox.closed = true;
+            std::mem::take(&mut inbox.ops)
+        };
+        for op in ops {
+            match op {
+                Op::Register { alive, .. } => alive.store(false, Ordering::Release),
+                Op::Send(r) => {
+                    if let Some(callback) = r.callback {
+                        let reason = Box::new(ClientError::Shutdown);
+                        let error = ClientError::NotSent {
+                            addr: r.remote,
+                            code: r.code,
+                            reason,
+                        };
+                        call(callback, Err(error));
+                    }
+                }
+                Op::CloseAll => {}
+            }
+        }
+        let ids: Vec<u64> = self.conns.keys().copied().collect();
+        for id in ids {
+            self.close(id, ClientError::Shutdown);
+        }
+    }
+}
+
+fn lost(addr: SocketAddr, what: &'static str, e: io::Error) -> ClientError {
+    match e.kind() {
+        io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe => ClientError::Closed { addr },
+        _ => ClientError::Io {
+            addr,
+            what,
+            source: Arc::new(e),
+        },
+    }
+}
+
+/// Runs a caller's callback; a panic in it is logged, never the end of the loop.
+fn call(callback: InvokeCallback, result: InvokeResult) {
+    if catch_unwind(AssertUnwindSafe(|| callback(result))).is_err() {
+        log::error!("a remoting client callback panicked");
+    }
+}

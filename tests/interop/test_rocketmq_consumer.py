@@ -1,0 +1,266 @@
+"""The real Apache RocketMQ Java consumers (``DefaultLitePullConsumer`` and
+``DefaultMQPushConsumer``, clients 4.9 and 5.x) against a rocketha SYNC_MASTER and its SLAVE
+found through ``rocketha namesrv`` (issue 13):
+
+- every message is received exactly once across consumer restarts, each member starting at the
+  offsets the last one committed;
+- the slave syncs its master's topics and consumer offsets (``slaveSyncInterval``);
+- with the master SIGKILLed, a new member reads the rest from the slave (``slaveReadEnable``),
+  at the committed offsets, and nothing twice.
+
+And bad input on the raw protocol: RocketMQ's codes with remarks naming the field, nothing
+changed. Run: ``pytest -m interop``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import (
+    SEGMENT,
+    BrokerProcess,
+    RemotingSocket,
+    RochaNamesrv,
+    runtime_info,
+    start_master,
+    wait_for,
+    write_conf,
+)
+
+from benches.peers.rocketmq import VERSIONS, RocketMQ, Unavailable
+
+pytestmark = pytest.mark.interop
+
+PULL_MESSAGE = 11
+UPDATE_CONSUMER_OFFSET = 15
+UPDATE_AND_CREATE_TOPIC = 17
+GET_ALL_TOPIC_CONFIG = 21
+GET_ALL_CONSUMER_OFFSET = 43
+GET_CONSUMER_LIST_BY_GROUP = 38
+COUNT = 30
+_PAIRS = itertools.count()
+
+
+def resolve(version: str) -> RocketMQ:
+    try:
+        return RocketMQ.resolve(version)
+    except Unavailable as e:
+        pytest.fail(str(e))
+
+
+@dataclass
+class Pair:
+    master: BrokerProcess
+    slave: BrokerProcess
+
+    @property
+    def master_address(self) -> str:
+        return str(self.master.started["listen_address"])
+
+    @property
+    def slave_address(self) -> str:
+        return str(self.slave.started["listen_address"])
+
+
+@pytest.fixture
+def pair(tmp_path: Path, rocketha_namesrv: RochaNamesrv) -> Iterator[Pair]:
+    """A SYNC_MASTER and a SLAVE with ``slaveReadEnable``, of a name of this test's own; the
+    slave syncs every half second."""
+    name = f"consume-{next(_PAIRS)}"
+    master = start_master(tmp_path, name, rocketha_namesrv.address, slaveReadEnable=True)
+    slave = None
+    try:
+        slave = BrokerProcess(
+            write_conf(
+                tmp_path / "slave.conf",
+                brokerName=name,
+                brokerId=1,
+                brokerRole="SLAVE",
+                storePathRootDir=tmp_path / "slave",
+                mappedFileSizeCommitLog=SEGMENT,
+                listenPort=0,
+                namesrvAddr=rocketha_namesrv.address,
+                slaveReadEnable=True,
+                slaveSyncInterval=500,
+            )
+        )
+        address = str(master.started["listen_address"])
+        wait_for(
+            lambda: int(runtime_info(address).get("haConnectionNum", "0")) >= 1,
+            what="the slave to connect to the master",
+        )
+        yield Pair(master, slave)
+    finally:
+        if slave is not None:
+            slave.kill()
+        master.kill()
+
+
+def table(address: str, code: int) -> dict[str, Any]:
+    sock = RemotingSocket(address)
+    try:
+        response, body = sock.invoke(code, {})
+    finally:
+        sock.close()
+    assert response["code"] == 0, response
+    return dict(json.loads(body))
+
+
+def offsets(address: str, topic: str, group: str) -> object:
+    return table(address, GET_ALL_CONSUMER_OFFSET)["offsetTable"].get(f"{topic}@{group}")
+
+
+@pytest.mark.parametrize("kind", ["lite", "push"])
+@pytest.mark.parametrize("version", VERSIONS)
+def test_every_message_once_across_restarts_and_the_masters_death(
+    version: str, kind: str, pair: Pair, rocketha_namesrv: RochaNamesrv, tmp_path: Path
+) -> None:
+    rmq = resolve(version)
+    ns = rocketha_namesrv.address
+    topic = f"Consume{kind.title()}{version.replace('.', '')}"
+    group = f"cg-{kind}-{version.replace('.', '')}"
+    sent = rmq.send(
+        ns, topic, "sync", COUNT, topic, home=tmp_path / "p", broker=pair.master_address
+    )
+    assert {o.status for o in sent} == {"SEND_OK"}, sent
+    wanted = [f"{topic}-{i}" for i in range(COUNT)]
+
+    # Two members one after the other, the second starting where the first committed.
+    got = []
+    for run in range(2):
+        got += rmq.group(ns, topic, group, kind, COUNT // 3, home=tmp_path / f"c{run}")
+    bodies = [b for _, _, b in got]
+    assert len(bodies) == len(set(bodies)), f"received twice: {sorted(bodies)}"
+    assert len(bodies) >= 2 * (COUNT // 3)
+
+    # The slave holds the topic and the committed offsets after its sync.
+    master_offsets = offsets(pair.master_address, topic, group)
+    assert master_offsets, "the members committed to the master"
+    wait_for(
+        lambda: offsets(pair.slave_address, topic, group) == master_offsets,
+        what="the slave to sync the master's offsets",
+    )
+    slave_topics = table(pair.slave_address, GET_ALL_TOPIC_CONFIG)["topicConfigTable"]
+    assert topic in slave_topics
+
+    # The master dies; the next member reads the rest from the slave, from those offsets.
+    pair.master.kill()
+    rest = rmq.group(ns, topic, group, kind, COUNT - len(bodies), home=tmp_path / "c2")
+    bodies += [b for _, _, b in rest]
+    assert sorted(bodies) == sorted(wanted), "every message exactly once"
+
+
+def consumer_ids(address: str, group: str) -> list[str]:
+    sock = RemotingSocket(address)
+    try:
+        response, body = sock.invoke(GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": group})
+    finally:
+        sock.close()
+    return list(json.loads(body)["consumerIdList"]) if response["code"] == 0 else []
+
+
+@pytest.mark.parametrize("kind", ["lite", "push"])
+@pytest.mark.parametrize("version", VERSIONS)
+def test_two_members_of_a_group_share_its_queues(
+    version: str, kind: str, pair: Pair, rocketha_namesrv: RochaNamesrv, tmp_path: Path
+) -> None:
+    """Two members side by side: the second's heartbeat makes the broker notify the group
+    (NOTIFY_CONSUMER_IDS_CHANGED), both rebalance, and each message reaches exactly one."""
+    rmq = resolve(version)
+    ns = rocketha_namesrv.address
+    topic = f"Share{kind.title()}{version.replace('.', '')}"
+    group = f"share-{kind}-{version.replace('.', '')}"
+    sock = RemotingSocket(pair.master_address)
+    try:
+        created = {
+            "topic": topic,
+            "defaultTopic": "TBW102",
+            "readQueueNums": "4",
+            "writeQueueNums": "4",
+            "perm": "6",
+            "topicFilterType": "SINGLE_TAG",
+        }
+        assert sock.invoke(UPDATE_AND_CREATE_TOPIC, created)[0]["code"] == 0
+    finally:
+        sock.close()
+    members = [rmq.group_member(ns, topic, group, kind, home=tmp_path / f"m{i}") for i in range(2)]
+    try:
+        wait_for(
+            lambda: len(consumer_ids(pair.master_address, group)) == 2,
+            what="both members in the group",
+        )
+        # The first rebalances when told of the second, not at its next 20 s round.
+        wait_for(
+            lambda: all(m.members_seen == 2 for m in members),
+            what="both members to rebalance",
+            timeout=15,
+        )
+        sent = rmq.send(ns, topic, "sync", COUNT, topic, home=tmp_path / "p")
+        assert {o.status for o in sent} == {"SEND_OK"}, sent
+        wanted = sorted(f"{topic}-{i}" for i in range(COUNT))
+        wait_for(
+            lambda: {b for m in members for _, _, b in m.received} >= set(wanted),
+            what="every message received",
+        )
+    finally:
+        got = [m.stop() for m in members]
+    bodies = sorted(b for g in got for _, _, b in g)
+    assert bodies == wanted, "each message exactly once"
+    assert all(got), f"both members got a share: {[len(g) for g in got]}"
+
+
+def pull(topic: str, queue_id: int, offset: int, subscription: str = "*") -> dict[str, str]:
+    return {
+        "consumerGroup": "bad-input",
+        "topic": topic,
+        "queueId": str(queue_id),
+        "queueOffset": str(offset),
+        "maxMsgNums": "32",
+        "sysFlag": "4",  # FLAG_SUBSCRIPTION
+        "commitOffset": "0",
+        "suspendTimeoutMillis": "0",
+        "subscription": subscription,
+        "subVersion": "0",
+        "expressionType": "TAG",
+    }
+
+
+def test_bad_consumer_requests_name_the_field_and_change_nothing(pair: Pair) -> None:
+    topic = "ConsumeBadInput"
+    sock = RemotingSocket(pair.master_address)
+    try:
+        created = {
+            "topic": topic,
+            "defaultTopic": "TBW102",
+            "readQueueNums": "2",
+            "writeQueueNums": "2",
+            "perm": "6",
+            "topicFilterType": "SINGLE_TAG",
+        }
+        assert sock.invoke(UPDATE_AND_CREATE_TOPIC, created)[0]["code"] == 0
+        cases = [
+            (pull("NoSuchTopic", 0, 0), 17, "topic[NoSuchTopic]"),
+            (pull(topic, 5, 0), 1, "queueId[5] is illegal"),
+            (pull(topic, 0, 0, "||"), 23, "(subscription)"),
+        ]
+        for fields, code, needle in cases:
+            response, _ = sock.invoke(PULL_MESSAGE, fields)
+            assert response["code"] == code, response
+            assert needle in response.get("remark", ""), response
+        # An offset past the end: moved (to 0 on an empty queue), not an error.
+        response, _ = sock.invoke(PULL_MESSAGE, pull(topic, 0, 99))
+        assert response["code"] == 21, response
+        assert response["extFields"]["nextBeginOffset"] == "0", response
+        commit = {"consumerGroup": "nobody", "topic": topic, "queueId": "0", "commitOffset": "3"}
+        response, _ = sock.invoke(UPDATE_CONSUMER_OFFSET, commit)
+        assert response["code"] == 26, response
+        assert "(consumerGroup)" in response["remark"], response
+        assert offsets(pair.master_address, topic, "nobody") is None, "nothing changed"
+    finally:
+        sock.close()

@@ -1,0 +1,168 @@
+"""``rocketha broker -c`` with the Apache RocketMQ distribution's own ``2m-2s-sync`` and
+``2m-2s-async`` files, unmodified (``tests/fixtures/rocketmq-conf``): one name server and four
+brokers as processes, given only what ``mqbroker`` takes on its command line (``-n``) and what
+four brokers on one host need (``--set`` ports and store directories; the HA port on loopback,
+which rocketha's secure default demands without a shared secret). The slaves find their
+masters through the name server; a Producer's messages land on the right slaves."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import BrokerProcess, RemotingSocket, wait_for
+from rocketha import Message, MessageStore, Producer, SendResult, SendStatus
+
+NamesrvProcess = tuple[subprocess.Popen[str], str]
+
+FIXTURES = Path(__file__).parent / "fixtures" / "rocketmq-conf"
+#: Masters first: a slave starts with its master's route already registered.
+BROKERS = ("broker-a", "broker-b", "broker-a-s", "broker-b-s")
+#: The distribution's files leave mappedFileSizeCommitLog at RocketMQ's default.
+COMMIT_LOG_FILE_SIZE = 1024 * 1024 * 1024
+UPDATE_AND_CREATE_TOPIC, GET_ROUTEINFO_BY_TOPIC = 17, 105
+
+
+def start(tmp: Path, mode: str, name: str, namesrv: str) -> BrokerProcess:
+    conf = tmp / f"{name}.properties"
+    shutil.copyfile(FIXTURES / mode / conf.name, conf)
+    overrides = [f"storePathRootDir={tmp / name}", "listenPort=0"]
+    if not name.endswith("-s"):
+        overrides += ["haListenPort=0", "haListenAddress=127.0.0.1"]
+    return BrokerProcess(conf, "-n", namesrv, *(f"--set={kv}" for kv in overrides))
+
+
+def create_topic(broker: BrokerProcess, topic: str) -> None:
+    """UPDATE_AND_CREATE_TOPIC, as ``mqadmin updateTopic -b`` does on each master: a topic
+    auto-created by a send lives only on the broker that took that send."""
+    sock = RemotingSocket(broker.started["listen_address"])
+    try:
+        fields = {
+            "topic": topic,
+            "defaultTopic": "TBW102",
+            "readQueueNums": "4",
+            "writeQueueNums": "4",
+            "perm": "6",
+            "topicFilterType": "SINGLE_TAG",
+        }
+        response, _ = sock.invoke(UPDATE_AND_CREATE_TOPIC, fields)
+    finally:
+        sock.close()
+    assert response["code"] == 0, response
+
+
+def topic_brokers(namesrv: str, topic: str) -> int:
+    """Broker groups in ``topic``'s route on the name server."""
+    sock = RemotingSocket(namesrv)
+    try:
+        response, body = sock.invoke(GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
+    finally:
+        sock.close()
+    return len(json.loads(body)["queueDatas"]) if response["code"] == 0 else 0
+
+
+def bodies(store: Path) -> set[bytes]:
+    with MessageStore(store, mapped_file_size=COMMIT_LOG_FILE_SIZE, read_only=True) as s:
+        s.refresh()
+        return {m.body for m in s.messages()}
+
+
+def test_the_distribution_files_are_rocketmqs_unchanged() -> None:
+    for mode in ("2m-2s-sync", "2m-2s-async"):
+        for name in BROKERS:
+            lines = (FIXTURES / mode / f"{name}.properties").read_text().splitlines()
+            assert lines[0].startswith(f"# apache/rocketmq distribution/conf/{mode}/{name}.")
+            keys = [line.split("=", 1)[0] for line in lines[1:]]
+            assert keys == [
+                "brokerClusterName",
+                "brokerName",
+                "brokerId",
+                "deleteWhen",
+                "fileReservedTime",
+                "brokerRole",
+                "flushDiskType",
+            ]
+
+
+@pytest.mark.parametrize("mode", ["2m-2s-sync", "2m-2s-async"])
+def test_two_masters_two_slaves_from_the_distribution_files(
+    tmp_path: Path, namesrv_process: NamesrvProcess, mode: str
+) -> None:
+    _, namesrv = namesrv_process
+    brokers: list[BrokerProcess] = []
+    try:
+        for name in BROKERS:
+            brokers.append(start(tmp_path, mode, name, namesrv))
+        log = brokers[0].stderr()
+        assert "deleteWhen=04, fileReservedTime=48 not used yet" in log
+        for master in brokers[:2]:
+            create_topic(master, "DistTopic")
+        wait_for(lambda: topic_brokers(namesrv, "DistTopic") == 2, what="DistTopic's route")
+        with Producer(namesrv, "distribution-producer") as producer:
+            # Until each slave has connected, a SYNC_MASTER answers SLAVE_NOT_AVAILABLE.
+            ok: dict[str, SendResult] = {}
+
+            def both_groups_ok() -> bool:
+                r = producer.send(Message("DistTopic", b"probe"))
+                if r.status is SendStatus.SEND_OK:
+                    ok[r.queue.broker_name] = r
+                return len(ok) == 2
+
+            wait_for(both_groups_ok, what="SEND_OK from broker-a and broker-b")
+            results = [producer.send(Message("DistTopic", b"m%d" % i)) for i in range(20)]
+        assert {r.status for r in results} == {SendStatus.SEND_OK}
+        by_group = {
+            group: {b"m%d" % i for i, r in enumerate(results) if r.queue.broker_name == group}
+            for group in ("broker-a", "broker-b")
+        }
+        assert by_group["broker-a"] and by_group["broker-b"], "both groups took messages"
+        for group, sent in by_group.items():
+            other = ({"broker-a", "broker-b"} - {group}).pop()
+            # An ASYNC_MASTER answers before its slave has the message.
+            wait_for(
+                lambda g=group, s=sent: s <= bodies(tmp_path / f"{g}-s"),
+                what=f"{group}'s messages on its slave",
+            )
+            assert not sent & bodies(tmp_path / f"{other}-s"), f"{group}'s on {other}'s slave"
+    finally:
+        for broker in reversed(brokers):
+            broker.stop()
+
+
+def rocketha_broker(
+    *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    conf = FIXTURES / "2m-2s-sync" / "broker-a.properties"
+    environ = {k: v for k, v in os.environ.items() if k != "NAMESRV_ADDR"}
+    return subprocess.run(
+        [sys.executable, "-m", "rocketha", "broker", "-c", str(conf), *args],
+        capture_output=True,
+        text=True,
+        env={**environ, **(env or {})},
+        timeout=60,
+    )
+
+
+def test_print_config_shows_the_file_with_n_set_and_the_environment() -> None:
+    done = rocketha_broker("-p", "--set", "listenPort=10921", env={"NAMESRV_ADDR": "10.0.0.1:9876"})
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert {"brokerRole=SYNC_MASTER", "listenPort=10921", "namesrvAddr=10.0.0.1:9876"} <= set(lines)
+    assert "# not used by rocketha: deleteWhen=04" in lines
+    # -n wins over the environment, as mqbroker's -n does.
+    done = rocketha_broker("-p", "-n", "10.0.0.2:9876", env={"NAMESRV_ADDR": "10.0.0.1:9876"})
+    assert "namesrvAddr=10.0.0.2:9876" in done.stdout.splitlines()
+
+
+def test_bad_overrides_are_named() -> None:
+    done = rocketha_broker("-p", "--set", "listenPort")
+    assert done.returncode == 2
+    assert "'listenPort' is not key=value" in done.stderr
+    done = rocketha_broker("-p", "--set", "listenPrt=1")
+    assert done.returncode == 2
+    assert "unknown key 'listenPrt'; did you mean 'listenPort'?" in done.stderr
