@@ -66,7 +66,7 @@ ROCKETMQ_TUNING: dict[str, Any] = {
     "waitTimeMillsInSendQueue": 1000,
 }
 
-#: system -> (connection counts, what it is)
+#: Each system's name -> the connection counts it is loaded with.
 SYSTEMS = {
     "rocketha SYNC_MASTER": CONNECTIONS,
     "RocketMQ SYNC_MASTER": CONNECTIONS,
@@ -107,6 +107,8 @@ def _children_cpu() -> dict[str, float]:
 
 
 def _label(argv: list[str]) -> str:
+    """A process's short name from its command line: rocketha's role (its .properties file),
+    a JVM's main class and the directory of its last argument (its conf)."""
     args = [a for a in argv if a]
     if "rocketha" in args:
         rest = args[args.index("rocketha") + 1 :]
