@@ -28,7 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -169,16 +169,25 @@ def _rocketha_pair(root: Path, role: str) -> Iterator[Servers]:
 
 
 @contextlib.contextmanager
-def _rocketmq_pair(rmq: rocketmq.RocketMQ, root: Path) -> Iterator[Servers]:
-    """Apache RocketMQ name server, SYNC_MASTER and SLAVE (the harness's JVM settings).
+def _rocketmq_pair(
+    rmq: rocketmq.RocketMQ,
+    root: Path,
+    role: str = "SYNC_MASTER",
+    jvm: Sequence[str] = rocketmq.JVM_FLAGS,
+    **tuning: Any,
+) -> Iterator[Servers]:
+    """Apache RocketMQ name server, ``role`` master and SLAVE; the brokers on ``jvm`` flags
+    (default: the harness's small JVM) with ``tuning`` (broker.conf keys).
     ``inSyncReplicas=2``: a 5.x SYNC_MASTER with the default 1 answers without its slave."""
-    store = {"mappedFileSizeCommitLog": SEGMENT, "brokerName": "bench-a"}
+    store = {"mappedFileSizeCommitLog": SEGMENT, "brokerName": "bench-a", "inSyncReplicas": 2}
+    store.update(tuning)
     with (
         rmq.namesrv(root / "ns") as ns,
-        rmq.broker(root / "m", ns, brokerRole="SYNC_MASTER", inSyncReplicas=2, **store) as master,
+        rmq.broker(root / "m", ns, jvm=jvm, brokerRole=role, **store) as master,
         rmq.broker(
             root / "s",
             ns,
+            jvm=jvm,
             brokerRole="SLAVE",
             brokerId=1,
             haMasterAddress=master.ha_address,
