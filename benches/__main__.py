@@ -12,7 +12,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from benches.common import Figure, Skipped, print_table, write_results
+from benches.common import SKIPPED_FIGURES, Figure, Skipped, print_table, write_results
 
 SCENARIOS = {
     "append": "benches.append",
@@ -24,6 +24,7 @@ SCENARIOS = {
     "lag": "benches.lag",
     "remoting": "benches.remoting",
     "consume": "benches.consume",
+    "peers": "benches.peers_bench",
 }
 
 
@@ -73,6 +74,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"== {name} ({time.perf_counter() - started:.0f} s)")
                 print_table(figs)
             figures += figs
+    skipped.update(SKIPPED_FIGURES)
     print("\n== all")
     print_table(figures)
     for name, reason in skipped.items():

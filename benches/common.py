@@ -26,6 +26,16 @@ class Skipped(Exception):
     """Raised by a scenario that cannot run here; the message says why and how to fix it."""
 
 
+#: Figures a scenario that did run could not measure, by "scenario: figure" -> why; the runner
+#: reports them with the skipped scenarios (``results.json`` ``skipped``).
+SKIPPED_FIGURES: dict[str, str] = {}
+
+
+def skip_figure(scenario: str, figure: str, why: str) -> None:
+    """Records that ``figure`` of a running ``scenario`` is left out, and why."""
+    SKIPPED_FIGURES[f"{scenario}: {figure}"] = why
+
+
 def native_baselines() -> ModuleType:
     """The baselines that need native speed (mmap memcpy, loopback TCP): the small PyO3 crate in
     ``benches/baseline``, which rocketha does not ship. Installed into this interpreter with pip

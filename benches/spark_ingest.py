@@ -39,7 +39,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
-from rocketha import Message, MessageStore, _core
+from rocketha import Broker, BrokerConfig, Message, MessageStore, NameServer, _core
 from rocketha.spark import BATCH_ROWS, SCHEMA, RangePartition
 from rocketha.spark._arrow import to_record_batch
 
@@ -215,10 +215,46 @@ def measure(
             n = 1 if name == "python rows" else repeat
             results[name, "count"] = [rows / t for t in timed(df.count, n)]
             results[name, "per-topic"] = [rows / t for t in timed(lambda df=df: per_topic(df), n)]
+        results.update(measure_sink(spark, work, rows // 5, body_size, repeat))
         return rows, results
     finally:
         spark.stop()
         shutil.rmtree(work, ignore_errors=True)
+
+
+def measure_sink(
+    spark: SparkSession, work: str, rows: int, body_size: int, repeat: int
+) -> dict[tuple[str, str], list[float]]:
+    """Rows/s into one ASYNC_MASTER: through the sink (``df.write.format("rocketha")``, Spark's
+    Python workers sending over loopback) and, as the baseline, ``put_batch`` of the same
+    messages in this process (no network, no Spark)."""
+    with NameServer("127.0.0.1:0") as ns:
+        config = BrokerConfig(
+            store_path_root_dir=os.path.join(work, "sink-broker"),
+            mapped_file_size_commit_log=SEGMENT,
+            listen_port=0,
+            ha_listen_port=0,
+            ha_listen_address="127.0.0.1",
+            namesrv_addr=ns.listen_address,
+        )
+        with Broker(config) as broker:
+            df = spark.range(rows).selectExpr(
+                f"CAST(repeat('x', {body_size}) AS BINARY) AS body", "'SinkBench' AS topic"
+            )
+            df = df.repartition(PARTITIONS).cache()
+            df.count()
+            write = df.write.format("rocketha").option("namesrvAddr", ns.listen_address)
+            sink = [rows / t for t in timed(lambda: write.mode("append").save(), repeat)]
+            msgs = [Message("PutBench", b"x" * body_size) for _ in range(rows)]
+
+            def put_all() -> None:
+                # The sink's default batch: 128 messages a request.
+                for first in range(0, rows, 128):
+                    broker.put_batch(msgs[first : first + 128])
+
+            put = [rows / t for t in timed(put_all, repeat)]
+            df.unpersist()
+    return {("sink", "write"): sink, ("put_batch", "write"): put}
 
 
 def run(quick: bool, runs: int) -> list[Figure]:
@@ -242,6 +278,16 @@ def run(quick: bool, runs: int) -> list[Figure]:
                     target=target,
                 )
             )
+    figures.append(
+        Figure(
+            "spark-ingest",
+            f"sink write, {rows // 5:,} rows vs put_batch in-process",
+            "rows/s",
+            results["sink", "write"],
+            "put_batch",
+            results["put_batch", "write"],
+        )
+    )
     return figures
 
 

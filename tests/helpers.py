@@ -105,6 +105,24 @@ def start_slave(tmp: Path, name: str, master_address: str, **keys: Any) -> Broke
     return BrokerProcess(conf)
 
 
+def remoting_request(
+    code: int, ext_fields: dict[str, str], opaque: int, body: bytes = b"", version: int = ROUTE_V5
+) -> bytes:
+    """One RocketMQ remoting request frame with a JSON header."""
+    header = json.dumps(
+        {
+            "code": code,
+            "extFields": ext_fields,
+            "flag": 0,
+            "language": "PYTHON",
+            "opaque": opaque,
+            "serializeTypeCurrentRPC": "JSON",
+            "version": version,
+        }
+    ).encode()
+    return struct.pack(">ii", 4 + len(header) + len(body), len(header)) + header + body
+
+
 class RemotingSocket:
     """A minimal blocking RocketMQ remoting client: JSON header, one request at a time."""
 
@@ -117,25 +135,17 @@ class RemotingSocket:
         self, code: int, ext_fields: dict[str, str], body: bytes = b"", version: int = ROUTE_V5
     ) -> tuple[dict[str, Any], bytes]:
         self.opaque += 1
-        header = json.dumps(
-            {
-                "code": code,
-                "extFields": ext_fields,
-                "flag": 0,
-                "language": "PYTHON",
-                "opaque": self.opaque,
-                "serializeTypeCurrentRPC": "JSON",
-                "version": version,
-            }
-        ).encode()
-        self.sock.sendall(struct.pack(">ii", 4 + len(header) + len(body), len(header)))
-        self.sock.sendall(header + body)
+        self.sock.sendall(remoting_request(code, ext_fields, self.opaque, body, version))
+        response, body = self.read_response()
+        assert response["opaque"] == self.opaque and response["flag"] & 1
+        return response, body
+
+    def read_response(self) -> tuple[dict[str, Any], bytes]:
+        """The next frame: its JSON header and its body."""
         total, word = struct.unpack(">ii", self._read(8))
         rest = self._read(total - 4)
         header_len = word & 0xFFFFFF
-        response = json.loads(rest[:header_len])
-        assert response["opaque"] == self.opaque and response["flag"] & 1
-        return response, rest[header_len:]
+        return json.loads(rest[:header_len]), rest[header_len:]
 
     def _read(self, n: int) -> bytes:
         data = b""
@@ -183,6 +193,7 @@ __all__ = [
     "BrokerProcess",
     "RemotingSocket",
     "broker_fields",
+    "remoting_request",
     "same_log",
     "start_slave",
     "wait_for",

@@ -89,15 +89,19 @@ def test_bench_outside_a_checkout_says_what_to_do(
     assert "ROCKETHA_BENCHES" in capsys.readouterr().err
 
 
-def test_remoting_without_java_is_skipped_saying_what_to_install(tmp_path: Path) -> None:
-    """The remoting scenario's load generator is the Java RocketMQ client: without ``java``
-    the scenario is reported skipped, not failed (the full run takes minutes, so the smoke test
-    above leaves it out)."""
+def test_remoting_and_peers_without_their_tools_are_skipped_saying_what_to_install(
+    tmp_path: Path,
+) -> None:
+    """The remoting scenario's load generator is Rust (``benches/loadgen``, built with cargo on
+    first use), the peers scenario's peers are Java: without ``cargo`` and ``java`` each is
+    reported skipped, not failed (a full run takes minutes, so the smoke test above leaves
+    them out)."""
     out = tmp_path / "results"
     env = {**os.environ, "PATH": str(tmp_path / "empty")}
     env.pop("ROCKETHA_BENCHES", None)
+    options = ["--quick", "--runs", "1", "--out", str(out)]
     proc = subprocess.run(
-        [sys.executable, "-m", "benches", "remoting", "--quick", "--runs", "1", "--out", str(out)],
+        [sys.executable, "-m", "benches", "remoting", "peers", *options],
         cwd=REPO,
         env=env,
         capture_output=True,
@@ -106,4 +110,5 @@ def test_remoting_without_java_is_skipped_saying_what_to_install(tmp_path: Path)
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     skipped = json.loads((out / "results.json").read_text())["skipped"]
-    assert "java" in skipped["remoting"] and "apt-get install" in skipped["remoting"]
+    assert "cargo" in skipped["remoting"] and "rustup.rs" in skipped["remoting"]
+    assert "java" in skipped["peers"] and "apt-get install" in skipped["peers"], skipped

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from helpers import write_conf
-from rocketha import BrokerConfig, BrokerRole, ConfigError, FlushDiskType
+from rocketha import Broker, BrokerConfig, BrokerRole, ConfigError, FlushDiskType, Message
 
 CONF = Path(__file__).parent.parent / "examples" / "conf"
 EXAMPLES = [*sorted(CONF.rglob("*.properties")), CONF / "broker.conf"]
@@ -16,7 +16,8 @@ EXAMPLES = [*sorted(CONF.rglob("*.properties")), CONF / "broker.conf"]
 def test_every_example_config_loads(path: Path) -> None:
     config = BrokerConfig.load(path)
     assert config.broker_name.startswith("broker-")
-    assert "deleteWhen" in config.ignored_keys
+    # Retention keys are acted on now; the examples set them.
+    assert config.delete_when == "04" and "deleteWhen" not in config.ignored_keys
 
 
 def test_keys_map_to_fields_with_rocketmq_defaults(tmp_path: Path) -> None:
@@ -28,6 +29,7 @@ def test_keys_map_to_fields_with_rocketmq_defaults(tmp_path: Path) -> None:
         slaveTimeout=1500,
         namesrvAddr="127.0.0.1:9876",
         deleteWhen="04",
+        aclEnable="false",
     )
     c = BrokerConfig.load(conf)
     assert c.broker_role is BrokerRole.SYNC_MASTER
@@ -35,7 +37,8 @@ def test_keys_map_to_fields_with_rocketmq_defaults(tmp_path: Path) -> None:
     assert (c.ha_listen_port, c.slave_timeout, c.in_sync_replicas) == (0, 1500, 2)
     assert (c.ha_send_heartbeat_interval, c.ha_housekeeping_interval) == (5000, 20000)
     assert c.ha_transfer_batch_size == 32768 and c.ha_max_gap_not_in_sync == 256 * 1024 * 1024
-    assert c.ignored_keys == {"deleteWhen": "04"}
+    assert c.ignored_keys == {"aclEnable": "false"}
+    assert (c.delete_when, c.file_reserved_time, c.disk_max_used_space_ratio) == ("04", 72, 75)
     assert (c.namesrv_addr, c.listen_address, c.auto_create_topic_enable) == (
         "127.0.0.1:9876",
         "127.0.0.1",
@@ -117,3 +120,17 @@ def test_consume_side_keys_load_and_are_checked(tmp_path: Path) -> None:
         BrokerConfig(slave_sync_interval=0)
     with pytest.raises(ConfigError, match="accessMessageInMemoryMaxRatio: must be a percentage"):
         BrokerConfig(access_message_in_memory_max_ratio=101)
+
+
+def test_store_path_commit_log_reaches_the_store(tmp_path: Path) -> None:
+    conf = BrokerConfig(
+        store_path_root_dir=str(tmp_path / "store"),
+        store_path_commit_log=str(tmp_path / "log"),
+        ha_listen_port=0,
+        listen_port=0,
+        ha_listen_address="127.0.0.1",
+    )
+    assert "storePathCommitLog" not in conf.ignored_keys
+    with Broker(conf) as broker:
+        broker.put(Message("T", b"x"))
+    assert any((tmp_path / "log").iterdir())

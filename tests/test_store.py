@@ -485,3 +485,18 @@ def test_handle_refuses_use_after_fork(tmp_path: Path) -> None:
     _, status = os.waitpid(pid, 0)
     store.close()
     assert os.WEXITSTATUS(status) == 0
+
+
+def test_store_path_commit_log_puts_the_segments_elsewhere(tmp_path: Path) -> None:
+    root, logs = tmp_path / "store", tmp_path / "elsewhere"
+    with open_store(root, store_path_commit_log=logs) as store:
+        store.put(Message("T", b"x"))
+        assert [Path(p).parent for p, _, _ in store.segments()] == [logs]
+    assert not (root / "commitlog").exists()
+    assert (root / "consumequeue" / "T" / "0").is_dir()
+    # Readers are told the same; the segment size is found there too.
+    with MessageStore(root, store_path_commit_log=logs, read_only=True) as reader:
+        assert [m.body for m in reader.messages()] == [b"x"]
+        assert reader.mapped_file_size == SEGMENT
+    with pytest.raises(OSError, match="no commitlog directory"):
+        MessageStore(root, read_only=True)

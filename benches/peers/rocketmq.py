@@ -28,6 +28,7 @@ import signal
 import socket
 import struct
 import subprocess
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -99,10 +100,13 @@ def _locked(path: Path) -> Iterator[None]:
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def _classpath(version: str) -> str:
-    """The pinned jars' classpath, from the cache or resolved by Maven (once)."""
-    out = CACHE / version / "classpath.txt"
-    with _locked(CACHE / version / ".lock"):
+def maven_classpath(pom: Path, properties: dict[str, str], cache: Path) -> str:
+    """The classpath of ``pom``'s dependencies with ``properties`` (``-Dk=v``), from
+    ``cache`` or resolved by Maven (once; jars into ``~/.m2``). The cache file is keyed by the
+    pom's content, so a dependency added to it is resolved on the next use."""
+    digest = hashlib.sha256(pom.read_bytes()).hexdigest()[:16]
+    out = cache / f"classpath-{digest}.txt"
+    with _locked(cache / ".lock"):
         if out.is_file():
             cp = out.read_text().strip()
             if cp and all(Path(j).is_file() for j in cp.split(os.pathsep)):
@@ -113,8 +117,8 @@ def _classpath(version: str) -> str:
                 "-q",
                 "-B",
                 "-f",
-                str(JAVA_DIR / "pom.xml"),
-                f"-Drocketmq.version={version}",
+                str(pom),
+                *(f"-D{k}={v}" for k, v in properties.items()),
                 "dependency:build-classpath",
                 f"-Dmdep.outputFile={out}",
             ],
@@ -124,33 +128,30 @@ def _classpath(version: str) -> str:
         )
         if proc.returncode != 0 or not out.is_file():
             raise Unavailable(
-                f"mvn could not resolve org.apache.rocketmq {version}:\n"
+                f"mvn could not resolve {pom} with {properties}:\n"
                 f"{proc.stdout[-3000:]}{proc.stderr[-3000:]}"
             )
         return out.read_text().strip()
 
 
-def _compile_peer(version: str, classpath: str) -> Path:
-    """``Peer.java`` and ``Load.java`` compiled against ``version``'s client, cached by
-    source hash."""
-    sources = sorted(JAVA_DIR.glob("*.java"))
-    digest = hashlib.sha256(
-        b"".join(s.read_bytes() for s in sources) + version.encode()
-    ).hexdigest()[:16]
-    out = CACHE / version / f"peer-{digest}"
-    with _locked(CACHE / version / ".lock"):
-        if not all((out / f"{s.stem}.class").is_file() for s in sources):
+def compile_java(files: Sequence[Path], classpath: str, cache: Path) -> Path:
+    """Java source ``files`` compiled against ``classpath`` into a directory under ``cache``,
+    cached by source hash (recompiled when a source changes)."""
+    digest = hashlib.sha256(b"".join(s.read_bytes() for s in files) + classpath.encode())
+    out = cache / f"classes-{digest.hexdigest()[:16]}"
+    with _locked(cache / ".lock"):
+        if not all((out / f"{s.stem}.class").is_file() for s in files):
             tmp = out.with_name(out.name + ".tmp")
             shutil.rmtree(tmp, ignore_errors=True)
             tmp.mkdir(parents=True)
             proc = subprocess.run(
-                ["javac", "-nowarn", "-cp", classpath, "-d", str(tmp), *map(str, sources)],
+                ["javac", "-nowarn", "-cp", classpath, "-d", str(tmp), *map(str, files)],
                 capture_output=True,
                 text=True,
                 timeout=300,
             )
             if proc.returncode != 0:
-                raise RuntimeError(f"javac {JAVA_DIR} against {version}:\n{proc.stderr}")
+                raise RuntimeError(f"javac {' '.join(map(str, files))}:\n{proc.stderr}")
             shutil.rmtree(out, ignore_errors=True)
             tmp.rename(out)
     return out
@@ -180,7 +181,7 @@ def free_ports(count: int) -> int:
     raise RuntimeError(f"no {count} consecutive free ports found")
 
 
-def _port_open(port: int) -> bool:
+def port_open(port: int) -> bool:
     with socket.socket() as s:
         s.settimeout(0.5)
         return s.connect_ex(("127.0.0.1", port)) == 0
@@ -200,6 +201,15 @@ _LOGBACK = """<configuration>
 """
 
 
+def rocketmq_home(home: Path) -> dict[str, str]:
+    """Makes ``home`` a ``ROCKETMQ_HOME`` (the logback files a 4.9 process configures itself
+    from); the environment a RocketMQ process runs in there."""
+    (home / "conf").mkdir(parents=True, exist_ok=True)
+    for name in ("broker", "namesrv", "tools"):
+        (home / "conf" / f"logback_{name}.xml").write_text(_LOGBACK.format(name=name))
+    return {**os.environ, "ROCKETMQ_HOME": str(home), "HOME": str(home)}
+
+
 _live: set[JavaProcess] = set()
 
 
@@ -212,29 +222,34 @@ def _kill_leftovers() -> None:
 
 
 class JavaProcess:
-    """A RocketMQ JVM; ``stdout.log`` in its home collects what it prints."""
+    """A peer's JVM (RocketMQ's, or Kafka's in ``kafka.py``) running ``main`` on ``classpath``
+    with ``jvm`` flags; ``stdout.log`` in its home collects what it prints. The RocketMQ
+    settings (``ROCKETMQ_HOME``, logback files under ``conf/``) are inert for other peers."""
 
     kind = "process"
 
-    def __init__(self, rmq: RocketMQ, home: Path, main: str, args: Sequence[str]) -> None:
-        self.rmq = rmq
+    def __init__(
+        self,
+        classpath: str,
+        home: Path,
+        main: str,
+        args: Sequence[str],
+        jvm: Sequence[str] = JVM_FLAGS,
+    ) -> None:
         self.home = home
-        (home / "conf").mkdir(parents=True, exist_ok=True)
-        for name in ("broker", "namesrv", "tools"):
-            (home / "conf" / f"logback_{name}.xml").write_text(_LOGBACK.format(name=name))
+        env = rocketmq_home(home)
         self.stdout = home / "stdout.log"
         # A restart in the same home appends: only what this process printed counts.
         self._stdout_from = self.stdout.stat().st_size if self.stdout.exists() else 0
-        env = {**os.environ, "ROCKETMQ_HOME": str(home), "HOME": str(home)}
         command = [
             "java",
-            *JVM_FLAGS,
+            *jvm,
             *JDK17_FLAGS,
             f"-Duser.home={home}",
             f"-Drocketmq.home.dir={home}",
             "-Drocketmq.client.logUseSlf4j=false",
             "-cp",
-            rmq.classpath,
+            classpath,
             main,
             *args,
         ]
@@ -250,8 +265,8 @@ class JavaProcess:
             )
         _live.add(self)
 
-    def wait_ready(self, port: int, line: str, timeout: float = 90.0) -> None:
-        """Until ``port`` accepts connections and the process printed ``line``."""
+    def wait_ready(self, port: int, line: str = "", timeout: float = 90.0) -> None:
+        """Until ``port`` accepts connections and the process printed ``line`` (if given)."""
         deadline = time.monotonic() + timeout
         while True:
             if self.proc.poll() is not None:
@@ -259,7 +274,7 @@ class JavaProcess:
                     f"{self.kind} exited with {self.proc.returncode} before it was ready:\n"
                     f"{self.output()[-4000:]}"
                 )
-            if line in self.output() and _port_open(port):
+            if line in self.output() and port_open(port):
                 return
             if time.monotonic() > deadline:
                 self.stop()
@@ -320,13 +335,14 @@ class JavaProcess:
 class NameServer(JavaProcess):
     kind = "namesrv"
 
-    def __init__(self, rmq: RocketMQ, home: Path) -> None:
+    def __init__(self, rmq: RocketMQ, home: Path, jvm: Sequence[str] = JVM_FLAGS) -> None:
         home.mkdir(parents=True, exist_ok=True)
         base = free_ports(1)
         self.port = base
         conf = home / "namesrv.conf"
         conf.write_text(f"listenPort={base}\nrocketmqHome={home}\n")
-        super().__init__(rmq, home, "org.apache.rocketmq.namesrv.NamesrvStartup", ["-c", str(conf)])
+        main = "org.apache.rocketmq.namesrv.NamesrvStartup"
+        super().__init__(rmq.classpath, home, main, ["-c", str(conf)], jvm)
         self.wait_ready(self.port, "boot success")
 
     def wait_registered(self, broker_port: int, timeout: float = 60.0) -> None:
@@ -356,7 +372,12 @@ class JavaBroker(JavaProcess):
     kind = "broker"
 
     def __init__(
-        self, rmq: RocketMQ, home: Path, namesrv: NameServer | None = None, **conf: Any
+        self,
+        rmq: RocketMQ,
+        home: Path,
+        namesrv: NameServer | None = None,
+        jvm: Sequence[str] = JVM_FLAGS,
+        **conf: Any,
     ) -> None:
         home.mkdir(parents=True, exist_ok=True)
         base = free_ports(4)
@@ -392,9 +413,8 @@ class JavaBroker(JavaProcess):
         self.conf = keys
         conf_file = home / "broker.conf"
         conf_file.write_text("".join(f"{k}={v}\n" for k, v in keys.items()))
-        super().__init__(
-            rmq, home, "org.apache.rocketmq.broker.BrokerStartup", ["-c", str(conf_file)]
-        )
+        main = "org.apache.rocketmq.broker.BrokerStartup"
+        super().__init__(rmq.classpath, home, main, ["-c", str(conf_file)], jvm)
         self.wait_ready(self.listen_port, "boot success")
         if rmq.major >= 5 and keys["brokerRole"] == "SLAVE" and keys.get("haMasterAddress"):
             # RocketMQ 5 drops broker.conf's haMasterAddress (its HA client is created after
@@ -414,7 +434,7 @@ class JavaBroker(JavaProcess):
         return f"127.0.0.1:{self.ha_port}"
 
 
-def _retry_ports(start: Any, attempts: int = 3) -> Any:
+def retry_ports(start: Any, attempts: int = 3) -> Any:
     """Free ports are probed, then bound by the JVM seconds later: on a shared machine another
     process can take one in between. Such a start is retried on fresh ports."""
     for attempt in range(attempts):
@@ -490,37 +510,51 @@ class RocketMQ:
             why = missing_tools()
             if why:
                 raise Unavailable(why)
-            cp = _classpath(version)
-            cls._resolved[version] = cls(version, cp, _compile_peer(version, cp))
+            cache = CACHE / version
+            cp = maven_classpath(JAVA_DIR / "pom.xml", {"rocketmq.version": version}, cache)
+            classes = compile_java(sorted(JAVA_DIR.glob("*.java")), cp, cache)
+            cls._resolved[version] = cls(version, cp, classes)
         return cls._resolved[version]
 
     @property
     def major(self) -> int:
         return int(self.version.split(".")[0])
 
-    def namesrv(self, home: Path) -> NameServer:
-        return _retry_ports(lambda: NameServer(self, home))
+    def namesrv(self, home: Path, *, jvm: Sequence[str] = JVM_FLAGS) -> NameServer:
+        return retry_ports(lambda: NameServer(self, home, jvm))
 
-    def broker(self, home: Path, namesrv: NameServer | None = None, **conf: Any) -> JavaBroker:
-        return _retry_ports(lambda: JavaBroker(self, home, namesrv, **conf))
+    def broker(
+        self,
+        home: Path,
+        namesrv: NameServer | None = None,
+        *,
+        jvm: Sequence[str] = JVM_FLAGS,
+        **conf: Any,
+    ) -> JavaBroker:
+        """A broker with RocketMQ's ``conf`` keys on ``jvm`` flags (default: the harness's
+        small, quick-starting JVM)."""
+        return retry_ports(lambda: JavaBroker(self, home, namesrv, jvm, **conf))
+
+    def _peer_command(self, home: Path, args: Sequence[str]) -> list[str]:
+        home.mkdir(parents=True, exist_ok=True)
+        return [
+            "java",
+            "-Xmx128m",
+            "-XX:+UseSerialGC",
+            "-XX:TieredStopAtLevel=1",
+            "-XX:-UsePerfData",
+            *JDK17_FLAGS,
+            f"-Duser.home={home}",
+            "-Drocketmq.client.logRoot=" + str(home / "logs"),
+            "-cp",
+            f"{self.peer}{os.pathsep}{self.classpath}",
+            "Peer",
+            *args,
+        ]
 
     def _client(self, home: Path, args: Sequence[str], timeout: float) -> list[str]:
-        home.mkdir(parents=True, exist_ok=True)
         proc = subprocess.run(
-            [
-                "java",
-                "-Xmx128m",
-                "-XX:+UseSerialGC",
-                "-XX:TieredStopAtLevel=1",
-                "-XX:-UsePerfData",
-                *JDK17_FLAGS,
-                f"-Duser.home={home}",
-                "-Drocketmq.client.logRoot=" + str(home / "logs"),
-                "-cp",
-                f"{self.peer}{os.pathsep}{self.classpath}",
-                "Peer",
-                *args,
-            ],
+            self._peer_command(home, args),
             cwd=home,
             capture_output=True,
             text=True,
@@ -533,6 +567,39 @@ class RocketMQ:
                 f"Peer {' '.join(args)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
             )
         return proc.stdout.splitlines()
+
+    def mqadmin(self, home: Path, *args: str, timeout: float = 120.0) -> str:
+        """``mqadmin ARGS`` (rocketmq-tools' ``MQAdminStartup``, a dependency of the broker
+        jar) with ``home`` as its ``ROCKETMQ_HOME``: what it printed (stdout and stderr). It
+        exits 0 even when a command fails (it prints the exception), so callers check the
+        output."""
+        env = rocketmq_home(home)
+        proc = subprocess.run(
+            [
+                "java",
+                "-Xmx128m",
+                "-XX:+UseSerialGC",
+                "-XX:TieredStopAtLevel=1",
+                "-XX:-UsePerfData",
+                *JDK17_FLAGS,
+                f"-Duser.home={home}",
+                "-Drocketmq.client.logUseSlf4j=false",
+                "-cp",
+                self.classpath,
+                "org.apache.rocketmq.tools.command.MQAdminStartup",
+                *args,
+            ],
+            cwd=home,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        out = proc.stdout + proc.stderr
+        (home / f"mqadmin-{args[0]}.out").write_text(out)
+        if proc.returncode != 0:
+            raise RuntimeError(f"mqadmin {' '.join(args)} exited {proc.returncode}:\n{out[-4000:]}")
+        return out
 
     def load(
         self,
@@ -711,12 +778,74 @@ class RocketMQ:
         )
         if not any(line.startswith("DONE ") for line in lines):
             raise RuntimeError(f"Peer group {kind} did not finish: {lines[-20:]}")
-        out = []
-        for line in lines:
-            if line.startswith("GOT "):
-                f = line.split(" ", 3)
-                out.append((int(f[1]), int(f[2]), f[3]))
-        return out
+        return _got(lines)
+
+    def group_member(
+        self, namesrv: str, topic: str, group: str, kind: str, *, home: Path
+    ) -> GroupMember:
+        """Like :meth:`group`, but running until :meth:`GroupMember.stop`, so several
+        members of one group consume side by side."""
+        args = ["group", namesrv, topic, group, kind, "0", "600000"]
+        return GroupMember(self._peer_command(home, args), home)
+
+
+def _got(lines: Sequence[str]) -> list[tuple[int, int, str]]:
+    """``(queue_id, queue_offset, body)`` of each ``GOT`` line."""
+    out = []
+    for line in lines:
+        if line.startswith("GOT "):
+            f = line.split(" ", 3)
+            out.append((int(f[1]), int(f[2]), f[3]))
+    return out
+
+
+class GroupMember:
+    """A running ``Peer group`` member; what it received so far is in :attr:`received`."""
+
+    def __init__(self, command: list[str], home: Path) -> None:
+        self.home = home
+        self.lines: list[str] = []
+        with (home / "peer-group.err").open("w") as err:
+            self.proc = subprocess.Popen(
+                command,
+                cwd=home,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=err,
+                text=True,
+            )
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.append(line.rstrip("\n"))
+
+    @property
+    def received(self) -> list[tuple[int, int, str]]:
+        return _got(list(self.lines))
+
+    @property
+    def members_seen(self) -> int:
+        """The group's member count at this member's last rebalance (0 before the first)."""
+        counts = [int(line.split()[1]) for line in list(self.lines) if line.startswith("MEMBERS ")]
+        return counts[-1] if counts else 0
+
+    def stop(self, timeout: float = 120.0) -> list[tuple[int, int, str]]:
+        """Closes its input: it shuts down (committing) and exits. Returns what it got."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        try:
+            code = self.proc.wait(timeout=timeout)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+        self._reader.join(timeout)
+        (self.home / "peer-group.out").write_text("\n".join(self.lines))
+        if code != 0 or not any(line.startswith("DONE ") for line in self.lines):
+            raise RuntimeError(f"Peer group member exited {code}: {self.lines[-20:]}")
+        return self.received
 
 
 def body(seq: int, size: int) -> bytes:
@@ -821,6 +950,7 @@ __all__ = [
     "VERSION_4",
     "VERSION_5",
     "JavaBroker",
+    "JavaProcess",
     "NameServer",
     "Received",
     "RocketMQ",
@@ -828,11 +958,15 @@ __all__ = [
     "Sent",
     "Unavailable",
     "body",
+    "compile_java",
     "consume_queue",
     "consume_queues",
     "free_ports",
     "log_bytes",
     "log_end",
     "log_segments",
+    "maven_classpath",
     "missing_tools",
+    "port_open",
+    "retry_ports",
 ]

@@ -39,7 +39,7 @@ from typing import Any
 
 from rocketha._core import BrokerController, Message, MessageExt, PutResult
 from rocketha.config import BrokerConfig
-from rocketha.exceptions import ConfigError, NotMasterError
+from rocketha.exceptions import ConfigError, NotMasterError, OffsetTooSmallError
 from rocketha.group_transfer import GroupTransferService
 from rocketha.ha import HAService
 from rocketha.roles import BrokerRole
@@ -58,6 +58,9 @@ class GetMessageResult:
     max_offset: int
     #: The broker id to read from next (RocketMQ's ``suggestWhichBrokerId``), or None.
     suggest_slave: int | None
+    #: The offset asked for is below ``min_offset``: retention deleted it (RocketMQ's
+    #: OFFSET_TOO_SMALL, PULL_OFFSET_MOVED to a consumer); ``next_begin_offset`` is the floor.
+    offset_moved: bool = False
 
 
 def _physical_memory() -> int:
@@ -217,6 +220,8 @@ class Broker:
             slave_timeout_ms=c.slave_timeout,
             ha_max_gap_not_in_sync=c.ha_max_gap_not_in_sync,
             accept_zero_body_crc=c.ha_accept_zero_body_crc,
+            store_path_commit_log=c.store_path_commit_log,
+            **c.retention_options(),
         )
 
     def _log_events(self, controller: BrokerController) -> None:
@@ -363,7 +368,11 @@ class Broker:
     ) -> GetMessageResult:
         """Reads one queue by queue offset; suggests a slave when this reader is far behind
         (``slaveReadEnable``, ``accessMessageInMemoryMaxRatio``)."""
-        msgs = self.store.get_messages(topic, queue_id, queue_offset, max_count)
+        try:
+            msgs = self.store.get_messages(topic, queue_id, queue_offset, max_count)
+        except OffsetTooSmallError:
+            (_, _, low, high) = next(q for q in self.store.queues() if q[:2] == (topic, queue_id))
+            return GetMessageResult([], low, low, high, None, offset_moved=True)
         queue = next(
             (q for q in self.store.queues() if q[0] == topic and q[1] == queue_id),
             (topic, queue_id, 0, 0),

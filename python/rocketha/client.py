@@ -22,6 +22,7 @@ of the month, a counter), except that the month starts in UTC rather than the lo
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import json
 import logging
@@ -240,7 +241,18 @@ class Producer:
             and time.monotonic() - info.fetched < _ROUTE_TTL
         ):
             return info
-        raw = self._query_route(topic)
+        try:
+            raw = self._query_route(topic)
+        except MQClientError as e:
+            if info is None or info.from_template:
+                raise
+            # As MQClientInstance keeps a route when no name server answers its refresh: the
+            # brokers are likely still there. Ask again after another TTL, not on every send.
+            log.warning("keeping the cached route of %s: %s", topic, e)
+            stale = dataclasses.replace(info, fetched=time.monotonic())
+            with self._lock:
+                self._routes[topic] = stale
+            return stale
         from_template = raw is None
         if raw is None:
             raw = self._query_route(AUTO_CREATE_TOPIC_KEY_TOPIC)

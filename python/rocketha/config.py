@@ -6,7 +6,7 @@
 
     BrokerConfig(broker_role="SYNC_MASTER", store_path_root_dir="/data/store", ha_listen_port=0)
 
-Keys RocketMQ has but rocketha does not act on (``namesrvAddr``, ``deleteWhen``, ...) load and
+Keys RocketMQ has but rocketha does not act on (``storePathIndex``, ``aclEnable``, ...) load and
 are listed in :attr:`BrokerConfig.ignored_keys`, so RocketMQ's own config files work unchanged.
 """
 
@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from rocketha._core import DEFAULTS as _DEFAULTS
+from rocketha._core import check_retention
 from rocketha.exceptions import ConfigError
 from rocketha.roles import BrokerRole, FlushDiskType
 
@@ -34,11 +35,8 @@ MiB = 1024 * 1024
 #: RocketMQ broker/store keys accepted and reported as ignored.
 IGNORED_KEYS = frozenset(
     [
-        "deleteWhen",
-        "fileReservedTime",
         "brokerIP2",
         "enablePropertyFilter",
-        "storePathCommitLog",
         "storePathConsumeQueue",
         "storePathIndex",
         "storeCheckpoint",
@@ -53,14 +51,12 @@ IGNORED_KEYS = frozenset(
         "transientStorePoolEnable",
         "transientStorePoolSize",
         "mapedFileSizeConsumeQueue",
-        "diskMaxUsedSpaceRatio",
         "messageDelayLevel",
         "aclEnable",
         "traceTopicEnable",
         "useEpollNativeSelector",
         "warmMapedFileEnable",
         "warmMappedFileEnable",
-        "cleanResourceInterval",
         "destroyMapedFileIntervalForcibly",
         "redeleteHangedFileInterval",
         "checkCRCOnRecover",
@@ -92,10 +88,6 @@ IGNORED_KEYS = frozenset(
     ]
 )
 
-
-#: Ignored keys of file retention (``CleanCommitLogService``), which the distribution's own
-#: files set: worth a warning, since without them the store only grows.
-_RETENTION_KEYS = frozenset(["deleteWhen", "fileReservedTime"])
 
 #: Keys whose RocketMQ spelling is not plain camelCase.
 _IRREGULAR = {"broker_ip1": "brokerIP1"}
@@ -190,6 +182,25 @@ class BrokerConfig:
     metrics_port: int | None = None
     #: rocketha: the interface the metrics port binds; loopback unless asked.
     metrics_address: str = "127.0.0.1"
+    #: Local hours (``04``, or ``04;10``) at which commit log segments older than
+    #: ``fileReservedTime`` are deleted (RocketMQ's default: 04).
+    delete_when: str = "04"
+    #: Hours a commit log segment is kept after its last write.
+    file_reserved_time: int = _DEFAULTS["fileReservedTime"]
+    #: Percent of the disk used past which expired segments go at any hour.
+    disk_max_used_space_ratio: int = _DEFAULTS["diskMaxUsedSpaceRatio"]
+    #: Percent past which the oldest segments go even unexpired.
+    disk_space_clean_forcibly_ratio: int = _DEFAULTS["diskSpaceCleanForciblyRatio"]
+    #: Percent past which puts are refused (SERVICE_NOT_AVAILABLE) until cleaning catches up.
+    disk_space_warning_level_ratio: int = _DEFAULTS["diskSpaceWarningLevelRatio"]
+    #: Milliseconds between retention passes.
+    clean_resource_interval: int = _DEFAULTS["cleanResourceInterval"]
+    #: Most commit log segments deleted in one pass.
+    delete_file_batch_max: int = _DEFAULTS["deleteFileBatchMax"]
+    #: rocketha, for tests only: milliseconds in one ``fileReservedTime`` hour.
+    file_reserved_time_unit_ms: int = 3_600_000
+    #: The commit log's directory; by default ``storePathRootDir/commitlog``.
+    store_path_commit_log: str | None = None
 
     #: Keys that were read but are not acted on.
     ignored_keys: dict[str, str] = field(default_factory=dict, compare=False)
@@ -309,6 +320,24 @@ class BrokerConfig:
                 ipaddress.ip_address(getattr(self, name))
             except ValueError:
                 raise self._fail(name, "must be an IP address") from None
+        try:
+            check_retention(**self.retention_options())
+        except (ConfigError, OverflowError) as e:
+            # The core names the key; negative numbers fail its unsigned conversion.
+            raise ConfigError(f"{self.source}: retention: {e}") from None
+
+    def retention_options(self) -> dict[str, Any]:
+        """The retention keys as :class:`MessageStore` keywords."""
+        return {
+            "delete_when": self.delete_when,
+            "file_reserved_time": self.file_reserved_time,
+            "file_reserved_time_unit_ms": self.file_reserved_time_unit_ms,
+            "disk_max_used_space_ratio": self.disk_max_used_space_ratio,
+            "disk_space_clean_forcibly_ratio": self.disk_space_clean_forcibly_ratio,
+            "disk_space_warning_level_ratio": self.disk_space_warning_level_ratio,
+            "clean_resource_interval_ms": self.clean_resource_interval,
+            "delete_file_batch_max": self.delete_file_batch_max,
+        }
 
     # -- loading ---------------------------------------------------------------------------
 
@@ -347,17 +376,8 @@ class BrokerConfig:
                 raise ConfigError(f"{source}: unknown key {key!r}{hint}")
         kwargs.update(overrides)
         config = cls(**kwargs, ignored_keys=ignored, source=source)
-        retention = sorted(_RETENTION_KEYS & ignored.keys())
-        if retention:
-            log.warning(
-                "%s: %s not used yet: rocketha deletes no commit log file (retention is not "
-                "implemented), so the store grows until disk space runs out",
-                source,
-                ", ".join(f"{k}={ignored[k]}" for k in retention),
-            )
-        others = sorted(ignored.keys() - _RETENTION_KEYS)
-        if others:
-            log.info("%s: keys rocketha ignores: %s", source, ", ".join(others))
+        if ignored:
+            log.info("%s: keys rocketha ignores: %s", source, ", ".join(sorted(ignored)))
         return config
 
     # -- derived ---------------------------------------------------------------------------

@@ -18,8 +18,10 @@ For example::
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
@@ -36,17 +38,20 @@ _READ_CHUNK = 1024
 _SEGMENT_NAME = "[0-9]" * 20
 
 
-def existing_file_sizes(path: str | os.PathLike[str]) -> dict[str, int]:
+def existing_file_sizes(
+    path: str | os.PathLike[str], store_path_commit_log: str | os.PathLike[str] | None = None
+) -> dict[str, int]:
     """The file sizes an existing store was written with, read from its files, by RocketMQ key:
-    ``mappedFileSizeCommitLog`` from a commit log segment, ``mappedFileSizeConsumeQueue`` from a
-    consume queue file. Empty for a new store."""
+    ``mappedFileSizeCommitLog`` from a commit log segment (in ``store_path_commit_log`` when
+    given), ``mappedFileSizeConsumeQueue`` from a consume queue file. Empty for a new store."""
     root = Path(path)
+    commit_log = Path(store_path_commit_log) if store_path_commit_log else root / "commitlog"
     found: dict[str, int] = {}
-    for key, pattern in (
-        ("mappedFileSizeCommitLog", "commitlog/" + _SEGMENT_NAME),
-        ("mappedFileSizeConsumeQueue", "consumequeue/*/*/" + _SEGMENT_NAME),
+    for key, where, pattern in (
+        ("mappedFileSizeCommitLog", commit_log, _SEGMENT_NAME),
+        ("mappedFileSizeConsumeQueue", root, "consumequeue/*/*/" + _SEGMENT_NAME),
     ):
-        first = next(root.glob(pattern), None)
+        first = next(where.glob(pattern), None)
         if first is not None:
             found[key] = first.stat().st_size
     return found
@@ -73,6 +78,19 @@ class MessageStore(_core.MessageStore):
     finding in :meth:`corruption` and in its log. ``accept_zero_body_crc``
     (``haAcceptZeroBodyCrc``) takes a BODYCRC of 0 as "never computed", for logs written by
     peers that leave it unset.
+
+    Retention takes RocketMQ's keys (RocketMQ's defaults when left out): ``delete_when``
+    (``deleteWhen``, local hours such as ``"04;10"``) and ``file_reserved_time``
+    (``fileReservedTime``, hours) say when old commit log segments go, never the one being
+    written; ``disk_max_used_space_ratio``, ``disk_space_clean_forcibly_ratio`` and
+    ``disk_space_warning_level_ratio`` (percent) say when the disk forces it, up to refusing
+    puts with :class:`DiskFullError`; a pass runs every ``clean_resource_interval_ms``
+    (``cleanResourceInterval``) and deletes at most ``delete_file_batch_max`` segments.
+    ``file_reserved_time_unit_ms`` is for tests only: the length of a ``fileReservedTime`` hour.
+    ``store_path_commit_log`` (``storePathCommitLog``) puts the commit log somewhere other than
+    ``<path>/commitlog``; readers of the store must be told the same.
+    Consume queue files follow the commit log; a queue offset below a queue's new floor raises
+    :class:`OffsetTooSmallError` naming it.
     """
 
     def __new__(
@@ -91,8 +109,17 @@ class MessageStore(_core.MessageStore):
         read_only: bool = False,
         accept_zero_body_crc: bool = False,
         truncate_at_corruption: bool = False,
+        delete_when: str | None = None,
+        file_reserved_time: int | None = None,
+        file_reserved_time_unit_ms: int | None = None,
+        disk_max_used_space_ratio: int | None = None,
+        disk_space_clean_forcibly_ratio: int | None = None,
+        disk_space_warning_level_ratio: int | None = None,
+        clean_resource_interval_ms: int | None = None,
+        delete_file_batch_max: int | None = None,
+        store_path_commit_log: str | os.PathLike[str] | None = None,
     ) -> Self:
-        found = existing_file_sizes(path)
+        found = existing_file_sizes(path, store_path_commit_log)
         self = super().__new__(
             cls,
             os.fspath(path),
@@ -110,8 +137,28 @@ class MessageStore(_core.MessageStore):
             read_only=read_only,
             accept_zero_body_crc=accept_zero_body_crc,
             truncate_at_corruption=truncate_at_corruption,
+            delete_when=delete_when,
+            file_reserved_time=file_reserved_time,
+            file_reserved_time_unit_ms=file_reserved_time_unit_ms,
+            disk_max_used_space_ratio=disk_max_used_space_ratio,
+            disk_space_clean_forcibly_ratio=disk_space_clean_forcibly_ratio,
+            disk_space_warning_level_ratio=disk_space_warning_level_ratio,
+            clean_resource_interval_ms=clean_resource_interval_ms,
+            delete_file_batch_max=delete_file_batch_max,
+            store_path_commit_log=store_path_commit_log,
         )
         self._log_recovery(read_only)
+        events = self.clean_events()
+        if events is not None:
+            # Retention's deletions and disk-full refusals, logged as they happen. The thread
+            # holds only the event queue, so a store nobody closes still closes when dropped,
+            # and the thread ends with it.
+            thread = threading.Thread(
+                target=_log_clean_events, args=(events,), name="rocketha-clean-events", daemon=True
+            )
+            with _clean_loggers_lock:
+                _clean_loggers[thread] = events
+            thread.start()
         return self
 
     def _log_recovery(self, read_only: bool) -> None:
@@ -192,6 +239,35 @@ class MessageStore(_core.MessageStore):
             f"MessageStore({str(self.path)!r}, min_offset={self.min_offset}, "
             f"max_offset={self.max_offset})"
         )
+
+
+#: The threads logging retention's events, with their queues: ended at interpreter exit.
+_clean_loggers: dict[threading.Thread, _core.CleanEventQueue] = {}
+_clean_loggers_lock = threading.Lock()
+
+
+def _log_clean_events(events: _core.CleanEventQueue) -> None:
+    try:
+        while (batch := events.next(3600)) is not None:
+            for problem, text in batch:
+                log.log(logging.WARNING if problem else logging.INFO, "%s", text)
+    finally:
+        with _clean_loggers_lock:
+            _clean_loggers.pop(threading.current_thread(), None)
+
+
+@atexit.register
+def _end_clean_loggers() -> None:
+    """A daemon thread still waiting in native code when the interpreter finalizes would be
+    killed on its way back (a store dropped then wakes it) and abort the process: end them all
+    first."""
+    with _clean_loggers_lock:
+        loggers = list(_clean_loggers.items())
+    for thread, events in loggers:
+        # Not alive in a forked child (Spark's workers): its queue belongs to the parent.
+        if thread.is_alive():
+            events.close()
+            thread.join(timeout=5)
 
 
 __all__ = ["Message", "MessageExt", "MessageStore", "PutResult", "existing_file_sizes"]

@@ -1,4 +1,5 @@
-"""A TCP proxy between a slave and its master that injects faults into the stream.
+"""A TCP proxy that injects faults into a stream: between a slave and its master, or a client
+and the broker (`to_slave` is then the answers, `to_master` the requests).
 
 Each accepted connection is numbered from 0; a :class:`Fault` sees every chunk read from either
 side and decides what the other side receives. The faults here act on connection 0 only, so the

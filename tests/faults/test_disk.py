@@ -48,7 +48,7 @@ def test_full_then_read_only_disk(small_disk: Path, fault_report: FaultReport) -
             for i in range(10_000):
                 body = b"%d:" % i + os.urandom(1000)
                 acked[store.put(Message("T", body)).offset] = body
-        # Segments are allocated whole, so the disk fills when a new one is created.
+        # Blocks are reserved before every write, so the disk fills at a reservation.
         assert full.value.errno == errno.ENOSPC
         assert str(small_disk) in str(full.value), f"the error names no file: {full.value}"
         assert len(acked) > 100
@@ -74,3 +74,20 @@ def test_full_then_read_only_disk(small_disk: Path, fault_report: FaultReport) -
     lost = sum(held.get(offset) != body for offset, body in acked.items())
     fault_report.trial("e. read-only remount", acked_lost=lost, converged=not lost, error=True)
     assert lost == 0
+
+
+def test_a_segment_larger_than_the_disk_fills_it_with_enospc_never_sigbus(small_disk: Path) -> None:
+    """Segments are created sparse and reserved in steps ahead of the writer: a 4 MiB segment on
+    a 2 MiB disk takes puts until the disk is full, then fails them with ENOSPC. Writing into an
+    unreserved hole of the mapping would kill this process with SIGBUS instead."""
+    path = small_disk / "store"
+    acked: dict[int, bytes] = {}
+    with MessageStore(path, mapped_file_size=4 << 20, consume_queue_entries=CQ_ENTRIES) as store:
+        with pytest.raises(OSError) as full:
+            for i in range(10_000):
+                body = b"%d:" % i + os.urandom(1000)
+                acked[store.put(Message("T", body)).offset] = body
+        assert full.value.errno == errno.ENOSPC
+        assert len(acked) > 500, "the first put of a segment bigger than the disk succeeds"
+        held = {m.commitlog_offset: m.body for m in store.messages(check_crc=True)}
+    assert all(held.get(offset) == body for offset, body in acked.items())

@@ -3,8 +3,11 @@ recovery keeps a valid prefix, and the replica converges byte for byte after res
 
 from __future__ import annotations
 
+import json
 import random
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 from common import (
@@ -17,7 +20,8 @@ from common import (
     recover_and_count_corrupt,
     replica_max_offset,
 )
-from helpers import same_log, start_slave
+from helpers import same_log, start_master, start_slave
+from rocketha import MessageStore, NameServer
 
 
 def sync_master_kill_trial(d: Path, rng: random.Random, report: FaultReport) -> None:
@@ -93,4 +97,61 @@ def test_sigkill_mid_append_recovers_and_converges(
     rng = random.Random()
     for trial in range(100 if long_run else 10):
         mid_append_kill_trial(tmp_path / f"trial{trial}", rng, fault_report)
+        shutil.rmtree(tmp_path / f"trial{trial}")
+
+
+def networked_master_kill_trial(d: Path, rng: random.Random, report: FaultReport) -> None:
+    """A producer in another process sends through the name server to a SYNC_MASTER process
+    whose slave found it through the name server; the master is SIGKILLed after a random
+    number of SEND_OKs. Every SEND_OK message (by its UNIQ_KEY) must be on the slave."""
+    d.mkdir(parents=True)
+    with NameServer("127.0.0.1:0") as ns:
+        master = start_master(d, "broker-a", ns.listen_address, **HA_TIMERS)
+        ha = f"127.0.0.1:{master.started['ha_listen_port']}"
+        slave = start_slave(d, "s", ha, **HA_TIMERS)
+        produce = ["produce", "--namesrv", ns.listen_address, "--topic", "Kill", "--json"]
+        producer = subprocess.Popen(
+            [sys.executable, "-m", "rocketha", *produce, "--count", "1000000", "--size", "100"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        assert producer.stdout is not None
+        acked: list[str] = []
+        try:
+            kill_after = rng.randint(1, 300)
+            for line in producer.stdout:
+                r = json.loads(line)
+                if r["status"] == "SEND_OK":
+                    acked.append(r["msg_id"])
+                if len(acked) == kill_after:
+                    master.kill()
+            # What the producer printed after the kill, it was answered before the kill.
+        finally:
+            producer.kill()
+            producer.wait()
+            producer.stdout.close()
+            master.kill()
+            slave.stop()
+    with MessageStore(d / "s", read_only=True) as store:
+        held = {m.properties.get("UNIQ_KEY") for m in store.messages()}
+    lost = len([a for a in acked if a not in held])
+    prefix = is_log_prefix(d / "s", d / "broker-a-master")
+    report.trial(
+        "a. master SIGKILL, networked SYNC_MASTER",
+        acked_lost=lost,
+        corrupt=not prefix,
+        converged=prefix and not lost,
+    )
+    assert acked, "nothing was acknowledged before the kill"
+    assert lost == 0, f"{d.name}: {lost} of {len(acked)} SEND_OK messages lost"
+    assert prefix, f"{d.name}: the slave's log is not a prefix of the master's"
+
+
+def test_master_sigkill_under_networked_sync_master_load_loses_no_send_ok(
+    tmp_path: Path, long_run: bool, fault_report: FaultReport
+) -> None:
+    rng = random.Random()
+    for trial in range(50 if long_run else 3):
+        networked_master_kill_trial(tmp_path / f"trial{trial}", rng, fault_report)
         shutil.rmtree(tmp_path / f"trial{trial}")

@@ -7,6 +7,8 @@ b. A SYNC_MASTER with no slave: a sync send answers SLAVE_NOT_AVAILABLE (a ``Sen
    an exception) and the message is stored on the master.
 c. Mixed name servers: a rocketha broker registered with the Java name server, and a Java
    broker registered with ``rocketha namesrv``; the Java producer finds and uses each.
+d. ``mqadmin`` (rocketmq-tools): ``clusterList``, ``updateTopic``, ``topicRoute`` and
+   ``brokerStatus`` against ``rocketha namesrv`` and the rocketha brokers.
 
 The rocketha processes are shared by every case of the module (both client versions); the
 Java side is ``Peer.java send`` (``benches/peers/rocketmq.py``). Run: ``pytest -m interop``.
@@ -14,14 +16,17 @@ Java side is ``Peer.java send`` (``benches/peers/rocketmq.py``). Run: ``pytest -
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers import (
     SEGMENT,
     BrokerProcess,
+    RemotingSocket,
     RochaNamesrv,
     runtime_info,
     start_master,
@@ -41,6 +46,7 @@ from benches.peers.rocketmq import (
 
 pytestmark = pytest.mark.interop
 
+GET_ROUTEINFO_BY_TOPIC = 105
 COUNT = 6
 
 
@@ -375,3 +381,69 @@ def test_java_broker_through_rocketha_namesrv(
         check_results(outcomes, COUNT)
     finally:
         java.kill()
+
+
+# -- d. mqadmin ---------------------------------------------------------------------------------
+
+#: What 4.9.7's ``clusterList`` cannot compute from rocketha's runtime info: the broker rates
+#: RocketMQ's StoreStatsService samples (putTps, getTransferedTps), which rocketha does not
+#: keep. It prints each broker's row anyway (rates as 0.00) after the exception; 5.x's tolerates
+#: the missing keys. Documented in the README's "Where rocketha differs".
+CLUSTER_LIST_GAP_49 = 'because "putTps" is null'
+
+
+def exceptions(out: str) -> list[str]:
+    return [line for line in out.splitlines() if "Exception" in line]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_mqadmin_against_rocketha(
+    version: str, cluster: Cluster, rocketha_namesrv: RochaNamesrv, tmp_path: Path
+) -> None:
+    """rocketmq-tools' ``mqadmin`` (``MQAdminStartup``) against ``rocketha namesrv`` and a
+    rocketha SYNC_MASTER + SLAVE: ``clusterList`` lists both brokers with their ids, addresses
+    and version; ``updateTopic`` creates a topic on the master and ``topicRoute`` shows its
+    route through both; ``brokerStatus`` shows the master's runtime info."""
+    rmq = resolve(version)
+    ns = rocketha_namesrv.address
+    master = cluster.address
+    assert cluster.slave is not None
+    slave = str(cluster.slave.started["listen_address"])
+
+    out = rmq.mqadmin(tmp_path, "clusterList", "-n", ns)
+    rows = {tuple(line.split()[:5]) for line in out.splitlines() if " javasend-a " in line}
+    assert rows == {
+        ("DefaultCluster", "javasend-a", "0", master, "rocketha"),
+        ("DefaultCluster", "javasend-a", "1", slave, "rocketha"),
+    }, out
+    gap = CLUSTER_LIST_GAP_49 if version.startswith("4.") else "no exception expected"
+    assert [e for e in exceptions(out) if gap not in e] == [], out
+
+    topic = f"MqadminRoute{tag(version)}"
+    out = rmq.mqadmin(tmp_path, "updateTopic", "-b", master, "-t", topic, "-n", ns)
+    assert f"create topic to {master} success." in out, out
+    # The master registers a new topic with the name server at once, but asynchronously.
+    wait_for(lambda: route(ns, topic) is not None, what=f"the route of {topic}")
+    out = rmq.mqadmin(tmp_path, "topicRoute", "-t", topic, "-n", ns)
+    flat = "".join(out.split())
+    assert f'0:"{master}"' in flat and f'1:"{slave}"' in flat, out
+    assert '"brokerName":"javasend-a"' in flat and '"writeQueueNums":8' in flat, out
+    assert exceptions(out) == [], out
+
+    out = rmq.mqadmin(tmp_path, "brokerStatus", "-b", master, "-n", ns)
+    status = dict(
+        (k.strip(), v.strip()) for k, _, v in (line.partition(":") for line in out.splitlines())
+    )
+    assert status["brokerName"] == "javasend-a" and status["brokerRole"] == "SYNC_MASTER", out
+    assert status["brokerVersionDesc"].startswith("rocketha ") and status["haConnectionNum"] == "1"
+    assert exceptions(out) == [], out
+
+
+def route(namesrv: str, topic: str) -> dict[str, Any] | None:
+    """GET_ROUTEINFO_BY_TOPIC from the name server: the route, or None while it has none."""
+    sock = RemotingSocket(namesrv)
+    try:
+        response, body = sock.invoke(GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
+    finally:
+        sock.close()
+    return json.loads(body) if response["code"] == 0 else None

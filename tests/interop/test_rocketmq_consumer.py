@@ -42,6 +42,7 @@ UPDATE_CONSUMER_OFFSET = 15
 UPDATE_AND_CREATE_TOPIC = 17
 GET_ALL_TOPIC_CONFIG = 21
 GET_ALL_CONSUMER_OFFSET = 43
+GET_CONSUMER_LIST_BY_GROUP = 38
 COUNT = 30
 _PAIRS = itertools.count()
 
@@ -153,6 +154,65 @@ def test_every_message_once_across_restarts_and_the_masters_death(
     rest = rmq.group(ns, topic, group, kind, COUNT - len(bodies), home=tmp_path / "c2")
     bodies += [b for _, _, b in rest]
     assert sorted(bodies) == sorted(wanted), "every message exactly once"
+
+
+def consumer_ids(address: str, group: str) -> list[str]:
+    sock = RemotingSocket(address)
+    try:
+        response, body = sock.invoke(GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": group})
+    finally:
+        sock.close()
+    return list(json.loads(body)["consumerIdList"]) if response["code"] == 0 else []
+
+
+@pytest.mark.parametrize("kind", ["lite", "push"])
+@pytest.mark.parametrize("version", VERSIONS)
+def test_two_members_of_a_group_share_its_queues(
+    version: str, kind: str, pair: Pair, rocketha_namesrv: RochaNamesrv, tmp_path: Path
+) -> None:
+    """Two members side by side: the second's heartbeat makes the broker notify the group
+    (NOTIFY_CONSUMER_IDS_CHANGED), both rebalance, and each message reaches exactly one."""
+    rmq = resolve(version)
+    ns = rocketha_namesrv.address
+    topic = f"Share{kind.title()}{version.replace('.', '')}"
+    group = f"share-{kind}-{version.replace('.', '')}"
+    sock = RemotingSocket(pair.master_address)
+    try:
+        created = {
+            "topic": topic,
+            "defaultTopic": "TBW102",
+            "readQueueNums": "4",
+            "writeQueueNums": "4",
+            "perm": "6",
+            "topicFilterType": "SINGLE_TAG",
+        }
+        assert sock.invoke(UPDATE_AND_CREATE_TOPIC, created)[0]["code"] == 0
+    finally:
+        sock.close()
+    members = [rmq.group_member(ns, topic, group, kind, home=tmp_path / f"m{i}") for i in range(2)]
+    try:
+        wait_for(
+            lambda: len(consumer_ids(pair.master_address, group)) == 2,
+            what="both members in the group",
+        )
+        # The first rebalances when told of the second, not at its next 20 s round.
+        wait_for(
+            lambda: all(m.members_seen == 2 for m in members),
+            what="both members to rebalance",
+            timeout=15,
+        )
+        sent = rmq.send(ns, topic, "sync", COUNT, topic, home=tmp_path / "p")
+        assert {o.status for o in sent} == {"SEND_OK"}, sent
+        wanted = sorted(f"{topic}-{i}" for i in range(COUNT))
+        wait_for(
+            lambda: {b for m in members for _, _, b in m.received} >= set(wanted),
+            what="every message received",
+        )
+    finally:
+        got = [m.stop() for m in members]
+    bodies = sorted(b for g in got for _, _, b in g)
+    assert bodies == wanted, "each message exactly once"
+    assert all(got), f"both members got a share: {[len(g) for g in got]}"
 
 
 def pull(topic: str, queue_id: int, offset: int, subscription: str = "*") -> dict[str, str]:

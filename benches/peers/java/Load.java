@@ -1,6 +1,4 @@
 import java.util.Arrays;
-import java.util.Map;
-import java.util.TreeMap;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.atomic.AtomicBoolean;
 
@@ -32,22 +30,6 @@ import org.apache.rocketmq.common.message.Message;
  */
 public final class Load {
     private Load() {
-    }
-
-    /** One thread's counts and latencies (micros), grown by doubling. */
-    static final class Counts {
-        long[] micros = new long[1 << 14];
-        int n;
-        long ok;
-        final Map<String, Long> statuses = new TreeMap<>();
-
-        void add(long us, String status) {
-            if (n == micros.length) {
-                micros = Arrays.copyOf(micros, n * 2);
-            }
-            micros[n++] = us;
-            statuses.merge(status, 1L, Long::sum);
-        }
     }
 
     public static void main(String[] args) throws Exception {
@@ -134,46 +116,11 @@ public final class Load {
         double took = (System.nanoTime() - started) / 1e9;
         done.await();
 
-        long sent = 0;
-        long ok = 0;
-        Map<String, Long> statuses = new TreeMap<>();
-        for (Counts c : counts) {
-            sent += c.n;
-            ok += c.ok;
-            c.statuses.forEach((k, v) -> statuses.merge(k, v, Long::sum));
-        }
-        long[] all = new long[(int) sent];
-        int at = 0;
-        for (Counts c : counts) {
-            System.arraycopy(c.micros, 0, all, at, c.n);
-            at += c.n;
-        }
-        Arrays.sort(all);
-        StringBuilder out = new StringBuilder();
-        out.append("{\"sent\": ").append(sent).append(", \"ok\": ").append(ok);
-        out.append(", \"statuses\": {");
-        boolean first = true;
-        for (Map.Entry<String, Long> e : statuses.entrySet()) {
-            out.append(first ? "" : ", ").append('"').append(e.getKey()).append("\": ")
-                .append(e.getValue());
-            first = false;
-        }
-        out.append("}, \"p50_us\": ").append(quantile(all, 0.5));
-        out.append(", \"p99_us\": ").append(quantile(all, 0.99));
-        out.append(", \"p999_us\": ").append(quantile(all, 0.999));
-        out.append(", \"seconds\": ").append(took).append('}');
-        System.out.println(out);
+        System.out.println(Counts.report(counts, took));
         System.out.flush();
         for (DefaultMQProducer p : producers) {
             p.shutdown();
         }
         System.exit(0);
-    }
-
-    static long quantile(long[] sorted, double q) {
-        if (sorted.length == 0) {
-            return -1;
-        }
-        return sorted[Math.min(sorted.length - 1, (int) (q * sorted.length))];
     }
 }

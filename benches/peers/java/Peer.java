@@ -9,10 +9,12 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.zip.CRC32;
 
+import org.apache.rocketmq.client.consumer.AllocateMessageQueueStrategy;
 import org.apache.rocketmq.client.consumer.DefaultLitePullConsumer;
 import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
 import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
+import org.apache.rocketmq.client.consumer.rebalance.AllocateMessageQueueAveragely;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
 import org.apache.rocketmq.client.producer.SendCallback;
 import org.apache.rocketmq.client.producer.SendResult;
@@ -44,8 +46,9 @@ import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
  *   DONE
  * set-ha-master BROKER HA_ADDRESS          (5.x only)
  *   OK
- * group NAMESRV TOPIC GROUP KIND AT_LEAST TIMEOUT_MS   (KIND: lite|push)
- *   GOT queueId queueOffset body
+ * group NAMESRV TOPIC GROUP KIND AT_LEAST TIMEOUT_MS   (KIND: lite|push; AT_LEAST 0: until
+ *   GOT queueId queueOffset body                           stdin closes)
+ *   MEMBERS n                (each rebalance: the group's member count it saw)
  *   DONE count
  * </pre>
  *
@@ -360,6 +363,27 @@ public final class Peer {
         }
     }
 
+    /** RocketMQ's default allocation, reporting the member count of every rebalance. */
+    static final class Reporting implements AllocateMessageQueueStrategy {
+        private final AllocateMessageQueueAveragely inner = new AllocateMessageQueueAveragely();
+
+        @Override
+        public List<MessageQueue> allocate(String group, String cid, List<MessageQueue> all,
+            List<String> cids) {
+            List<MessageQueue> mine = inner.allocate(group, cid, all, cids);
+            synchronized (Peer.class) {
+                System.out.println("MEMBERS " + cids.size());
+                System.out.flush();
+            }
+            return mine;
+        }
+
+        @Override
+        public String getName() {
+            return inner.getName();
+        }
+    }
+
     static synchronized void printGot(MessageExt m) throws Exception {
         System.out.println("GOT " + m.getQueueId() + " " + m.getQueueOffset() + " "
             + new String(m.getBody(), "UTF-8"));
@@ -371,26 +395,45 @@ public final class Peer {
      * it: a {@code DefaultLitePullConsumer} (subscribe, commitSync after each poll) or a
      * {@code DefaultMQPushConsumer} (clustering, CONSUME_SUCCESS). It starts at the group's
      * committed offsets (a new group: wherever the broker says), prints every message it is
-     * given, and shuts down, committing, once it has AT_LEAST of them (or at TIMEOUT_MS).
+     * given, and shuts down, committing, once it has AT_LEAST of them (or at TIMEOUT_MS); with
+     * AT_LEAST 0, once its standard input closes (the test stops a group's members together).
      */
     static void group(String namesrv, String topic, String group, String kind, int atLeast,
         long timeoutMs) throws Exception {
         long deadline = System.currentTimeMillis() + timeoutMs;
         AtomicInteger count = new AtomicInteger();
         String instance = "interop-group-" + System.nanoTime();
+        CountDownLatch enough = new CountDownLatch(1);
+        if (atLeast == 0) {
+            Thread stdin = new Thread(() -> {
+                try {
+                    while (System.in.read() >= 0) {
+                        continue;
+                    }
+                } catch (java.io.IOException e) {
+                    // A closed input is the signal either way.
+                }
+                enough.countDown();
+            });
+            stdin.setDaemon(true);
+            stdin.start();
+        }
         if (kind.equals("lite")) {
             DefaultLitePullConsumer consumer = new DefaultLitePullConsumer(group);
             consumer.setNamesrvAddr(namesrv);
             consumer.setInstanceName(instance);
             consumer.setAutoCommit(false);
+            consumer.setAllocateMessageQueueStrategy(new Reporting());
             consumer.subscribe(topic, "*");
             consumer.start();
             try {
-                while (count.get() < atLeast && System.currentTimeMillis() < deadline) {
+                while (enough.getCount() > 0 && System.currentTimeMillis() < deadline) {
                     List<MessageExt> got = consumer.poll(1000);
                     for (MessageExt m : got) {
                         printGot(m);
-                        count.incrementAndGet();
+                        if (count.incrementAndGet() == atLeast) {
+                            enough.countDown();
+                        }
                     }
                     if (!got.isEmpty()) {
                         consumer.commitSync();
@@ -404,14 +447,14 @@ public final class Peer {
             consumer.setNamesrvAddr(namesrv);
             consumer.setInstanceName(instance);
             consumer.subscribe(topic, "*");
+            consumer.setAllocateMessageQueueStrategy(new Reporting());
             // Messages handed to the listener finish (and commit) before shutdown persists.
             consumer.setAwaitTerminationMillisWhenShutdown(30000);
-            CountDownLatch enough = new CountDownLatch(1);
             consumer.registerMessageListener((MessageListenerConcurrently) (msgs, context) -> {
                 try {
                     for (MessageExt m : msgs) {
                         printGot(m);
-                        if (count.incrementAndGet() >= atLeast) {
+                        if (count.incrementAndGet() == atLeast) {
                             enough.countDown();
                         }
                     }

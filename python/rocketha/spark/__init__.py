@@ -29,6 +29,10 @@ exactly where the last committed batch ended.
 
 Filters are chosen with options rather than pushed down: ``pushFilters`` returns wrong results in
 Spark 4.3.0 when a DataFrame is reused.
+
+As a sink, ``df.write.format("rocketha").option("namesrvAddr", ...)`` and ``writeStream`` send
+rows into topics over the network (columns ``body``, ``topic``, ``tags``, ``keys``,
+``properties``; at least once): see ``rocketha.spark._sink``.
 """
 
 from __future__ import annotations
@@ -46,6 +50,8 @@ from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
     DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
     InputPartition,
 )
 from pyspark.sql.streaming.datasource import (
@@ -70,6 +76,7 @@ from rocketha.spark._options import (
     parse,
     queue_bounds,
 )
+from rocketha.spark._sink import BatchWriter, StreamWriter, parse_write
 from rocketha.store import MessageStore
 
 if TYPE_CHECKING:
@@ -157,7 +164,8 @@ def _check_schema(schema: StructType | None) -> None:
 
 
 class RocketHADataSource(DataSource):
-    """``spark.read.format("rocketha")`` and ``spark.readStream.format("rocketha")``."""
+    """``spark.read.format("rocketha")`` and ``spark.readStream.format("rocketha")``; as a
+    sink, ``df.write.format("rocketha")`` and ``writeStream`` (see :mod:`rocketha.spark._sink`)."""
 
     @classmethod
     def name(cls) -> str:
@@ -173,6 +181,12 @@ class RocketHADataSource(DataSource):
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         _check_schema(schema)
         return StreamReader(parse(self.options, streaming=True))
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        return BatchWriter(parse_write(self.options, schema, overwrite))
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        return StreamWriter(parse_write(self.options, schema, overwrite))
 
 
 class BatchReader(DataSourceReader):

@@ -74,6 +74,22 @@ pub enum CommitLogError {
         min_offset: u64,
         max_offset: u64,
     },
+    /// RocketMQ's disk-full flag: a put refused with SERVICE_NOT_AVAILABLE.
+    #[error("put refused: disk of {path} is {used:.1}% used, past diskSpaceWarningLevelRatio {warning:.0}% (RocketMQ's SERVICE_NOT_AVAILABLE); puts resume once retention brings it below diskSpaceCleanForciblyRatio {forcibly:.0}%: free space, or lower fileReservedTime")]
+    DiskFull {
+        path: PathBuf,
+        used: f64,
+        warning: f64,
+        forcibly: f64,
+    },
+    /// RocketMQ's OFFSET_TOO_SMALL (PULL_OFFSET_MOVED to a consumer).
+    #[error("queue offset {offset} of {topic} queue {queue_id} is below its min offset {min_offset}: retention deleted the messages it pointed to (OFFSET_TOO_SMALL); resume from {min_offset}")]
+    OffsetTooSmall {
+        topic: String,
+        queue_id: i32,
+        offset: i64,
+        min_offset: i64,
+    },
     #[error("commit log corrupted at offset {offset} in {path}: {reason}")]
     Corrupted {
         offset: u64,
@@ -84,6 +100,9 @@ pub enum CommitLogError {
     MidLogCorruption(Box<crate::commitlog::recover::MidLogCorruption>),
     #[error("store {path} is already open by another process (lock held on {path}/lock)")]
     Locked { path: PathBuf },
+    /// A setting out of range, naming the key.
+    #[error("{0}")]
+    Config(String),
     #[error("store is read-only")]
     ReadOnly,
     #[error("store is closed")]

@@ -1,6 +1,10 @@
 //! The message store: commit log + consume queues + flush policy, with RocketMQ's directory
 //! layout (`commitlog/`, `consumequeue/<topic>/<queueId>/`, `abort`, `checkpoint`, `lock`).
 
+mod clean;
+
+pub use clean::{CleanConfig, CleanEvent, CleanEvents, CleanReport};
+
 use std::borrow::Cow;
 use std::fs::{File, OpenOptions};
 use std::net::SocketAddr;
@@ -9,6 +13,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use rustc_hash::FxHashMap;
@@ -23,6 +28,7 @@ use crate::consume_queue::{ConsumeQueue, ConsumeQueueTable, CqEntry, DEFAULT_CQ_
 use crate::error::CommitLogError;
 use crate::ha::group_transfer::{Completion, GroupTransferService, PutStatus, WaitPolicy};
 use crate::sync::{lock, read, write};
+use clean::Retention;
 
 #[derive(Debug, Clone)]
 pub struct StoreConfig {
@@ -47,6 +53,10 @@ pub struct StoreConfig {
     pub accept_zero_body_crc: bool,
     /// An explicit repair: recovery cuts mid-log corruption too, instead of failing the open.
     pub truncate_at_corruption: bool,
+    /// Retention: `deleteWhen`, `fileReservedTime` and the disk ratios (writable stores).
+    pub clean: CleanConfig,
+    /// `storePathCommitLog`: the commit log's directory when not `root/commitlog`.
+    pub store_path_commit_log: Option<PathBuf>,
 }
 
 impl StoreConfig {
@@ -65,7 +75,16 @@ impl StoreConfig {
             read_only: false,
             accept_zero_body_crc: false,
             truncate_at_corruption: false,
+            clean: CleanConfig::default(),
+            store_path_commit_log: None,
         }
+    }
+
+    /// Where the commit log's segments live.
+    pub fn commit_log_dir(&self) -> PathBuf {
+        self.store_path_commit_log
+            .clone()
+            .unwrap_or_else(|| self.root.join("commitlog"))
     }
 
     /// What a put waits for under this configuration.
@@ -128,6 +147,9 @@ pub struct MessageStore {
     corruption: OnceLock<MidLogCorruption>,
     lock_file: Mutex<Option<File>>,
     closed: AtomicBool,
+    /// CleanCommitLogService and CleanConsumeQueueService (writable stores only).
+    retention: OnceLock<Arc<Retention>>,
+    clean_thread: Mutex<Option<JoinHandle<()>>>,
 }
 
 pub fn now_millis() -> i64 {
@@ -183,6 +205,7 @@ fn write_checkpoint(root: &Path, flushed: u64) -> Result<(), CommitLogError> {
 
 impl MessageStore {
     pub fn open(config: StoreConfig) -> Result<Self, CommitLogError> {
+        config.clean.validate().map_err(CommitLogError::Config)?;
         if config.read_only {
             return Self::open_read_only(config);
         }
@@ -191,7 +214,7 @@ impl MessageStore {
         let abort = config.root.join("abort");
         let crashed = abort.exists();
         let commit_log = Arc::new(CommitLog::open(
-            &config.root,
+            &config.commit_log_dir(),
             config.mapped_file_size,
             true,
             config.store_host,
@@ -209,6 +232,7 @@ impl MessageStore {
         )?);
         for cq in consume_queues.all() {
             cq.truncate_dirty(recovery.max_offset)?;
+            cq.correct_min_offset(commit_log.min_offset());
         }
         File::create(&abort).map_err(|e| CommitLogError::io(&abort, e))?;
 
@@ -228,6 +252,8 @@ impl MessageStore {
             corruption: OnceLock::new(),
             lock_file: Mutex::new(Some(lock_file)),
             closed: AtomicBool::new(false),
+            retention: OnceLock::new(),
+            clean_thread: Mutex::new(None),
             config,
         };
         {
@@ -246,8 +272,16 @@ impl MessageStore {
         Ok(store)
     }
 
-    /// Starts the flush thread and the GroupTransferService it reports every msync to.
+    /// Starts the flush thread, the GroupTransferService it reports every msync to, and the
+    /// retention thread.
     fn start_services(&self) {
+        let retention = Arc::new(Retention::new(
+            self.config.clean.clone(),
+            self.config.commit_log_dir(),
+        ));
+        *lock(&self.clean_thread) =
+            retention.start(self.commit_log.clone(), self.consume_queues.clone());
+        let _ = self.retention.set(retention);
         let flushed = self.commit_log.max_offset();
         let root = self.config.root.clone();
         let (log, cqs) = (self.commit_log.clone(), self.consume_queues.clone());
@@ -274,7 +308,7 @@ impl MessageStore {
             flushed,
         ));
         let on_flushed = group_transfer.clone();
-        let path = self.config.root.join("commitlog");
+        let path = self.config.commit_log_dir();
         let listener = Box::new(move |result: Result<u64, &CommitLogError>| match result {
             Ok(offset) => on_flushed.on_flushed(Ok(offset)),
             Err(e) => {
@@ -292,9 +326,9 @@ impl MessageStore {
     }
 
     fn open_read_only(config: StoreConfig) -> Result<Self, CommitLogError> {
-        if !config.root.join("commitlog").is_dir() {
+        if !config.commit_log_dir().is_dir() {
             return Err(CommitLogError::io(
-                config.root.join("commitlog"),
+                config.commit_log_dir(),
                 std::io::Error::new(
                     std::io::ErrorKind::NotFound,
                     "not a rocketha store: no commitlog directory",
@@ -302,7 +336,7 @@ impl MessageStore {
             ));
         }
         let commit_log = Arc::new(CommitLog::open(
-            &config.root,
+            &config.commit_log_dir(),
             config.mapped_file_size,
             false,
             config.store_host,
@@ -329,6 +363,8 @@ impl MessageStore {
             corruption: OnceLock::new(),
             lock_file: Mutex::new(None),
             closed: AtomicBool::new(false),
+            retention: OnceLock::new(),
+            clean_thread: Mutex::new(None),
             config,
         };
         store.scan(true)?;
@@ -341,7 +377,13 @@ impl MessageStore {
         // Queues first: the writer dispatches a record only after appending it, so every
         // entry seen here points at bytes the commit log scan that follows will find.
         self.consume_queues.refresh()?;
-        self.scan(false)
+        // The writer's retention deleted the oldest segments: the min offset moves here too.
+        self.commit_log.files().forget_deleted_segments();
+        let max = self.scan(false)?;
+        for cq in self.consume_queues.all() {
+            cq.correct_min_offset(self.commit_log.min_offset());
+        }
+        Ok(max)
     }
 
     /// [`Self::refresh`]; `at_open` also tells mid-log corruption from a torn tail, as a
@@ -401,6 +443,33 @@ impl MessageStore {
             return Err(CommitLogError::ReadOnly);
         }
         Ok(())
+    }
+
+    /// Puts (not a slave's replication, which its own retention keeps going) are refused
+    /// while the disk is past `diskSpaceWarningLevelRatio`.
+    fn check_disk(&self) -> Result<(), CommitLogError> {
+        self.retention.get().map_or(Ok(()), |r| r.check_put())
+    }
+
+    /// Runs one retention pass now (RocketMQ runs one every `cleanResourceInterval`), by the
+    /// same rules: what an operator's "delete expired files now" and tests use.
+    pub fn clean_now(&self) -> Result<CleanReport, CommitLogError> {
+        self.check_writable()?;
+        let retention = self.retention.get().ok_or(CommitLogError::ReadOnly)?;
+        retention.run_pass(&self.commit_log, &self.consume_queues)
+    }
+
+    /// Tests only: act on this disk use (0.0-1.0) instead of the filesystem's; `None` measures
+    /// again. Lets a test run a full disk without filling one.
+    pub fn set_fake_disk_used_ratio(&self, ratio: Option<f64>) -> Result<(), CommitLogError> {
+        let retention = self.retention.get().ok_or(CommitLogError::ReadOnly)?;
+        retention.set_fake_disk_used_ratio(ratio);
+        Ok(())
+    }
+
+    /// Retention's log lines (deletions, disk full and back); `None` for a read-only store.
+    pub fn clean_events(&self) -> Option<CleanEvents> {
+        self.retention.get().cloned().map(CleanEvents::new)
     }
 
     pub fn config(&self) -> &StoreConfig {
@@ -507,6 +576,7 @@ impl MessageStore {
     pub fn put(&self, draft: &MessageDraft<'_>) -> Result<AppendResult, CommitLogError> {
         draft.validate()?;
         self.check_writable()?;
+        self.check_disk()?;
         let result = {
             let mut st = self.lock_put();
             self.append_locked(&mut st, draft, now_millis())?
@@ -525,6 +595,7 @@ impl MessageStore {
             d.validate()?;
         }
         self.check_writable()?;
+        self.check_disk()?;
         let now = now_millis();
         let mut out = Vec::with_capacity(drafts.len());
         {
@@ -688,6 +759,15 @@ impl MessageStore {
         let Some(cq) = self.consume_queues.get(topic, queue_id) else {
             return Ok(Vec::new());
         };
+        let min_offset = cq.min_queue_offset();
+        if queue_offset < min_offset {
+            return Err(CommitLogError::OffsetTooSmall {
+                topic: topic.to_owned(),
+                queue_id,
+                offset: queue_offset,
+                min_offset,
+            });
+        }
         let mut out = Vec::new();
         for (qo, entry) in cq.get(queue_offset, max) {
             let offset = entry.commitlog_offset as u64;
@@ -750,6 +830,12 @@ impl MessageStore {
             return Ok(());
         }
         let _st = self.lock_put();
+        if let Some(r) = self.retention.get() {
+            r.stop();
+        }
+        if let Some(t) = lock(&self.clean_thread).take() {
+            let _ = t.join();
+        }
         if let Some(f) = self.flush.get() {
             f.stop();
         }

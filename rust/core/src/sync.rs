@@ -107,6 +107,11 @@ impl<E> EventQueue<E> {
         q.events.drain(..).collect()
     }
 
+    /// The service stopped: no event will come after the ones still queued.
+    pub(crate) fn is_closed(&self) -> bool {
+        lock(&self.state).closed
+    }
+
     /// Wakes every drainer, now and later (on shutdown).
     pub(crate) fn close(&self) {
         lock(&self.state).closed = true;

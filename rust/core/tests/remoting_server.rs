@@ -499,3 +499,90 @@ fn the_client_reports_a_bad_frame_and_reconnects_on_the_next_call() {
     drop(c);
     server.join().unwrap();
 }
+
+/// Requests pipelined in one write are all answered (the server answers a whole read with one
+/// write), and a client that half-closes after its last request still gets every response
+/// before the server closes the connection.
+#[test]
+fn pipelined_requests_are_all_answered_even_after_a_half_close() {
+    let f = start(ServerConfig::default());
+    let mut raw = TcpStream::connect(f.server.local_addr()).unwrap();
+    let mut burst = Vec::new();
+    for opaque in 0..100 {
+        let mut request = echo(format!("m{opaque}").as_bytes(), SerializeType::Json);
+        request.opaque = opaque;
+        burst.extend(request.encode(1 << 20).unwrap());
+    }
+    raw.write_all(&burst).unwrap();
+    raw.shutdown(std::net::Shutdown::Write).unwrap();
+    let mut got = read_until_closed(&mut raw);
+    let mut opaques = Vec::new();
+    while let Decoded::Frame { frame, consumed } = decode_frame(&got, 1 << 24).unwrap() {
+        let response = RemotingCommand::decode(&frame).unwrap();
+        assert_eq!(response.body, format!("m{}", response.opaque).as_bytes());
+        opaques.push(response.opaque);
+        got.drain(..consumed);
+    }
+    assert_eq!(opaques, (0..100).collect::<Vec<_>>());
+    assert!(got.is_empty(), "{} stray bytes", got.len());
+    closed_with(&f.server, "closed by the peer");
+}
+
+/// A deferred response for a connection whose socket is full (the client reads nothing for a
+/// while) waits behind the responses queued before it and goes out whole once the client
+/// reads, the echoes in their order.
+#[test]
+fn a_deferred_response_queues_behind_a_full_socket() {
+    const ECHOES: i32 = 30;
+    let f = start(ServerConfig::default());
+    let mut raw = TcpStream::connect(f.server.local_addr()).unwrap();
+    let mut deferred = RemotingCommand::request(DEFER, 0);
+    deferred.serialize_type = SerializeType::RocketMq;
+    raw.write_all(&deferred.encode(1 << 20).unwrap()).unwrap();
+    let (_, responder) = f.deferred.recv_timeout(TIMEOUT).unwrap();
+    // 30 MiB of echoes: far more than the socket buffers hold, so most wait in the server's
+    // queue. The server reads them all while the client reads nothing.
+    let mut writer = raw.try_clone().unwrap();
+    std::thread::spawn(move || {
+        for opaque in 1..=ECHOES {
+            let mut request = echo(&vec![9u8; 1 << 20], SerializeType::Json);
+            request.opaque = opaque;
+            writer.write_all(&request.encode(1 << 24).unwrap()).unwrap();
+        }
+    })
+    .join()
+    .unwrap();
+    let mut later = RemotingCommand::request(response_code::SUCCESS, 0);
+    later.body = b"later".to_vec();
+    responder.send(later);
+    raw.set_read_timeout(Some(TIMEOUT)).unwrap();
+    let (mut buf, mut chunk) = (Vec::new(), vec![0u8; 1 << 16]);
+    let mut opaques = Vec::new();
+    while opaques.len() < ECHOES as usize + 1 {
+        match decode_frame(&buf, 1 << 24).unwrap() {
+            Decoded::Frame { frame, consumed } => {
+                let response = RemotingCommand::decode(&frame).unwrap();
+                let expected = if response.opaque == 0 { 5 } else { 1 << 20 };
+                assert_eq!(response.body.len(), expected, "opaque {}", response.opaque);
+                opaques.push(response.opaque);
+                buf.drain(..consumed);
+            }
+            Decoded::NeedMore { .. } => {
+                let n = raw.read(&mut chunk).unwrap();
+                assert!(n > 0, "closed after {opaques:?}");
+                buf.extend_from_slice(&chunk[..n]);
+            }
+        }
+    }
+    // Behind the echoes queued before it (how many the server had read by then varies), and
+    // never cut into one of them: every frame above decoded whole.
+    let at = opaques.iter().position(|o| *o == 0).unwrap();
+    assert!(
+        at > 0
+            && opaques
+                .iter()
+                .filter(|o| **o != 0)
+                .eq(&(1..=ECHOES).collect::<Vec<_>>()),
+        "{opaques:?}"
+    );
+}

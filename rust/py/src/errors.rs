@@ -68,6 +68,18 @@ create_exception!(
     RocketHAError,
     "A handle was used in a child process after fork."
 );
+create_exception!(
+    rocketha._core,
+    DiskFullError,
+    RocketHAError,
+    "A put was refused: the disk is past diskSpaceWarningLevelRatio (RocketMQ's SERVICE_NOT_AVAILABLE)."
+);
+create_exception!(
+    rocketha._core,
+    OffsetTooSmallError,
+    RocketHAError,
+    "A queue offset below the queue's min offset: retention deleted it (RocketMQ's OFFSET_TOO_SMALL)."
+);
 
 create_exception!(
     rocketha._core,
@@ -94,6 +106,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("NotMasterError", py.get_type::<NotMasterError>())?;
     m.add("HAError", py.get_type::<HAError>())?;
     m.add("ForkedProcessError", py.get_type::<ForkedProcessError>())?;
+    m.add("DiskFullError", py.get_type::<DiskFullError>())?;
+    m.add("OffsetTooSmallError", py.get_type::<OffsetTooSmallError>())?;
     m.add(
         "RemotingConnectError",
         py.get_type::<RemotingConnectError>(),
@@ -117,9 +131,11 @@ pub fn to_py(err: CommitLogError) -> PyErr {
         CommitLogError::Record(_) | CommitLogError::RecordTooLarge { .. } => {
             InvalidMessageError::new_err(msg)
         }
-        CommitLogError::BadFileSize(_) | CommitLogError::SegmentSizeMismatch { .. } => {
-            ConfigError::new_err(msg)
-        }
+        CommitLogError::BadFileSize(_)
+        | CommitLogError::SegmentSizeMismatch { .. }
+        | CommitLogError::Config(_) => ConfigError::new_err(msg),
+        CommitLogError::DiskFull { .. } => DiskFullError::new_err(msg),
+        CommitLogError::OffsetTooSmall { .. } => OffsetTooSmallError::new_err(msg),
         CommitLogError::Corrupted { .. }
         | CommitLogError::MidLogCorruption(_)
         | CommitLogError::BadSegmentName { .. }

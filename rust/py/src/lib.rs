@@ -15,6 +15,7 @@ mod errors;
 mod ha;
 mod message;
 mod namesrv;
+mod retention;
 mod store;
 
 #[pymodule]
@@ -27,6 +28,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(message::register_put_status, m)?)?;
     m.add_class::<buffer::SegmentSlice>()?;
     m.add_class::<store::PyMessageStore>()?;
+    m.add_function(wrap_pyfunction!(retention::check_retention, m)?)?;
+    m.add_class::<retention::CleanEventQueue>()?;
     m.add_class::<ha::HAMaster>()?;
     m.add_class::<ha::HAClient>()?;
     m.add_class::<namesrv::NameServer>()?;
@@ -53,5 +56,18 @@ fn defaults(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     d.set_item("haTransferBatchSize", ha.transfer_batch_size)?;
     d.set_item("haSendHeartbeatInterval", ms(ha.heartbeat_interval))?;
     d.set_item("haHousekeepingInterval", ms(ha.housekeeping_interval))?;
+    let clean = &store.clean;
+    d.set_item("fileReservedTime", clean.file_reserved_time)?;
+    d.set_item("diskMaxUsedSpaceRatio", clean.disk_max_used_space_ratio)?;
+    d.set_item(
+        "diskSpaceCleanForciblyRatio",
+        clean.disk_space_clean_forcibly_ratio,
+    )?;
+    d.set_item(
+        "diskSpaceWarningLevelRatio",
+        clean.disk_space_warning_level_ratio,
+    )?;
+    d.set_item("cleanResourceInterval", ms(clean.clean_resource_interval))?;
+    d.set_item("deleteFileBatchMax", clean.delete_file_batch_max)?;
     Ok(d)
 }

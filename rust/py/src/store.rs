@@ -18,6 +18,7 @@ use rocketha_core::FlushDiskType;
 use crate::buffer::SegmentSlice;
 use crate::errors::{to_py, ForkGuard};
 use crate::message::{put_status_to_py, Message, MessageExt, PutResult};
+use crate::retention::{clean_config, CleanEventQueue};
 
 /// Bodies above this are copied with the GIL released; below it the copy is shorter than the
 /// cost of releasing and re-taking the GIL.
@@ -115,7 +116,7 @@ const BORN_HOST: SocketAddr =
 impl PyMessageStore {
     /// Keyword arguments left out take the core's defaults (RocketMQ's).
     #[new]
-    #[pyo3(signature = (path, *, mapped_file_size=None, flush_disk_type=None, flush_interval_ms=None, sync_flush_timeout_ms=None, store_host=None, consume_queue_entries=None, sync_slaves=None, slave_timeout_ms=None, ha_max_gap_not_in_sync=None, read_only=false, accept_zero_body_crc=false, truncate_at_corruption=false))]
+    #[pyo3(signature = (path, *, mapped_file_size=None, flush_disk_type=None, flush_interval_ms=None, sync_flush_timeout_ms=None, store_host=None, consume_queue_entries=None, sync_slaves=None, slave_timeout_ms=None, ha_max_gap_not_in_sync=None, read_only=false, accept_zero_body_crc=false, truncate_at_corruption=false, delete_when=None, file_reserved_time=None, file_reserved_time_unit_ms=None, disk_max_used_space_ratio=None, disk_space_clean_forcibly_ratio=None, disk_space_warning_level_ratio=None, clean_resource_interval_ms=None, delete_file_batch_max=None, store_path_commit_log=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -132,6 +133,15 @@ impl PyMessageStore {
         read_only: bool,
         accept_zero_body_crc: bool,
         truncate_at_corruption: bool,
+        delete_when: Option<&str>,
+        file_reserved_time: Option<u64>,
+        file_reserved_time_unit_ms: Option<u64>,
+        disk_max_used_space_ratio: Option<u32>,
+        disk_space_clean_forcibly_ratio: Option<u32>,
+        disk_space_warning_level_ratio: Option<u32>,
+        clean_resource_interval_ms: Option<u64>,
+        delete_file_batch_max: Option<usize>,
+        store_path_commit_log: Option<PathBuf>,
     ) -> PyResult<Self> {
         let mut config = StoreConfig::new(path);
         let millis = Duration::from_millis;
@@ -152,6 +162,17 @@ impl PyMessageStore {
         config.read_only = read_only;
         config.accept_zero_body_crc = accept_zero_body_crc;
         config.truncate_at_corruption = truncate_at_corruption;
+        config.store_path_commit_log = store_path_commit_log;
+        config.clean = clean_config(
+            delete_when,
+            file_reserved_time,
+            file_reserved_time_unit_ms,
+            disk_max_used_space_ratio,
+            disk_space_clean_forcibly_ratio,
+            disk_space_warning_level_ratio,
+            clean_resource_interval_ms,
+            delete_file_batch_max,
+        )?;
         let waits = !read_only && config.wait_policy().waits();
         let store = py
             .detach(move || MessageStore::open(config))
@@ -417,6 +438,30 @@ impl PyMessageStore {
     }
 
     /// `(msyncs, sync_requests, flushed_offset)`: group commit shows as requests per msync.
+    /// Runs one retention pass now: `(disk_used_ratio, deleted commit log segments, deleted
+    /// consume queue files)`.
+    fn clean_now(&self, py: Python<'_>) -> PyResult<(f64, Vec<PathBuf>, usize)> {
+        let store = self.store()?.clone();
+        let r = py.detach(move || store.clean_now()).map_err(to_py)?;
+        Ok((
+            r.disk_used_ratio,
+            r.commit_log_deleted,
+            r.consume_queue_deleted,
+        ))
+    }
+
+    /// Tests only: the disk use (0.0-1.0) retention acts on instead of the filesystem's.
+    #[pyo3(signature = (ratio))]
+    fn set_fake_disk_used_ratio(&self, ratio: Option<f64>) -> PyResult<()> {
+        self.store()?.set_fake_disk_used_ratio(ratio).map_err(to_py)
+    }
+
+    /// Retention's log lines, through a handle that does not keep the store open; `None` for
+    /// a read-only store.
+    fn clean_events(&self) -> PyResult<Option<CleanEventQueue>> {
+        Ok(self.store()?.clean_events().map(CleanEventQueue::new))
+    }
+
     fn flush_stats(&self) -> PyResult<(u64, u64, u64)> {
         let s = self.store()?.flush_stats();
         Ok((s.msyncs, s.sync_requests, s.flushed_offset))

@@ -2,7 +2,9 @@
 //! (`consumerDataSet`), with the subscriptions a pull without its own expression is filtered by.
 //! GET_CONSUMER_LIST_BY_GROUP answers a group's client ids, so clients share its queues among
 //! themselves. A consumer leaves its group when its connection closes, when it unregisters, or
-//! after `channelExpiredTimeout` (120 s) without a heartbeat.
+//! after `channelExpiredTimeout` (120 s) without a heartbeat. Whenever a group's members or
+//! subscriptions change, each remaining member is sent NOTIFY_CONSUMER_IDS_CHANGED (oneway) and
+//! rebalances at once, rather than at its next 20 s rebalance.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Mutex;
@@ -11,6 +13,7 @@ use std::time::{Duration, Instant};
 use serde::Deserialize;
 
 use crate::commitlog::record::tags_hash_code;
+use crate::remoting::{request_code, RemotingCommand, Responder};
 use crate::sync::lock;
 
 /// `channelExpiredTimeout`: a consumer silent this long is gone.
@@ -92,12 +95,42 @@ impl SubscriptionData {
     }
 }
 
+/// `ClientChannelInfo`.
+struct Member {
+    client_id: String,
+    last_update: Instant,
+    /// Where NOTIFY_CONSUMER_IDS_CHANGED goes (the connection of its heartbeat).
+    channel: Option<Responder>,
+}
+
 /// `ConsumerGroupInfo`.
-#[derive(Debug, Default)]
+#[derive(Default)]
 struct ConsumerGroupInfo {
-    /// Connection id -> (client id, last heartbeat).
-    channels: HashMap<u64, (String, Instant)>,
+    /// Connection id -> member.
+    channels: HashMap<u64, Member>,
     subscriptions: BTreeMap<String, SubscriptionData>,
+}
+
+impl ConsumerGroupInfo {
+    /// The members to tell of a change, with the notification (`NotifyConsumerIdsChanged`).
+    fn notices(&self, group: &str) -> Vec<(Responder, RemotingCommand)> {
+        let mut request = RemotingCommand::request(request_code::NOTIFY_CONSUMER_IDS_CHANGED, 0);
+        request
+            .ext_fields
+            .insert("consumerGroup".into(), group.to_owned());
+        self.channels
+            .values()
+            .filter_map(|m| m.channel.clone())
+            .map(|c| (c, request.clone()))
+            .collect()
+    }
+}
+
+/// Sends the notices, outside the table's lock.
+fn notify(notices: Vec<(Responder, RemotingCommand)>) {
+    for (channel, request) in notices {
+        channel.send_oneway_request(request);
+    }
 }
 
 #[derive(Default)]
@@ -108,13 +141,15 @@ pub(crate) struct ConsumerManager {
 
 impl ConsumerManager {
     /// `registerConsumer`: the heartbeat's subscriptions replace the group's (RocketMQ's
-    /// `updateSubscription`); a malformed one is left out, and its reason returned.
+    /// `updateSubscription`); a malformed one is left out, and its reason returned. A new
+    /// member or changed subscriptions notify the group's members through their `channel`s.
     pub(crate) fn register(
         &self,
         connection_id: u64,
         client_id: &str,
         data: &ConsumerData,
         now: Instant,
+        channel: Option<Responder>,
     ) -> Vec<String> {
         let mut refused = Vec::new();
         let mut subscriptions = BTreeMap::new();
@@ -131,47 +166,66 @@ impl ConsumerManager {
                 Err(why) => refused.push(why),
             }
         }
-        let mut groups = lock(&self.groups);
-        let info = groups.entry(data.group_name.clone()).or_default();
-        info.channels
-            .insert(connection_id, (client_id.to_owned(), now));
-        info.subscriptions = subscriptions;
+        let notices = {
+            let mut groups = lock(&self.groups);
+            let info = groups.entry(data.group_name.clone()).or_default();
+            let member = Member {
+                client_id: client_id.to_owned(),
+                last_update: now,
+                channel,
+            };
+            let joined = info.channels.insert(connection_id, member).is_none();
+            let changed = info.subscriptions != subscriptions;
+            info.subscriptions = subscriptions;
+            if joined || changed {
+                info.notices(&data.group_name)
+            } else {
+                Vec::new()
+            }
+        };
+        notify(notices);
         refused
     }
 
     /// `unregisterConsumer`.
     pub(crate) fn unregister(&self, group: &str, connection_id: u64) {
-        let mut groups = lock(&self.groups);
-        if let Some(info) = groups.get_mut(group) {
-            info.channels.remove(&connection_id);
-            if info.channels.is_empty() {
-                groups.remove(group);
-            }
-        }
+        self.remove_where(|g, id, _| g == group && id == connection_id);
     }
 
     /// `doChannelCloseEvent`.
     pub(crate) fn on_close(&self, connection_id: u64) {
-        lock(&self.groups).retain(|_, info| {
-            info.channels.remove(&connection_id);
-            !info.channels.is_empty()
-        });
+        self.remove_where(|_, id, _| id == connection_id);
     }
 
     /// `scanNotActiveChannel`: drops consumers silent for [`CHANNEL_EXPIRED_TIMEOUT`].
     pub(crate) fn scan_not_active(&self, now: Instant) {
-        lock(&self.groups).retain(|_, info| {
-            info.channels
-                .retain(|_, (_, last)| now.duration_since(*last) < CHANNEL_EXPIRED_TIMEOUT);
+        self.remove_where(|_, _, m| now.duration_since(m.last_update) >= CHANNEL_EXPIRED_TIMEOUT);
+    }
+
+    /// Removes the members `gone` picks; the groups they left are notified, the empty ones
+    /// forgotten.
+    fn remove_where(&self, gone: impl Fn(&str, u64, &Member) -> bool) {
+        let mut notices = Vec::new();
+        lock(&self.groups).retain(|group, info| {
+            let before = info.channels.len();
+            info.channels.retain(|id, m| !gone(group, *id, m));
+            if info.channels.len() != before {
+                notices.extend(info.notices(group));
+            }
             !info.channels.is_empty()
         });
+        notify(notices);
     }
 
     /// The client ids of a group's live consumers, sorted; `None` when the group has none.
     pub(crate) fn client_ids(&self, group: &str) -> Option<Vec<String>> {
         let groups = lock(&self.groups);
         let info = groups.get(group)?;
-        let ids: BTreeSet<String> = info.channels.values().map(|(id, _)| id.clone()).collect();
+        let ids: BTreeSet<String> = info
+            .channels
+            .values()
+            .map(|m| m.client_id.clone())
+            .collect();
         Some(ids.into_iter().collect())
     }
 
@@ -222,12 +276,13 @@ mod tests {
     fn consumers_leave_on_close_and_on_silence() {
         let m = ConsumerManager::default();
         let t0 = Instant::now();
-        m.register(1, "c1", &consumer("g", "T", "a"), t0);
+        m.register(1, "c1", &consumer("g", "T", "a"), t0, None);
         m.register(
             2,
             "c2",
             &consumer("g", "T", "a"),
             t0 + Duration::from_secs(100),
+            None,
         );
         assert_eq!(m.client_ids("g").unwrap(), vec!["c1", "c2"]);
         let sub = m.find_subscription("g", "T").unwrap().unwrap();

@@ -286,6 +286,7 @@ impl BrokerProcessor {
                 &data.client_id,
                 consumer,
                 now,
+                Some(ctx.responder()),
             ));
         }
         let mut clients = lock(&self.clients);

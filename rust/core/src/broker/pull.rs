@@ -435,7 +435,13 @@ impl PullMessageProcessor {
             .max_msg_bytes
             .and_then(|b| usize::try_from(b).ok())
             .unwrap_or(usize::MAX);
-        let entries = cq.get(header.queue_offset, max_msgs.max(MAX_FILTER_ENTRIES));
+        // A filtered subscription may skip many entries for each one it takes.
+        let scan = if sub.code_set.is_empty() {
+            max_msgs
+        } else {
+            max_msgs.max(MAX_FILTER_ENTRIES)
+        };
+        let entries = cq.get(header.queue_offset, scan);
         if entries.is_empty() {
             result.status = GetMessageStatus::OffsetFoundNull;
             result.next_begin_offset = self.correct(header.queue_offset, cq.min_queue_offset());

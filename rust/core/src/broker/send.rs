@@ -13,6 +13,7 @@ use super::BrokerSettings;
 use crate::client::uniq_key;
 use crate::commitlog::record::{self, MessageDraft};
 use crate::commitlog::AppendResult;
+use crate::error::CommitLogError;
 use crate::ha::group_transfer::PutStatus;
 use crate::namesrv::{perm, TopicConfig};
 use crate::remoting::header::SendMessageRequestHeader;
@@ -149,7 +150,14 @@ impl SendMessageProcessor {
         } else {
             self.store.put_batch(&drafts)
         };
-        let results = appended.map_err(|e| Refusal(response_code::SYSTEM_ERROR, e.to_string()))?;
+        let results = appended.map_err(|e| {
+            // RocketMQ answers a put refused for a full disk SERVICE_NOT_AVAILABLE.
+            let code = match e {
+                CommitLogError::DiskFull { .. } => response_code::SERVICE_NOT_AVAILABLE,
+                _ => response_code::SYSTEM_ERROR,
+            };
+            Refusal(code, e.to_string())
+        })?;
         Ok(Put {
             results,
             queue_id,
@@ -324,8 +332,9 @@ struct Put {
     queue_id: i32,
     /// The sender waits for the put's flush and slaves.
     wait: bool,
-    /// The request's own `UNIQ_KEY`: a single message's (answered as `transactionId`) or the
-    /// batch's (`batchUniqId`), as `MessageClientIDSetter.getUniqID` reads them.
+    /// The request's own `UNIQ_KEY`, answered as a single message's `transactionId`. A batch
+    /// gets no `batchUniqId`: RocketMQ sets it only for its inner batches (batch consume queue
+    /// topics), and a 5.x client that sees it takes the batch's one id for every message's.
     uniq: Option<String>,
 }
 
@@ -354,8 +363,8 @@ impl Response {
             msg_id,
             queue_id,
             queue_offset: results[0].queue_offset,
-            transaction_id: uniq.clone().filter(|_| !batch),
-            batch_uniq_id: uniq.filter(|_| batch),
+            transaction_id: uniq.filter(|_| !batch),
+            batch_uniq_id: None,
             recall_handle: None,
         });
         // What a Java client reads besides the header (SendResult's region and trace switch).

@@ -3,10 +3,15 @@
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::SystemTime;
 
 use memmap2::{MmapOptions, MmapRaw};
 
 use crate::error::CommitLogError;
+
+/// How far past a write the writer reserves blocks itself when the background step is behind
+/// (and what consume queues, which have no background step, reserve at a time).
+pub(crate) const ALLOCATE_STEP: usize = 1 << 20;
 
 /// Segment files are named by their start offset as 20 zero-padded digits.
 pub fn segment_name(start: u64) -> String {
@@ -24,12 +29,17 @@ pub(crate) struct MappedFile {
     /// Bytes from the start whose first-write faults were taken (or are being taken) ahead of
     /// the writer.
     prefaulted: AtomicUsize,
+    /// Bytes from the start whose disk blocks are reserved. A segment is created sparse at its
+    /// full length and reserved in steps as the writer approaches, so a store's disk use
+    /// follows what it holds; the writer never writes past this, so a full disk is an ENOSPC
+    /// from fallocate before the write, never a SIGBUS from a write into a hole of the mapping.
+    allocated: AtomicUsize,
 }
 
 impl MappedFile {
-    /// Creates (or reuses) the segment, reserves its blocks so a full disk fails here and
-    /// not on a page fault mid-append, and maps it.
-    /// `prefault` bytes from its start are prefaulted for writing.
+    /// Creates (or reuses) the segment, sparse at its full length, and maps it. `prefault`
+    /// bytes from its start are reserved (so a full disk fails here, not on a page fault
+    /// mid-append) and prefaulted for writing.
     pub(crate) fn create(
         dir: &Path,
         start: u64,
@@ -47,7 +57,10 @@ impl MappedFile {
             .truncate(false)
             .open(&tmp)
             .map_err(|e| CommitLogError::io(&tmp, e))?;
-        reserve(&file, size).map_err(|e| CommitLogError::io(&tmp, e))?;
+        let prefault = prefault.min(size);
+        file.set_len(size as u64)
+            .and_then(|()| reserve(&file, 0, prefault))
+            .map_err(|e| CommitLogError::io(&tmp, e))?;
         std::fs::rename(&tmp, &path).map_err(|e| CommitLogError::io(&path, e))?;
         let mut options = MmapOptions::new();
         options.len(size);
@@ -55,7 +68,8 @@ impl MappedFile {
             .map_raw(&file)
             .map_err(|e| CommitLogError::io(&path, e))?;
         let file = Self::new(path, start, size, map);
-        file.prefault_for_write(prefault.min(size));
+        file.allocated.store(prefault, Ordering::Release);
+        file.prefault_for_write(prefault);
         Ok(file)
     }
 
@@ -105,6 +119,7 @@ impl MappedFile {
             wrote: AtomicUsize::new(0),
             flushed: AtomicUsize::new(0),
             prefaulted: AtomicUsize::new(0),
+            allocated: AtomicUsize::new(0),
         }
     }
 
@@ -119,6 +134,13 @@ impl MappedFile {
     }
     pub(crate) fn end(&self) -> u64 {
         self.start + self.size as u64
+    }
+    /// When the segment was last written (RocketMQ's `getLastModifiedTimestamp`), which
+    /// `fileReservedTime` counts from.
+    pub(crate) fn last_modified(&self) -> Result<SystemTime, CommitLogError> {
+        std::fs::metadata(&self.path)
+            .and_then(|m| m.modified())
+            .map_err(|e| CommitLogError::io(&self.path, e))
     }
     pub(crate) fn wrote(&self) -> usize {
         self.wrote.load(Ordering::Acquire)
@@ -171,6 +193,34 @@ impl MappedFile {
             self.path.display()
         );
         std::slice::from_raw_parts_mut(self.map.as_mut_ptr().add(pos), len)
+    }
+
+    /// Reserves the blocks of `[allocated, until)`; the caller is the writer or the background
+    /// step ahead of it (both may run at once: fallocate of a reserved range is a no-op).
+    pub(crate) fn allocate(&self, until: usize) -> Result<(), CommitLogError> {
+        let until = until.min(self.size);
+        let from = self.allocated.load(Ordering::Acquire);
+        if until <= from {
+            return Ok(());
+        }
+        // Opened for the call rather than kept: one fd per segment would add up over many
+        // consume queues, and a step comes once per megabytes written.
+        OpenOptions::new()
+            .write(true)
+            .open(&self.path)
+            .and_then(|file| reserve(&file, from, until - from))
+            .map_err(|e| CommitLogError::io(&self.path, e))?;
+        self.allocated.fetch_max(until, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// Makes sure `[0, end)` is reserved before the writer writes there: at once when the
+    /// background step already did it, else a step past `end` now.
+    pub(crate) fn ensure_allocated(&self, end: usize) -> Result<(), CommitLogError> {
+        if end <= self.allocated.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        self.allocate(end + ALLOCATE_STEP)
     }
 
     /// msyncs `[flushed, up_to)` and returns how many bytes that covered.
@@ -240,15 +290,19 @@ impl MappedFile {
     }
 }
 
-fn reserve(file: &File, size: usize) -> std::io::Result<()> {
+fn reserve(file: &File, from: usize, len: usize) -> std::io::Result<()> {
     use std::os::fd::AsRawFd;
+    if len == 0 {
+        return Ok(());
+    }
     // SAFETY: a plain syscall on an fd we own.
-    let rc = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, size as libc::off_t) };
+    let rc =
+        unsafe { libc::posix_fallocate(file.as_raw_fd(), from as libc::off_t, len as libc::off_t) };
     match rc {
         0 => Ok(()),
-        // Filesystems without fallocate (tmpfs on old kernels, some overlays): fall back to a
-        // sparse file rather than refusing to run.
-        libc::EOPNOTSUPP | libc::EINVAL => file.set_len(size as u64),
+        // Filesystems without fallocate (tmpfs on old kernels, some overlays): the file stays
+        // sparse rather than refusing to run.
+        libc::EOPNOTSUPP | libc::EINVAL => Ok(()),
         err => Err(std::io::Error::from_raw_os_error(err)),
     }
 }

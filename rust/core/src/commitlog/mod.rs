@@ -77,8 +77,9 @@ pub struct CommitLog {
 }
 
 impl CommitLog {
+    /// Opens the log in `dir` (`storePathCommitLog`, by default `STORE/commitlog`).
     pub(crate) fn open(
-        root: &Path,
+        dir: &Path,
         file_size: u64,
         writable: bool,
         store_host: SocketAddr,
@@ -87,7 +88,7 @@ impl CommitLog {
         let file_size = check_file_size(file_size)?;
         Ok(Self {
             files: MappedFileQueue::load(
-                &root.join("commitlog"),
+                dir,
                 file_size,
                 "mappedFileSizeCommitLog",
                 writable,
@@ -130,6 +131,7 @@ impl CommitLog {
             Some(last) if len + END_FILE_MIN_BLANK_LENGTH > last.remaining() => {
                 let wrote = last.wrote();
                 let remaining = last.remaining();
+                last.ensure_allocated(wrote + END_FILE_MIN_BLANK_LENGTH)?;
                 // SAFETY: put lock held; `[wrote, size)` is unpublished.
                 record::encode_blank(
                     unsafe { last.writable(wrote, END_FILE_MIN_BLANK_LENGTH) },
@@ -153,6 +155,7 @@ impl CommitLog {
         let file = self.segment_for(size)?;
         let pos = file.wrote();
         let offset = file.start() + pos as u64;
+        file.ensure_allocated(pos + size)?;
         // SAFETY: put lock held; the bytes past `wrote` are unpublished.
         let out = unsafe { file.writable(pos, size) };
         draft.encode_into(
@@ -231,6 +234,7 @@ impl CommitLog {
             let next =
                 record::check_incoming(fresh, next, file.end(), accept_zero_crc, &mut accepted)
                     .map_err(corrupted)?;
+            file.ensure_allocated(pos + chunk.len())?;
             // SAFETY: put lock held; writing past the published position only.
             let out = unsafe { file.writable(pos, chunk.len()) };
             copy_by_record(out, chunk, at, &accepted);

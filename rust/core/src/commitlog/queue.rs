@@ -1,9 +1,10 @@
 //! The ordered list of segment files of one log: RocketMQ's `MappedFileQueue`.
 //!
-//! Both the commit log and every consume queue are one of these. The next segment is
-//! preallocated on a background thread (RocketMQ's `AllocateMappedFileService`) so an append
-//! that rolls over finds it ready instead of stalling on fallocate, and pages are prefaulted a
-//! window ahead of the writer so appends do not stall on page faults either.
+//! Both the commit log and every consume queue are one of these. The next segment is created
+//! on a background thread (RocketMQ's `AllocateMappedFileService`) so an append that rolls over
+//! finds it ready instead of stalling on fallocate, and blocks are reserved and pages
+//! prefaulted a window ahead of the writer, in steps, so appends stall on neither a page fault
+//! nor fallocate, and a segment takes disk only as far as the writer got (plus the window).
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -16,9 +17,10 @@ use crate::sync::{lock, read, write};
 
 type Prealloc = (u64, JoinHandle<Result<MappedFile, CommitLogError>>);
 
-/// How far ahead of the writer pages are prefaulted. Not a whole segment: pages prefaulted long
-/// before the writer reaches them are dirty zeros that writeback may store twice, and a 1 GiB
-/// segment prepared at once costs as much CPU as the appends that fill it.
+/// How far ahead of the writer blocks are reserved and pages prefaulted. Not a whole segment:
+/// pages prefaulted long before the writer reaches them are dirty zeros that writeback may
+/// store twice, a 1 GiB segment prepared at once costs as much CPU as the appends that fill it,
+/// and blocks reserved far ahead are disk a store does not use yet.
 pub(crate) const PREFAULT_WINDOW: usize = 64 << 20;
 
 pub(crate) struct MappedFileQueue {
@@ -219,8 +221,9 @@ impl MappedFileQueue {
         self.prepare(next);
     }
 
-    /// Prefaults up to a window past the writer in `file` once the writer is within half a
-    /// window of the prefaulted pages; one prefault at a time, on a background thread.
+    /// Reserves and prefaults up to a window past the writer in `file` once the writer is
+    /// within half a window of the prefaulted pages; one step at a time, on a background
+    /// thread.
     fn prefault_ahead(&self, file: &Arc<MappedFile>) {
         let prefaulted = file.prefaulted();
         if !self.preallocate
@@ -237,7 +240,13 @@ impl MappedFileQueue {
         let file = file.clone();
         *running = std::thread::Builder::new()
             .name("rocketha-prefault".into())
-            .spawn(move || file.prefault_for_write(until))
+            .spawn(move || {
+                // A full disk stops the step here; the writer's own reservation, which it
+                // makes before writing past what is reserved, reports it.
+                if file.allocate(until).is_ok() {
+                    file.prefault_for_write(until);
+                }
+            })
             .ok();
     }
 
@@ -250,6 +259,41 @@ impl MappedFileQueue {
         if let Ok(handle) = handle {
             *lock(&self.next) = Some((start, handle));
         }
+    }
+
+    /// Deletes up to `max` of the oldest segments while `expired` says so, never the last one
+    /// (the segment being written): RocketMQ's `deleteExpiredFileByTime` and `ByOffset`. They
+    /// leave the list before their files go, so the min offset moves first and no new read is
+    /// sent there; a reader already holding one keeps its mapping (unlinking a mapped file is
+    /// safe on Linux) until it lets go.
+    pub(crate) fn delete_oldest(
+        &self,
+        max: usize,
+        mut expired: impl FnMut(&MappedFile) -> bool,
+    ) -> Result<Vec<PathBuf>, CommitLogError> {
+        let doomed: Vec<Arc<MappedFile>> = {
+            let mut files = write(&self.files);
+            let older = files.len().saturating_sub(1);
+            let n = files[..older]
+                .iter()
+                .take(max)
+                .take_while(|f| expired(f))
+                .count();
+            files.drain(..n).collect()
+        };
+        let mut deleted = Vec::with_capacity(doomed.len());
+        for file in doomed {
+            std::fs::remove_file(file.path()).map_err(|e| CommitLogError::io(file.path(), e))?;
+            deleted.push(file.path().to_owned());
+        }
+        Ok(deleted)
+    }
+
+    /// Read-only readers of a live store: lets go of the oldest segments the writer deleted.
+    pub(crate) fn forget_deleted_segments(&self) {
+        let mut files = write(&self.files);
+        let gone = files.iter().take_while(|f| !f.path().exists()).count();
+        files.drain(..gone);
     }
 
     /// Drops every segment starting at or after `offset` and deletes its file.

@@ -6,6 +6,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 use crate::commitlog::queue::MappedFileQueue;
@@ -56,6 +57,11 @@ pub(crate) struct ConsumeQueue {
     topic: String,
     queue_id: i32,
     files: MappedFileQueue,
+    /// RocketMQ's `minLogicOffset`: the first entry pointing at or past the commit log's min
+    /// offset, once retention moved it (files go whole, so this can lie inside the first).
+    min_logic_offset: AtomicI64,
+    /// The commit log min offset `min_logic_offset` was corrected for.
+    corrected_for: AtomicU64,
 }
 
 impl ConsumeQueue {
@@ -77,6 +83,8 @@ impl ConsumeQueue {
             topic: topic.to_owned(),
             queue_id,
             files,
+            min_logic_offset: AtomicI64::new(0),
+            corrected_for: AtomicU64::new(0),
         };
         cq.find_end();
         Ok(cq)
@@ -106,6 +114,7 @@ impl ConsumeQueue {
     /// look. Entries are written in queue-offset order, so the scan stops at the first empty
     /// slot after the known end and costs only what is new.
     fn refresh(&self) -> Result<(), CommitLogError> {
+        self.files.forget_deleted_segments();
         if self.files.map_new_segments()? > 0 {
             let files = self.files.files();
             for f in &files[..files.len() - 1] {
@@ -130,7 +139,44 @@ impl ConsumeQueue {
     }
 
     pub(crate) fn min_queue_offset(&self) -> i64 {
-        (self.files.min_offset() / CQ_ENTRY_SIZE as u64) as i64
+        let first_file = (self.files.min_offset() / CQ_ENTRY_SIZE as u64) as i64;
+        first_file.max(self.min_logic_offset.load(Ordering::Acquire))
+    }
+
+    /// `deleteExpiredFile` for a queue: drops the oldest files whose last entry points below
+    /// `min_phy` (the commit log's new min offset), never the last file, then moves the min
+    /// queue offset. Returns how many files went.
+    pub(crate) fn delete_expired(&self, min_phy: u64) -> Result<usize, CommitLogError> {
+        let deleted = self.files.delete_oldest(usize::MAX, |f| {
+            f.readable(0)
+                .chunks_exact(CQ_ENTRY_SIZE)
+                .next_back()
+                .is_some_and(|e| (CqEntry::decode(e).commitlog_offset as u64) < min_phy)
+        })?;
+        self.correct_min_offset(min_phy);
+        Ok(deleted.len())
+    }
+
+    /// RocketMQ's `correctMinOffset`: the min queue offset becomes the first entry pointing at
+    /// or past `min_phy`, or the queue's end when none does. Entries are in commit log order,
+    /// so only the first file is looked at; each new `min_phy` is looked at once.
+    pub(crate) fn correct_min_offset(&self, min_phy: u64) {
+        if min_phy == 0 || self.corrected_for.swap(min_phy, Ordering::AcqRel) == min_phy {
+            return;
+        }
+        let Some(first) = self.files.first() else {
+            return;
+        };
+        let raw = first.readable(0);
+        let index = raw
+            .chunks_exact(CQ_ENTRY_SIZE)
+            .position(|e| {
+                let e = CqEntry::decode(e);
+                !e.is_empty() && e.commitlog_offset as u64 >= min_phy
+            })
+            .unwrap_or(raw.len() / CQ_ENTRY_SIZE);
+        let min = (first.start() / CQ_ENTRY_SIZE as u64) as i64 + index as i64;
+        self.min_logic_offset.fetch_max(min, Ordering::AcqRel);
     }
 
     /// Writes the entry for `queue_offset`. Called only under the store's put lock.
@@ -159,6 +205,7 @@ impl ConsumeQueue {
             }
         };
         let at = (pos - file.start()) as usize;
+        file.ensure_allocated(at + CQ_ENTRY_SIZE)?;
         // SAFETY: the store's put lock is held, so this is the only writer; re-writing an
         // existing slot writes identical bytes for the same record.
         unsafe { file.writable(at, CQ_ENTRY_SIZE) }.copy_from_slice(&entry.encode());

@@ -69,8 +69,9 @@ impl AcceptSocketService {
                                 c.write_blocked = false;
                             }
                         }
-                        if event.is_readable() || event.is_read_closed() || event.is_error() {
-                            if let Err(reason) = self.on_readable(token) {
+                        let closed = event.is_read_closed() || event.is_error();
+                        if event.is_readable() || closed {
+                            if let Err(reason) = self.on_readable(token, closed) {
                                 let problem = reason != CLOSED_BY_SLAVE;
                                 self.close(token, reason, problem);
                             }
@@ -153,12 +154,12 @@ impl AcceptSocketService {
         }
     }
 
-    fn on_readable(&mut self, token: Token) -> Result<(), Close> {
+    fn on_readable(&mut self, token: Token, closed: bool) -> Result<(), Close> {
         let secret = self.shared.config.auth_secret.as_deref();
         let Some(c) = self.conns.get_mut(&token) else {
             return Ok(());
         };
-        let latest = c.read(secret)?;
+        let latest = c.read(secret, closed)?;
         if c.authenticated() {
             // One slave, one connection: an older connection of the same slave is stale.
             let slave_key = c.slave_key;

@@ -210,6 +210,18 @@ impl From<FrameError> for DispatchError {
 impl DispatchError {
     fn ended(self, store: &MessageStore, master: &str) -> Ended {
         match self {
+            DispatchError::Store(CommitLogError::OffsetMismatch { offset, max_offset })
+                if offset > max_offset =>
+            {
+                // A master sends from where it was asked, unless what was asked is gone.
+                Ended::problem(format!(
+                    "{}: the master's log now starts at {offset}, past this slave's offset \
+                     {max_offset}: its retention deleted what this slave still needs, so this \
+                     slave can never catch up from here. Repair: stop this slave, move its \
+                     store aside and start it empty; it then copies from the master's min offset",
+                    CommitLogError::OffsetMismatch { offset, max_offset }
+                ))
+            }
             DispatchError::Store(e @ CommitLogError::OffsetMismatch { .. }) => {
                 Ended::problem(e.to_string())
             }
@@ -553,7 +565,8 @@ impl Client {
         let mut events = Events::with_capacity(16);
         loop {
             self.wait_readable(&mut session, version, &mut events)?;
-            self.receive(&mut session, stream, master, dispatcher)?;
+            let closed = events.iter().any(|e| e.is_read_closed() || e.is_error());
+            self.receive(&mut session, stream, master, dispatcher, closed)?;
             if session.last_report.elapsed() >= self.shared.config.heartbeat_interval {
                 self.report(&mut session, stream, true)?;
             }
@@ -675,28 +688,35 @@ impl Client {
             .map_err(|e| Ended::problem(format!("epoll failed: {e}")))
     }
 
-    /// Reads until the socket would block, handing every complete frame to the sink and
+    /// Reads until the socket is drained, handing every complete frame to the sink and
     /// reporting the new max offset after each read that appended.
+    ///
+    /// A read that left free space in the buffer drained the socket (the master's next frame
+    /// raises a new epoll edge), so the read that would only say EAGAIN is skipped: one
+    /// syscall per frame. Once epoll reported the master's FIN (`closed`), it reads on to the
+    /// end of the stream.
     fn receive(
         &mut self,
         session: &mut Session,
         stream: &mut TcpStream,
         master: &str,
         dispatcher: &mut FrameDispatcher,
+        closed: bool,
     ) -> Result<(), Ended> {
         loop {
-            match dispatcher.read_from(stream) {
+            let drained = match dispatcher.read_from(stream) {
                 Ok(0) => return Err(Ended::problem("master closed the connection")),
                 Ok(n) => {
                     session.last_read = Instant::now();
                     session.heard = true;
                     let mut stats = lock(&self.shared.stats);
                     stats.bytes_received += n as u64;
+                    !dispatcher.filled() && !closed
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(Ended::problem(format!("read failed: {e}"))),
-            }
+            };
             let frames = dispatcher
                 .dispatch(|f| session.sink(f))
                 .map_err(|e| e.ended(&session.store, master))?;
@@ -705,6 +725,9 @@ impl Client {
             stats.buffer_swaps = dispatcher.swaps();
             drop(stats);
             self.report(session, stream, false)?;
+            if drained {
+                return Ok(());
+            }
         }
     }
 

@@ -177,6 +177,9 @@ pub(super) struct HaConnection {
     last_write: Instant,
     accepted: Instant,
     flow: FlowMonitor,
+    /// Why the slave is refused once the frame that shows it where the master's log starts
+    /// went out: it asked for an offset retention deleted.
+    floor_refusal: Option<Close>,
 }
 
 impl HaConnection {
@@ -216,6 +219,7 @@ impl HaConnection {
             last_write: now,
             accepted: now,
             flow: FlowMonitor::new(now),
+            floor_refusal: None,
         }
     }
 
@@ -301,7 +305,15 @@ impl HaConnection {
 
     /// The read half: the handshake response, then offset reports. Returns the last complete
     /// report read, as only that one counts (acks coalesce).
-    pub(super) fn read(&mut self, secret: Option<&[u8]>) -> Result<Option<u64>, Close> {
+    ///
+    /// A read shorter than the buffer drained the socket (the slave's next report raises a new
+    /// epoll edge), so the read that would only say EAGAIN is skipped: one syscall per ack.
+    /// Once epoll reported the slave's FIN (`closed`), it reads on to the end of the stream.
+    pub(super) fn read(
+        &mut self,
+        secret: Option<&[u8]>,
+        closed: bool,
+    ) -> Result<Option<u64>, Close> {
         let mut buf = [0u8; 4096];
         let mut latest = None;
         loop {
@@ -312,6 +324,9 @@ impl HaConnection {
                     let data = self.handshake(secret, &buf[..n])?;
                     if let Some(offset) = self.reports(data)? {
                         latest = Some(offset);
+                    }
+                    if n < buf.len() && !closed {
+                        return Ok(latest);
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(latest),
@@ -392,9 +407,8 @@ impl HaConnection {
             }
             None if offset == 0 => Some(min),
             None if offset < min => {
-                return Err(format!(
-                    "slave requested offset {offset}, older than the master's min offset {min}: the master no longer holds it"
-                ))
+                self.refuse_below_floor("asked to resume at", offset, min);
+                return Ok(None);
             }
             None => Some(offset),
         };
@@ -412,6 +426,19 @@ impl HaConnection {
         Ok(start)
     }
 
+    /// RocketMQ's master would look for `offset` forever and send only heartbeats: a slave
+    /// stuck without a word. Ours sends one heartbeat at its min offset, which the slave's
+    /// offset check reports as the floor, then closes, saying why.
+    fn refuse_below_floor(&mut self, what: &str, offset: u64, min: u64) {
+        self.floor_refusal = Some(format!(
+            "slave {what} offset {offset}, below the master's min offset {min}: retention \
+             (fileReservedTime, diskMaxUsedSpaceRatio) deleted the segments it needs, so it can \
+             never catch up from there. Repair the slave: stop it, move its store aside and \
+             start it empty; it then copies from the master's min offset"
+        ));
+        self.write = Some(PendingWrite::new(min, None, self.crc));
+    }
+
     /// The write half: writes until the socket would block, the slave is caught up or flow
     /// control says wait.
     pub(super) fn write(
@@ -422,6 +449,14 @@ impl HaConnection {
     ) -> Result<(), Close> {
         if self.write_blocked || !self.write_control()? {
             return Ok(());
+        }
+        if let Some(reason) = self.floor_refusal.clone() {
+            while self.write.is_some() {
+                if !self.write_frame(now)? {
+                    return Ok(());
+                }
+            }
+            return Err(reason);
         }
         let batch = cfg.transfer_batch_size;
         let max = store.max_offset();
@@ -443,6 +478,11 @@ impl HaConnection {
                     Some(body) => {
                         self.flow.sent(body.len());
                         Some(PendingWrite::new(next, Some(body), self.crc))
+                    }
+                    // Retention deleted what a slow slave was still to get.
+                    None if next < store.min_offset() => {
+                        self.refuse_below_floor("fell behind: it needs", next, store.min_offset());
+                        return Ok(());
                     }
                     None if now.duration_since(self.last_write) >= cfg.heartbeat_interval => {
                         Some(PendingWrite::new(next, None, self.crc))

@@ -62,6 +62,12 @@ impl FrameDispatcher {
         self.swaps += 1;
     }
 
+    /// The last read filled all the free space: the socket may hold more. A shorter read
+    /// drained it.
+    pub(crate) fn filled(&self) -> bool {
+        self.read_pos == self.buf.len()
+    }
+
     /// One `read` into the free space, swapping buffers first when none is left.
     pub fn read_from(&mut self, src: &mut impl Read) -> io::Result<usize> {
         if self.read_pos == self.buf.len() {

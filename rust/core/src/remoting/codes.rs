@@ -28,6 +28,8 @@ pub mod request_code {
     pub const CONSUMER_SEND_MSG_BACK: i32 = 36;
     pub const END_TRANSACTION: i32 = 37;
     pub const GET_CONSUMER_LIST_BY_GROUP: i32 = 38;
+    /// Broker to consumer, oneway: the group's members changed, rebalance now.
+    pub const NOTIFY_CONSUMER_IDS_CHANGED: i32 = 40;
     pub const LOCK_BATCH_MQ: i32 = 41;
     pub const UNLOCK_BATCH_MQ: i32 = 42;
     pub const GET_ALL_CONSUMER_OFFSET: i32 = 43;
@@ -77,6 +79,7 @@ pub mod request_code {
             CONSUMER_SEND_MSG_BACK => "CONSUMER_SEND_MSG_BACK",
             END_TRANSACTION => "END_TRANSACTION",
             GET_CONSUMER_LIST_BY_GROUP => "GET_CONSUMER_LIST_BY_GROUP",
+            NOTIFY_CONSUMER_IDS_CHANGED => "NOTIFY_CONSUMER_IDS_CHANGED",
             LOCK_BATCH_MQ => "LOCK_BATCH_MQ",
             UNLOCK_BATCH_MQ => "UNLOCK_BATCH_MQ",
             GET_ALL_CONSUMER_OFFSET => "GET_ALL_CONSUMER_OFFSET",

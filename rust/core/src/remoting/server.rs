@@ -4,9 +4,11 @@
 //! opaque.
 //!
 //! A processor answers at once, or later from any thread through a [`Responder`] (a SYNC_MASTER
-//! send answered when its slave acks): the response is queued for the loop and the loop's
-//! [`Waker`] is woken. The loop never polls: it sleeps in epoll until a socket is ready, a
-//! response or shutdown wakes it, or the nearest idle deadline passes.
+//! send answered when its slave acks). A later response is written by the responder's thread
+//! itself when its connection has nothing queued (one `writev`, and the loop sleeps on);
+//! otherwise it is queued for the loop and the loop's [`Waker`] is woken. The loop never polls:
+//! it sleeps in epoll until a socket is ready, a queued response or shutdown wakes it, or the
+//! nearest idle deadline passes.
 //!
 //! A peer's fault costs only its own connection: a bad frame or header, an oversized length
 //! prefix, or a client that never reads its responses (past `max_output_per_connection`) closes
@@ -15,11 +17,13 @@
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, IoSlice, Read, Write};
 use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use mio::net::{TcpListener, TcpStream};
+use mio::unix::SourceFd;
 use mio::{Events, Interest, Token};
 
 use super::codes::{response_code, SerializeType};
@@ -160,6 +164,7 @@ struct Shared {
     /// rather than a channel: the loop takes the whole batch in one swap.
     outbox: Mutex<Vec<(u64, RemotingCommand)>>,
     events: Arc<ServerEvents>,
+    max_frame_size: usize,
 }
 
 /// Sends the response to one request later, from any thread.
@@ -168,23 +173,60 @@ pub struct Responder {
     connection_id: u64,
     opaque: i32,
     serialize_type: SerializeType,
+    /// Weak: a closed connection's socket is closed by the loop at once, whoever still holds
+    /// a responder for it.
+    output: Weak<Output>,
     shared: Arc<Shared>,
 }
 
 impl Responder {
-    /// Thread-safe; queues the response for its connection and wakes the loop. Dropped silently
-    /// if the connection is gone. The response is sent with the request's opaque and serialize
-    /// type, and marked as a response, whatever the processor built.
+    /// Thread-safe. Dropped silently if the connection is gone. The response is sent with the
+    /// request's opaque and serialize type, and marked as a response, whatever the processor
+    /// built.
+    ///
+    /// When the connection has nothing queued, the response is written from this thread: a
+    /// SYNC_MASTER send settled by its slave's ack goes out from the HA thread that read the
+    /// ack, without waking the loop (an eventfd write, an epoll wake-up and a context switch
+    /// per response on a lone connection). Otherwise, or when it does not encode, it joins the
+    /// loop's outbox, behind what is queued.
     pub fn send(&self, mut response: RemotingCommand) {
+        response.opaque = self.opaque;
+        response.mark_response();
+        self.queue(response);
+    }
+
+    /// Sends a oneway request of the server's own on this request's connection, as RocketMQ's
+    /// broker `invokeOneway`s NOTIFY_CONSUMER_IDS_CHANGED to a group's consumers. Thread-safe;
+    /// dropped silently if the connection is gone; written like [`Self::send`]'s responses.
+    pub fn send_oneway_request(&self, mut request: RemotingCommand) {
+        request.mark_oneway();
+        self.queue(request);
+    }
+
+    fn queue(&self, mut command: RemotingCommand) {
         if self.shared.signal.stopped() {
             return;
         }
-        response.opaque = self.opaque;
-        response.serialize_type = self.serialize_type;
-        response.mark_response();
+        command.serialize_type = self.serialize_type;
+        let Some(output) = self.output.upgrade() else {
+            return;
+        };
+        {
+            let mut queue = lock(&output.queue);
+            if queue.frames.is_empty() && !queue.write_blocked {
+                if let Ok(frame) = command.encode(self.shared.max_frame_size) {
+                    queue.push(frame);
+                    // What the socket does not take now goes on its writable edge, in the
+                    // loop. A failed write means a broken socket, which epoll reports to the
+                    // loop as well: the loop closes the connection and logs why.
+                    let _ = queue.flush(&output.stream);
+                    return;
+                }
+            }
+        }
         let first = {
             let mut outbox = lock(&self.shared.outbox);
-            outbox.push((self.connection_id, response));
+            outbox.push((self.connection_id, command));
             outbox.len() == 1
         };
         // A non-empty outbox already has a wake-up on its way.
@@ -261,6 +303,7 @@ impl RemotingServer {
             signal: poll.signal().clone(),
             outbox: Mutex::new(Vec::new()),
             events,
+            max_frame_size: config.max_frame_size,
         });
         let event_loop = EventLoop {
             shared: shared.clone(),
@@ -320,54 +363,74 @@ impl Close {
     }
 }
 
+/// A connection's write side, shared (weakly) with the responders of its requests.
+struct Output {
+    stream: TcpStream,
+    /// Taken by whoever writes, the loop or a responder's thread: frames never interleave on
+    /// the socket and go out in the order they were queued.
+    queue: Mutex<OutQueue>,
+}
+
+/// Encoded responses not yet written.
+#[derive(Default)]
+struct OutQueue {
+    /// The front one from `written` on.
+    frames: VecDeque<Vec<u8>>,
+    written: usize,
+    bytes: usize,
+    /// The socket said WouldBlock: nothing more goes out until its writable edge.
+    write_blocked: bool,
+}
+
 struct Connection {
     id: u64,
-    stream: TcpStream,
+    output: Arc<Output>,
     remote: SocketAddr,
     /// Bytes read and not yet decoded (a partial frame).
     read_buf: Vec<u8>,
     /// Its turn ended before the socket said WouldBlock: the loop reads it again before
     /// sleeping, since edge-triggered epoll will not report it again.
     more_to_read: bool,
-    /// Encoded responses not yet written; the front one from `out_written` on.
-    out: VecDeque<Vec<u8>>,
-    out_written: usize,
-    out_bytes: usize,
-    /// The socket said WouldBlock: nothing more goes out until its writable edge.
-    write_blocked: bool,
+    /// epoll reported the peer's FIN (or an error): read on to the end of the stream, as a
+    /// short read no longer proves the socket drained of what is left to see.
+    read_closed: bool,
+    /// Last read or loop-side write (a responder's write does not count: it answers a
+    /// request read at most `slaveTimeout` before).
     last_active: Instant,
 }
 
-impl Connection {
-    fn queue(&mut self, frame: Vec<u8>) {
-        self.out_bytes += frame.len();
-        self.out.push_back(frame);
+impl OutQueue {
+    fn push(&mut self, frame: Vec<u8>) {
+        self.bytes += frame.len();
+        self.frames.push_back(frame);
     }
 
-    /// Writes until the socket would block or nothing is left.
-    fn flush(&mut self) -> Result<(), Close> {
-        while !self.out.is_empty() && !self.write_blocked {
-            let slices: Vec<IoSlice<'_>> = self
-                .out
-                .iter()
-                .take(MAX_IOVECS)
-                .enumerate()
-                .map(|(i, f)| IoSlice::new(if i == 0 { &f[self.out_written..] } else { f }))
-                .collect();
-            match self.stream.write_vectored(&slices) {
+    /// Writes until the socket would block or nothing is left; returns whether it wrote.
+    fn flush(&mut self, stream: &TcpStream) -> Result<bool, Close> {
+        let mut wrote = false;
+        while !self.frames.is_empty() && !self.write_blocked {
+            let mut slices = [IoSlice::new(&[]); MAX_IOVECS];
+            let mut count = 0;
+            for (slice, f) in slices.iter_mut().zip(&self.frames) {
+                *slice = IoSlice::new(if count == 0 { &f[self.written..] } else { f });
+                count += 1;
+            }
+            match (&*stream).write_vectored(&slices[..count]) {
                 Ok(0) => return Err(Close::problem("write returned 0 bytes".into())),
                 Ok(mut n) => {
-                    self.last_active = Instant::now();
-                    self.out_bytes -= n;
+                    wrote = true;
+                    self.bytes -= n;
                     while n > 0 {
-                        let Some(front) = self.out.front() else { break };
-                        let left = front.len() - self.out_written;
+                        let Some(front) = self.frames.front() else {
+                            break;
+                        };
+                        let left = front.len() - self.written;
                         if n >= left {
                             n -= left;
-                            self.out.pop_front();
-                            self.out_written = 0;
+                            self.frames.pop_front();
+                            self.written = 0;
                         } else {
-                            self.out_written += n;
+                            self.written += n;
                             n = 0;
                         }
                     }
@@ -377,7 +440,7 @@ impl Connection {
                 Err(e) => return Err(Close::problem(format!("write failed: {e}"))),
             }
         }
-        Ok(())
+        Ok(wrote)
     }
 }
 
@@ -422,10 +485,12 @@ impl EventLoop {
                     WAKER => {}
                     Token(token) => {
                         let id = token as u64;
+                        let closed = event.is_read_closed() || event.is_error();
                         let result = self.on_event(
                             id,
                             event.is_writable(),
-                            event.is_readable() || event.is_read_closed() || event.is_error(),
+                            event.is_readable() || closed,
+                            closed,
                         );
                         if let Err(close) = result {
                             self.close(id, close);
@@ -509,14 +574,14 @@ impl EventLoop {
                         id,
                         Connection {
                             id,
-                            stream,
+                            output: Arc::new(Output {
+                                stream,
+                                queue: Mutex::default(),
+                            }),
                             remote,
                             read_buf: Vec::new(),
                             more_to_read: false,
-                            out: VecDeque::new(),
-                            out_written: 0,
-                            out_bytes: 0,
-                            write_blocked: false,
+                            read_closed: false,
                             last_active: Instant::now(),
                         },
                     );
@@ -543,28 +608,48 @@ impl EventLoop {
         }
     }
 
-    fn on_event(&mut self, id: u64, writable: bool, readable: bool) -> Result<(), Close> {
+    fn on_event(
+        &mut self,
+        id: u64,
+        writable: bool,
+        readable: bool,
+        read_closed: bool,
+    ) -> Result<(), Close> {
         let Some(conn) = self.conns.get_mut(&id) else {
             return Ok(());
         };
         if writable {
-            conn.write_blocked = false;
-            conn.flush()?;
+            lock(&conn.output.queue).write_blocked = false;
+            self.flush(id)?;
         }
         if readable {
-            self.read(id)?;
+            let Some(conn) = self.conns.get_mut(&id) else {
+                return Ok(());
+            };
+            conn.read_closed |= read_closed;
+            // What was answered goes out even when the read ends the connection (a client
+            // that half-closes after its last request still gets its responses).
+            let read = self.read(id);
+            self.flush(id)?;
+            read?;
         }
         Ok(())
     }
 
-    /// Reads until the socket would block or the connection's turn ends, dispatching every
-    /// complete frame as it arrives, so its buffer holds at most one partial frame.
+    /// Reads until the socket is drained or the connection's turn ends, dispatching every
+    /// complete frame as it arrives, so its buffer holds at most one partial frame. Responses
+    /// given at once are queued; the caller writes them all with one `writev` ([`Self::flush`]).
+    ///
+    /// A read shorter than the scratch buffer took everything the socket held: bytes arriving
+    /// later raise a new edge in epoll, so the read that would only say EAGAIN (one syscall
+    /// per request for a synchronous client) is skipped. Once the peer's FIN was reported it
+    /// reads on to the end of the stream, since no later edge would come for it.
     fn read(&mut self, id: u64) -> Result<(), Close> {
         for _ in 0..READS_PER_TURN {
             let Some(conn) = self.conns.get_mut(&id) else {
                 return Ok(());
             };
-            match conn.stream.read(&mut self.scratch) {
+            match (&conn.output.stream).read(&mut self.scratch) {
                 Ok(0) => {
                     return Err(Close {
                         reason: "closed by the peer".into(),
@@ -574,7 +659,14 @@ impl EventLoop {
                 Ok(n) => {
                     conn.last_active = Instant::now();
                     conn.read_buf.extend_from_slice(&self.scratch[..n]);
+                    let drained = n < self.scratch.len() && !conn.read_closed;
                     self.dispatch_frames(id)?;
+                    if drained {
+                        if let Some(conn) = self.conns.get_mut(&id) {
+                            conn.more_to_read = false;
+                        }
+                        return Ok(());
+                    }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     conn.more_to_read = false;
@@ -599,7 +691,8 @@ impl EventLoop {
             .map(|c| c.id)
             .collect();
         for id in ids {
-            if let Err(close) = self.read(id) {
+            let read = self.read(id);
+            if let Err(close) = self.flush(id).and(read) {
                 self.close(id, close);
             }
         }
@@ -622,8 +715,8 @@ impl EventLoop {
                 Err(e) => return Err(Close::problem(format!("malformed frame: {e}"))),
             };
             start += consumed;
-            let remote = conn.remote;
-            self.dispatch(id, remote, command)?;
+            let (remote, output) = (conn.remote, Arc::downgrade(&conn.output));
+            self.dispatch(id, remote, output, command)?;
         }
         if let Some(conn) = self.conns.get_mut(&id) {
             conn.read_buf.drain(..start);
@@ -638,6 +731,7 @@ impl EventLoop {
         &mut self,
         id: u64,
         remote: SocketAddr,
+        output: Weak<Output>,
         request: RemotingCommand,
     ) -> Result<(), Close> {
         if request.is_response() {
@@ -657,6 +751,7 @@ impl EventLoop {
                 connection_id: id,
                 opaque,
                 serialize_type,
+                output,
                 shared: self.shared.clone(),
             },
         };
@@ -682,14 +777,14 @@ impl EventLoop {
         response.opaque = opaque;
         response.serialize_type = serialize_type;
         response.mark_response();
-        self.send(id, response)
+        self.queue(id, response)
     }
 
-    /// Encodes, queues and tries to write one response; a response too large for a frame goes
-    /// out as SYSTEM_ERROR instead, so the client is not left waiting.
-    fn send(&mut self, id: u64, response: RemotingCommand) -> Result<(), Close> {
+    /// Encodes and queues one response for the connection's next [`Self::flush`]; a response
+    /// too large for a frame goes out as SYSTEM_ERROR instead, so the client is not left
+    /// waiting.
+    fn queue(&mut self, id: u64, response: RemotingCommand) -> Result<(), Close> {
         let max_frame_size = self.config.max_frame_size;
-        let cap = self.config.max_output_per_connection;
         let Some(conn) = self.conns.get_mut(&id) else {
             return Ok(());
         };
@@ -713,31 +808,56 @@ impl EventLoop {
                     .map_err(|e| Close::problem(format!("cannot encode a response: {e}")))?
             }
         };
-        conn.queue(frame);
-        conn.flush()?;
-        if conn.out_bytes > cap {
+        lock(&conn.output.queue).push(frame);
+        Ok(())
+    }
+
+    /// Writes what the connection has queued, all of it in one `writev` when the socket takes
+    /// it, and closes a client that lets too much pile up unread.
+    fn flush(&mut self, id: u64) -> Result<(), Close> {
+        let cap = self.config.max_output_per_connection;
+        let Some(conn) = self.conns.get_mut(&id) else {
+            return Ok(());
+        };
+        let mut queue = lock(&conn.output.queue);
+        if queue.flush(&conn.output.stream)? {
+            conn.last_active = Instant::now();
+        }
+        if queue.bytes > cap {
             return Err(Close::problem(format!(
                 "{} response bytes unread by the client, over the cap of {cap} \
                  (max_output_per_connection): a client that does not read its responses",
-                conn.out_bytes
+                queue.bytes
             )));
         }
         Ok(())
     }
 
-    /// Writes the responses other threads queued.
+    /// Writes the responses other threads queued: each connection's with one `writev`.
     fn deliver_outbox(&mut self) {
         let queued = std::mem::take(&mut *lock(&self.shared.outbox));
+        let mut touched: Vec<u64> = Vec::with_capacity(queued.len());
         for (id, response) in queued {
-            if let Err(close) = self.send(id, response) {
+            if let Err(close) = self.queue(id, response) {
+                self.close(id, close);
+            }
+            touched.push(id);
+        }
+        touched.sort_unstable();
+        touched.dedup();
+        for id in touched {
+            if let Err(close) = self.flush(id) {
                 self.close(id, close);
             }
         }
     }
 
     fn close(&mut self, id: u64, close: Close) {
-        if let Some(mut conn) = self.conns.remove(&id) {
-            let _ = self.poll.registry().deregister(&mut conn.stream);
+        if let Some(conn) = self.conns.remove(&id) {
+            // By its fd: responders share the stream. The socket closes when `conn` drops
+            // (their references are weak).
+            let fd = conn.output.stream.as_raw_fd();
+            let _ = self.poll.registry().deregister(&mut SourceFd(&fd));
             // The processor first: whoever sees the event finds its consequences done.
             let processor = &self.processor;
             if catch_unwind(AssertUnwindSafe(|| processor.on_close(id, conn.remote))).is_err() {

@@ -10,8 +10,11 @@ use crate::broker::controller::tests::{
 use crate::broker::{BrokerController, BrokerControllerConfig, BrokerSettings};
 use crate::commitlog::record;
 use crate::namesrv::{NameServer, NamesrvConfig};
+use crate::remoting::frame::DEFAULT_MAX_FRAME_SIZE;
 use crate::remoting::header::SendMessageResponseHeader;
-use crate::remoting::{request_code, response_code, RemotingClient, RemotingCommand};
+use crate::remoting::{
+    decode_frame, request_code, response_code, Decoded, RemotingClient, RemotingCommand,
+};
 
 fn request(code: i32, fields: &[(&str, &str)]) -> RemotingCommand {
     let mut r = RemotingCommand::request(code, 0);
@@ -329,4 +332,93 @@ fn a_slave_syncs_its_masters_topics_offsets_and_groups() {
         "persisted"
     );
     assert!(root.join("config/subscriptionGroup.json").exists());
+}
+
+/// A consumer's connection that also reads what the broker sends on its own.
+struct RawConsumer(std::net::TcpStream);
+
+impl RawConsumer {
+    fn connect(addr: std::net::SocketAddr) -> Self {
+        let s = std::net::TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(TIMEOUT)).unwrap();
+        Self(s)
+    }
+
+    fn send(&mut self, command: &RemotingCommand) {
+        use std::io::Write;
+        self.0
+            .write_all(&command.encode(DEFAULT_MAX_FRAME_SIZE).unwrap())
+            .unwrap();
+    }
+
+    fn next(&mut self) -> RemotingCommand {
+        use std::io::Read;
+        let mut len = [0u8; 4];
+        self.0.read_exact(&mut len).unwrap();
+        let mut frame = len.to_vec();
+        frame.resize(4 + u32::from_be_bytes(len) as usize, 0);
+        self.0.read_exact(&mut frame[4..]).unwrap();
+        match decode_frame(&frame, DEFAULT_MAX_FRAME_SIZE).unwrap() {
+            Decoded::Frame { frame, .. } => RemotingCommand::decode(&frame).unwrap(),
+            Decoded::NeedMore { .. } => unreachable!("a whole frame was read"),
+        }
+    }
+}
+
+#[test]
+fn a_groups_members_are_told_when_it_changes() {
+    let b = start(BrokerControllerConfig::default(), 0, None);
+    let addr = b.controller.local_addr();
+    let mut first = RawConsumer::connect(addr);
+    let mut hb = RemotingCommand::request(request_code::HEART_BEAT, 1);
+    hb.body = br#"{"clientID":"a","consumerDataSet":[{"groupName":"cg","subscriptionDataSet":[{"topic":"orders","subString":"*"}]}]}"#.to_vec();
+    first.send(&hb);
+    // Its own joining notifies it too, besides the heartbeat's answer (in either order).
+    let (answer, notice) = match (first.next(), first.next()) {
+        (a, n) if a.is_response() => (a, n),
+        (n, a) => (a, n),
+    };
+    assert_eq!(answer.code, response_code::SUCCESS);
+    assert_eq!(notice.code, request_code::NOTIFY_CONSUMER_IDS_CHANGED);
+    assert!(notice.is_oneway() && !notice.is_response());
+    assert_eq!(notice.ext_fields["consumerGroup"], "cg");
+    // The same heartbeat again changes nothing: no notice before its answer.
+    first.send(&hb);
+    assert!(first.next().is_response());
+
+    let mut second = client(addr);
+    heartbeat(&mut second, "b");
+    assert_eq!(
+        first.next().code,
+        request_code::NOTIFY_CONSUMER_IDS_CHANGED,
+        "a joined"
+    );
+    drop(second);
+    assert_eq!(
+        first.next().code,
+        request_code::NOTIFY_CONSUMER_IDS_CHANGED,
+        "b left"
+    );
+}
+
+#[test]
+fn committed_offsets_reach_the_file_every_flush_interval() {
+    let config = BrokerControllerConfig {
+        flush_consumer_offset_interval: Duration::from_millis(20),
+        ..BrokerControllerConfig::default()
+    };
+    let b = start(config, 0, None);
+    let mut c = client(b.controller.local_addr());
+    c.invoke(send_v2("orders", 0, b"x"), TIMEOUT).unwrap();
+    heartbeat(&mut c, "c1");
+    assert_eq!(
+        commit(&mut c, "cg", "orders", "0", "1").code,
+        response_code::SUCCESS
+    );
+    let path = b.store.config().root.join("config/consumerOffset.json");
+    // Running, not shut down: only the periodic flush writes it.
+    wait_for("the periodic flush", || {
+        let json: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).ok()?).ok()?;
+        (json["offsetTable"]["orders@cg"]["0"] == 1).then_some(())
+    });
 }

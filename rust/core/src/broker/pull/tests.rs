@@ -7,9 +7,11 @@ use std::time::Duration;
 
 use super::*;
 use crate::broker::controller::tests::{
-    client, create_topic, open_store, start, wait_for, Broker, TIMEOUT,
+    client, create_topic, open_store, start, start_ha_master, wait_for, Broker, TIMEOUT,
 };
 use crate::broker::{BrokerController, BrokerControllerConfig};
+use crate::ha::client::HaClient;
+use crate::ha::HaConfig;
 use crate::remoting::header::SendMessageResponseHeader;
 use crate::remoting::{request_code, RemotingClient};
 
@@ -327,12 +329,16 @@ fn a_lagging_consumer_is_sent_to_the_slave_and_its_commit_is_stored() {
     }
 }
 
-/// A slave over a store replicated from nothing: its own topics are created as a master's
-/// would be, so only the pull path is under test.
-fn slave(slave_read_enable: bool) -> (BrokerController, tempfile::TempDir) {
+/// A slave with slave id 1, replicating from `master` (an HA address) when given; its topics
+/// are created on it directly, so only the pull path is under test.
+fn slave_of(
+    master: Option<String>,
+    slave_read_enable: bool,
+) -> (BrokerController, Arc<HaClient>, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let store = open_store(dir.path(), 0, listener.local_addr().unwrap().port());
+    let ha = Arc::new(HaClient::start(store.clone(), master, HaConfig::default(), 1).unwrap());
     let settings = BrokerSettings {
         broker_id: 1,
         is_slave: true,
@@ -343,7 +349,7 @@ fn slave(slave_read_enable: bool) -> (BrokerController, tempfile::TempDir) {
         listener,
         store,
         None,
-        None,
+        Some(ha.clone()),
         BrokerControllerConfig {
             settings,
             broker_role: "SLAVE".into(),
@@ -352,7 +358,46 @@ fn slave(slave_read_enable: bool) -> (BrokerController, tempfile::TempDir) {
         },
     )
     .unwrap();
+    (controller, ha, dir)
+}
+
+fn slave(slave_read_enable: bool) -> (BrokerController, tempfile::TempDir) {
+    let (controller, _, dir) = slave_of(None, slave_read_enable);
     (controller, dir)
+}
+
+#[test]
+fn a_pull_held_on_the_slave_is_answered_by_replication() {
+    let (master, ha) = start_ha_master("");
+    let mut m = client(master.controller.local_addr());
+    m.invoke(create_topic("orders", 1), TIMEOUT).unwrap();
+    send_tagged(&mut m, "orders", "a", b"before");
+    let (s, _ha_client, _dir) = slave_of(Some(ha.local_addr().to_string()), true);
+    let addr = s.local_addr();
+    let mut c = client(addr);
+    c.invoke(create_topic("orders", 1), TIMEOUT).unwrap();
+    wait_for("the slave to catch up", || {
+        let r = c
+            .invoke(pull("orders", 0, 0, 32, 0, Some("*")), TIMEOUT)
+            .ok()?;
+        (r.code == response_code::SUCCESS).then_some(())
+    });
+    let waiting = std::thread::spawn(move || {
+        client(addr)
+            .invoke(
+                pull("orders", 0, 1, 32, pull_sys_flag::FLAG_SUSPEND, Some("*")),
+                TIMEOUT,
+            )
+            .unwrap()
+    });
+    wait_for("the pull to be held on the slave", || held(&mut c));
+    let at = send_tagged(&mut m, "orders", "a", b"after");
+    let r = waiting.join().unwrap();
+    assert_eq!(r.code, response_code::SUCCESS, "{:?}", r.remark);
+    let record = crate::broker::admin::record_at(&master.store, at)
+        .unwrap()
+        .0;
+    assert_eq!(r.body, record, "the replicated record, byte for byte");
 }
 
 #[test]

@@ -241,3 +241,20 @@ fn a_sync_master_answers_when_the_slave_ack_covers_the_send() {
         "WAIT=false does not wait"
     );
 }
+
+#[test]
+fn a_send_to_a_full_disk_is_answered_service_not_available_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = broker(dir.path(), BrokerSettings::default(), 0);
+    p.store.set_fake_disk_used_ratio(Some(0.95)).unwrap();
+    p.store.clean_now().unwrap();
+    let response = process(&p, &send_v2("t", 0, "", b"x")).0.unwrap();
+    assert_eq!(response.code, response_code::SERVICE_NOT_AVAILABLE);
+    let remark = response.remark.unwrap();
+    assert!(remark.contains("diskSpaceWarningLevelRatio"), "{remark}");
+    assert_eq!(p.store.max_offset(), 0, "nothing written");
+    p.store.set_fake_disk_used_ratio(Some(0.5)).unwrap();
+    p.store.clean_now().unwrap();
+    let response = process(&p, &send_v2("t", 0, "", b"x")).0.unwrap();
+    assert_eq!(response.code, response_code::SUCCESS);
+}

@@ -1,0 +1,64 @@
+import java.util.Arrays;
+import java.util.Map;
+import java.util.TreeMap;
+
+/**
+ * One sending thread's counts and latencies (micros) in the load generators (Load.java on the
+ * RocketMQ client, kafka/KafkaPeer.java on the Kafka producer), and the JSON line both print,
+ * so the two report alike: {@code {"sent", "ok", "statuses", "p50_us", "p99_us", "p999_us",
+ * "seconds"}}. No dependency beyond the JDK: both peers' builds compile it.
+ */
+final class Counts {
+    long[] micros = new long[1 << 14];
+    int n;
+    long ok;
+    final Map<String, Long> statuses = new TreeMap<>();
+
+    void add(long us, String status) {
+        if (n == micros.length) {
+            micros = Arrays.copyOf(micros, n * 2);
+        }
+        micros[n++] = us;
+        statuses.merge(status, 1L, Long::sum);
+    }
+
+    /** Every thread's counts merged, over {@code took} seconds, as one JSON line. */
+    static String report(Counts[] counts, double took) {
+        long sent = 0;
+        long ok = 0;
+        Map<String, Long> statuses = new TreeMap<>();
+        for (Counts c : counts) {
+            sent += c.n;
+            ok += c.ok;
+            c.statuses.forEach((k, v) -> statuses.merge(k, v, Long::sum));
+        }
+        long[] all = new long[(int) sent];
+        int at = 0;
+        for (Counts c : counts) {
+            System.arraycopy(c.micros, 0, all, at, c.n);
+            at += c.n;
+        }
+        Arrays.sort(all);
+        StringBuilder out = new StringBuilder();
+        out.append("{\"sent\": ").append(sent).append(", \"ok\": ").append(ok);
+        out.append(", \"statuses\": {");
+        boolean first = true;
+        for (Map.Entry<String, Long> e : statuses.entrySet()) {
+            out.append(first ? "" : ", ").append('"').append(e.getKey()).append("\": ")
+                .append(e.getValue());
+            first = false;
+        }
+        out.append("}, \"p50_us\": ").append(quantile(all, 0.5));
+        out.append(", \"p99_us\": ").append(quantile(all, 0.99));
+        out.append(", \"p999_us\": ").append(quantile(all, 0.999));
+        out.append(", \"seconds\": ").append(took).append('}');
+        return out.toString();
+    }
+
+    static long quantile(long[] sorted, double q) {
+        if (sorted.length == 0) {
+            return -1;
+        }
+        return sorted[Math.min(sorted.length - 1, (int) (q * sorted.length))];
+    }
+}

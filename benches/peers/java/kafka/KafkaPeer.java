@@ -1,0 +1,238 @@
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.Properties;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.atomic.AtomicBoolean;
+
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.NewPartitionReassignment;
+import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.admin.ReplicaInfo;
+import org.apache.kafka.clients.admin.TopicDescription;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.TopicPartitionInfo;
+import org.apache.kafka.common.errors.TopicExistsException;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
+
+/**
+ * The Kafka side of {@code rocketha bench peers} (benches/peers/kafka.py compiles it against
+ * the pinned Kafka jars):
+ *
+ * <pre>
+ * KafkaPeer ready BOOTSTRAP BROKERS TOPIC PARTITIONS REPLICAS MIN_ISR TIMEOUT_SECONDS
+ * KafkaPeer load BOOTSTRAP TOPIC CONNECTIONS SECONDS SIZE WARMUP_SECONDS ACKS
+ * KafkaPeer catchup BOOTSTRAP TOPIC BYTES SIZE TIMEOUT_SECONDS
+ * </pre>
+ *
+ * {@code ready} waits (polling the cluster's metadata, no fixed sleeps) until BROKERS brokers
+ * are registered, creates TOPIC with REPLICAS replicas and min.insync.replicas MIN_ISR, and
+ * waits until every partition has a leader and a full ISR; prints READY.
+ *
+ * {@code load} is Load.java's synchronous sender on the Kafka producer: CONNECTIONS threads,
+ * each with a {@code KafkaProducer} of its own (so its own connection to the leader), ACKS
+ * (all: every in-sync replica has the record; 1: the leader only, ASYNC_MASTER's analogue),
+ * max.in.flight.requests.per.connection=1, linger.ms=0, each sending SIZE-byte records with
+ * {@code send(record).get()}, one after the other: one record in flight per connection, as a
+ * synchronous RocketMQ producer has one message in flight per connection. The same warm-up,
+ * counting and JSON line as Load.java (statuses: SEND_OK or the exception's class name).
+ *
+ * {@code catchup} measures a follower catching up, as an empty RocketMQ slave does: TOPIC (one
+ * partition) is created on broker 1 alone, filled with BYTES of SIZE-byte records (a pipelined
+ * producer, acks=1), then broker 2 is added as a replica (a partition reassignment) and the
+ * time until it is in the ISR, polled every 5 ms, is the catch-up. Prints
+ * {@code {"bytes", "seconds"}}: the leader's log size and that time.
+ */
+public final class KafkaPeer {
+    private KafkaPeer() {
+    }
+
+    public static void main(String[] args) throws Exception {
+        switch (args[0]) {
+            case "ready":
+                ready(args[1], Integer.parseInt(args[2]), args[3], Integer.parseInt(args[4]),
+                    Short.parseShort(args[5]), args[6], Double.parseDouble(args[7]));
+                break;
+            case "load":
+                load(args[1], args[2], Integer.parseInt(args[3]), Double.parseDouble(args[4]),
+                    Integer.parseInt(args[5]), Double.parseDouble(args[6]), args[7]);
+                break;
+            case "catchup":
+                catchup(args[1], args[2], Long.parseLong(args[3]), Integer.parseInt(args[4]),
+                    Double.parseDouble(args[5]));
+                break;
+            default:
+                throw new IllegalArgumentException("unknown command " + args[0]);
+        }
+        System.exit(0);
+    }
+
+    static void ready(String bootstrap, int brokers, String topic, int partitions, short replicas,
+                      String minIsr, double timeout) throws Exception {
+        Properties props = new Properties();
+        props.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        long deadline = System.nanoTime() + (long) (timeout * 1e9);
+        try (Admin admin = Admin.create(props)) {
+            while (admin.describeCluster().nodes().get().size() < brokers) {
+                check(deadline, "fewer than " + brokers + " brokers registered");
+                Thread.sleep(50);
+            }
+            NewTopic t = new NewTopic(topic, partitions, replicas)
+                .configs(Map.of("min.insync.replicas", minIsr));
+            try {
+                admin.createTopics(List.of(t)).all().get();
+            } catch (ExecutionException e) {
+                if (!(e.getCause() instanceof TopicExistsException)) {
+                    throw e;
+                }
+            }
+            while (true) {
+                boolean full = false;
+                try {
+                    TopicDescription d = admin.describeTopics(List.of(topic)).allTopicNames()
+                        .get().get(topic);
+                    full = d.partitions().size() == partitions;
+                    for (TopicPartitionInfo p : d.partitions()) {
+                        full &= p.leader() != null && p.isr().size() == replicas;
+                    }
+                } catch (ExecutionException e) {
+                    // The topic's metadata reaches every broker a moment after the create.
+                }
+                if (full) {
+                    break;
+                }
+                check(deadline, "topic " + topic + " has no full ISR");
+                Thread.sleep(50);
+            }
+        }
+        System.out.println("READY");
+    }
+
+    static void catchup(String bootstrap, String topic, long bytes, int size, double timeout)
+            throws Exception {
+        Properties props = new Properties();
+        props.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        long deadline = System.nanoTime() + (long) (timeout * 1e9);
+        try (Admin admin = Admin.create(props)) {
+            NewTopic t = new NewTopic(topic, Map.of(0, List.of(1)));
+            admin.createTopics(List.of(t)).all().get();
+            Properties p = new Properties();
+            p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+            p.put(ProducerConfig.ACKS_CONFIG, "1");
+            p.put(ProducerConfig.LINGER_MS_CONFIG, "5");
+            p.put(ProducerConfig.BATCH_SIZE_CONFIG, Integer.toString(256 * 1024));
+            p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class);
+            p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class);
+            byte[] body = new byte[size];
+            Arrays.fill(body, (byte) 'x');
+            try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(p)) {
+                for (long sent = 0; sent < bytes; sent += size) {
+                    producer.send(new ProducerRecord<>(topic, 0, null, body));
+                }
+                producer.flush();
+            }
+            TopicPartition tp = new TopicPartition(topic, 0);
+            long logBytes = admin.describeLogDirs(List.of(1)).allDescriptions().get().get(1)
+                .values().stream().mapToLong(d -> {
+                    ReplicaInfo r = d.replicaInfos().get(tp);
+                    return r == null ? 0 : r.size();
+                }).sum();
+            long started = System.nanoTime();
+            admin.alterPartitionReassignments(
+                Map.of(tp, Optional.of(new NewPartitionReassignment(List.of(1, 2))))).all().get();
+            while (true) {
+                TopicPartitionInfo info = admin.describeTopics(List.of(topic)).allTopicNames()
+                    .get().get(topic).partitions().get(0);
+                if (info.isr().size() == 2) {
+                    break;
+                }
+                check(deadline, "broker 2 did not join the ISR of " + topic);
+                Thread.sleep(5);
+            }
+            double took = (System.nanoTime() - started) / 1e9;
+            System.out.println("{\"bytes\": " + logBytes + ", \"seconds\": " + took + "}");
+        }
+    }
+
+    static void check(long deadline, String what) {
+        if (System.nanoTime() > deadline) {
+            throw new IllegalStateException(what);
+        }
+    }
+
+    static void load(String bootstrap, String topic, int connections, double seconds, int size,
+                     double warmup, String acks) throws Exception {
+        byte[] body = new byte[size];
+        Arrays.fill(body, (byte) 'x');
+        List<KafkaProducer<byte[], byte[]>> producers = new ArrayList<>();
+        for (int i = 0; i < connections; i++) {
+            Properties props = new Properties();
+            props.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+            props.put(ProducerConfig.CLIENT_ID_CONFIG, "load-" + i);
+            props.put(ProducerConfig.ACKS_CONFIG, acks);
+            props.put(ProducerConfig.MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION, "1");
+            props.put(ProducerConfig.LINGER_MS_CONFIG, "0");
+            props.put(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, "10000");
+            props.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, "10000");
+            props.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class);
+            props.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class);
+            KafkaProducer<byte[], byte[]> p = new KafkaProducer<>(props);
+            // The first send fetches the metadata and opens the connection, before the clock.
+            p.send(new ProducerRecord<>(topic, body)).get();
+            producers.add(p);
+        }
+
+        Counts[] counts = new Counts[connections];
+        AtomicBoolean measuring = new AtomicBoolean(false);
+        AtomicBoolean stop = new AtomicBoolean(false);
+        CountDownLatch done = new CountDownLatch(connections);
+        for (int i = 0; i < connections; i++) {
+            final KafkaProducer<byte[], byte[]> p = producers.get(i);
+            final Counts c = new Counts();
+            counts[i] = c;
+            new Thread(() -> {
+                try {
+                    while (!stop.get()) {
+                        long t0 = System.nanoTime();
+                        String status;
+                        try {
+                            p.send(new ProducerRecord<>(topic, body)).get();
+                            status = "SEND_OK";
+                        } catch (Exception e) {
+                            Throwable cause = e.getCause() != null ? e.getCause() : e;
+                            status = cause.getClass().getSimpleName();
+                        }
+                        long us = (System.nanoTime() - t0) / 1000;
+                        if (measuring.get() && !stop.get()) {
+                            c.add(us, status);
+                            if (status.equals("SEND_OK")) {
+                                c.ok++;
+                            }
+                        }
+                    }
+                } finally {
+                    done.countDown();
+                }
+            }, "load-" + i).start();
+        }
+        Thread.sleep((long) (warmup * 1000));
+        measuring.set(true);
+        long started = System.nanoTime();
+        Thread.sleep((long) (seconds * 1000));
+        stop.set(true);
+        double took = (System.nanoTime() - started) / 1e9;
+        done.await();
+        System.out.println(Counts.report(counts, took));
+        System.out.flush();
+        for (KafkaProducer<byte[], byte[]> p : producers) {
+            p.close();
+        }
+    }
+}
