@@ -606,6 +606,12 @@ class PullConsumer:
     def _rebalance(self) -> None:
         """``RebalanceImpl.rebalanceByTopic`` (clustering) for every topic."""
         cids = self._consumer_ids()
+        if self.client_id not in cids:
+            # A broker that has not had this member's heartbeat (a slave just started, say)
+            # would take every queue away; keep them until one that has answers.
+            log.info("group %s: %s does not list this consumer yet", self.group, cids)
+            self._heartbeat()
+            return
         self._members = sorted(cids)
         with self._lock:
             wanted = {
