@@ -24,7 +24,9 @@ use crate::commitlog::recover::{MidLogCorruption, RecoveryReport};
 use crate::commitlog::{
     AppendResult, CommitLog, LogSlice, OwnedRecord, RecordIter, DEFAULT_MAPPED_FILE_SIZE,
 };
-use crate::consume_queue::{ConsumeQueue, ConsumeQueueTable, CqEntry, DEFAULT_CQ_ENTRIES_PER_FILE};
+use crate::consume_queue::{
+    ConsumeQueue, ConsumeQueueTable, CqEntry, CQ_ENTRY_SIZE, DEFAULT_CQ_ENTRIES_PER_FILE,
+};
 use crate::error::CommitLogError;
 use crate::ha::group_transfer::{Completion, GroupTransferService, PutStatus, WaitPolicy};
 use crate::sync::{lock, read, write};
@@ -78,6 +80,24 @@ impl StoreConfig {
             clean: CleanConfig::default(),
             store_path_commit_log: None,
         }
+    }
+
+    /// `mappedFileSizeConsumeQueue`: the bytes of one consume queue file.
+    pub fn mapped_file_size_consume_queue(&self) -> usize {
+        self.cq_entries_per_file * CQ_ENTRY_SIZE
+    }
+
+    /// Sets the consume queue files' size from `mappedFileSizeConsumeQueue`, in bytes as
+    /// RocketMQ gives it: a whole positive number of entries.
+    pub fn set_mapped_file_size_consume_queue(&mut self, bytes: usize) -> Result<(), String> {
+        if bytes == 0 || !bytes.is_multiple_of(CQ_ENTRY_SIZE) {
+            return Err(format!(
+                "mappedFileSizeConsumeQueue: {bytes} must be a positive multiple of \
+                 {CQ_ENTRY_SIZE} (the size of a consume queue entry)"
+            ));
+        }
+        self.cq_entries_per_file = bytes / CQ_ENTRY_SIZE;
+        Ok(())
     }
 
     /// Where the commit log's segments live.

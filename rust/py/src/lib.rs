@@ -48,7 +48,10 @@ fn defaults(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     let ms = |d: std::time::Duration| d.as_millis() as u64;
     let d = PyDict::new(py);
     d.set_item("mappedFileSizeCommitLog", store.mapped_file_size)?;
-    d.set_item("mappedFileSizeConsumeQueue", store.cq_entries_per_file * 20)?;
+    d.set_item(
+        "mappedFileSizeConsumeQueue",
+        store.mapped_file_size_consume_queue(),
+    )?;
     d.set_item("flushIntervalCommitLog", ms(store.flush_interval))?;
     d.set_item("syncFlushTimeout", ms(store.sync_flush_timeout))?;
     d.set_item("slaveTimeout", ms(store.slave_timeout))?;
