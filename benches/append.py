@@ -22,7 +22,7 @@ SEGMENT = 1 << 30
 
 
 def _store(dir: Path, **kw: Any) -> MessageStore:
-    return MessageStore(dir, mapped_file_size=SEGMENT, **kw)
+    return MessageStore(dir, mapped_file_size_commit_log=SEGMENT, **kw)
 
 
 def run(quick: bool, runs: int) -> list[Figure]:

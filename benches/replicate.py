@@ -37,10 +37,10 @@ def run(quick: bool, runs: int) -> list[Figure]:
     for _ in range(runs):
         with tempfile.TemporaryDirectory() as d:
             root = Path(d)
-            master = MessageStore(root / "m", mapped_file_size=SEGMENT)
+            master = MessageStore(root / "m", mapped_file_size_commit_log=SEGMENT)
             with HAService(master, master=True) as ha:
                 addr = f"127.0.0.1:{ha.listen_port}"
-                slave = MessageStore(root / "s", mapped_file_size=SEGMENT)
+                slave = MessageStore(root / "s", mapped_file_size_commit_log=SEGMENT)
                 with HAService(slave, master=False, master_address=addr):
                     _wait_acked(ha, 0)
                     started = time.perf_counter()
@@ -57,7 +57,7 @@ def run(quick: bool, runs: int) -> list[Figure]:
                     for q, values in rtt_p.items():
                         values.append(percentile(rtts, q) * 1e6)
                 slave.close()
-                empty = MessageStore(root / "e", mapped_file_size=SEGMENT)
+                empty = MessageStore(root / "e", mapped_file_size_commit_log=SEGMENT)
                 started = time.perf_counter()
                 with HAService(empty, master=False, master_address=addr):
                     _wait_acked(ha, master.max_offset)

@@ -165,14 +165,14 @@ def run(quick: bool, runs: int) -> list[Figure]:
     msgs = [Message("BenchTopic", b"p" * (1024 - 101)) for _ in range(1000)]  # 1 KiB records
     with tempfile.TemporaryDirectory() as d:
         root = Path(d)
-        with MessageStore(root / "m", mapped_file_size=SEGMENT) as master:
+        with MessageStore(root / "m", mapped_file_size_commit_log=SEGMENT) as master:
             while master.max_offset < total:
                 master.put_batch(msgs)
             total = master.max_offset
             log_path = Path(master.segments()[0][0])
             with HAService(master, master=True) as ha:
                 for i in range(runs):
-                    with MessageStore(root / f"s{i}", mapped_file_size=SEGMENT) as slave:
+                    with MessageStore(root / f"s{i}", mapped_file_size_commit_log=SEGMENT) as slave:
                         started = time.perf_counter()
                         with HAService(
                             slave, master=False, master_address=f"127.0.0.1:{ha.listen_port}"

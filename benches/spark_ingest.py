@@ -54,7 +54,7 @@ PARTITIONS = 4
 def fill(path: str, messages: int, body_size: int) -> None:
     body = b"x" * body_size
     batch = 10_000
-    with MessageStore(path, mapped_file_size=SEGMENT) as store:
+    with MessageStore(path, mapped_file_size_commit_log=SEGMENT) as store:
         for first in range(0, messages, batch):
             n = min(batch, messages - first)
             store.put_batch(
@@ -84,7 +84,7 @@ class RowReader(DataSourceReader):
         self.path = path
 
     def partitions(self) -> list[InputPartition]:
-        store = MessageStore(self.path, mapped_file_size=SEGMENT, read_only=True)
+        store = MessageStore(self.path, mapped_file_size_commit_log=SEGMENT, read_only=True)
         points = _core.split_points(store, store.min_offset, store.max_offset, PARTITIONS)
         return [RangePartition(lo, hi) for lo, hi in itertools.pairwise(points)]
 
@@ -92,7 +92,7 @@ class RowReader(DataSourceReader):
         from datetime import UTC, datetime
 
         assert isinstance(partition, RangePartition)
-        store = MessageStore(self.path, mapped_file_size=SEGMENT, read_only=True)
+        store = MessageStore(self.path, mapped_file_size_commit_log=SEGMENT, read_only=True)
         for m in store.messages(partition.start):
             if m.commitlog_offset >= partition.end:
                 return
@@ -139,7 +139,7 @@ class CeilingReader(DataSourceReader):
         return [InputPartition(share + (i < self.rows % PARTITIONS)) for i in range(PARTITIONS)]
 
     def read(self, partition: InputPartition) -> Iterator:
-        store = MessageStore(self.path, mapped_file_size=SEGMENT, read_only=True)
+        store = MessageStore(self.path, mapped_file_size_commit_log=SEGMENT, read_only=True)
         filter_ = _core.RecordFilter()
         reader = _core.ArrowReader(
             store,

@@ -305,7 +305,7 @@ def test_cli_version_and_log_options_after_the_subcommand(tmp_path: Path) -> Non
         )
 
     assert rocketha("--version").stdout.strip() == f"rocketha {rocketha_version}"
-    with MessageStore(tmp_path, mapped_file_size=SEGMENT) as store:
+    with MessageStore(tmp_path, mapped_file_size_commit_log=SEGMENT) as store:
         store.put(Message("T", b"x"))
     # A crash's marker: recovery warns when `repair` opens the store (it rewrites nothing here).
     outs = []
@@ -335,7 +335,7 @@ def test_broker_cli_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
     assert (tmp_path / "m" / "abort").exists()
     assert proc.stop() == 0
     assert not (tmp_path / "m" / "abort").exists(), "a clean stop leaves no abort marker"
-    with MessageStore(tmp_path / "m", mapped_file_size=SEGMENT) as store:
+    with MessageStore(tmp_path / "m", mapped_file_size_commit_log=SEGMENT) as store:
         assert [m.body for m in store.messages()] == [b"hello", b"world"]
 
 

@@ -49,11 +49,11 @@ class SlaveDispatch(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.dir = Path(tempfile.mkdtemp(prefix="rocketha-dispatch-"))
-        self.master = MessageStore(self.dir / "master", mapped_file_size=SEGMENT)
+        self.master = MessageStore(self.dir / "master", mapped_file_size_commit_log=SEGMENT)
         self.slave = self.open_slave()
 
     def open_slave(self) -> MessageStore:
-        return MessageStore(self.dir / "slave", mapped_file_size=SEGMENT)
+        return MessageStore(self.dir / "slave", mapped_file_size_commit_log=SEGMENT)
 
     def teardown(self) -> None:
         self.slave.close()

@@ -67,7 +67,7 @@ def topic_brokers(namesrv: str, topic: str) -> int:
 
 
 def bodies(store: Path) -> set[bytes]:
-    with MessageStore(store, mapped_file_size=COMMIT_LOG_FILE_SIZE, read_only=True) as s:
+    with MessageStore(store, mapped_file_size_commit_log=COMMIT_LOG_FILE_SIZE, read_only=True) as s:
         s.refresh()
         return {m.body for m in s.messages()}
 

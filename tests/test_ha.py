@@ -45,7 +45,7 @@ def acked(master: Broker) -> list[int]:
 
 
 def queues_of(path: Path) -> list:
-    with MessageStore(path, mapped_file_size=SEGMENT, read_only=True) as s:
+    with MessageStore(path, mapped_file_size_commit_log=SEGMENT, read_only=True) as s:
         return s.queues()
 
 
@@ -78,7 +78,7 @@ def test_killed_slave_resumes_from_its_own_max_offset(tmp_path: Path) -> None:
         wait_for(lambda: acked(master) and acked(master)[0] > 0, 60, "some replication")
         slave.kill()
         master.put_batch(msgs[10_000:])
-        with MessageStore(tmp_path / "s", mapped_file_size=SEGMENT) as recovered:
+        with MessageStore(tmp_path / "s", mapped_file_size_commit_log=SEGMENT) as recovered:
             resumed_from = recovered.max_offset
         assert 0 < resumed_from < master.max_offset
         slave = start_slave(tmp_path, "s", master.ha_address)
@@ -106,7 +106,7 @@ def test_empty_slave_gets_full_history_or_last_segment(
             wait_for(lambda: acked(master) == [target], 60, "catch-up")
         finally:
             assert slave.stop() == 0
-    with MessageStore(tmp_path / "s", mapped_file_size=SEGMENT, read_only=True) as s:
+    with MessageStore(tmp_path / "s", mapped_file_size_commit_log=SEGMENT, read_only=True) as s:
         assert s.min_offset == (last_start if last_file_only else 0)
         assert s.max_offset == target
     if not last_file_only:
@@ -163,7 +163,7 @@ def test_wrong_or_missing_secret_gets_zero_log_bytes(
             assert all(c["bytes_sent"] <= 36 + 32 for c in master.ha.connections())
         finally:
             slave.stop()
-    with MessageStore(tmp_path / "s", mapped_file_size=SEGMENT, read_only=True) as s:
+    with MessageStore(tmp_path / "s", mapped_file_size_commit_log=SEGMENT, read_only=True) as s:
         assert s.max_offset == 0
 
 
@@ -202,7 +202,7 @@ def test_crc_without_secret_is_a_config_error(tmp_path: Path) -> None:
 
 
 def _log_bytes(path: Path) -> bytes:
-    with MessageStore(path, mapped_file_size=SEGMENT, read_only=True) as s:
+    with MessageStore(path, mapped_file_size_commit_log=SEGMENT, read_only=True) as s:
         out, offset = b"", s.min_offset
         while offset < s.max_offset:
             chunk = bytes(s.read_raw(offset, 1 << 20))
@@ -226,7 +226,7 @@ def test_divergent_slave_is_detected_not_written_and_repaired(
     # The slave once replicated everything up to `common`, then was written to on its own
     # (an old master's tail, or a mistaken producer): seed 003's dirty slave.
     shutil.copytree(tmp_path / "master", tmp_path / "s")
-    with MessageStore(tmp_path / "s", mapped_file_size=SEGMENT) as dirty:
+    with MessageStore(tmp_path / "s", mapped_file_size_commit_log=SEGMENT) as dirty:
         dirty.put_batch([Message("Stray", b"not on the master %d" % i) for i in range(30)])
     before = _log_bytes(tmp_path / "s")
     with Broker(master_config(tmp_path)) as master:
@@ -274,7 +274,7 @@ def test_slave_stops_on_a_record_that_keeps_failing_validation(
     import sys
 
     caplog.set_level(logging.INFO, logger="rocketha.ha")
-    with MessageStore(tmp_path / "master", mapped_file_size=SEGMENT) as store:
+    with MessageStore(tmp_path / "master", mapped_file_size_commit_log=SEGMENT) as store:
         results = store.put_batch([Message("T", b"body %d" % i + b"." * 300) for i in range(300)])
     bad = results[120].offset
     start = bad - bad % SEGMENT

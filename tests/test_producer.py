@@ -66,7 +66,7 @@ def start_slave(tmp: Path, namesrv: str) -> BrokerProcess:
 
 
 def stored_bodies(store: Path) -> list[bytes]:
-    with MessageStore(store, mapped_file_size=SEGMENT, read_only=True) as s:
+    with MessageStore(store, mapped_file_size_commit_log=SEGMENT, read_only=True) as s:
         s.refresh()
         return [m.body for m in s.messages()]
 

@@ -29,13 +29,13 @@ EVERY_HOUR = ";".join(str(h) for h in range(24))
 def open_store(path: Path, reserved_hours: int = 1, **kw: object) -> MessageStore:
     return MessageStore(
         path,
-        mapped_file_size=SEGMENT,
-        consume_queue_entries=50,
+        mapped_file_size_commit_log=SEGMENT,
+        mapped_file_size_consume_queue=50 * 20,
         delete_when=EVERY_HOUR,
         file_reserved_time=reserved_hours,
         file_reserved_time_unit_ms=1,
         # Passes run when a test says (clean_now), not on the thread's timer.
-        clean_resource_interval_ms=3_600_000,
+        clean_resource_interval=3_600_000,
         **kw,  # type: ignore[arg-type]
     )
 
@@ -115,7 +115,7 @@ def test_warning_level_refuses_puts_with_a_clear_status_until_space_returns(
 def test_a_reader_of_a_live_store_sees_the_new_floor(tmp_path: Path) -> None:
     with open_store(tmp_path) as store:
         fill(store, 4)
-        reader = MessageStore(tmp_path, mapped_file_size=SEGMENT, read_only=True)
+        reader = MessageStore(tmp_path, mapped_file_size_commit_log=SEGMENT, read_only=True)
         aged(store)
         store.clean_now()
         reader.refresh()

@@ -42,7 +42,7 @@ def _fill(store: MessageStore, first: int, count: int) -> list[tuple[Message, ob
 def store_dir(tmp_path_factory: pytest.TempPathFactory, spark) -> tuple[Path, list]:
     rocketha.spark.register(spark)
     path = tmp_path_factory.mktemp("store")
-    with MessageStore(path, mapped_file_size=65536) as store:
+    with MessageStore(path, mapped_file_size_commit_log=65536) as store:
         put = _fill(store, 0, 900)
         assert len(store.segments()) >= 3
     return path, put
@@ -62,7 +62,7 @@ def test_batch_reads_every_record_with_every_field(spark, store_dir) -> None:
     assert df.rdd.getNumPartitions() >= 7
     rows = sorted(_rows(df), key=lambda r: r.commitLogOffset)
     assert len(rows) == len(put)
-    with MessageStore(path, mapped_file_size=65536, read_only=True) as store:
+    with MessageStore(path, mapped_file_size_commit_log=65536, read_only=True) as store:
         stored = list(store.messages())
     for row, (msg, res), ext in zip(rows, put, stored, strict=True):
         assert row.topic == msg.topic
@@ -194,7 +194,7 @@ def test_restart_on_checkpoint_while_store_grows_reads_each_record_once(spark, t
     rocketha.spark.register(spark)
     path, ckpt, out = tmp_path / "live", tmp_path / "ckpt", tmp_path / "out"
     # The writer keeps the store open (and locked) throughout: readers attach read-only.
-    with MessageStore(path, mapped_file_size=65536) as store:
+    with MessageStore(path, mapped_file_size_commit_log=65536) as store:
         put = _fill(store, 0, 250)
         first = _run_available_now(spark, path, ckpt, out, maxOffsetsPerTrigger=100)
         assert first == [100, 100, 50]

@@ -93,7 +93,7 @@ def test_a_stream_is_written_micro_batch_by_micro_batch(
 ) -> None:
     namesrv, master, _slave = cluster
     source = tmp_path / "source"
-    with MessageStore(source, mapped_file_size=SEGMENT) as store:
+    with MessageStore(source, mapped_file_size_commit_log=SEGMENT) as store:
         store.put_batch([rocketha.Message("In", b"in-%d" % i) for i in range(120)])
     query = (
         spark.readStream.format("rocketha")

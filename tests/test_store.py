@@ -21,7 +21,7 @@ from rocketha import InvalidMessageError, Message, MessageStore, PutStatus
 
 
 def open_store(path: Path, **kw: object) -> MessageStore:
-    return MessageStore(path, mapped_file_size=SEGMENT, **kw)
+    return MessageStore(path, mapped_file_size_commit_log=SEGMENT, **kw)
 
 
 def test_put_and_read_back_every_field(tmp_path: Path) -> None:
@@ -98,7 +98,7 @@ def test_records_never_span_segments_and_blank_pads(tmp_path: Path) -> None:
         assert len(tail) == SEGMENT
     blank_at = max(
         m.next_offset
-        for m in MessageStore(tmp_path, mapped_file_size=SEGMENT).messages()
+        for m in MessageStore(tmp_path, mapped_file_size_commit_log=SEGMENT).messages()
         if m.commitlog_offset < first_end
     )
     # The padding header: remaining size, then the BLANK magic 0xCBD43194.
@@ -148,9 +148,9 @@ def test_wrong_segment_size_on_reopen(tmp_path: Path) -> None:
     with open_store(tmp_path) as store:
         store.put(Message("T", b"x"))
     with pytest.raises(rocketha.ConfigError, match="mappedFileSizeCommitLog"):
-        MessageStore(tmp_path, mapped_file_size=2 * SEGMENT)
+        MessageStore(tmp_path, mapped_file_size_commit_log=2 * SEGMENT)
     with pytest.raises(rocketha.ConfigError, match="multiple of 4096"):
-        MessageStore(tmp_path / "other", mapped_file_size=70_000)
+        MessageStore(tmp_path / "other", mapped_file_size_commit_log=70_000)
 
 
 def test_store_open_twice_is_refused(tmp_path: Path) -> None:
@@ -158,7 +158,8 @@ def test_store_open_twice_is_refused(tmp_path: Path) -> None:
         with pytest.raises(rocketha.StoreLockedError, match="already open"):
             open_store(tmp_path)
         code = (
-            f"import rocketha; rocketha.MessageStore({str(tmp_path)!r}, mapped_file_size={SEGMENT})"
+            "import rocketha; "
+            f"rocketha.MessageStore({str(tmp_path)!r}, mapped_file_size_commit_log={SEGMENT})"
         )
         proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
         assert proc.returncode != 0 and "StoreLockedError" in proc.stderr
@@ -294,7 +295,7 @@ def test_zero_body_crc_records_are_kept_with_the_opt_in(tmp_path: Path) -> None:
     assert f"{len(zeroed)} records keep BODYCRC 0" in out.stdout
     assert "haAcceptZeroBodyCrc=true" in out.stdout
     assert _log_files(tmp_path) == before, "nothing rewritten"
-    with open_store(tmp_path, accept_zero_body_crc=True) as store:
+    with open_store(tmp_path, ha_accept_zero_body_crc=True) as store:
         assert store.max_offset == end
         got = list(store.messages(check_crc=True))
         assert len(got) == 400
@@ -303,13 +304,17 @@ def test_zero_body_crc_records_are_kept_with_the_opt_in(tmp_path: Path) -> None:
 
 def test_4k_segments_open_and_round_trip(tmp_path: Path) -> None:
     msgs = [Message(f"T{i % 3}", os.urandom(i % 900), queue_id=i % 2) for i in range(300)]
-    with MessageStore(tmp_path, mapped_file_size=4096, consume_queue_entries=64) as store:
+    with MessageStore(
+        tmp_path, mapped_file_size_commit_log=4096, mapped_file_size_consume_queue=64 * 20
+    ) as store:
         store.put_batch(msgs)
         assert len(store.segments()) > 15
         # A record that cannot fit a segment is the one clear error.
         with pytest.raises(InvalidMessageError, match=r"does not fit.*mappedFileSizeCommitLog"):
             store.put(Message("T", b"x" * 4000))
-    with MessageStore(tmp_path, mapped_file_size=4096, consume_queue_entries=64) as store:
+    with MessageStore(
+        tmp_path, mapped_file_size_commit_log=4096, mapped_file_size_consume_queue=64 * 20
+    ) as store:
         got = list(store.messages(check_crc=True))
         assert [(m.topic, m.body, m.queue_id) for m in got] == [
             (m.topic, m.body, m.queue_id) for m in msgs
@@ -320,10 +325,10 @@ def test_4k_segments_open_and_round_trip(tmp_path: Path) -> None:
 
 
 def test_consume_queue_size_mismatch_names_its_own_key(tmp_path: Path) -> None:
-    with open_store(tmp_path, consume_queue_entries=64) as store:
+    with open_store(tmp_path, mapped_file_size_consume_queue=64 * 20) as store:
         store.put(Message("T", b"x"))
     with pytest.raises(rocketha.ConfigError) as wrong:
-        open_store(tmp_path, consume_queue_entries=128)
+        open_store(tmp_path, mapped_file_size_consume_queue=128 * 20)
     assert "mappedFileSizeConsumeQueue" in str(wrong.value)
     assert "mappedFileSizeCommitLog" not in str(wrong.value)
 
@@ -331,7 +336,7 @@ def test_consume_queue_size_mismatch_names_its_own_key(tmp_path: Path) -> None:
 CHILD = textwrap.dedent(
     """
     import os, sys, rocketha
-    store = rocketha.MessageStore(sys.argv[1], mapped_file_size={segment})
+    store = rocketha.MessageStore(sys.argv[1], mapped_file_size_commit_log={segment})
     print("ready", flush=True)
     i = 0
     while True:
@@ -375,7 +380,7 @@ def test_sync_flush_group_commit(tmp_path: Path) -> None:
     import threading
 
     with MessageStore(
-        tmp_path, mapped_file_size=SEGMENT * 16, flush_disk_type="SYNC_FLUSH"
+        tmp_path, mapped_file_size_commit_log=SEGMENT * 16, flush_disk_type="SYNC_FLUSH"
     ) as store:
         results: list = []
 
@@ -409,7 +414,9 @@ def test_read_only_open_sees_a_live_writer(tmp_path: Path) -> None:
 WRITER = """
 import sys
 from rocketha import Message, MessageStore
-store = MessageStore(sys.argv[1], mapped_file_size=int(sys.argv[2]), consume_queue_entries=64)
+store = MessageStore(
+    sys.argv[1], mapped_file_size_commit_log=int(sys.argv[2]), mapped_file_size_consume_queue=1280
+)
 for line in sys.stdin:
     topic, n = line.split()
     store.put_batch([Message(topic, b"m%d" % i) for i in range(int(n))])

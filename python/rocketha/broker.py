@@ -210,17 +210,17 @@ class Broker:
         c = self.config
         return MessageStore(
             c.store_path_root_dir,
-            mapped_file_size=c.mapped_file_size_commit_log,
+            mapped_file_size_commit_log=c.mapped_file_size_commit_log,
+            mapped_file_size_consume_queue=c.mapped_file_size_consume_queue,
             flush_disk_type=c.flush_disk_type,
-            flush_interval_ms=c.flush_interval_commit_log,
-            sync_flush_timeout_ms=c.sync_flush_timeout,
-            store_host=store_host,
-            consume_queue_entries=c.mapped_file_size_consume_queue // 20,
-            sync_slaves=c.slave_acks_required if self.role is BrokerRole.SYNC_MASTER else 0,
-            slave_timeout_ms=c.slave_timeout,
+            flush_interval_commit_log=c.flush_interval_commit_log,
+            sync_flush_timeout=c.sync_flush_timeout,
+            slave_timeout=c.slave_timeout,
             ha_max_gap_not_in_sync=c.ha_max_gap_not_in_sync,
-            accept_zero_body_crc=c.ha_accept_zero_body_crc,
+            ha_accept_zero_body_crc=c.ha_accept_zero_body_crc,
             store_path_commit_log=c.store_path_commit_log,
+            store_host=store_host,
+            sync_slaves=c.slave_acks_required if self.role is BrokerRole.SYNC_MASTER else 0,
             **c.retention_options(),
         )
 

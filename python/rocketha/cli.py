@@ -375,7 +375,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     with MessageStore(
         args.store,
         read_only=True,
-        accept_zero_body_crc=args.accept_zero_body_crc,
+        ha_accept_zero_body_crc=args.accept_zero_body_crc,
     ) as store:
         print(f"store {args.store}: offsets [{store.min_offset}, {store.max_offset})")
         for path, start, used in store.segments():
@@ -463,7 +463,7 @@ def _truncate_at_corruption(args: argparse.Namespace) -> int:
 def _accept_zero_body_crc(args: argparse.Namespace) -> int:
     """Checks that the store opens when a BODYCRC of 0 is taken as "never computed"; rewrites
     nothing, so the records stay byte for byte what their writer sent."""
-    with MessageStore(args.store, accept_zero_body_crc=True) as store:
+    with MessageStore(args.store, ha_accept_zero_body_crc=True) as store:
         zero = sum(
             1 for m in store.messages() if m.body_crc == 0 and zlib.crc32(m.body) & 0x7FFFFFFF != 0
         )

@@ -335,7 +335,7 @@ class BrokerConfig:
             "disk_max_used_space_ratio": self.disk_max_used_space_ratio,
             "disk_space_clean_forcibly_ratio": self.disk_space_clean_forcibly_ratio,
             "disk_space_warning_level_ratio": self.disk_space_warning_level_ratio,
-            "clean_resource_interval_ms": self.clean_resource_interval,
+            "clean_resource_interval": self.clean_resource_interval,
             "delete_file_batch_max": self.delete_file_batch_max,
         }
 

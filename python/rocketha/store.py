@@ -25,7 +25,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
-from typing import Self
+from typing import Never, Self
 
 from rocketha import _core
 from rocketha._core import Message, MessageExt, PutResult
@@ -57,35 +57,57 @@ def existing_file_sizes(
     return found
 
 
+#: Keywords that took rocketha's own names before they took ``BrokerConfig``'s: old -> new, and
+#: what else changed, for the error a caller of the old name gets.
+_RENAMED = {
+    "mapped_file_size": "mapped_file_size_commit_log",
+    "flush_interval_ms": "flush_interval_commit_log",
+    "sync_flush_timeout_ms": "sync_flush_timeout",
+    "consume_queue_entries": "mapped_file_size_consume_queue, in bytes (20 per entry)",
+    "slave_timeout_ms": "slave_timeout",
+    "accept_zero_body_crc": "ha_accept_zero_body_crc",
+    "clean_resource_interval_ms": "clean_resource_interval",
+}
+
+
 class MessageStore(_core.MessageStore):
     """Opens (creating if needed) and recovers the store at ``path``.
 
-    Keyword arguments mirror RocketMQ's keys: ``mapped_file_size`` is
-    ``mappedFileSizeCommitLog`` (1 GiB, or an existing store's own size when left out; any
-    multiple of 4 KiB, as long as a record fits), ``flush_disk_type`` is ``flushDiskType``.
-    A put waits as the store is told: ``sync_flush_timeout_ms`` (``syncFlushTimeout``) for
-    SYNC_FLUSH's msync; ``sync_slaves`` distinct slaves' acks (``inSyncReplicas - 1``, what a
-    SYNC_MASTER broker sets), ``slave_timeout_ms`` (``slaveTimeout``) and
-    ``ha_max_gap_not_in_sync``. Left out, every keyword takes RocketMQ's default.
+    A keyword that is a RocketMQ key has the name, unit and default of the
+    :class:`~rocketha.BrokerConfig` field for it (RocketMQ's key in snake_case):
+    ``mapped_file_size_commit_log`` (``mappedFileSizeCommitLog``, bytes: any multiple of 4 KiB,
+    as long as a record fits) and ``mapped_file_size_consume_queue``
+    (``mappedFileSizeConsumeQueue``, bytes: a multiple of 20, the size of an entry) default to
+    an existing store's own sizes, read from its files, else to RocketMQ's (1 GiB, and
+    6,000,000 bytes: 300,000 entries); ``flush_disk_type``; ``flush_interval_commit_log`` (ms
+    between ASYNC_FLUSH's msyncs); ``sync_flush_timeout`` (ms SYNC_FLUSH's msync is waited
+    for); ``slave_timeout`` (ms a put waits for its slaves' acks) and ``ha_max_gap_not_in_sync``
+    (bytes a slave may lag and still count); ``ha_accept_zero_body_crc`` takes a BODYCRC of 0
+    as "never computed", for logs written by peers that leave it unset.
+
+    Keywords that are no RocketMQ key, so ``BrokerConfig`` has no field of the name: a
+    broker derives them from its role and addresses, or they are how a tool opens a store.
+    ``store_host`` (``brokerIP1:listenPort``) is the address recorded in each message and msgId.
+    ``sync_slaves`` is the number of distinct slaves' acks a put waits for: what a SYNC_MASTER
+    broker derives from ``inSyncReplicas`` (minus itself), 0 for other roles.
     ``read_only=True`` opens a store another process is writing, without taking its lock (how
-    Spark readers attach to a live replica).
+    Spark readers attach to a live replica). ``truncate_at_corruption`` is the repair below.
+    An old name (``mapped_file_size``, ``consume_queue_entries``, ...) raises a
+    ``TypeError`` naming the new one.
 
     Recovery cuts a torn tail, the record a crash interrupted with nothing valid after it. An
     invalid record with valid records after it is corruption in the middle of the log: the open
     fails with :class:`CommitLogCorrupted` naming the offset, the reason and what follows, and
     cuts nothing, unless ``truncate_at_corruption=True`` (what ``rocketha repair
     --truncate-at-corruption`` does) says to cut there. A read-only open reports the same
-    finding in :meth:`corruption` and in its log. ``accept_zero_body_crc``
-    (``haAcceptZeroBodyCrc``) takes a BODYCRC of 0 as "never computed", for logs written by
-    peers that leave it unset.
+    finding in :meth:`corruption` and in its log.
 
-    Retention takes RocketMQ's keys (RocketMQ's defaults when left out): ``delete_when``
-    (``deleteWhen``, local hours such as ``"04;10"``) and ``file_reserved_time``
-    (``fileReservedTime``, hours) say when old commit log segments go, never the one being
-    written; ``disk_max_used_space_ratio``, ``disk_space_clean_forcibly_ratio`` and
-    ``disk_space_warning_level_ratio`` (percent) say when the disk forces it, up to refusing
-    puts with :class:`DiskFullError`; a pass runs every ``clean_resource_interval_ms``
-    (``cleanResourceInterval``) and deletes at most ``delete_file_batch_max`` segments.
+    Retention takes RocketMQ's keys: ``delete_when`` (``deleteWhen``, local hours such as
+    ``"04;10"``) and ``file_reserved_time`` (``fileReservedTime``, hours) say when old commit
+    log segments go, never the one being written; ``disk_max_used_space_ratio``,
+    ``disk_space_clean_forcibly_ratio`` and ``disk_space_warning_level_ratio`` (percent) say
+    when the disk forces it, up to refusing puts with :class:`DiskFullError`; a pass runs every
+    ``clean_resource_interval`` ms and deletes at most ``delete_file_batch_max`` segments.
     ``file_reserved_time_unit_ms`` is for tests only: the length of a ``fileReservedTime`` hour.
     ``store_path_commit_log`` (``storePathCommitLog``) puts the commit log somewhere other than
     ``<path>/commitlog``; readers of the store must be told the same.
@@ -97,55 +119,64 @@ class MessageStore(_core.MessageStore):
         cls,
         path: str | os.PathLike[str],
         *,
-        mapped_file_size: int | None = None,
-        flush_disk_type: FlushDiskType | str | None = None,
-        flush_interval_ms: int | None = None,
-        sync_flush_timeout_ms: int | None = None,
-        store_host: str | None = None,
-        consume_queue_entries: int | None = None,
-        sync_slaves: int | None = None,
-        slave_timeout_ms: int | None = None,
-        ha_max_gap_not_in_sync: int | None = None,
-        read_only: bool = False,
-        accept_zero_body_crc: bool = False,
-        truncate_at_corruption: bool = False,
-        delete_when: str | None = None,
-        file_reserved_time: int | None = None,
-        file_reserved_time_unit_ms: int | None = None,
-        disk_max_used_space_ratio: int | None = None,
-        disk_space_clean_forcibly_ratio: int | None = None,
-        disk_space_warning_level_ratio: int | None = None,
-        clean_resource_interval_ms: int | None = None,
-        delete_file_batch_max: int | None = None,
+        mapped_file_size_commit_log: int | None = None,
+        mapped_file_size_consume_queue: int | None = None,
+        flush_disk_type: FlushDiskType | str = FlushDiskType.ASYNC_FLUSH,
+        flush_interval_commit_log: int = _core.DEFAULTS["flushIntervalCommitLog"],
+        sync_flush_timeout: int = _core.DEFAULTS["syncFlushTimeout"],
+        slave_timeout: int = _core.DEFAULTS["slaveTimeout"],
+        ha_max_gap_not_in_sync: int = _core.DEFAULTS["haMaxGapNotInSync"],
+        ha_accept_zero_body_crc: bool = False,
+        delete_when: str = "04",
+        file_reserved_time: int = _core.DEFAULTS["fileReservedTime"],
+        file_reserved_time_unit_ms: int = 3_600_000,
+        disk_max_used_space_ratio: int = _core.DEFAULTS["diskMaxUsedSpaceRatio"],
+        disk_space_clean_forcibly_ratio: int = _core.DEFAULTS["diskSpaceCleanForciblyRatio"],
+        disk_space_warning_level_ratio: int = _core.DEFAULTS["diskSpaceWarningLevelRatio"],
+        clean_resource_interval: int = _core.DEFAULTS["cleanResourceInterval"],
+        delete_file_batch_max: int = _core.DEFAULTS["deleteFileBatchMax"],
         store_path_commit_log: str | os.PathLike[str] | None = None,
+        store_host: str | None = None,
+        sync_slaves: int = 0,
+        read_only: bool = False,
+        truncate_at_corruption: bool = False,
+        # Only so that an old name fails naming the new one; typed Never, so a type checker
+        # still refuses every keyword not listed above.
+        **unknown: Never,
     ) -> Self:
+        for name in unknown:
+            if name in _RENAMED:
+                raise TypeError(f"MessageStore: {name} is now {_RENAMED[name]}, as in BrokerConfig")
+            raise TypeError(f"MessageStore() got an unexpected keyword argument {name!r}")
         found = existing_file_sizes(path, store_path_commit_log)
+        if mapped_file_size_commit_log is None:
+            mapped_file_size_commit_log = found.get("mappedFileSizeCommitLog")
+        if mapped_file_size_consume_queue is None:
+            mapped_file_size_consume_queue = found.get("mappedFileSizeConsumeQueue")
         self = super().__new__(
             cls,
             os.fspath(path),
-            mapped_file_size=mapped_file_size or found.get("mappedFileSizeCommitLog"),
-            flush_disk_type=None if flush_disk_type is None else FlushDiskType(flush_disk_type),
-            flush_interval_ms=flush_interval_ms,
-            sync_flush_timeout_ms=sync_flush_timeout_ms,
-            store_host=store_host,
-            consume_queue_entries=consume_queue_entries
-            or found.get("mappedFileSizeConsumeQueue", 0) // 20
-            or None,
-            sync_slaves=sync_slaves,
-            slave_timeout_ms=slave_timeout_ms,
+            mapped_file_size_commit_log=mapped_file_size_commit_log,
+            mapped_file_size_consume_queue=mapped_file_size_consume_queue,
+            flush_disk_type=FlushDiskType(flush_disk_type),
+            flush_interval_commit_log=flush_interval_commit_log,
+            sync_flush_timeout=sync_flush_timeout,
+            slave_timeout=slave_timeout,
             ha_max_gap_not_in_sync=ha_max_gap_not_in_sync,
-            read_only=read_only,
-            accept_zero_body_crc=accept_zero_body_crc,
-            truncate_at_corruption=truncate_at_corruption,
+            ha_accept_zero_body_crc=ha_accept_zero_body_crc,
             delete_when=delete_when,
             file_reserved_time=file_reserved_time,
             file_reserved_time_unit_ms=file_reserved_time_unit_ms,
             disk_max_used_space_ratio=disk_max_used_space_ratio,
             disk_space_clean_forcibly_ratio=disk_space_clean_forcibly_ratio,
             disk_space_warning_level_ratio=disk_space_warning_level_ratio,
-            clean_resource_interval_ms=clean_resource_interval_ms,
+            clean_resource_interval=clean_resource_interval,
             delete_file_batch_max=delete_file_batch_max,
             store_path_commit_log=store_path_commit_log,
+            store_host=store_host,
+            sync_slaves=sync_slaves,
+            read_only=read_only,
+            truncate_at_corruption=truncate_at_corruption,
         )
         self._log_recovery(read_only)
         events = self.clean_events()

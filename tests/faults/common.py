@@ -134,7 +134,7 @@ def converges(predicate: Callable[[], Any], timeout: float, what: str) -> bool:
 
 
 def open_replica(path: Path) -> MessageStore:
-    return MessageStore(path, mapped_file_size=SEGMENT, read_only=True)
+    return MessageStore(path, mapped_file_size_commit_log=SEGMENT, read_only=True)
 
 
 def lost_acks(acks: list[tuple[int, str]], store: Path) -> int:
@@ -146,7 +146,7 @@ def lost_acks(acks: list[tuple[int, str]], store: Path) -> int:
 
 def recover_and_count_corrupt(store: Path) -> int:
     """Opens ``store`` for writing (crash recovery) and counts records failing their CRC."""
-    with MessageStore(store, mapped_file_size=SEGMENT) as recovered:
+    with MessageStore(store, mapped_file_size_commit_log=SEGMENT) as recovered:
         try:
             sum(1 for _ in recovered.messages(check_crc=True))
         except CommitLogCorrupted:

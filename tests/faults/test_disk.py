@@ -16,7 +16,7 @@ from helpers import SEGMENT
 from rocketha import Message, MessageStore
 
 #: Small consume queue files, so the commit log is what fills the disk.
-CQ_ENTRIES = 1024
+CQ_FILE_SIZE = 1024 * 20
 
 
 def mount(*args: str) -> subprocess.CompletedProcess[str]:
@@ -37,7 +37,9 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
 
 
 def open_store(path: Path, **kw: object) -> MessageStore:
-    return MessageStore(path, mapped_file_size=SEGMENT, consume_queue_entries=CQ_ENTRIES, **kw)
+    return MessageStore(
+        path, mapped_file_size_commit_log=SEGMENT, mapped_file_size_consume_queue=CQ_FILE_SIZE, **kw
+    )
 
 
 def test_full_then_read_only_disk(small_disk: Path, fault_report: FaultReport) -> None:
@@ -82,7 +84,9 @@ def test_a_segment_larger_than_the_disk_fills_it_with_enospc_never_sigbus(small_
     unreserved hole of the mapping would kill this process with SIGBUS instead."""
     path = small_disk / "store"
     acked: dict[int, bytes] = {}
-    with MessageStore(path, mapped_file_size=4 << 20, consume_queue_entries=CQ_ENTRIES) as store:
+    with MessageStore(
+        path, mapped_file_size_commit_log=4 << 20, mapped_file_size_consume_queue=CQ_FILE_SIZE
+    ) as store:
         with pytest.raises(OSError) as full:
             for i in range(10_000):
                 body = b"%d:" % i + os.urandom(1000)

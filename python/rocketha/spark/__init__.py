@@ -110,7 +110,9 @@ def _open(opts: ReadOptions, needed: int = 0) -> MessageStore:
     with _stores_lock:
         store = _stores.get(key)
         if store is None:
-            store = MessageStore(opts.path, mapped_file_size=opts.mapped_file_size, read_only=True)
+            store = MessageStore(
+                opts.path, mapped_file_size_commit_log=opts.mapped_file_size, read_only=True
+            )
             _stores[key] = store
     if store.max_offset < needed:
         store.refresh()

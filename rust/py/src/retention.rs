@@ -18,7 +18,7 @@ pub(crate) fn clean_config(
     disk_max_used_space_ratio: Option<u32>,
     disk_space_clean_forcibly_ratio: Option<u32>,
     disk_space_warning_level_ratio: Option<u32>,
-    clean_resource_interval_ms: Option<u64>,
+    clean_resource_interval: Option<u64>,
     delete_file_batch_max: Option<usize>,
 ) -> PyResult<CleanConfig> {
     let mut c = CleanConfig::default();
@@ -33,7 +33,7 @@ pub(crate) fn clean_config(
     c.disk_space_warning_level_ratio =
         disk_space_warning_level_ratio.unwrap_or(c.disk_space_warning_level_ratio);
     c.clean_resource_interval =
-        clean_resource_interval_ms.map_or(c.clean_resource_interval, Duration::from_millis);
+        clean_resource_interval.map_or(c.clean_resource_interval, Duration::from_millis);
     c.delete_file_batch_max = delete_file_batch_max.unwrap_or(c.delete_file_batch_max);
     c.validate().map_err(ConfigError::new_err)?;
     Ok(c)
@@ -41,7 +41,7 @@ pub(crate) fn clean_config(
 
 /// Checks retention settings as a store would at open; raises `ConfigError` naming the key.
 #[pyfunction]
-#[pyo3(signature = (*, delete_when=None, file_reserved_time=None, file_reserved_time_unit_ms=None, disk_max_used_space_ratio=None, disk_space_clean_forcibly_ratio=None, disk_space_warning_level_ratio=None, clean_resource_interval_ms=None, delete_file_batch_max=None))]
+#[pyo3(signature = (*, delete_when=None, file_reserved_time=None, file_reserved_time_unit_ms=None, disk_max_used_space_ratio=None, disk_space_clean_forcibly_ratio=None, disk_space_warning_level_ratio=None, clean_resource_interval=None, delete_file_batch_max=None))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn check_retention(
     delete_when: Option<&str>,
@@ -50,7 +50,7 @@ pub(crate) fn check_retention(
     disk_max_used_space_ratio: Option<u32>,
     disk_space_clean_forcibly_ratio: Option<u32>,
     disk_space_warning_level_ratio: Option<u32>,
-    clean_resource_interval_ms: Option<u64>,
+    clean_resource_interval: Option<u64>,
     delete_file_batch_max: Option<usize>,
 ) -> PyResult<()> {
     clean_config(
@@ -60,7 +60,7 @@ pub(crate) fn check_retention(
         disk_max_used_space_ratio,
         disk_space_clean_forcibly_ratio,
         disk_space_warning_level_ratio,
-        clean_resource_interval_ms,
+        clean_resource_interval,
         delete_file_batch_max,
     )
     .map(|_| ())

@@ -16,7 +16,7 @@ use rocketha_core::store::{now_millis, MessageStore, StoreConfig};
 use rocketha_core::FlushDiskType;
 
 use crate::buffer::SegmentSlice;
-use crate::errors::{to_py, ForkGuard};
+use crate::errors::{to_py, ConfigError, ForkGuard};
 use crate::message::{put_status_to_py, Message, MessageExt, PutResult};
 use crate::retention::{clean_config, CleanEventQueue};
 
@@ -116,22 +116,22 @@ const BORN_HOST: SocketAddr =
 impl PyMessageStore {
     /// Keyword arguments left out take the core's defaults (RocketMQ's).
     #[new]
-    #[pyo3(signature = (path, *, mapped_file_size=None, flush_disk_type=None, flush_interval_ms=None, sync_flush_timeout_ms=None, store_host=None, consume_queue_entries=None, sync_slaves=None, slave_timeout_ms=None, ha_max_gap_not_in_sync=None, read_only=false, accept_zero_body_crc=false, truncate_at_corruption=false, delete_when=None, file_reserved_time=None, file_reserved_time_unit_ms=None, disk_max_used_space_ratio=None, disk_space_clean_forcibly_ratio=None, disk_space_warning_level_ratio=None, clean_resource_interval_ms=None, delete_file_batch_max=None, store_path_commit_log=None))]
+    #[pyo3(signature = (path, *, mapped_file_size_commit_log=None, flush_disk_type=None, flush_interval_commit_log=None, sync_flush_timeout=None, store_host=None, mapped_file_size_consume_queue=None, sync_slaves=None, slave_timeout=None, ha_max_gap_not_in_sync=None, read_only=false, ha_accept_zero_body_crc=false, truncate_at_corruption=false, delete_when=None, file_reserved_time=None, file_reserved_time_unit_ms=None, disk_max_used_space_ratio=None, disk_space_clean_forcibly_ratio=None, disk_space_warning_level_ratio=None, clean_resource_interval=None, delete_file_batch_max=None, store_path_commit_log=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         path: PathBuf,
-        mapped_file_size: Option<u64>,
+        mapped_file_size_commit_log: Option<u64>,
         flush_disk_type: Option<&str>,
-        flush_interval_ms: Option<u64>,
-        sync_flush_timeout_ms: Option<u64>,
+        flush_interval_commit_log: Option<u64>,
+        sync_flush_timeout: Option<u64>,
         store_host: Option<&str>,
-        consume_queue_entries: Option<usize>,
+        mapped_file_size_consume_queue: Option<usize>,
         sync_slaves: Option<usize>,
-        slave_timeout_ms: Option<u64>,
+        slave_timeout: Option<u64>,
         ha_max_gap_not_in_sync: Option<u64>,
         read_only: bool,
-        accept_zero_body_crc: bool,
+        ha_accept_zero_body_crc: bool,
         truncate_at_corruption: bool,
         delete_when: Option<&str>,
         file_reserved_time: Option<u64>,
@@ -139,28 +139,32 @@ impl PyMessageStore {
         disk_max_used_space_ratio: Option<u32>,
         disk_space_clean_forcibly_ratio: Option<u32>,
         disk_space_warning_level_ratio: Option<u32>,
-        clean_resource_interval_ms: Option<u64>,
+        clean_resource_interval: Option<u64>,
         delete_file_batch_max: Option<usize>,
         store_path_commit_log: Option<PathBuf>,
     ) -> PyResult<Self> {
         let mut config = StoreConfig::new(path);
         let millis = Duration::from_millis;
-        config.mapped_file_size = mapped_file_size.unwrap_or(config.mapped_file_size);
+        config.mapped_file_size = mapped_file_size_commit_log.unwrap_or(config.mapped_file_size);
         if let Some(name) = flush_disk_type {
             config.flush_disk_type = self::flush_disk_type(name)?;
         }
-        config.flush_interval = flush_interval_ms.map_or(config.flush_interval, millis);
-        config.sync_flush_timeout = sync_flush_timeout_ms.map_or(config.sync_flush_timeout, millis);
+        config.flush_interval = flush_interval_commit_log.map_or(config.flush_interval, millis);
+        config.sync_flush_timeout = sync_flush_timeout.map_or(config.sync_flush_timeout, millis);
         if let Some(host) = store_host {
             config.store_host = parse_host(host)?;
         }
-        config.cq_entries_per_file = consume_queue_entries.unwrap_or(config.cq_entries_per_file);
+        if let Some(bytes) = mapped_file_size_consume_queue {
+            config
+                .set_mapped_file_size_consume_queue(bytes)
+                .map_err(ConfigError::new_err)?;
+        }
         config.sync_slaves = sync_slaves.unwrap_or(config.sync_slaves);
-        config.slave_timeout = slave_timeout_ms.map_or(config.slave_timeout, millis);
+        config.slave_timeout = slave_timeout.map_or(config.slave_timeout, millis);
         config.ha_max_gap_not_in_sync =
             ha_max_gap_not_in_sync.unwrap_or(config.ha_max_gap_not_in_sync);
         config.read_only = read_only;
-        config.accept_zero_body_crc = accept_zero_body_crc;
+        config.accept_zero_body_crc = ha_accept_zero_body_crc;
         config.truncate_at_corruption = truncate_at_corruption;
         config.store_path_commit_log = store_path_commit_log;
         config.clean = clean_config(
@@ -170,7 +174,7 @@ impl PyMessageStore {
             disk_max_used_space_ratio,
             disk_space_clean_forcibly_ratio,
             disk_space_warning_level_ratio,
-            clean_resource_interval_ms,
+            clean_resource_interval,
             delete_file_batch_max,
         )?;
         let waits = !read_only && config.wait_policy().waits();
