@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import logging
 import os
 import random
@@ -18,6 +20,7 @@ from helpers import SEGMENT
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rocketha import InvalidMessageError, Message, MessageStore, PutStatus
+from rocketha.store import existing_file_sizes
 
 
 def open_store(path: Path, **kw: object) -> MessageStore:
@@ -135,6 +138,58 @@ def test_bad_messages_are_refused_and_write_nothing(tmp_path: Path, make, text: 
         with pytest.raises(InvalidMessageError, match=text):
             store.put_batch([Message("T", b"fine"), make()])
         assert store.max_offset == before
+
+
+#: MessageStore keywords that are no RocketMQ key, so BrokerConfig has no field of the name.
+STORE_ONLY = {"store_host", "sync_slaves", "read_only", "truncate_at_corruption"}
+#: Left out, these are an existing store's own sizes; a new store gets BrokerConfig's default.
+FOUND_IN_THE_STORE = {"mapped_file_size_commit_log", "mapped_file_size_consume_queue"}
+
+
+def test_keywords_are_broker_config_fields_with_their_defaults(tmp_path: Path) -> None:
+    config = {f.name: f.default for f in dataclasses.fields(rocketha.BrokerConfig)}
+    params = inspect.signature(MessageStore.__new__).parameters
+    keywords = {n: p.default for n, p in params.items() if p.kind is p.KEYWORD_ONLY}
+    assert keywords.keys() - config.keys() == STORE_ONLY
+    for name in keywords.keys() - STORE_ONLY - FOUND_IN_THE_STORE:
+        assert keywords[name] == config[name], name
+    assert {keywords[name] for name in FOUND_IN_THE_STORE} == {None}
+    with MessageStore(tmp_path) as store:
+        store.put(Message("T", b"x"))
+    assert existing_file_sizes(tmp_path) == {
+        "mappedFileSizeCommitLog": config["mapped_file_size_commit_log"],
+        "mappedFileSizeConsumeQueue": config["mapped_file_size_consume_queue"],
+    }
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("mapped_file_size", "mapped_file_size_commit_log"),
+        ("consume_queue_entries", "mapped_file_size_consume_queue, in bytes"),
+        ("flush_interval_ms", "flush_interval_commit_log"),
+        ("sync_flush_timeout_ms", "sync_flush_timeout"),
+        ("slave_timeout_ms", "slave_timeout"),
+        ("accept_zero_body_crc", "ha_accept_zero_body_crc"),
+        ("clean_resource_interval_ms", "clean_resource_interval"),
+    ],
+)
+def test_an_old_keyword_names_the_new_one(tmp_path: Path, old: str, new: str) -> None:
+    with pytest.raises(TypeError, match=rf"^MessageStore: {old} is now {new}\b"):
+        MessageStore(tmp_path, **{old: 64 * 1024})
+    assert not any(tmp_path.iterdir()), "refused before the store was created"
+
+
+def test_an_unknown_keyword_is_a_plain_type_error(tmp_path: Path) -> None:
+    with pytest.raises(
+        TypeError, match=r"^MessageStore\(\) got an unexpected keyword argument 'segment_size'$"
+    ):
+        MessageStore(tmp_path, segment_size=SEGMENT)
+
+
+def test_consume_queue_size_is_whole_entries(tmp_path: Path) -> None:
+    with pytest.raises(rocketha.ConfigError, match=r"mappedFileSizeConsumeQueue: 1001 .*of 20"):
+        open_store(tmp_path, mapped_file_size_consume_queue=1001)
 
 
 def test_separator_bytes_in_properties_are_refused() -> None:
