@@ -63,7 +63,7 @@ def tag(version: str) -> str:
 
 def stored_bodies(store: Path) -> set[bytes]:
     """What a (live) broker's store holds, opened read-only beside it."""
-    with MessageStore(store, mapped_file_size=SEGMENT, read_only=True) as s:
+    with MessageStore(store, mapped_file_size_commit_log=SEGMENT, read_only=True) as s:
         s.refresh()
         return {m.body for m in s.messages()}
 
@@ -81,7 +81,7 @@ class Stored:
 
 def stored_messages(store: Path) -> dict[bytes, Stored]:
     """The messages of a store by body (every body the tests send is unique)."""
-    with MessageStore(store, mapped_file_size=SEGMENT, read_only=True) as s:
+    with MessageStore(store, mapped_file_size_commit_log=SEGMENT, read_only=True) as s:
         s.refresh()
         return {
             m.body: Stored(

@@ -357,7 +357,7 @@ def test_rocketha_reads_a_store_rocketmq_wrote(
     assert f"{N} records, every CRC verified" in inspect.stdout
 
     by_offset = {s.commit_log_offset: s for s in run.sent}
-    with MessageStore(store, mapped_file_size=SEG, read_only=True) as ms:
+    with MessageStore(store, mapped_file_size_commit_log=SEG, read_only=True) as ms:
         assert (ms.min_offset, ms.max_offset) == (0, run.end)
         messages = list(ms.messages(check_crc=True))
         assert len(messages) == N
@@ -525,7 +525,9 @@ def test_rocketmq_serves_a_store_rocketha_wrote(
     topic = f"OursServedT{rmq.major}"
     store = workdir / "store"
     msgs = rocketha_messages(600, seed=4, topic=topic)
-    with MessageStore(store, mapped_file_size=SEG, consume_queue_entries=CQ_ENTRIES) as ms:
+    with MessageStore(
+        store, mapped_file_size_commit_log=SEG, mapped_file_size_consume_queue=CQ_ENTRIES * 20
+    ) as ms:
         results = ms.put_batch(msgs)
         assert ms.max_offset > 3 * SEG
     java = rmq.broker(
