@@ -24,6 +24,7 @@ from rocketha import (
     Producer,
     PullConsumer,
 )
+from rocketha._core import MQClientAPI
 from rocketha.client import MessageQueue
 from rocketha.rebalance import allocate_message_queue_averagely
 
@@ -344,6 +345,9 @@ def test_an_unknown_group_is_refused_when_groups_are_not_auto_created(
     master = start_master(tmp_path, namesrv, autoCreateSubscriptionGroup=False)
     try:
         send(namesrv, "T8", [b"x"])
+        # The broker registers the topic it just created a moment later.
+        api = MQClientAPI()
+        wait_for(lambda: api.get_topic_route_info(namesrv, "T8", 5.0), what="T8's route")
         consumer = PullConsumer(namesrv, "g-unknown", "T8", consume_from_where=FIRST)
         with consumer, pytest.raises(MQBrokerError, match="g-unknown") as e:
             wait_for(lambda: consumer.poll(0.2) and False, what="the refusal")
