@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import itertools
 import json
+import signal
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,7 +35,7 @@ from helpers import (
     write_conf,
 )
 
-from benches.peers.rocketmq import VERSIONS, RocketMQ, Unavailable
+from benches.peers.rocketmq import VERSIONS, GroupMember, RocketMQ, Unavailable
 
 pytestmark = pytest.mark.interop
 
@@ -58,6 +60,10 @@ def resolve(version: str) -> RocketMQ:
 class Pair:
     master: BrokerProcess
     slave: BrokerProcess
+    name: str
+    tmp: Path
+    namesrv: str
+    keys: dict[str, object]
 
     @property
     def master_address(self) -> str:
@@ -68,13 +74,14 @@ class Pair:
         return str(self.slave.started["listen_address"])
 
 
-@pytest.fixture
-def pair(tmp_path: Path, rocketha_namesrv: RochaNamesrv) -> Iterator[Pair]:
-    """A SYNC_MASTER and a SLAVE with ``slaveReadEnable``, of a name of this test's own; the
-    slave syncs every half second."""
+@contextmanager
+def running_pair(tmp_path: Path, namesrv: str, **keys: object) -> Iterator[Pair]:
+    """A SYNC_MASTER and a SLAVE with ``slaveReadEnable``, of a name of its own; the slave
+    syncs every half second. ``keys`` go to both."""
     name = f"consume-{next(_PAIRS)}"
-    master = start_master(tmp_path, name, rocketha_namesrv.address, slaveReadEnable=True)
+    master = start_master(tmp_path, name, namesrv, slaveReadEnable=True, **keys)
     slave = None
+    pair = None
     try:
         slave = BrokerProcess(
             write_conf(
@@ -85,21 +92,42 @@ def pair(tmp_path: Path, rocketha_namesrv: RochaNamesrv) -> Iterator[Pair]:
                 storePathRootDir=tmp_path / "slave",
                 mappedFileSizeCommitLog=SEGMENT,
                 listenPort=0,
-                namesrvAddr=rocketha_namesrv.address,
+                namesrvAddr=namesrv,
                 slaveReadEnable=True,
                 slaveSyncInterval=500,
+                **keys,
             )
         )
-        address = str(master.started["listen_address"])
         wait_for(
-            lambda: int(runtime_info(address).get("haConnectionNum", "0")) >= 1,
+            lambda: slave_connected(str(master.started["listen_address"])),
             what="the slave to connect to the master",
         )
-        yield Pair(master, slave)
+        pair = Pair(master, slave, name, tmp_path, namesrv, keys)
+        yield pair
     finally:
         if slave is not None:
             slave.kill()
         master.kill()
+        if pair is not None:
+            pair.master.kill()  # a test may have restarted it
+
+
+def slave_connected(address: str) -> bool:
+    return int(runtime_info(address).get("haConnectionNum", "0")) >= 1
+
+
+@pytest.fixture
+def pair(tmp_path: Path, rocketha_namesrv: RochaNamesrv) -> Iterator[Pair]:
+    with running_pair(tmp_path, rocketha_namesrv.address) as p:
+        yield p
+
+
+@pytest.fixture
+def slow_pair(tmp_path: Path, rocketha_namesrv: RochaNamesrv) -> Iterator[Pair]:
+    """A pair that counts nothing as in memory (``accessMessageInMemoryMaxRatio`` 0): a
+    consumer behind the head is sent to the slave."""
+    with running_pair(tmp_path, rocketha_namesrv.address, accessMessageInMemoryMaxRatio=0) as p:
+        yield p
 
 
 def table(address: str, code: int) -> dict[str, Any]:
@@ -156,6 +184,73 @@ def test_every_message_once_across_restarts_and_the_masters_death(
     assert sorted(bodies) == sorted(wanted), "every message exactly once"
 
 
+def served(address: str) -> int:
+    """Messages the broker returned to pulls since it started (``msgGetTotalTodayNow``)."""
+    return int(runtime_info(address)["msgGetTotalTodayNow"])
+
+
+def create_topic(address: str, topic: str, queues: int) -> None:
+    sock = RemotingSocket(address)
+    try:
+        created = {
+            "topic": topic,
+            "defaultTopic": "TBW102",
+            "readQueueNums": str(queues),
+            "writeQueueNums": str(queues),
+            "perm": "6",
+            "topicFilterType": "SINGLE_TAG",
+        }
+        assert sock.invoke(UPDATE_AND_CREATE_TOPIC, created)[0]["code"] == 0
+    finally:
+        sock.close()
+
+
+@contextmanager
+def paused(member: GroupMember) -> Iterator[None]:
+    """The member's JVM stopped: what is sent meanwhile waits for it, more per queue than
+    one pull takes (which a held pull woken by the first arrival cannot take either)."""
+    member.proc.send_signal(signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        member.proc.send_signal(signal.SIGCONT)
+
+
+def bodies_of(member: GroupMember) -> set[str]:
+    return {b for _, _, b in member.received}
+
+
+@pytest.mark.parametrize("kind", ["lite", "push"])
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_lagging_consumer_is_served_by_the_slave(
+    version: str, kind: str, slow_pair: Pair, rocketha_namesrv: RochaNamesrv, tmp_path: Path
+) -> None:
+    rmq = resolve(version)
+    ns = rocketha_namesrv.address
+    topic = f"Lag{kind.title()}{version.replace('.', '')}"
+    create_topic(slow_pair.master_address, topic, 4)
+    # Started on the empty topic: a new group starts at the end, here 0 (with nothing
+    # counted as in memory, a topic with messages would start it past them).
+    member = rmq.group_member(ns, topic, f"lag-{kind}", kind, home=tmp_path / "c")
+    count = 200
+    wanted = {f"{topic}-{i}" for i in range(count)}
+    try:
+        # Each queue's pull held at the master: the member has its offsets, and will not ask
+        # for them after the messages are there.
+        wait_for(
+            lambda: runtime_info(slow_pair.master_address)["pullRequestsHeld"] == "4",
+            what="a pull held for each queue",
+        )
+        with paused(member):
+            sent = rmq.send(ns, topic, "sync", count, topic, home=tmp_path / "p")
+            assert {o.status for o in sent} == {"SEND_OK"}, sent
+        wait_for(lambda: bodies_of(member) >= wanted, what="every message")
+    finally:
+        got = member.stop()
+    assert sorted(b for _, _, b in got) == sorted(wanted), "every message exactly once"
+    assert served(slow_pair.slave_address) > 0, "the slave served the lagging consumer"
+
+
 def consumer_ids(address: str, group: str) -> list[str]:
     sock = RemotingSocket(address)
     try:
@@ -176,19 +271,7 @@ def test_two_members_of_a_group_share_its_queues(
     ns = rocketha_namesrv.address
     topic = f"Share{kind.title()}{version.replace('.', '')}"
     group = f"share-{kind}-{version.replace('.', '')}"
-    sock = RemotingSocket(pair.master_address)
-    try:
-        created = {
-            "topic": topic,
-            "defaultTopic": "TBW102",
-            "readQueueNums": "4",
-            "writeQueueNums": "4",
-            "perm": "6",
-            "topicFilterType": "SINGLE_TAG",
-        }
-        assert sock.invoke(UPDATE_AND_CREATE_TOPIC, created)[0]["code"] == 0
-    finally:
-        sock.close()
+    create_topic(pair.master_address, topic, 4)
     members = [rmq.group_member(ns, topic, group, kind, home=tmp_path / f"m{i}") for i in range(2)]
     try:
         wait_for(
