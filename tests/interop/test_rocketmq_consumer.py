@@ -73,6 +73,15 @@ class Pair:
     def slave_address(self) -> str:
         return str(self.slave.started["listen_address"])
 
+    def restart_master(self) -> None:
+        """The master again, on its store and its old port (the clients' routes name it
+        there)."""
+        port = self.master_address.rsplit(":", 1)[1]
+        self.master = start_master(
+            self.tmp, self.name, self.namesrv, slaveReadEnable=True, listenPort=port, **self.keys
+        )
+        wait_for(lambda: slave_connected(self.master_address), what="the slave to reconnect")
+
 
 @contextmanager
 def running_pair(tmp_path: Path, namesrv: str, **keys: object) -> Iterator[Pair]:
@@ -216,6 +225,25 @@ def paused(member: GroupMember) -> Iterator[None]:
         member.proc.send_signal(signal.SIGCONT)
 
 
+def new_member(
+    rmq: RocketMQ, master: str, namesrv: str, topic: str, group: str, kind: str, tmp: Path
+) -> GroupMember:
+    """A member of a new group on a new, empty topic (4 queues), once a pull of each queue is
+    held at the master: it has its offsets (0), and will not ask for them once messages are
+    there (a new group then starts past them when they do not count as in memory)."""
+    create_topic(master, topic, 4)
+    member = rmq.group_member(namesrv, topic, group, kind, home=tmp / "c")
+    try:
+        wait_for(
+            lambda: runtime_info(master)["pullRequestsHeld"] == "4",
+            what="a pull held for each queue",
+        )
+    except AssertionError:
+        member.proc.kill()
+        raise
+    return member
+
+
 def bodies_of(member: GroupMember) -> set[str]:
     return {b for _, _, b in member.received}
 
@@ -228,19 +256,10 @@ def test_a_lagging_consumer_is_served_by_the_slave(
     rmq = resolve(version)
     ns = rocketha_namesrv.address
     topic = f"Lag{kind.title()}{version.replace('.', '')}"
-    create_topic(slow_pair.master_address, topic, 4)
-    # Started on the empty topic: a new group starts at the end, here 0 (with nothing
-    # counted as in memory, a topic with messages would start it past them).
-    member = rmq.group_member(ns, topic, f"lag-{kind}", kind, home=tmp_path / "c")
+    member = new_member(rmq, slow_pair.master_address, ns, topic, f"lag-{kind}", kind, tmp_path)
     count = 200
     wanted = {f"{topic}-{i}" for i in range(count)}
     try:
-        # Each queue's pull held at the master: the member has its offsets, and will not ask
-        # for them after the messages are there.
-        wait_for(
-            lambda: runtime_info(slow_pair.master_address)["pullRequestsHeld"] == "4",
-            what="a pull held for each queue",
-        )
         with paused(member):
             sent = rmq.send(ns, topic, "sync", count, topic, home=tmp_path / "p")
             assert {o.status for o in sent} == {"SEND_OK"}, sent
@@ -249,6 +268,58 @@ def test_a_lagging_consumer_is_served_by_the_slave(
         got = member.stop()
     assert sorted(b for _, _, b in got) == sorted(wanted), "every message exactly once"
     assert served(slow_pair.slave_address) > 0, "the slave served the lagging consumer"
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_running_consumer_reads_from_the_slave_while_the_master_is_dead_then_returns(
+    version: str, pair: Pair, rocketha_namesrv: RochaNamesrv, tmp_path: Path
+) -> None:
+    rmq = resolve(version)
+    ns = rocketha_namesrv.address
+    topic = f"Return{version.replace('.', '')}"
+    member = new_member(
+        rmq, pair.master_address, ns, topic, f"return-{version.replace('.', '')}", "push", tmp_path
+    )
+    wanted = {f"{topic}-a-{i}" for i in range(4)}
+    try:
+        first = rmq.send(ns, topic, "sync", 4, f"{topic}-a", home=tmp_path / "p")
+        assert {o.status for o in first} == {"SEND_OK"}, first
+        wait_for(lambda: bodies_of(member) >= wanted, what="the first messages")
+        # The member cannot read the second batch before the master dies: the slave serves it.
+        with paused(member):
+            second = rmq.send(ns, topic, "sync", 200, f"{topic}-b", home=tmp_path / "p")
+            assert {o.status for o in second} == {"SEND_OK"}, second
+            pair.master.kill()
+        wanted |= {f"{topic}-b-{i}" for i in range(200)}
+        wait_for(
+            lambda: bodies_of(member) >= wanted,
+            what="the second batch, from the slave",
+            timeout=180,
+        )
+        assert served(pair.slave_address) > 0, "the slave served while the master was dead"
+
+        # A new process counts from 0: what it serves after the restart is the returned
+        # consumer's.
+        pair.restart_master()
+        after: list[str] = []
+
+        def one_more_from_the_master() -> bool:
+            after.append(f"{topic}-c-{len(after)}")
+            sent = rmq.send(ns, topic, "sync", 1, after[-1], home=tmp_path / "p")
+            assert {o.status for o in sent} == {"SEND_OK"}, sent
+            wait_for(
+                lambda: after[-1] + "-0" in bodies_of(member),
+                what=f"{after[-1]} received",
+            )
+            return served(pair.master_address) > 0
+
+        wait_for(
+            one_more_from_the_master, what="a message served by the returned master", timeout=180
+        )
+    finally:
+        got = member.stop()
+    bodies = sorted(b for _, _, b in got)
+    assert bodies == sorted(wanted | {f"{a}-0" for a in after}), "each message exactly once"
 
 
 def consumer_ids(address: str, group: str) -> list[str]:
