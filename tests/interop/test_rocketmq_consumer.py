@@ -6,7 +6,11 @@ found through ``rocketha namesrv`` (issue 13):
   offsets the last one committed;
 - the slave syncs its master's topics and consumer offsets (``slaveSyncInterval``);
 - with the master SIGKILLed, a new member reads the rest from the slave (``slaveReadEnable``),
-  at the committed offsets, and nothing twice.
+  at the committed offsets, and nothing twice;
+- a member that lags (``accessMessageInMemoryMaxRatio`` 0) is sent to the slave and served
+  there (the slave's ``msgGetTotalTodayNow``), every message once;
+- a running member reads from the slave while the master is dead, and from the master again
+  once it is restarted on its store and port.
 
 And bad input on the raw protocol: RocketMQ's codes with remarks naming the field, nothing
 changed. Run: ``pytest -m interop``.
