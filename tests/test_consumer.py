@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import signal
 import subprocess
 import sys
@@ -430,3 +431,28 @@ def test_leaving_a_loop_early_commits_only_what_it_saw(cluster: Cluster) -> None
         rest = drain(c, 15)
         assert c.poll(0.5) == []
     assert sorted(seen + rest) == sorted(bodies)
+
+
+def test_an_offset_past_the_end_moves_to_where_the_broker_says(
+    cluster: Cluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    bodies = [f"o{i}".encode() for i in range(20)]
+    send(cluster.namesrv, "T9", bodies)
+    caplog.set_level(logging.WARNING, logger="rocketha.consumer")
+    with PullConsumer(cluster.namesrv, "g9", "T9", consume_from_where=FIRST) as c:
+        assert sorted(drain(c, len(bodies))) == sorted(bodies)
+        c.commit_sync()
+        mq = next(q for q in c.assignment() if c.committed(q))
+        end = c.committed(mq)
+        assert end is not None
+        # PULL_OFFSET_MOVED: past the end of a queue never cleaned, the broker sends the
+        # consumer back to its first message (RocketMQ 4.9's `nextOffsetCorrection` to the
+        # min offset when it is 0), so the queue is read again.
+        c.seek(mq, end + 1000)
+        again = drain(c, end)
+        assert f"offset {end + 1000} of {mq} is not stored" in caplog.text, caplog.text
+        assert "moving to 0" in caplog.text, caplog.text
+        assert len(again) == end and set(again) <= set(bodies), again
+        c.commit_sync()
+        assert c.committed(mq) == end
+        assert c.poll(0.3) == []

@@ -6,7 +6,11 @@ found through ``rocketha namesrv`` (issue 13):
   offsets the last one committed;
 - the slave syncs its master's topics and consumer offsets (``slaveSyncInterval``);
 - with the master SIGKILLed, a new member reads the rest from the slave (``slaveReadEnable``),
-  at the committed offsets, and nothing twice.
+  at the committed offsets, and nothing twice;
+- a member that lags (``accessMessageInMemoryMaxRatio`` 0) is sent to the slave and served
+  there (the slave's ``msgGetTotalTodayNow``), every message once;
+- a running member reads from the slave while the master is dead, and from the master again
+  once it is restarted on its store and port.
 
 And bad input on the raw protocol: RocketMQ's codes with remarks naming the field, nothing
 changed. Run: ``pytest -m interop``.
@@ -16,7 +20,9 @@ from __future__ import annotations
 
 import itertools
 import json
+import signal
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,7 +39,7 @@ from helpers import (
     write_conf,
 )
 
-from benches.peers.rocketmq import VERSIONS, RocketMQ, Unavailable
+from benches.peers.rocketmq import VERSIONS, GroupMember, RocketMQ, Unavailable
 
 pytestmark = pytest.mark.interop
 
@@ -58,6 +64,10 @@ def resolve(version: str) -> RocketMQ:
 class Pair:
     master: BrokerProcess
     slave: BrokerProcess
+    name: str
+    tmp: Path
+    namesrv: str
+    keys: dict[str, object]
 
     @property
     def master_address(self) -> str:
@@ -67,14 +77,24 @@ class Pair:
     def slave_address(self) -> str:
         return str(self.slave.started["listen_address"])
 
+    def restart_master(self) -> None:
+        """The master again, on its store and its old port (the clients' routes name it
+        there)."""
+        port = self.master_address.rsplit(":", 1)[1]
+        self.master = start_master(
+            self.tmp, self.name, self.namesrv, slaveReadEnable=True, listenPort=port, **self.keys
+        )
+        wait_for(lambda: slave_connected(self.master_address), what="the slave to reconnect")
 
-@pytest.fixture
-def pair(tmp_path: Path, rocketha_namesrv: RochaNamesrv) -> Iterator[Pair]:
-    """A SYNC_MASTER and a SLAVE with ``slaveReadEnable``, of a name of this test's own; the
-    slave syncs every half second."""
+
+@contextmanager
+def running_pair(tmp_path: Path, namesrv: str, **keys: object) -> Iterator[Pair]:
+    """A SYNC_MASTER and a SLAVE with ``slaveReadEnable``, of a name of its own; the slave
+    syncs every half second. ``keys`` go to both."""
     name = f"consume-{next(_PAIRS)}"
-    master = start_master(tmp_path, name, rocketha_namesrv.address, slaveReadEnable=True)
+    master = start_master(tmp_path, name, namesrv, slaveReadEnable=True, **keys)
     slave = None
+    pair = None
     try:
         slave = BrokerProcess(
             write_conf(
@@ -85,21 +105,42 @@ def pair(tmp_path: Path, rocketha_namesrv: RochaNamesrv) -> Iterator[Pair]:
                 storePathRootDir=tmp_path / "slave",
                 mappedFileSizeCommitLog=SEGMENT,
                 listenPort=0,
-                namesrvAddr=rocketha_namesrv.address,
+                namesrvAddr=namesrv,
                 slaveReadEnable=True,
                 slaveSyncInterval=500,
+                **keys,
             )
         )
-        address = str(master.started["listen_address"])
         wait_for(
-            lambda: int(runtime_info(address).get("haConnectionNum", "0")) >= 1,
+            lambda: slave_connected(str(master.started["listen_address"])),
             what="the slave to connect to the master",
         )
-        yield Pair(master, slave)
+        pair = Pair(master, slave, name, tmp_path, namesrv, keys)
+        yield pair
     finally:
         if slave is not None:
             slave.kill()
         master.kill()
+        if pair is not None:
+            pair.master.kill()  # a test may have restarted it
+
+
+def slave_connected(address: str) -> bool:
+    return int(runtime_info(address).get("haConnectionNum", "0")) >= 1
+
+
+@pytest.fixture
+def pair(tmp_path: Path, rocketha_namesrv: RochaNamesrv) -> Iterator[Pair]:
+    with running_pair(tmp_path, rocketha_namesrv.address) as p:
+        yield p
+
+
+@pytest.fixture
+def slow_pair(tmp_path: Path, rocketha_namesrv: RochaNamesrv) -> Iterator[Pair]:
+    """A pair that counts nothing as in memory (``accessMessageInMemoryMaxRatio`` 0): a
+    consumer behind the head is sent to the slave."""
+    with running_pair(tmp_path, rocketha_namesrv.address, accessMessageInMemoryMaxRatio=0) as p:
+        yield p
 
 
 def table(address: str, code: int) -> dict[str, Any]:
@@ -156,6 +197,135 @@ def test_every_message_once_across_restarts_and_the_masters_death(
     assert sorted(bodies) == sorted(wanted), "every message exactly once"
 
 
+def served(address: str) -> int:
+    """Messages the broker returned to pulls since it started (``msgGetTotalTodayNow``)."""
+    return int(runtime_info(address)["msgGetTotalTodayNow"])
+
+
+def create_topic(address: str, topic: str, queues: int) -> None:
+    sock = RemotingSocket(address)
+    try:
+        created = {
+            "topic": topic,
+            "defaultTopic": "TBW102",
+            "readQueueNums": str(queues),
+            "writeQueueNums": str(queues),
+            "perm": "6",
+            "topicFilterType": "SINGLE_TAG",
+        }
+        assert sock.invoke(UPDATE_AND_CREATE_TOPIC, created)[0]["code"] == 0
+    finally:
+        sock.close()
+
+
+@contextmanager
+def paused(member: GroupMember) -> Iterator[None]:
+    """The member's JVM stopped: what is sent meanwhile waits for it, more per queue than
+    one pull takes (which a held pull woken by the first arrival cannot take either)."""
+    member.proc.send_signal(signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        member.proc.send_signal(signal.SIGCONT)
+
+
+def new_member(
+    rmq: RocketMQ, master: str, namesrv: str, topic: str, group: str, kind: str, tmp: Path
+) -> GroupMember:
+    """A member of a new group on a new, empty topic (4 queues), once a pull of each queue is
+    held at the master: it has its offsets (0), and will not ask for them once messages are
+    there (a new group then starts past them when they do not count as in memory)."""
+    create_topic(master, topic, 4)
+    member = rmq.group_member(namesrv, topic, group, kind, home=tmp / "c")
+    try:
+        wait_for(
+            lambda: runtime_info(master)["pullRequestsHeld"] == "4",
+            what="a pull held for each queue",
+        )
+    except AssertionError:
+        member.proc.kill()
+        raise
+    return member
+
+
+def bodies_of(member: GroupMember) -> set[str]:
+    return {b for _, _, b in member.received}
+
+
+@pytest.mark.parametrize("kind", ["lite", "push"])
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_lagging_consumer_is_served_by_the_slave(
+    version: str, kind: str, slow_pair: Pair, rocketha_namesrv: RochaNamesrv, tmp_path: Path
+) -> None:
+    rmq = resolve(version)
+    ns = rocketha_namesrv.address
+    topic = f"Lag{kind.title()}{version.replace('.', '')}"
+    member = new_member(rmq, slow_pair.master_address, ns, topic, f"lag-{kind}", kind, tmp_path)
+    count = 200
+    wanted = {f"{topic}-{i}" for i in range(count)}
+    try:
+        with paused(member):
+            sent = rmq.send(ns, topic, "sync", count, topic, home=tmp_path / "p")
+            assert {o.status for o in sent} == {"SEND_OK"}, sent
+        wait_for(lambda: bodies_of(member) >= wanted, what="every message")
+    finally:
+        got = member.stop()
+    assert sorted(b for _, _, b in got) == sorted(wanted), "every message exactly once"
+    assert served(slow_pair.slave_address) > 0, "the slave served the lagging consumer"
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_running_consumer_reads_from_the_slave_while_the_master_is_dead_then_returns(
+    version: str, pair: Pair, rocketha_namesrv: RochaNamesrv, tmp_path: Path
+) -> None:
+    rmq = resolve(version)
+    ns = rocketha_namesrv.address
+    topic = f"Return{version.replace('.', '')}"
+    member = new_member(
+        rmq, pair.master_address, ns, topic, f"return-{version.replace('.', '')}", "push", tmp_path
+    )
+    wanted = {f"{topic}-a-{i}" for i in range(4)}
+    try:
+        first = rmq.send(ns, topic, "sync", 4, f"{topic}-a", home=tmp_path / "p")
+        assert {o.status for o in first} == {"SEND_OK"}, first
+        wait_for(lambda: bodies_of(member) >= wanted, what="the first messages")
+        # The member cannot read the second batch before the master dies: the slave serves it.
+        with paused(member):
+            second = rmq.send(ns, topic, "sync", 200, f"{topic}-b", home=tmp_path / "p")
+            assert {o.status for o in second} == {"SEND_OK"}, second
+            pair.master.kill()
+        wanted |= {f"{topic}-b-{i}" for i in range(200)}
+        wait_for(
+            lambda: bodies_of(member) >= wanted,
+            what="the second batch, from the slave",
+            timeout=180,
+        )
+        assert served(pair.slave_address) > 0, "the slave served while the master was dead"
+
+        # A new process counts from 0: what it serves after the restart is the returned
+        # consumer's.
+        pair.restart_master()
+        after: list[str] = []
+
+        def one_more_from_the_master() -> bool:
+            after.append(f"{topic}-c-{len(after)}")
+            sent = rmq.send(ns, topic, "sync", 1, after[-1], home=tmp_path / "p")
+            assert {o.status for o in sent} == {"SEND_OK"}, sent
+            wait_for(
+                lambda: after[-1] + "-0" in bodies_of(member),
+                what=f"{after[-1]} received",
+            )
+            return served(pair.master_address) > 0
+
+        wait_for(
+            one_more_from_the_master, what="a message served by the returned master", timeout=180
+        )
+    finally:
+        got = member.stop()
+    bodies = sorted(b for _, _, b in got)
+    assert bodies == sorted(wanted | {f"{a}-0" for a in after}), "each message exactly once"
+
+
 def consumer_ids(address: str, group: str) -> list[str]:
     sock = RemotingSocket(address)
     try:
@@ -176,19 +346,7 @@ def test_two_members_of_a_group_share_its_queues(
     ns = rocketha_namesrv.address
     topic = f"Share{kind.title()}{version.replace('.', '')}"
     group = f"share-{kind}-{version.replace('.', '')}"
-    sock = RemotingSocket(pair.master_address)
-    try:
-        created = {
-            "topic": topic,
-            "defaultTopic": "TBW102",
-            "readQueueNums": "4",
-            "writeQueueNums": "4",
-            "perm": "6",
-            "topicFilterType": "SINGLE_TAG",
-        }
-        assert sock.invoke(UPDATE_AND_CREATE_TOPIC, created)[0]["code"] == 0
-    finally:
-        sock.close()
+    create_topic(pair.master_address, topic, 4)
     members = [rmq.group_member(ns, topic, group, kind, home=tmp_path / f"m{i}") for i in range(2)]
     try:
         wait_for(

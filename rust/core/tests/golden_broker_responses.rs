@@ -315,7 +315,8 @@ fn get_broker_runtime_info_answers_a_kv_table() {
         concat!(
             r#"{{"table":{{"brokerId":"0","brokerName":"broker-a","brokerRole":"ASYNC_MASTER","#,
             r#""brokerVersionDesc":"rocketha {}","commitLogMaxOffset":"{}","#,
-            r#""commitLogMinOffset":"0","groupTransferPending":"0","msgPutTotalTodayNow":"1","#,
+            r#""commitLogMinOffset":"0","groupTransferPending":"0","msgGetTotalTodayNow":"0","#,
+            r#""msgPutTotalTodayNow":"1","#,
             r#""pullRequestsHeld":"0"}}}}"#
         ),
         env!("CARGO_PKG_VERSION"),

@@ -232,6 +232,7 @@ impl BrokerProcessor {
             "msgPutTotalTodayNow",
             self.put_total.load(Ordering::Relaxed).to_string(),
         );
+        table.insert("msgGetTotalTodayNow", self.pull.got_total().to_string());
         table.insert(
             "pullRequestsHeld",
             self.pull.hold_service().held().to_string(),

@@ -12,6 +12,7 @@
 pub(crate) mod hold;
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use self::hold::{HeldPull, PullRequestHoldService};
@@ -79,6 +80,9 @@ pub(crate) struct PullMessageProcessor {
     /// `TotalPhysicalMemorySize * accessMessageInMemoryMaxRatio / 100`: a consumer further
     /// behind the head than this reads from disk.
     memory_bytes: u64,
+    /// Messages returned to pulls since start (`msgGetTotalTodayNow`); atomic because held
+    /// pulls are answered on the hold service's thread and the rest on the loop thread.
+    got_total: AtomicU64,
 }
 
 impl PullMessageProcessor {
@@ -104,6 +108,7 @@ impl PullMessageProcessor {
             settings,
             hold: hold.clone(),
             memory_bytes,
+            got_total: AtomicU64::new(0),
         });
         // Weak: the service's thread must not keep the processor (and the store) alive.
         let weak = Arc::downgrade(&processor);
@@ -122,6 +127,12 @@ impl PullMessageProcessor {
 
     pub(crate) fn hold_service(&self) -> &PullRequestHoldService {
         &self.hold
+    }
+
+    /// Messages answered to PULL_MESSAGE and LITE_PULL_MESSAGE since start, held pulls
+    /// included: RocketMQ's `msgGetTotalTodayNow`.
+    pub(crate) fn got_total(&self) -> u64 {
+        self.got_total.load(Ordering::Relaxed)
     }
 
     /// `processRequest` with `brokerAllowSuspend`: `None` when the pull is held.
@@ -237,6 +248,8 @@ impl PullMessageProcessor {
             max_offset: result.max_offset,
         });
         if code == response_code::SUCCESS {
+            self.got_total
+                .fetch_add(result.count as u64, Ordering::Relaxed);
             response.body = result.body;
         } else {
             response.remark = Some(format!(

@@ -82,6 +82,9 @@ pub(crate) struct SubscriptionGroupManager {
     which_broker_when_consume_slowly: i64,
     /// Lookups on the loop thread, replacement from the sync thread.
     table: Mutex<SubscriptionGroupWrapper>,
+    /// Held from snapshot to rename: the sync thread and the loop thread persist the file at
+    /// once, and the later snapshot must be the one left on disk.
+    persisting: Mutex<()>,
 }
 
 impl SubscriptionGroupManager {
@@ -108,6 +111,7 @@ impl SubscriptionGroupManager {
             auto_create,
             which_broker_when_consume_slowly,
             table: Mutex::new(table),
+            persisting: Mutex::new(()),
         })
     }
 
@@ -163,6 +167,7 @@ impl SubscriptionGroupManager {
     }
 
     fn persist(&self) -> Result<(), SubscriptionGroupError> {
+        let _persisting = lock(&self.persisting);
         let text = serde_json::to_vec_pretty(&*lock(&self.table)).unwrap_or_default();
         write_atomically(&self.path, &text).map_err(|source| SubscriptionGroupError::Io {
             path: self.path.clone(),

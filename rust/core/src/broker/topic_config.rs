@@ -4,6 +4,7 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use crate::namesrv::{perm, DataVersion, TopicConfig, TopicConfigSerializeWrapper};
@@ -195,10 +196,18 @@ fn bump(version: &mut DataVersion) {
 
 /// Writes `data` to `path` so that a crash at any point leaves the old file or the new one:
 /// a temporary file beside it, synced, then renamed over it, then the directory synced.
+/// Each call has a temporary file of its own: two threads persisting one file (a slave's
+/// sync and a heartbeat's new group) would otherwise truncate each other's, and the second
+/// rename would find it gone.
 pub(crate) fn write_atomically(path: &Path, data: &[u8]) -> std::io::Result<()> {
+    static WRITES: AtomicU64 = AtomicU64::new(0);
     let dir = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir)?;
-    let tmp = path.with_extension("tmp");
+    let tmp = path.with_extension(format!(
+        "{}.{}.tmp",
+        std::process::id(),
+        WRITES.fetch_add(1, Ordering::Relaxed)
+    ));
     {
         let mut f = std::fs::File::create(&tmp)?;
         f.write_all(data)?;
@@ -211,6 +220,33 @@ pub(crate) fn write_atomically(path: &Path, data: &[u8]) -> std::io::Result<()> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn concurrent_atomic_writes_of_one_file_all_succeed_and_one_wins_whole() {
+        // A slave's sync and a heartbeat's auto-created group persist the same file from two
+        // threads: each write needs a temporary file of its own.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("subscriptionGroup.json");
+        let bodies: Vec<Vec<u8>> = (0..4u8).map(|i| vec![b'a' + i; 64 * 1024]).collect();
+        std::thread::scope(|s| {
+            for body in &bodies {
+                let path = &path;
+                s.spawn(move || {
+                    for _ in 0..50 {
+                        write_atomically(path, body).unwrap();
+                    }
+                });
+            }
+        });
+        let got = std::fs::read(&path).unwrap();
+        assert!(
+            bodies.contains(&got),
+            "a mix of writes: {} bytes",
+            got.len()
+        );
+        let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(left.len(), 1, "temporary files left: {left:?}");
+    }
 
     #[test]
     fn sends_create_topics_from_the_template_and_they_persist() {

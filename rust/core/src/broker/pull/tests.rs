@@ -202,7 +202,8 @@ fn bad_pulls_are_refused_naming_the_field() {
     assert!(remark.contains("`queueOffset` is missing"), "{remark}");
 }
 
-fn held(c: &mut RemotingClient) -> Option<()> {
+/// One key of GET_BROKER_RUNTIME_INFO's table.
+fn runtime_info(c: &mut RemotingClient, key: &str) -> serde_json::Value {
     let info = c
         .invoke(
             RemotingCommand::request(request_code::GET_BROKER_RUNTIME_INFO, 0),
@@ -210,7 +211,11 @@ fn held(c: &mut RemotingClient) -> Option<()> {
         )
         .unwrap();
     let table: serde_json::Value = serde_json::from_slice(&info.body).unwrap();
-    (table["table"]["pullRequestsHeld"] == "1").then_some(())
+    table["table"][key].clone()
+}
+
+fn held(c: &mut RemotingClient) -> Option<()> {
+    (runtime_info(c, "pullRequestsHeld") == "1").then_some(())
 }
 
 fn not_held(c: &mut RemotingClient) -> Option<()> {
@@ -424,4 +429,53 @@ fn a_slave_serves_pulls_only_with_slave_read_enable_and_never_moves_offsets() {
         .unwrap();
     assert_eq!(r.code, response_code::PULL_RETRY_IMMEDIATELY);
     assert_eq!(header(&r).next_begin_offset, 7);
+}
+
+#[test]
+fn msg_get_total_counts_the_messages_answered_to_pulls_held_ones_too() {
+    let b = broker_with(BrokerSettings::default());
+    let addr = b.controller.local_addr();
+    let mut c = client(addr);
+    for t in ["a", "b", "a"] {
+        send_tagged(&mut c, "orders", t, t.as_bytes());
+    }
+    let got = |c: &mut RemotingClient| runtime_info(c, "msgGetTotalTodayNow");
+    assert_eq!(got(&mut c), "0");
+    // Messages, not pulls: the two that matched the filter.
+    let r = c
+        .invoke(pull("orders", 0, 0, 32, 0, Some("a")), TIMEOUT)
+        .unwrap();
+    assert_eq!(r.code, response_code::SUCCESS, "{:?}", r.remark);
+    let mut lite = pull("orders", 0, 1, 1, 0, Some("*"));
+    lite.code = request_code::LITE_PULL_MESSAGE;
+    assert_eq!(
+        c.invoke(lite, TIMEOUT).unwrap().code,
+        response_code::SUCCESS
+    );
+    assert_eq!(got(&mut c), "3");
+    // Answers without messages add nothing.
+    for (offset, code) in [
+        (3, response_code::PULL_NOT_FOUND),
+        (99, response_code::PULL_OFFSET_MOVED),
+    ] {
+        let r = c
+            .invoke(pull("orders", 0, offset, 32, 0, Some("*")), TIMEOUT)
+            .unwrap();
+        assert_eq!(r.code, code, "{:?}", r.remark);
+    }
+    assert_eq!(got(&mut c), "3");
+    // A held pull counts when the arrival answers it.
+    let waiting = std::thread::spawn(move || {
+        client(addr)
+            .invoke(
+                pull("orders", 0, 3, 32, pull_sys_flag::FLAG_SUSPEND, Some("*")),
+                TIMEOUT,
+            )
+            .unwrap()
+    });
+    wait_for("the pull to be held", || held(&mut c));
+    send_tagged(&mut c, "orders", "c", b"wakes it");
+    let r = waiting.join().unwrap();
+    assert_eq!(r.code, response_code::SUCCESS, "{:?}", r.remark);
+    assert_eq!(got(&mut c), "4");
 }
