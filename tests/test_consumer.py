@@ -15,8 +15,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import helpers
 import pytest
-from helpers import SEGMENT, BrokerProcess, RemotingSocket, runtime_info, wait_for, write_conf
+from helpers import BrokerProcess, RemotingSocket, runtime_info, wait_for
 from rocketha import (
     ConsumeFromWhere,
     Message,
@@ -58,19 +59,14 @@ class Cluster:
 
 
 def start_master(tmp: Path, namesrv: str, **keys: object) -> BrokerProcess:
-    settings: dict[str, object] = {
-        "brokerName": "broker-a",
-        "brokerRole": "SYNC_MASTER",
-        "storePathRootDir": tmp / "master",
-        "mappedFileSizeCommitLog": SEGMENT,
-        "haListenAddress": "127.0.0.1",
-        "haListenPort": 0,
-        "listenPort": 0,
-        "namesrvAddr": namesrv,
-        "slaveReadEnable": True,
-        **keys,
-    }
-    return BrokerProcess(write_conf(tmp / "master.conf", **settings))
+    """broker-a's SYNC_MASTER, which lets a consumer behind its head read from the slave."""
+    return helpers.start_master(tmp, "broker-a", namesrv, slaveReadEnable=True, **keys)
+
+
+def start_slave(tmp: Path, namesrv: str) -> BrokerProcess:
+    return helpers.start_slave(
+        tmp, "slave", None, namesrvAddr=namesrv, slaveReadEnable=True, slaveSyncInterval=500
+    )
 
 
 def offsets(address: str, key: str) -> dict[str, int] | None:
@@ -94,20 +90,7 @@ def cluster(tmp_path: Path, namesrv_process: NamesrvProcess) -> Iterator[Cluster
     _, namesrv = namesrv_process
     master_keys: dict[str, object] = {}
     master = start_master(tmp_path, namesrv)
-    slave = BrokerProcess(
-        write_conf(
-            tmp_path / "slave.conf",
-            brokerName="broker-a",
-            brokerId=1,
-            brokerRole="SLAVE",
-            storePathRootDir=tmp_path / "slave",
-            mappedFileSizeCommitLog=SEGMENT,
-            listenPort=0,
-            namesrvAddr=namesrv,
-            slaveReadEnable=True,
-            slaveSyncInterval=500,
-        )
-    )
+    slave = start_slave(tmp_path, namesrv)
     c = Cluster(tmp_path, namesrv, master, slave, master_keys)
     try:
         wait_for(lambda: slave_connected(c.master_address), what="the slave to connect")
@@ -182,20 +165,7 @@ def test_a_lagging_consumer_moves_to_the_slave_and_back(
     # A master that counts nothing as in memory: a consumer behind the head is sent to the
     # slave.
     master = start_master(tmp_path, namesrv, accessMessageInMemoryMaxRatio=0)
-    slave = BrokerProcess(
-        write_conf(
-            tmp_path / "slave.conf",
-            brokerName="broker-a",
-            brokerId=1,
-            brokerRole="SLAVE",
-            storePathRootDir=tmp_path / "slave",
-            mappedFileSizeCommitLog=SEGMENT,
-            listenPort=0,
-            namesrvAddr=namesrv,
-            slaveReadEnable=True,
-            slaveSyncInterval=500,
-        )
-    )
+    slave = start_slave(tmp_path, namesrv)
     try:
         wait_for(lambda: slave_connected(str(master.started["listen_address"])), what="slave")
         bodies = [bytes([i % 256]) * 1024 for i in range(2000)]
