@@ -52,9 +52,13 @@ class Cluster:
         return str(self.slave.started["listen_address"])
 
     def restart_master(self) -> None:
-        """The master again, on its old port (the route names it there)."""
+        """The master again, on its old ports: the route names its client port there, and the
+        slave's HA client reconnects to the HA port it knows."""
         port = self.master_address.rsplit(":", 1)[1]
-        self.master = start_master(self.tmp, self.namesrv, listenPort=port, **self.master_keys)
+        ha_port = self.master.started["ha_listen_port"]
+        self.master = start_master(
+            self.tmp, self.namesrv, listenPort=port, haListenPort=ha_port, **self.master_keys
+        )
         wait_for(lambda: slave_connected(self.master_address), what="the slave to reconnect")
 
 
@@ -210,6 +214,8 @@ def test_the_masters_death_and_return(cluster: Cluster) -> None:
         assert c.poll(0.3) == []
     # A new member finds the offsets committed to the slave; its pulls return to the master
     # once it is back (a short long poll, so every queue's held pull on the slave ends soon).
+    # The name server dropped the dead master's route, so the member learns of its return at
+    # its next route refresh: a short one here.
     after: list[bytes] = []
     with PullConsumer(
         cluster.namesrv,
@@ -218,6 +224,7 @@ def test_the_masters_death_and_return(cluster: Cluster) -> None:
         consume_from_where=FIRST,
         master_retry_interval=0.2,
         long_polling_timeout=0.5,
+        rebalance_interval=0.5,
     ) as c:
         assert c.poll(0.5) == []
         cluster.restart_master()
