@@ -161,6 +161,9 @@ impl BrokerController {
             slave_sync.clone().map(|s| (s, housekeeping.clone())),
             events.clone(),
         );
+        // As BrokerController.start: registered once before the broker counts as started, so
+        // a client that asks the name servers right after finds its routes.
+        outer.register_broker_all();
         let period = config.register_name_server_period;
         let worker = signal.clone();
         let register_thread = std::thread::Builder::new()
