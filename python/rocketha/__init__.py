@@ -12,6 +12,7 @@ if sys.platform != "linux":
         f"{sys.platform}. Wheels exist for Linux x86_64 and aarch64."
     )
 
+from rocketha.acl import SessionCredentials
 from rocketha._core import Message, MessageExt, PutResult, __version__
 from rocketha.broker import Broker, GetMessageResult
 from rocketha.client import Producer, SendResult, SendStatus
@@ -72,6 +73,7 @@ __all__ = [
     "SendResult",
     "SendStatus",
     "SendStatusUnknownError",
+    "SessionCredentials",
     "StoreClosedError",
     "StoreLockedError",
     "__version__",
