@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -97,12 +100,23 @@ def test_acl_with_our_clients(tmp_path: Path, caplog: pytest.LogCaptureFixture) 
             assert bodies == [b"signed"]
             api = mq_client_api("127.0.0.1", GOOD)
             try:
-                with pytest.raises(RocketHAError, match="code 16: No SUB permission for group groupA"):
+                denied = "code 16: No SUB permission for group groupA"
+                with pytest.raises(RocketHAError, match=denied):
                     api.update_consumer_offset(
                         broker.listen_address, "groupA", "topicB", 0, 1, oneway=False, timeout=5
                     )
             finally:
                 api.close()
+
+            # The CLI signs too, with the secret key from the environment.
+            cli = [sys.executable, "-m", "rocketha", "produce", "--namesrv", ns.listen_address]
+            cli += ["--topic", "topicB", "--count", "1", "--access-key", "RocketMQ"]
+            env = {k: v for k, v in os.environ.items() if k != "ROCKETHA_SECRET_KEY"}
+            unset = subprocess.run(cli, env=env, capture_output=True, text=True)
+            assert unset.returncode != 0 and "$ROCKETHA_SECRET_KEY" in unset.stderr, unset
+            env["ROCKETHA_SECRET_KEY"] = "12345678"
+            subprocess.run(cli, env=env, check=True, capture_output=True)
+            assert broker.store.max_offset > stored
 
             # An edit is in force within the housekeeping's half-second look.
             acl.write_text(PLAIN_ACL.replace("topicC=SUB", "topicC=PUB"))
@@ -123,9 +137,7 @@ def test_acl_with_our_clients(tmp_path: Path, caplog: pytest.LogCaptureFixture) 
                 assert producer.send(Message("topicC", b"still")).status is SendStatus.SEND_OK
 
 
-def test_acl_settings_are_checked_at_start(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_acl_settings_are_checked_at_start(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("ROCKETMQ_HOME", raising=False)
     with pytest.raises(ConfigError, match="aclEnable: needs the ACL file"):
         Broker(acl_config(tmp_path, "127.0.0.1:1", acl_enable=True)).start()
@@ -139,7 +151,7 @@ def test_acl_settings_are_checked_at_start(
     # ACL is what makes a non-loopback client port acceptable without remotingAllowInsecure.
     (tmp_path / "conf" / "plain_acl.yml").write_text(PLAIN_ACL)
     open_port = acl_config(tmp_path, "127.0.0.1:1", listen_address="0.0.0.0")
-    with pytest.raises(ConfigError, match="without aclEnable.*Set aclEnable=true"):
+    with pytest.raises(ConfigError, match=r"without aclEnable.*Set aclEnable=true"):
         Broker(open_port).start()
     with Broker(dataclasses.replace(open_port, acl_enable=True)) as broker:
         assert broker.store.max_offset == 0

@@ -12,8 +12,8 @@ if sys.platform != "linux":
         f"{sys.platform}. Wheels exist for Linux x86_64 and aarch64."
     )
 
-from rocketha.acl import SessionCredentials
 from rocketha._core import Message, MessageExt, PutResult, __version__
+from rocketha.acl import SessionCredentials
 from rocketha.broker import Broker, GetMessageResult
 from rocketha.client import Producer, SendResult, SendStatus
 from rocketha.config import BrokerConfig

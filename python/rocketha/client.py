@@ -35,8 +35,8 @@ from enum import Enum
 from typing import TypedDict
 
 from rocketha._async_send import AsyncSendService, SendTuple
+from rocketha._core import Message
 from rocketha.acl import SessionCredentials, mq_client_api
-from rocketha._core import Message, MQClientAPI
 from rocketha.exceptions import (
     MQBrokerError,
     MQClientError,
@@ -135,7 +135,7 @@ class Producer:
         default_topic_queue_nums: int = 4,
         client_ip: str = "127.0.0.1",
         heartbeat_broker_interval: float = 30.0,
-    credentials: SessionCredentials | None = None,
+        credentials: SessionCredentials | None = None,
     ) -> None:
         self.namesrv_addrs = [a.strip() for a in namesrv_addr.split(";") if a.strip()]
         if not self.namesrv_addrs:

@@ -6,8 +6,9 @@
 
     BrokerConfig(broker_role="SYNC_MASTER", store_path_root_dir="/data/store", ha_listen_port=0)
 
-Keys RocketMQ has but rocketha does not act on (``storePathIndex``, ``traceTopicEnable``, ...) load and
-are listed in :attr:`BrokerConfig.ignored_keys`, so RocketMQ's own config files work unchanged.
+Keys RocketMQ has but rocketha does not act on (``storePathIndex``, ``traceTopicEnable``, ...)
+load and are listed in :attr:`BrokerConfig.ignored_keys`, so RocketMQ's own config files work
+unchanged.
 """
 
 from __future__ import annotations

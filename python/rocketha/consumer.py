@@ -45,8 +45,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from rocketha import _core
+from rocketha._core import MessageExt
 from rocketha.acl import SessionCredentials, mq_client_api
-from rocketha._core import MessageExt, MQClientAPI
 from rocketha.client import MessageQueue
 from rocketha.exceptions import (
     MQBrokerError,
@@ -144,7 +144,7 @@ class PullConsumer:
         master_retry_interval: float = 5.0,
         request_timeout: float = 3.0,
         client_ip: str = "127.0.0.1",
-    credentials: SessionCredentials | None = None,
+        credentials: SessionCredentials | None = None,
     ) -> None:
         self.namesrv_addrs = [a.strip() for a in namesrv_addr.split(";") if a.strip()]
         if not self.namesrv_addrs:
