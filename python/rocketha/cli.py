@@ -263,7 +263,8 @@ def cmd_namesrv(args: argparse.Namespace) -> int:
     if not _is_loopback(args.listen) and not args.allow_insecure:
         print(
             f"rocketha namesrv: refusing to listen on {args.listen}: the name server has no "
-            "authentication, so anyone who can reach it can register or unregister brokers and "
+            "authentication (RocketMQ's ACL covers the brokers' client ports, not the name "
+            "server), so anyone who can reach it can register or unregister brokers and "
             "rewrite the routes every producer and consumer follows. Listen on a loopback "
             "address (127.0.0.1:PORT), or pass --allow-insecure on a trusted network.",
             file=sys.stderr,

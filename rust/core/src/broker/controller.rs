@@ -1,7 +1,8 @@
 //! RocketMQ's `BrokerController`: the client port (a [`RemotingServer`] with the
 //! [`BrokerProcessor`]) over a store and its HA side, the registration thread
 //! ([`BrokerOuterApi`]) that keeps the name servers informed, and the housekeeping thread that
-//! persists consumer offsets, drops silent consumers and, on a slave, runs [`SlaveSynchronize`].
+//! persists consumer offsets, drops silent consumers, reloads a changed `plain_acl.yml` and, on a
+//! slave, runs [`SlaveSynchronize`].
 
 use std::net::TcpListener;
 use std::path::PathBuf;

@@ -3,7 +3,8 @@
 //! [`ConsumerManageProcessor`], queue offsets, lookups and the slave's sync tables to
 //! [`admin`](super::admin); topic creation and runtime info are RocketMQ's
 //! `AdminBrokerProcessor`, heartbeats and client unregistration its `ClientManageProcessor`.
-//! Every other code is answered `REQUEST_CODE_NOT_SUPPORTED`.
+//! Every other code is answered `REQUEST_CODE_NOT_SUPPORTED`. With `aclEnable=true`, every
+//! request first passes the [`PlainAccessValidator`] or is answered `NO_PERMISSION`.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::SocketAddr;
