@@ -2,15 +2,14 @@
 //! `plain_acl.yml`, and the check of a request against them.
 //!
 //! The file is read at start (a file that does not load stops the broker) and whenever its
-//! modification time or size changes ([`PlainPermissionManager::reload_if_changed`], called by
-//! the broker's housekeeping). A changed file that does not load leaves the policy in force and
+//! content changes ([`PlainPermissionManager::reload_if_changed`], called by the broker's
+//! housekeeping every 500 ms). A changed file that does not load leaves the policy in force and
 //! says why, so a half-written edit never opens the broker or locks everyone out.
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::SystemTime;
 
 use serde_yaml::Value;
 
@@ -266,17 +265,12 @@ fn strings(v: &Value, what: &str) -> Result<Vec<String>, String> {
     }
 }
 
-/// What tells a changed file from the one loaded.
-type FileStamp = (Option<SystemTime>, u64);
-
-fn stamp(path: &Path) -> std::io::Result<FileStamp> {
-    let meta = std::fs::metadata(path)?;
-    Ok((meta.modified().ok(), meta.len()))
-}
-
 struct State {
     policy: Arc<Policy>,
-    stamp: Option<FileStamp>,
+    /// The file's bytes at the last look (None: it could not be read), so any edit is seen,
+    /// whatever the file system's timestamp granularity (RocketMQ's `FileWatchService` compares
+    /// digests for the same reason). The file is small; reading it twice a second is cheap.
+    content: Option<Vec<u8>>,
 }
 
 pub struct PlainPermissionManager {
@@ -292,55 +286,53 @@ impl PlainPermissionManager {
             path: path.to_owned(),
             reason,
         };
-        let stamp = stamp(path).map_err(|e| err(e.to_string()))?;
-        let policy = read(path).map_err(err)?;
+        let content = std::fs::read(path).map_err(|e| err(e.to_string()))?;
+        let policy = parse(&content).map_err(err)?;
         Ok(Self {
             path: path.to_owned(),
             state: Mutex::new(State {
                 policy: Arc::new(policy),
-                stamp: Some(stamp),
+                content: Some(content),
             }),
         })
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.path
     }
 
     pub(crate) fn policy(&self) -> Arc<Policy> {
         lock(&self.state).policy.clone()
     }
 
-    /// Re-reads the file when its modification time or size changed since the last look:
+    /// Re-reads the file and, when its content changed since the last look, loads it:
     /// `Some(Ok(summary))` when a new policy is in force, `Some(Err(reason))` when the changed
     /// file did not load (the previous policy stays), `None` when nothing changed. A failure is
     /// reported once per change, not at every look.
     pub fn reload_if_changed(&self) -> Option<Result<String, String>> {
-        let now = stamp(&self.path).ok();
-        if now == lock(&self.state).stamp {
+        let now = std::fs::read(&self.path).ok();
+        let mut state = lock(&self.state);
+        if now == state.content {
             return None;
         }
-        let result = match (&now, read(&self.path)) {
-            (None, _) => Err("cannot be read; the policy loaded before stays in force".into()),
-            (Some(_), Ok(policy)) => {
+        let result = match now.as_deref().map(parse) {
+            None => Err("cannot be read; the policy loaded before stays in force".to_owned()),
+            Some(Ok(policy)) => {
                 let summary = format!("reloaded, {} accounts", policy.accounts.len());
-                lock(&self.state).policy = Arc::new(policy);
+                state.policy = Arc::new(policy);
                 Ok(summary)
             }
-            (Some(_), Err(e)) => Err(format!("{e}; the policy loaded before stays in force")),
+            Some(Err(e)) => Err(format!("{e}; the policy loaded before stays in force")),
         };
-        lock(&self.state).stamp = now;
+        state.content = now;
+        let path = self.path.display();
         Some(
             result
-                .map_err(|e| format!("{}: {e}", self.path.display()))
-                .map(|s| format!("{}: {s}", self.path.display())),
+                .map(|s| format!("{path}: {s}"))
+                .map_err(|e| format!("{path}: {e}")),
         )
     }
 }
 
-fn read(path: &Path) -> Result<Policy, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
-    Policy::parse(&text)
+fn parse(content: &[u8]) -> Result<Policy, String> {
+    let text = std::str::from_utf8(content).map_err(|e| format!("not UTF-8: {e}"))?;
+    Policy::parse(text)
 }
 
 #[cfg(test)]

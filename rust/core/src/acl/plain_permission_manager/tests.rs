@@ -221,6 +221,14 @@ fn reload_takes_a_changed_file_and_keeps_the_policy_on_a_broken_one() {
     // Reported once per change.
     assert_eq!(validator.manager.reload_if_changed(), None);
 
+    // An edit of the same size right after the last one is seen too, whatever the timestamps.
+    let allowed = ACL.replace("topicC=SUB", "topicNew=PUB");
+    std::fs::write(&path, &allowed).unwrap();
+    assert!(validator.manager.reload_if_changed().unwrap().is_ok());
+    std::fs::write(&path, allowed.replace("topicNew=PUB", "topicNew=SUB")).unwrap();
+    assert!(validator.manager.reload_if_changed().unwrap().is_ok());
+    assert!(validator.validate(&r, local()).is_err());
+
     let e = PlainPermissionManager::load(&dir.path().join("missing.yml"))
         .err()
         .unwrap();
