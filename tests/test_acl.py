@@ -22,6 +22,7 @@ from rocketha import (
     ConsumeFromWhere,
     Message,
     MQBrokerError,
+    MQClientError,
     NameServer,
     Producer,
     PullConsumer,
@@ -98,6 +99,8 @@ def test_acl_with_our_clients(tmp_path: Path, caplog: pytest.LogCaptureFixture) 
             ) as consumer:
                 bodies = wait_for(lambda: [m.body for m in consumer.poll(0.5)], what="a pull")
             assert bodies == [b"signed"]
+            with pytest.raises(MQClientError, match="code 16: No SUB permission for group groupA"):
+                PullConsumer(ns.listen_address, "groupA", "topicB", credentials=GOOD)
             api = mq_client_api("127.0.0.1", GOOD)
             try:
                 denied = "code 16: No SUB permission for group groupA"
