@@ -470,7 +470,8 @@ class Sent:
 @dataclass(frozen=True)
 class SendOutcome:
     """One ``send`` result line of ``Peer.java``: a ``SendResult`` (``status`` set), an
-    exception (``error``: its class and message), or a oneway send (neither)."""
+    exception (``error``: its class and message), a broker's refusal (``code``, the remark in
+    ``error``), or a oneway send (none of them)."""
 
     seq: int
     status: str | None = None
@@ -479,6 +480,7 @@ class SendOutcome:
     queue_id: int = -1
     queue_offset: int = -1
     error: str | None = None
+    code: int | None = None
 
 
 @dataclass(frozen=True)
@@ -718,16 +720,7 @@ class RocketMQ:
         )
         if "DONE" not in lines:
             raise RuntimeError(f"Peer send {style} did not finish: {lines}")
-        out = []
-        for line in lines:
-            f = line.split(" ")
-            if f[0] == "RESULT":
-                out.append(SendOutcome(int(f[1]), f[2], f[3], f[4], int(f[5]), int(f[6])))
-            elif f[0] == "ERROR":
-                out.append(SendOutcome(int(f[1]), error=" ".join(f[2:])))
-            elif f[0] == "ONEWAY":
-                out.append(SendOutcome(int(f[1])))
-        return sorted(out, key=lambda o: o.seq)
+        return _outcomes(lines)
 
     def consume(
         self,
@@ -748,12 +741,26 @@ class RocketMQ:
             ["consume", namesrv, broker or "-", topic, group, str(expected), str(timeout_ms)],
             timeout_ms / 1000 + 60,
         )
-        out = []
-        for line in lines:
-            if line.startswith("MSG "):
-                f = line.split()
-                out.append(Received(int(f[1]), int(f[2]), int(f[3]), int(f[4]), int(f[5]), f[6]))
-        return out
+        return _received(lines)
+
+    def acl(
+        self,
+        namesrv: str,
+        topic: str,
+        forbidden_topic: str,
+        access_key: str,
+        secret_key: str,
+        *,
+        home: Path,
+        group: str = "interop-acl",
+    ) -> tuple[list[SendOutcome], list[Received]]:
+        """``AclClientRPCHook`` in one JVM: a send with the right keys to ``topic`` (seq 0), one
+        with a wrong secret key (1), one to ``forbidden_topic`` (2), then the right keys
+        consume ``topic`` as ``group``. A refused send's outcome has the broker's response
+        ``code`` and its remark as ``error``."""
+        args = ["acl", namesrv, topic, forbidden_topic, group, access_key, secret_key]
+        lines = self._client(home, args, 120)
+        return _outcomes(lines), _received(lines)
 
     def group(
         self,
@@ -787,6 +794,32 @@ class RocketMQ:
         members of one group consume side by side."""
         args = ["group", namesrv, topic, group, kind, "0", "600000"]
         return GroupMember(self._peer_command(home, args), home)
+
+
+def _outcomes(lines: Sequence[str]) -> list[SendOutcome]:
+    """The ``RESULT``, ``REFUSED``, ``ERROR`` and ``ONEWAY`` lines of ``Peer.java``, by seq."""
+    out = []
+    for line in lines:
+        f = line.split(" ")
+        if f[0] == "RESULT":
+            out.append(SendOutcome(int(f[1]), f[2], f[3], f[4], int(f[5]), int(f[6])))
+        elif f[0] == "REFUSED":
+            out.append(SendOutcome(int(f[1]), code=int(f[2]), error=" ".join(f[3:])))
+        elif f[0] == "ERROR":
+            out.append(SendOutcome(int(f[1]), error=" ".join(f[2:])))
+        elif f[0] == "ONEWAY":
+            out.append(SendOutcome(int(f[1])))
+    return sorted(out, key=lambda o: o.seq)
+
+
+def _received(lines: Sequence[str]) -> list[Received]:
+    """The ``MSG`` lines of ``Peer.java``."""
+    out = []
+    for line in lines:
+        if line.startswith("MSG "):
+            f = line.split()
+            out.append(Received(int(f[1]), int(f[2]), int(f[3]), int(f[4]), int(f[5]), f[6]))
+    return out
 
 
 def _got(lines: Sequence[str]) -> list[tuple[int, int, str]]:

@@ -34,6 +34,7 @@ from helpers import (
     write_conf,
 )
 from rocketha import MessageStore
+from rocketha import NameServer as RochaNameServer
 
 from benches.peers.rocketmq import (
     VERSIONS,
@@ -447,3 +448,72 @@ def route(namesrv: str, topic: str) -> dict[str, Any] | None:
     finally:
         sock.close()
     return json.loads(body) if response["code"] == 0 else None
+
+
+# -- e. ACL -------------------------------------------------------------------------------------
+
+#: Every topic but ``JavaAclForbidden`` may be published and subscribed; groups may subscribe.
+PLAIN_ACL = """\
+accounts:
+  - accessKey: RocketMQ
+    secretKey: 12345678
+    defaultTopicPerm: PUB|SUB
+    defaultGroupPerm: SUB
+    topicPerms:
+      - JavaAclForbidden=SUB
+"""
+NO_PERMISSION = 16
+
+
+@dataclass
+class AclCluster:
+    master: Cluster
+    #: A name server of its own: on the module's, the other brokers' TBW102 routes would take
+    #: the first send of a new topic (and so its route) away from the ACL broker.
+    namesrv: str
+
+
+@pytest.fixture(scope="module")
+def acl_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AclCluster]:
+    """An ASYNC_MASTER with ``aclEnable=true``, alone with its name server."""
+    root = tmp_path_factory.mktemp("acl")
+    (root / "plain_acl.yml").write_text(PLAIN_ACL)
+    with RochaNameServer("127.0.0.1:0") as ns:
+        master = start_master(
+            root,
+            "javaacl",
+            ns.listen_address,
+            brokerRole="ASYNC_MASTER",
+            aclEnable=True,
+            aclPlainFile=root / "plain_acl.yml",
+        )
+        try:
+            yield AclCluster(
+                Cluster(master, None, root / "javaacl-master", root / "none"), ns.listen_address
+            )
+        finally:
+            master.kill()
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_acl_client_rpc_hook(version: str, acl_cluster: AclCluster, tmp_path: Path) -> None:
+    """The Java client's ``AclClientRPCHook``: the right keys send (SEND_OK) and consume the
+    message; a wrong secret key and a topic the account may only subscribe to get
+    NO_PERMISSION (``MQBrokerException`` code 16) with the reason, and store nothing."""
+    rmq = resolve(version)
+    topic = f"JavaAcl{tag(version)}"
+    outcomes, received = rmq.acl(
+        acl_cluster.namesrv, topic, "JavaAclForbidden", "RocketMQ", "12345678", home=tmp_path
+    )
+    assert [(o.seq, o.status, o.code) for o in outcomes] == [
+        (0, "SEND_OK", None),
+        (1, None, NO_PERMISSION),
+        (2, None, NO_PERMISSION),
+    ], outcomes
+    assert outcomes[1].error == "Check signature failed for accessKey=RocketMQ"
+    assert outcomes[2].error == (
+        "No PUB permission for topic JavaAclForbidden (accessKey=RocketMQ)"
+    ), outcomes[2]
+    assert [(r.queue_offset, r.body_len) for r in received] == [(0, len(b"acl-0"))], received
+    stored = stored_bodies(acl_cluster.master.master_store)
+    assert b"acl-0" in stored and not {b"acl-1", b"acl-2"} & stored, stored

@@ -1,9 +1,11 @@
 //! RocketMQ's `BrokerController`: the client port (a [`RemotingServer`] with the
 //! [`BrokerProcessor`]) over a store and its HA side, the registration thread
 //! ([`BrokerOuterApi`]) that keeps the name servers informed, and the housekeeping thread that
-//! persists consumer offsets, drops silent consumers and, on a slave, runs [`SlaveSynchronize`].
+//! persists consumer offsets, drops silent consumers, reloads a changed `plain_acl.yml` and, on a
+//! slave, runs [`SlaveSynchronize`].
 
 use std::net::TcpListener;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -16,6 +18,8 @@ use super::slave_sync::SlaveSynchronize;
 use super::subscription_group::SubscriptionGroupManager;
 use super::topic_config::{TopicConfigError, TopicConfigManager};
 use super::BrokerSettings;
+use crate::acl::plain_access_validator::PlainAccessValidator;
+use crate::acl::{AclError, PlainPermissionManager};
 use crate::ha::client::HaClient;
 use crate::ha::master::HaMaster;
 use crate::remoting::{RemotingServer, ServerConfig, ServerEvents};
@@ -32,6 +36,9 @@ pub enum BrokerError {
     ConsumerConfig(String),
     #[error("broker client port: {0}")]
     Io(#[from] std::io::Error),
+    /// `aclEnable=true` and the `plain_acl.yml` could not be loaded.
+    #[error("broker ACL: {0}")]
+    Acl(#[from] AclError),
 }
 
 /// What the controller needs beyond the processors' [`BrokerSettings`].
@@ -55,6 +62,8 @@ pub struct BrokerControllerConfig {
     /// `slaveSyncInterval` (rocketha's key; RocketMQ's is fixed at 60 s): how often a slave
     /// fetches its master's topics, offsets and groups.
     pub slave_sync_interval: Duration,
+    /// `aclEnable=true`: the `plain_acl.yml` every request is checked against.
+    pub acl_file: Option<PathBuf>,
     pub server: ServerConfig,
 }
 
@@ -70,6 +79,7 @@ impl Default for BrokerControllerConfig {
             update_master_ha_server_addr_periodically: false,
             flush_consumer_offset_interval: Duration::from_millis(5000),
             slave_sync_interval: Duration::from_millis(60_000),
+            acl_file: None,
             server: ServerConfig::default(),
         }
     }
@@ -120,6 +130,12 @@ impl BrokerController {
             consumers: Arc::new(ConsumerManager::default()),
             offsets: Arc::new(ConsumerOffsetManager::load(root).map_err(|e| consumer_config(&e))?),
         };
+        let acl = match &config.acl_file {
+            Some(path) => Some(Arc::new(PlainAccessValidator {
+                manager: PlainPermissionManager::load(path)?,
+            })),
+            None => None,
+        };
         let signal = Arc::new(RegisterSignal::default());
         let housekeeping = Arc::new(RegisterSignal::default());
         let events = Arc::new(ServerEvents::default());
@@ -144,6 +160,7 @@ impl BrokerController {
             },
             signal.clone(),
             &tables,
+            acl.clone(),
         )?);
         let server =
             RemotingServer::start_on(listener, processor.clone(), config.server, events.clone())?;
@@ -175,6 +192,7 @@ impl BrokerController {
             events,
             flush_interval: config.flush_consumer_offset_interval,
             sync_interval: config.slave_sync_interval,
+            acl,
         };
         let wake = housekeeping.clone();
         let housekeeping_thread = std::thread::Builder::new()
@@ -247,6 +265,10 @@ impl Drop for BrokerController {
 /// How often consumers are checked for missing heartbeats (`scanNotActiveChannel`'s 10 s).
 const SCAN_NOT_ACTIVE_INTERVAL: Duration = Duration::from_secs(10);
 
+/// How often `plain_acl.yml` is looked at for changes (RocketMQ's `FileWatchService` looks
+/// every 500 ms too).
+const ACL_CHECK_INTERVAL: Duration = Duration::from_millis(500);
+
 /// The housekeeping thread's work, each on its own period.
 struct Housekeeping {
     tables: ConsumeTables,
@@ -254,6 +276,7 @@ struct Housekeeping {
     events: Arc<ServerEvents>,
     flush_interval: Duration,
     sync_interval: Duration,
+    acl: Option<Arc<PlainAccessValidator>>,
 }
 
 impl Housekeeping {
@@ -261,6 +284,7 @@ impl Housekeeping {
         let start = Instant::now();
         let mut next_flush = start + self.flush_interval;
         let mut next_scan = start + SCAN_NOT_ACTIVE_INTERVAL;
+        let mut next_acl_check = start + ACL_CHECK_INTERVAL;
         // A slave syncs at start (once the name servers named its master) and every period.
         let mut next_sync = start;
         loop {
@@ -272,6 +296,14 @@ impl Housekeeping {
             if now >= next_scan {
                 self.tables.consumers.scan_not_active(now);
                 next_scan = now + SCAN_NOT_ACTIVE_INTERVAL;
+            }
+            if let Some(acl) = self.acl.as_ref().filter(|_| now >= next_acl_check) {
+                match acl.manager.reload_if_changed() {
+                    Some(Ok(summary)) => self.report("ACL_RELOADED", &summary, false),
+                    Some(Err(why)) => self.report("ACL_RELOAD_FAILED", &why, true),
+                    None => {}
+                }
+                next_acl_check = now + ACL_CHECK_INTERVAL;
             }
             if let Some(sync) = self.slave_sync.as_ref().filter(|_| now >= next_sync) {
                 match sync.sync_all() {
@@ -290,6 +322,9 @@ impl Housekeeping {
             let mut due = next_flush.min(next_scan);
             if self.slave_sync.is_some() {
                 due = due.min(next_sync);
+            }
+            if self.acl.is_some() {
+                due = due.min(next_acl_check);
             }
             match signal.sleep(due.saturating_duration_since(Instant::now())) {
                 Woke::Stopped => break,

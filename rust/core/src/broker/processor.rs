@@ -3,7 +3,8 @@
 //! [`ConsumerManageProcessor`], queue offsets, lookups and the slave's sync tables to
 //! [`admin`](super::admin); topic creation and runtime info are RocketMQ's
 //! `AdminBrokerProcessor`, heartbeats and client unregistration its `ClientManageProcessor`.
-//! Every other code is answered `REQUEST_CODE_NOT_SUPPORTED`.
+//! Every other code is answered `REQUEST_CODE_NOT_SUPPORTED`. With `aclEnable=true`, every
+//! request first passes the [`PlainAccessValidator`] or is answered `NO_PERMISSION`.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::SocketAddr;
@@ -22,6 +23,7 @@ use super::send::SendMessageProcessor;
 use super::subscription_group::SubscriptionGroupManager;
 use super::topic_config::TopicConfigManager;
 use super::BrokerSettings;
+use crate::acl::plain_access_validator::PlainAccessValidator;
 use crate::ha::client::HaClient;
 use crate::ha::master::HaMaster;
 use crate::namesrv::{parse_lenient, TopicConfig};
@@ -47,13 +49,13 @@ pub struct ClientChannel {
 /// `HeartbeatData`, the parts the broker keeps.
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
-struct HeartbeatData {
+pub(crate) struct HeartbeatData {
     #[serde(rename = "clientID")]
     client_id: String,
     #[serde(rename = "producerDataSet")]
     producer_data_set: Vec<GroupData>,
     #[serde(rename = "consumerDataSet")]
-    consumer_data_set: Vec<ConsumerData>,
+    pub(crate) consumer_data_set: Vec<ConsumerData>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -94,6 +96,8 @@ pub(crate) struct BrokerProcessor {
     /// Messages stored through this port since start (`msgPutTotalTodayNow`); shared with
     /// the deferred answers, which count when they are sent.
     put_total: Arc<AtomicU64>,
+    /// `aclEnable=true`: every request is checked before it is processed.
+    acl: Option<Arc<PlainAccessValidator>>,
 }
 
 impl BrokerProcessor {
@@ -104,6 +108,7 @@ impl BrokerProcessor {
         runtime: RuntimeView,
         register: Arc<RegisterSignal>,
         tables: &ConsumeTables,
+        acl: Option<Arc<PlainAccessValidator>>,
     ) -> std::io::Result<Self> {
         let pull = PullMessageProcessor::start(
             store.clone(),
@@ -132,6 +137,7 @@ impl BrokerProcessor {
             register,
             clients: Mutex::default(),
             put_total: Arc::new(AtomicU64::new(0)),
+            acl,
         })
     }
 
@@ -374,6 +380,16 @@ fn validate_topic(topic: &str) -> Result<(), String> {
 
 impl RequestProcessor for BrokerProcessor {
     fn process(&self, request: RemotingCommand, ctx: &RequestContext) -> Option<RemotingCommand> {
+        // RocketMQ's ACL hook runs before any processor, so a refused request changes nothing.
+        if let Some(acl) = &self.acl {
+            if let Err(why) = acl.validate(&request, ctx.remote().ip()) {
+                return Some(RemotingCommand::response_to(
+                    &request,
+                    response_code::NO_PERMISSION,
+                    Some(why),
+                ));
+            }
+        }
         match request.code {
             request_code::SEND_MESSAGE
             | request_code::SEND_MESSAGE_V2
