@@ -554,6 +554,17 @@ class RocketMQ:
             *args,
         ]
 
+    def producer_command(
+        self, home: Path, namesrv: str, topic: str, count: int, size: int, group: str
+    ) -> list[str]:
+        """The command of a ``DefaultMQProducer`` that sends ``count`` messages of ``size``
+        bytes one at a time, with no retry, printing each ``SENT seq STATUS msgId ...`` line as
+        its answer comes and stopping at the first failed send: for a caller that reads them
+        while it happens (a fault test that kills the broker mid-run)."""
+        return self._peer_command(
+            home, ["produce", namesrv, "-", topic, group, str(count), str(size), "0"]
+        )
+
     def _client(self, home: Path, args: Sequence[str], timeout: float) -> list[str]:
         proc = subprocess.run(
             self._peer_command(home, args),
