@@ -150,7 +150,7 @@ def _with_attack(broker: str, namesrv: str, measure: Callable[[], list[float]]) 
 
 
 def run(quick: bool, runs: int) -> list[Figure]:
-    seconds = 2.0 if quick else 10.0
+    seconds = 1.0 if quick else 10.0
     quiet: dict[str, list[float]] = {q: [] for q in QUANTILES}
     loud: dict[str, list[float]] = {q: [] for q in QUANTILES}
     samples: tuple[list[float], list[float]] = ([], [])
