@@ -13,6 +13,7 @@ use super::consumer_offset::ConsumerOffsetManager;
 use super::outer_api::{BrokerOuterApi, RegisterSignal, Registration, Woke};
 use super::processor::{BrokerProcessor, ClientChannel, ConsumeTables, RuntimeView};
 use super::slave_sync::SlaveSynchronize;
+use super::store_stats::StoreStatsService;
 use super::subscription_group::SubscriptionGroupManager;
 use super::topic_config::{TopicConfigError, TopicConfigManager};
 use super::BrokerSettings;
@@ -133,6 +134,7 @@ impl BrokerController {
                 tables.groups.clone(),
             ))
         });
+        let stats = Arc::new(StoreStatsService::default());
         let processor = Arc::new(BrokerProcessor::new(
             store,
             topics.clone(),
@@ -144,6 +146,7 @@ impl BrokerController {
             },
             signal.clone(),
             &tables,
+            stats.clone(),
         )?);
         let server =
             RemotingServer::start_on(listener, processor.clone(), config.server, events.clone())?;
@@ -168,6 +171,7 @@ impl BrokerController {
             .spawn(move || outer.run(&worker, period))?;
         let keeper = Housekeeping {
             tables,
+            stats,
             slave_sync: slave_sync.clone(),
             events,
             flush_interval: config.flush_consumer_offset_interval,
@@ -241,12 +245,15 @@ impl Drop for BrokerController {
     }
 }
 
+/// How often the put and get counters are sampled (`FREQUENCY_OF_SAMPLING`).
+const SAMPLING_INTERVAL: Duration = Duration::from_secs(1);
 /// How often consumers are checked for missing heartbeats (`scanNotActiveChannel`'s 10 s).
 const SCAN_NOT_ACTIVE_INTERVAL: Duration = Duration::from_secs(10);
 
 /// The housekeeping thread's work, each on its own period.
 struct Housekeeping {
     tables: ConsumeTables,
+    stats: Arc<StoreStatsService>,
     slave_sync: Option<Arc<SlaveSynchronize>>,
     events: Arc<ServerEvents>,
     flush_interval: Duration,
@@ -258,6 +265,7 @@ impl Housekeeping {
         let start = Instant::now();
         let mut next_flush = start + self.flush_interval;
         let mut next_scan = start + SCAN_NOT_ACTIVE_INTERVAL;
+        let mut next_sample = start + SAMPLING_INTERVAL;
         // A slave syncs at start (once the name servers named its master) and every period.
         let mut next_sync = start;
         loop {
@@ -265,6 +273,10 @@ impl Housekeeping {
             if now >= next_flush {
                 self.persist_offsets();
                 next_flush = now + self.flush_interval;
+            }
+            if now >= next_sample {
+                self.stats.sampling();
+                next_sample = now + SAMPLING_INTERVAL;
             }
             if now >= next_scan {
                 self.tables.consumers.scan_not_active(now);
@@ -284,7 +296,7 @@ impl Housekeeping {
                     }
                 }
             }
-            let mut due = next_flush.min(next_scan);
+            let mut due = next_flush.min(next_scan).min(next_sample);
             if self.slave_sync.is_some() {
                 due = due.min(next_sync);
             }
