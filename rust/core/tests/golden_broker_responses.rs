@@ -319,7 +319,10 @@ fn get_broker_runtime_info_answers_a_kv_table() {
     };
     let (boot, put_tps) = (value("bootTimestamp"), value("putTps"));
     assert_eq!(
-        put_tps.split(' ').filter_map(|r| r.parse::<f64>().ok()).count(),
+        put_tps
+            .split(' ')
+            .filter_map(|r| r.parse::<f64>().ok())
+            .count(),
         3,
         "{put_tps}"
     );

@@ -6,9 +6,7 @@ import java.util.Map;
 import java.util.TreeMap;
 import java.util.Optional;
 import java.util.Properties;
-import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutionException;
-import java.util.concurrent.atomic.AtomicBoolean;
 
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
@@ -257,47 +255,14 @@ public final class KafkaPeer {
             producers.add(p);
         }
 
-        Counts[] counts = new Counts[connections];
-        AtomicBoolean measuring = new AtomicBoolean(false);
-        AtomicBoolean stop = new AtomicBoolean(false);
-        CountDownLatch done = new CountDownLatch(connections);
-        for (int i = 0; i < connections; i++) {
-            final KafkaProducer<byte[], byte[]> p = producers.get(i);
-            final Counts c = new Counts();
-            counts[i] = c;
-            new Thread(() -> {
-                try {
-                    while (!stop.get()) {
-                        long t0 = System.nanoTime();
-                        String status;
-                        try {
-                            p.send(new ProducerRecord<>(topic, body)).get();
-                            status = "SEND_OK";
-                        } catch (Exception e) {
-                            Throwable cause = e.getCause() != null ? e.getCause() : e;
-                            status = cause.getClass().getSimpleName();
-                        }
-                        long us = (System.nanoTime() - t0) / 1000;
-                        if (measuring.get() && !stop.get()) {
-                            c.add(us, status);
-                            if (status.equals("SEND_OK")) {
-                                c.ok++;
-                            }
-                        }
-                    }
-                } finally {
-                    done.countDown();
-                }
-            }, "load-" + i).start();
-        }
-        Thread.sleep((long) (warmup * 1000));
-        measuring.set(true);
-        long started = System.nanoTime();
-        Thread.sleep((long) (seconds * 1000));
-        stop.set(true);
-        double took = (System.nanoTime() - started) / 1e9;
-        done.await();
-        System.out.println(Counts.report(counts, took));
+        System.out.println(Counts.measure(connections, warmup, seconds, i -> {
+            try {
+                producers.get(i).send(new ProducerRecord<>(topic, body)).get();
+                return "SEND_OK";
+            } catch (ExecutionException e) {
+                return e.getCause().getClass().getSimpleName();
+            }
+        }));
         System.out.flush();
         for (KafkaProducer<byte[], byte[]> p : producers) {
             p.close();

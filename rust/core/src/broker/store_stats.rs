@@ -125,7 +125,12 @@ impl StoreStatsService {
                 })
                 .collect::<Vec<_>>()
         };
-        let join = |v: &[f64]| v.iter().map(|&x| java_double(x)).collect::<Vec<_>>().join(" ");
+        let join = |v: &[f64]| {
+            v.iter()
+                .map(|&x| java_double(x))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
         let found = rates(|s| s.found as f64);
         let miss = rates(|s| s.miss as f64);
         let total: Vec<f64> = found.iter().zip(&miss).map(|(f, m)| f + m).collect();
@@ -187,7 +192,13 @@ mod tests {
         // 700 s at 5 puts a second, then 10 s at 10: the oldest fall out of the ring.
         let mut put = 0;
         for i in 0..=710 {
-            put += if i > 700 { 10 } else if i > 0 { 5 } else { 0 };
+            put += if i > 700 {
+                10
+            } else if i > 0 {
+                5
+            } else {
+                0
+            };
             stats.record(snapshot(i * 1000, put));
         }
         assert_eq!(lock(&stats.snapshots).len(), MAX_SNAPSHOTS);
@@ -215,9 +226,8 @@ mod tests {
             transfered: 20,
         });
         let table = info(&stats);
-        let rates = |key: &str| -> Vec<f64> {
-            table[key].split(' ').map(|x| x.parse().unwrap()).collect()
-        };
+        let rates =
+            |key: &str| -> Vec<f64> { table[key].split(' ').map(|x| x.parse().unwrap()).collect() };
         let near = |key: &str, want: [f64; 3]| {
             let got = rates(key);
             assert!(
