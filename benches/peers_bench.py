@@ -12,7 +12,10 @@ and 64 connections, each send waiting for its acknowledgement.
   ``max.in.flight.requests.per.connection=1`` and ``send().get()``: one message in flight per
   connection, as a synchronous RocketMQ producer has;
 - ASYNC_MASTER (RocketMQ's too) and Kafka ``acks=1`` at 64 connections: the same without the
-  wait for the replica.
+  wait for the replica;
+- the replicas (:func:`_replicas`): an empty one catching up with 1 GiB of 1 KiB messages, then
+  one consumer draining the head of that log from a replica (RocketMQ's slave through
+  ``suggestWhichBrokerId``, Kafka's follower through ``client.rack``).
 
 Figures are rocketha's, with a peer's as the baseline: throughput ratios above 1 and latency
 ratios below 1 mean rocketha is ahead. Targets (issue 14): >= 1.5x RocketMQ's and >= 1x Kafka's
