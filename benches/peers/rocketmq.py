@@ -632,9 +632,35 @@ class RocketMQ:
         (host:port) the topic is created there first (4 queues). Returns its JSON
         line: ``sent``, ``ok`` (SEND_OK), ``statuses``, ``p50_us``, ``p99_us``, ``p999_us``,
         ``seconds``."""
-        home.mkdir(parents=True, exist_ok=True)
         args = [namesrv, broker or "-", topic, str(connections), str(seconds), str(size)]
         args.append(str(warmup))
+        return self._bench_tool(
+            home, "Load", args, f"load-{connections}", seconds + warmup + 120 + connections
+        )
+
+    def drain(
+        self,
+        namesrv: str,
+        topic: str,
+        messages: int,
+        *,
+        home: Path,
+        group: str = "bench-drain",
+        timeout: float = 600.0,
+    ) -> dict[str, Any]:
+        """``java/Drain.java``: one ``DefaultLitePullConsumer`` of a new ``group`` reads
+        ``messages`` messages of ``topic`` from its first offset, from whichever broker the
+        brokers suggest; returns ``{"messages", "bytes", "seconds"}`` (bodies' bytes, timed
+        from the first poll that returned messages)."""
+        args = [namesrv, topic, group, str(messages), str(timeout)]
+        return self._bench_tool(home, "Drain", args, f"drain-{group}", timeout + 120)
+
+    def _bench_tool(
+        self, home: Path, main: str, args: Sequence[str], name: str, timeout: float
+    ) -> dict[str, Any]:
+        """A bench client (``Load``, ``Drain``) on a JVM with its JIT and a parallel GC, unlike
+        the tests' quick-starting one; its last JSON line."""
+        home.mkdir(parents=True, exist_ok=True)
         proc = subprocess.run(
             [
                 "java",
@@ -648,21 +674,22 @@ class RocketMQ:
                 "-Drocketmq.client.logLevel=WARN",
                 "-cp",
                 f"{self.peer}{os.pathsep}{self.classpath}",
-                "Load",
+                main,
                 *args,
             ],
             cwd=home,
             capture_output=True,
             text=True,
-            timeout=seconds + warmup + 120 + connections,
+            timeout=timeout,
         )
-        (home / f"load-{connections}.out").write_text(proc.stdout + proc.stderr)
+        (home / f"{name}.out").write_text(proc.stdout + proc.stderr)
         lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
         if proc.returncode != 0 or not lines:
             raise RuntimeError(
-                f"Load {' '.join(args)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+                f"{main} {' '.join(args)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
             )
-        return json.loads(lines[-1])
+        result: dict[str, Any] = json.loads(lines[-1])
+        return result
 
     def set_ha_master(self, broker: str, ha_address: str, *, home: Path) -> None:
         """Sends a 5.x slave at ``broker`` its master's HA address (EXCHANGE_BROKER_HA_INFO)."""

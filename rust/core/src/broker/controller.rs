@@ -15,6 +15,7 @@ use super::consumer_offset::ConsumerOffsetManager;
 use super::outer_api::{BrokerOuterApi, RegisterSignal, Registration, Woke};
 use super::processor::{BrokerProcessor, ClientChannel, ConsumeTables, RuntimeView};
 use super::slave_sync::SlaveSynchronize;
+use super::store_stats::StoreStatsService;
 use super::subscription_group::SubscriptionGroupManager;
 use super::topic_config::{TopicConfigError, TopicConfigManager};
 use super::BrokerSettings;
@@ -149,6 +150,7 @@ impl BrokerController {
                 tables.groups.clone(),
             ))
         });
+        let stats = Arc::new(StoreStatsService::default());
         let processor = Arc::new(BrokerProcessor::new(
             store,
             topics.clone(),
@@ -157,6 +159,7 @@ impl BrokerController {
                 broker_role: config.broker_role.clone(),
                 ha_master,
                 ha_client: ha_client.clone(),
+                stats: stats.clone(),
             },
             signal.clone(),
             &tables,
@@ -188,6 +191,7 @@ impl BrokerController {
             .spawn(move || outer.run(&worker, period))?;
         let keeper = Housekeeping {
             tables,
+            stats,
             slave_sync: slave_sync.clone(),
             events,
             flush_interval: config.flush_consumer_offset_interval,
@@ -262,6 +266,8 @@ impl Drop for BrokerController {
     }
 }
 
+/// How often the put and get counters are sampled (`FREQUENCY_OF_SAMPLING`).
+const SAMPLING_INTERVAL: Duration = Duration::from_secs(1);
 /// How often consumers are checked for missing heartbeats (`scanNotActiveChannel`'s 10 s).
 const SCAN_NOT_ACTIVE_INTERVAL: Duration = Duration::from_secs(10);
 
@@ -272,6 +278,7 @@ const ACL_CHECK_INTERVAL: Duration = Duration::from_millis(500);
 /// The housekeeping thread's work, each on its own period.
 struct Housekeeping {
     tables: ConsumeTables,
+    stats: Arc<StoreStatsService>,
     slave_sync: Option<Arc<SlaveSynchronize>>,
     events: Arc<ServerEvents>,
     flush_interval: Duration,
@@ -285,6 +292,7 @@ impl Housekeeping {
         let mut next_flush = start + self.flush_interval;
         let mut next_scan = start + SCAN_NOT_ACTIVE_INTERVAL;
         let mut next_acl_check = start + ACL_CHECK_INTERVAL;
+        let mut next_sample = start + SAMPLING_INTERVAL;
         // A slave syncs at start (once the name servers named its master) and every period.
         let mut next_sync = start;
         loop {
@@ -292,6 +300,10 @@ impl Housekeeping {
             if now >= next_flush {
                 self.persist_offsets();
                 next_flush = now + self.flush_interval;
+            }
+            if now >= next_sample {
+                self.stats.sampling();
+                next_sample = now + SAMPLING_INTERVAL;
             }
             if now >= next_scan {
                 self.tables.consumers.scan_not_active(now);
@@ -319,7 +331,7 @@ impl Housekeeping {
                     }
                 }
             }
-            let mut due = next_flush.min(next_scan);
+            let mut due = next_flush.min(next_scan).min(next_sample);
             if self.slave_sync.is_some() {
                 due = due.min(next_sync);
             }

@@ -8,7 +8,6 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use serde::Deserialize;
@@ -20,6 +19,7 @@ use super::consumer_offset::ConsumerOffsetManager;
 use super::outer_api::RegisterSignal;
 use super::pull::PullMessageProcessor;
 use super::send::SendMessageProcessor;
+use super::store_stats::StoreStatsService;
 use super::subscription_group::SubscriptionGroupManager;
 use super::topic_config::TopicConfigManager;
 use super::BrokerSettings;
@@ -71,6 +71,9 @@ pub(crate) struct RuntimeView {
     pub(crate) broker_role: String,
     pub(crate) ha_master: Option<Arc<HaMaster>>,
     pub(crate) ha_client: Option<Arc<HaClient>>,
+    /// Puts and pulls counted and sampled (`msgPutTotalTodayNow`, `putTps`, ...); shared with
+    /// the deferred answers, which count when they are sent.
+    pub(crate) stats: Arc<StoreStatsService>,
 }
 
 /// The consume side's tables, shared with the controller's housekeeping and the slave's sync.
@@ -93,9 +96,6 @@ pub(crate) struct BrokerProcessor {
     register: Arc<RegisterSignal>,
     /// Heartbeats by connection id. A lock: heartbeats on the loop thread, reads from others.
     clients: Mutex<HashMap<u64, ClientChannel>>,
-    /// Messages stored through this port since start (`msgPutTotalTodayNow`); shared with
-    /// the deferred answers, which count when they are sent.
-    put_total: Arc<AtomicU64>,
     /// `aclEnable=true`: every request is checked before it is processed.
     acl: Option<Arc<PlainAccessValidator>>,
 }
@@ -117,6 +117,7 @@ impl BrokerProcessor {
             tables.consumers.clone(),
             tables.offsets.clone(),
             settings.clone(),
+            runtime.stats.clone(),
         )?;
         Ok(Self {
             send: SendMessageProcessor::new(store.clone(), topics.clone(), settings.clone()),
@@ -136,7 +137,6 @@ impl BrokerProcessor {
             runtime,
             register,
             clients: Mutex::default(),
-            put_total: Arc::new(AtomicU64::new(0)),
             acl,
         })
     }
@@ -157,13 +157,13 @@ impl BrokerProcessor {
     ) -> Option<RemotingCommand> {
         let before = self.topics.data_version();
         let responder = ctx.responder();
-        let total = self.put_total.clone();
+        let stats = self.runtime.stats.clone();
         let now = self.send.process(request, ctx.remote(), move |r| {
-            count_stored(&total, &r);
+            count_stored(&stats, &r);
             responder.send(r);
         });
         if let Some(r) = &now {
-            count_stored(&self.put_total, r);
+            count_stored(&self.runtime.stats, r);
         }
         // A send that created its topic: the name servers learn the route at once, as
         // `createTopicInSendMessageMethod` registers.
@@ -236,9 +236,23 @@ impl BrokerProcessor {
         table.insert("commitLogMaxOffset", self.store.max_offset().to_string());
         table.insert(
             "msgPutTotalTodayNow",
-            self.put_total.load(Ordering::Relaxed).to_string(),
+            self.runtime.stats.put_total().to_string(),
         );
-        table.insert("msgGetTotalTodayNow", self.pull.got_total().to_string());
+        table.insert(
+            "msgGetTotalTodayNow",
+            self.runtime.stats.get_total().to_string(),
+        );
+        self.runtime.stats.runtime_info(&mut table);
+        // Sends and pulls are served on the event loop as they are read, with no thread pool
+        // queue for a request to wait in.
+        for key in [
+            "sendThreadPoolQueueSize",
+            "sendThreadPoolQueueHeadWaitTimeMills",
+            "pullThreadPoolQueueSize",
+            "pullThreadPoolQueueHeadWaitTimeMills",
+        ] {
+            table.insert(key, "0".into());
+        }
         table.insert(
             "pullRequestsHeld",
             self.pull.hold_service().held().to_string(),
@@ -349,10 +363,10 @@ fn system_error(request: &RemotingCommand, reason: impl std::fmt::Display) -> Re
 
 /// Adds the messages a send response reports stored (one msg id each; the waits that fell
 /// short, `FLUSH_*_TIMEOUT` and `SLAVE_NOT_AVAILABLE`, stored them too).
-fn count_stored(total: &AtomicU64, response: &RemotingCommand) {
+fn count_stored(stats: &StoreStatsService, response: &RemotingCommand) {
     let stored = response_code::send_stored(response.code);
     if let Some(ids) = response.ext_fields.get("msgId").filter(|_| stored) {
-        total.fetch_add(ids.split(',').count() as u64, Ordering::Relaxed);
+        stats.add_put(ids.split(',').count() as u64);
     }
 }
 
