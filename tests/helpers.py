@@ -202,6 +202,7 @@ __all__ = [
 
 
 GET_BROKER_RUNTIME_INFO = 28
+GET_ALL_CONSUMER_OFFSET = 43
 
 
 def runtime_info(address: str) -> dict[str, str]:
@@ -239,3 +240,15 @@ def start_master(root: Path, name: str, namesrv: str, **keys: object) -> BrokerP
         **keys,
     }
     return BrokerProcess(write_conf(root / f"{name}-master.conf", **settings))
+
+
+def offsets(address: str, key: str) -> dict[str, int] | None:
+    """The broker's committed offsets of ``topic@group`` (GET_ALL_CONSUMER_OFFSET)."""
+    sock = RemotingSocket(address)
+    try:
+        response, body = sock.invoke(GET_ALL_CONSUMER_OFFSET, {})
+    finally:
+        sock.close()
+    assert response["code"] == 0, response
+    table = json.loads(body)["offsetTable"].get(key)
+    return None if table is None else {str(k): int(v) for k, v in table.items()}

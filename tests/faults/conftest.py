@@ -7,13 +7,17 @@ of what the trials found.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
-from common import FaultReport
 
 HERE = Path(__file__).parent
+# The client processes of the consumer scenarios live with the benchmark harness (benches/).
+if str(HERE.parents[1]) not in sys.path:
+    sys.path.insert(0, str(HERE.parents[1]))
 
+from common import FaultReport  # noqa: E402
 
 REPORT_KEY = pytest.StashKey[FaultReport]()
 
@@ -48,9 +52,14 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     rows = terminalreporter.config.stash[REPORT_KEY].rows
     if not rows:
         return
-    header = ("scenario", "trials", "acked-lost", "corrupt records", "converged", "errors")
+    header = ("scenario", "trials", "acked", "acked-lost", "redelivered", "corrupt", "converged")
+    header += ("errors",)
     table = [header] + [
-        (name, str(s.trials), str(s.acked_lost), str(s.corrupt), str(s.converged), str(s.errors))
+        (
+            name,
+            *(str(n) for n in (s.trials, s.acked, s.acked_lost, s.redelivered, s.corrupt)),
+            *(str(n) for n in (s.converged, s.errors)),
+        )
         for name, s in sorted(rows.items())
     ]
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]
