@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rocketha import RocketHAError
+from rocketha._core import MQClientAPI
 from rocketha.cli import segment_checksums
 
 SEGMENT = 64 * 1024
@@ -252,3 +254,14 @@ def offsets(address: str, key: str) -> dict[str, int] | None:
     assert response["code"] == 0, response
     table = json.loads(body)["offsetTable"].get(key)
     return None if table is None else {str(k): int(v) for k, v in table.items()}
+
+
+def routed(namesrv: str, topic: str) -> bool:
+    """The name server answers a route for ``topic``."""
+    api = MQClientAPI()
+    try:
+        return api.get_topic_route_info(namesrv, topic, 5.0) is not None
+    except RocketHAError:
+        return False
+    finally:
+        api.close()
