@@ -112,3 +112,34 @@ def test_remoting_and_peers_without_their_tools_are_skipped_saying_what_to_insta
     skipped = json.loads((out / "results.json").read_text())["skipped"]
     assert "cargo" in skipped["remoting"] and "rustup.rs" in skipped["remoting"]
     assert "java" in skipped["peers"] and "apt-get install" in skipped["peers"], skipped
+
+
+def test_soak_delivers_everything_within_its_memory_and_fd_bounds(tmp_path: Path) -> None:
+    """The soak scenario for 30 s (its CI length): name server, SYNC_MASTER and SLAVE, two
+    producers and two consumers, all processes. Checked: no acked message undelivered, the
+    brokers' anonymous RSS and open fds within the stated bounds; no latency bound."""
+    from benches.soak import FD_GROWTH, RSS_GROWTH_MIB
+
+    out = tmp_path / "results"
+    env = {**os.environ}
+    env.pop("ROCKETHA_BENCHES", None)
+    options = ["--quick", "--duration", "30", "--out", str(out)]
+    proc = subprocess.run(
+        [sys.executable, "-m", "rocketha", "bench", "soak", *options],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    figures = {f["name"]: f for f in json.loads((out / "results.json").read_text())["figures"]}
+    assert figures["acked messages"]["median"] > 0
+    assert figures["acked messages never delivered"]["median"] == 0, proc.stdout
+    for broker in ("master", "slave"):
+        assert figures[f"{broker} anonymous RSS growth after warm-up"]["median"] <= RSS_GROWTH_MIB
+        assert figures[f"{broker} open fd growth after warm-up"]["median"] <= FD_GROWTH
+    series = figures["send latency p50, median of the seconds"]["series"]
+    assert len(series["t_s"]) >= 25 and len(series["master_fds"]) == len(series["t_s"])
+    assert (out / "soak.png").read_bytes().startswith(b"\x89PNG")
+    assert "every bound held" in proc.stdout
