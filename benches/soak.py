@@ -25,6 +25,7 @@ import shutil
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 from benches.clients import ConsumerClient, ProducerClient
@@ -72,9 +73,9 @@ def _peak(root: Path, namesrv: str, seconds: float) -> float:
             p.stop()
 
 
-def _wait(predicate: object, what: str, seconds: float = 120) -> None:
+def _wait(predicate: Callable[[], bool], what: str, seconds: float = 120) -> None:
     deadline = time.monotonic() + seconds
-    while not predicate():  # type: ignore[operator]
+    while not predicate():
         if time.monotonic() > deadline:
             raise RuntimeError(f"soak: timed out waiting for {what}")
         time.sleep(0.05)

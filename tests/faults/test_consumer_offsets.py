@@ -149,7 +149,6 @@ def torn_write_trial(
             except RocketHAError:
                 return
 
-    leftovers = set(config.glob("consumerOffset*.tmp"))
     committer = threading.Thread(target=commit)
     committer.start()
     target = rng.randint(1, 400)
@@ -165,10 +164,12 @@ def torn_write_trial(
         on_disk = json.loads((config / "consumerOffset.json").read_text())
     except ValueError:
         corrupt, on_disk = 1, {}
-    # A kill inside a write leaves its temporary file behind; the broker must not load it.
-    mid_write = bool(set(config.glob("consumerOffset*.tmp")) - leftovers)
+    # A kill inside a write leaves its temporary file behind; the broker must not load it,
+    # and deletes it at start.
+    mid_write = any(config.glob("consumerOffset*.tmp"))
     broker = restart(d, namesrv, broker, **TORN_KEYS)
     loaded = offsets(listen(broker), KEY)
+    left = sorted(p.name for p in config.glob("consumerOffset*.tmp"))
     expected = {str(q): o for q, o in on_disk.get("offsetTable", {}).get(KEY, {}).items()}
     report.trial(
         "i. consumerOffset.json across SIGKILLs" + (", mid-write" if mid_write else ""),
@@ -177,6 +178,7 @@ def torn_write_trial(
     )
     assert not corrupt, "consumerOffset.json is torn"
     assert loaded == expected, f"loaded {loaded}, the file holds {expected}"
+    assert not left, f"temporary files survived the restart: {left}"
     return broker
 
 
