@@ -122,6 +122,11 @@ class ConsumerClient(_Client):
     def ready(self) -> bool:
         return bool(self.summary.get("ready"))
 
+    def consumed_from(self) -> dict[int, int]:
+        """After :meth:`stop`: messages delivered by broker id (0 the master)."""
+        sources = self.summary.get("consumed_from")
+        return {int(k): int(v) for k, v in sources.items()} if isinstance(sources, dict) else {}
+
 
 def _stop_on_command(stop: threading.Event) -> None:
     """``stop`` on stdin, SIGTERM or stdin's end stop the client."""
