@@ -17,7 +17,7 @@ from rocketha import NameServer
 from benches.clients import ConsumerClient, ProducerClient
 
 TOPIC, GROUP = "Failover", "failover-group"
-BACKLOG = 600
+BACKLOG = 300
 #: Short client timers, so that the outage and the return play out in seconds.
 CONSUMER = (
     "--commit-interval=0.2",
@@ -42,7 +42,7 @@ def failover_trial(d: Path, rng: random.Random, report: FaultReport) -> None:
         }
         ha = f"127.0.0.1:{ports['haListenPort']}"
         slave = start_slave(d, "s", ha, namesrvAddr=namesrv, **keys)
-        producer = ProducerClient(d / "producer.log", namesrv, TOPIC, "p", "--rate=200")
+        producer = ProducerClient(d / "producer.log", namesrv, TOPIC, "p", "--rate=300")
         members: list[ConsumerClient] = []
         try:
             # A backlog, so that the master dies with messages the members have yet to read.
