@@ -209,26 +209,20 @@ def _figures(
             )
         )
     for name in ("master", "slave"):
-        figs.append(
-            Figure(
-                "soak",
-                f"{name} anonymous RSS growth after warm-up",
-                "MiB",
-                [_growth(series[f"{name}_anon_mib"], t, warmup)],
-                higher_is_better=False,
-                target=f"<= {RSS_GROWTH_MIB}",
+        for what, key, unit, bound in (
+            ("anonymous RSS", "anon_mib", "MiB", RSS_GROWTH_MIB),
+            ("open fd", "fds", "fds", FD_GROWTH),
+        ):
+            figs.append(
+                Figure(
+                    "soak",
+                    f"{name} {what} growth after warm-up",
+                    unit,
+                    [_growth(series[f"{name}_{key}"], t, warmup)],
+                    higher_is_better=False,
+                    target=f"<= {bound}",
+                )
             )
-        )
-        figs.append(
-            Figure(
-                "soak",
-                f"{name} open fd growth after warm-up",
-                "fds",
-                [_growth(series[f"{name}_fds"], t, warmup)],
-                higher_is_better=False,
-                target=f"<= {FD_GROWTH}",
-            )
-        )
     for key, name in (
         ("acked", "acked messages"),
         ("undelivered", "acked messages never delivered"),
