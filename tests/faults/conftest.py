@@ -1,8 +1,9 @@
-"""Fault injection: SIGKILLs, a TCP fault proxy, hostile HA peers, a full disk.
+"""Fault injection: SIGKILLs, a TCP fault proxy, hostile HA peers, a full disk, consumers across
+failures.
 
 Every test in this directory is marked ``faults``. The default run is short enough for CI;
-``pytest tests/faults --long`` runs the trial counts of issue 7. The session ends with a table
-of what the trials found.
+``pytest tests/faults --long`` runs the trial counts of issues 7 and 15. The session ends with a
+table of what the trials found.
 """
 
 from __future__ import annotations
