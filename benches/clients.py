@@ -71,6 +71,8 @@ class _Client:
         """Asks the client to stop (a consumer commits first); returns its last line."""
         assert self.proc.stdin is not None
         if self.proc.poll() is None:
+            # A client a test stalled with SIGSTOP must run to stop.
+            self.proc.send_signal(signal.SIGCONT)
             try:
                 self.proc.stdin.write("stop\n")
                 self.proc.stdin.close()
