@@ -39,6 +39,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.faults)
 
 
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """``@pytest.mark.trials(SHORT, LONG)``: one test per trial, each with its own timeout, for
+    trials too long to run LONG of them in one test."""
+    marker = metafunc.definition.get_closest_marker("trials")
+    if marker is not None:
+        short, long = marker.args
+        count = long if metafunc.config.getoption("--long", default=False) else short
+        metafunc.parametrize("trial", range(count))
+
+
 @pytest.fixture
 def long_run(request: pytest.FixtureRequest) -> bool:
     return bool(request.config.getoption("--long", default=False))

@@ -6,11 +6,11 @@ duplicates (RocketMQ's at-least-once) are counted."""
 from __future__ import annotations
 
 import random
-import shutil
 import signal
 from collections import Counter
 from pathlib import Path
 
+import pytest
 from common import HA_TIMERS, FaultReport, converges
 from helpers import BrokerProcess, offsets, runtime_info, start_master, start_slave, wait_for
 from rocketha import NameServer
@@ -116,10 +116,8 @@ def address(broker: BrokerProcess) -> str:
     return str(broker.started["listen_address"])
 
 
+@pytest.mark.trials(3, 20)
 def test_consumers_follow_the_master_down_and_back_without_skipping(
-    tmp_path: Path, long_run: bool, fault_report: FaultReport
+    trial: int, tmp_path: Path, fault_report: FaultReport
 ) -> None:
-    rng = random.Random()
-    for trial in range(20 if long_run else 3):
-        failover_trial(tmp_path / f"trial{trial}", rng, fault_report)
-        shutil.rmtree(tmp_path / f"trial{trial}")
+    failover_trial(tmp_path / f"trial{trial}", random.Random(), fault_report)
