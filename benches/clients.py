@@ -12,6 +12,9 @@ stored and delivered. Runs until ``stop`` on stdin or SIGTERM, then prints ``{"s
 ``consume`` runs a :class:`~rocketha.PullConsumer` member of ``--group`` from the first offset,
 prints ``{"ready": true}`` once it is subscribed, then one line per message: its key. On
 ``stop`` (or SIGTERM) it commits, closes and prints ``{"consumed_from": {broker id: count}}``.
+
+The parent's side: :class:`ProducerClient` and :class:`ConsumerClient` start one and collect
+its lines on a thread.
 """
 
 from __future__ import annotations
