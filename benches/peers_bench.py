@@ -153,7 +153,7 @@ def _system(
     pair = (
         remoting._rocketmq_pair(rmq, root, role, ROCKETMQ_JVM, **ROCKETMQ_TUNING)
         if name.startswith("RocketMQ")
-        else remoting._rocketha_pair(root, role)
+        else remoting.rocketha_pair(root, role)
     )
     with pair as at:
         yield lambda n, home: remoting._load(loadgen, at, n, seconds, create_topic=True)
@@ -169,7 +169,7 @@ def _follow(
     while not stop.is_set():
         at = address()
         try:
-            offset = int(remoting._runtime_info(at)["commitLogMaxOffset"]) if at else None
+            offset = int(remoting.runtime_info(at)["commitLogMaxOffset"]) if at else None
         except (OSError, RuntimeError, KeyError, ValueError):
             offset = None  # not listening yet, or not answering yet (an empty body)
         if offset is not None:
@@ -209,7 +209,7 @@ def _catch_up(
 def _fill(loadgen: Path, at: remoting.Servers, size: int) -> int:
     """Sends 1 KiB messages with the load generator until the master's log holds ``size``
     bytes; its max offset then."""
-    while (end := int(remoting._runtime_info(at.address)["commitLogMaxOffset"])) < size:
+    while (end := int(remoting.runtime_info(at.address)["commitLogMaxOffset"])) < size:
         remoting._load(loadgen, at, 8, 2.0, create_topic=True)
     return end
 
@@ -324,7 +324,7 @@ def _replicas(
             extra = {}
         else:
             keys = READ_FROM_SLAVE | ROCKETHA_SLAVE_SYNC
-            at = stack.enter_context(remoting._rocketha_pair(root, "ASYNC_MASTER", **keys))
+            at = stack.enter_context(remoting.rocketha_pair(root, "ASYNC_MASTER", **keys))
             end = _fill(loadgen, at, size)
             conf = root / "slave2.properties"
             port = rocketmq.free_ports(1)
@@ -351,7 +351,7 @@ def _replicas(
             extra = {"drain_java": j["bytes"] / j["seconds"] / 1e6}
         # What the master answered itself (each consumer's first pull, at most); the slave
         # served the rest.
-        by_master = int(remoting._runtime_info(at.address)["msgGetTotalTodayNow"])
+        by_master = int(remoting.runtime_info(at.address)["msgGetTotalTodayNow"])
         return {
             "catch_up": done / took / 1e6,
             "drain": d["bytes"] / d["seconds"] / 1e6,

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rocketha import RocketHAError
+from rocketha._core import MQClientAPI
 from rocketha.cli import segment_checksums
 
 SEGMENT = 64 * 1024
@@ -205,6 +207,7 @@ __all__ = [
 
 
 GET_BROKER_RUNTIME_INFO = 28
+GET_ALL_CONSUMER_OFFSET = 43
 
 
 def runtime_info(address: str) -> dict[str, str]:
@@ -242,3 +245,26 @@ def start_master(root: Path, name: str, namesrv: str, **keys: object) -> BrokerP
         **keys,
     }
     return BrokerProcess(write_conf(root / f"{name}-master.conf", **settings))
+
+
+def offsets(address: str, key: str) -> dict[str, int] | None:
+    """The broker's committed offsets of ``topic@group`` (GET_ALL_CONSUMER_OFFSET)."""
+    sock = RemotingSocket(address)
+    try:
+        response, body = sock.invoke(GET_ALL_CONSUMER_OFFSET, {})
+    finally:
+        sock.close()
+    assert response["code"] == 0, response
+    table = json.loads(body)["offsetTable"].get(key)
+    return None if table is None else {str(k): int(v) for k, v in table.items()}
+
+
+def routed(namesrv: str, topic: str) -> bool:
+    """The name server answers a route for ``topic``."""
+    api = MQClientAPI()
+    try:
+        return api.get_topic_route_info(namesrv, topic, 5.0) is not None
+    except RocketHAError:
+        return False
+    finally:
+        api.close()

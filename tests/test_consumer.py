@@ -6,7 +6,6 @@ SIGKILL and return, asyncio, bad input."""
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import signal
 import subprocess
@@ -17,7 +16,7 @@ from pathlib import Path
 
 import helpers
 import pytest
-from helpers import BrokerProcess, RemotingSocket, runtime_info, wait_for
+from helpers import BrokerProcess, offsets, runtime_info, wait_for
 from rocketha import (
     ConsumeFromWhere,
     Message,
@@ -32,7 +31,6 @@ from rocketha.rebalance import allocate_message_queue_averagely
 
 NamesrvProcess = tuple[subprocess.Popen[str], str]
 FIRST = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
-GET_ALL_CONSUMER_OFFSET = 43
 
 
 @dataclass
@@ -71,18 +69,6 @@ def start_slave(tmp: Path, namesrv: str) -> BrokerProcess:
     return helpers.start_slave(
         tmp, "slave", None, namesrvAddr=namesrv, slaveReadEnable=True, slaveSyncInterval=500
     )
-
-
-def offsets(address: str, key: str) -> dict[str, int] | None:
-    """The broker's committed offsets of ``topic@group`` (GET_ALL_CONSUMER_OFFSET)."""
-    sock = RemotingSocket(address)
-    try:
-        response, body = sock.invoke(GET_ALL_CONSUMER_OFFSET, {})
-    finally:
-        sock.close()
-    assert response["code"] == 0, response
-    table = json.loads(body)["offsetTable"].get(key)
-    return None if table is None else {str(k): int(v) for k, v in table.items()}
 
 
 def slave_connected(address: str) -> bool:

@@ -49,6 +49,7 @@ impl TopicConfigManager {
         default_queue_nums: i32,
     ) -> Result<Self, TopicConfigError> {
         let path = root.join("config").join("topics.json");
+        remove_stale_temporaries(&path);
         let mut table = match std::fs::read(&path) {
             Ok(raw) => {
                 serde_json::from_slice::<TopicConfigSerializeWrapper>(&raw).map_err(|e| {
@@ -223,6 +224,27 @@ pub(crate) fn write_atomically(path: &Path, data: &[u8]) -> std::io::Result<()> 
     std::fs::File::open(dir)?.sync_all()
 }
 
+/// Deletes the temporary files of `path` that a crash left between write and rename
+/// (`write_atomically`'s `STEM.PID.N.tmp`, RocketMQ's `NAME.tmp`): they never were the file,
+/// and a broker killed often would gather them. Called at load, before this process writes.
+pub(crate) fn remove_stale_temporaries(path: &Path) {
+    let (Some(dir), Some(stem)) = (path.parent(), path.file_stem().and_then(|s| s.to_str())) else {
+        return;
+    };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let prefix = format!("{stem}.");
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if name.starts_with(&prefix) && name.ends_with(".tmp") {
+            // Best effort: one left behind costs only its bytes, and the next load retries.
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -240,6 +262,32 @@ mod tests {
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(names, vec![std::ffi::OsString::from("topics.json")]);
+    }
+
+    #[test]
+    fn stale_temporaries_of_the_file_go_and_nothing_else() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("consumerOffset.json");
+        write_atomically(&path, b"{}").unwrap();
+        let stale = ["consumerOffset.4242.7.tmp", "consumerOffset.json.tmp"];
+        let kept = ["topics.4242.1.tmp", "consumerOffset.json.bak"];
+        for name in stale.iter().chain(&kept) {
+            std::fs::write(dir.path().join(name), b"{").unwrap();
+        }
+        remove_stale_temporaries(&path);
+        let mut left: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        left.sort();
+        assert_eq!(
+            left,
+            [
+                "consumerOffset.json",
+                "consumerOffset.json.bak",
+                "topics.4242.1.tmp"
+            ]
+        );
     }
 
     #[test]
