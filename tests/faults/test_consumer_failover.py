@@ -116,7 +116,7 @@ def address(broker: BrokerProcess) -> str:
     return str(broker.started["listen_address"])
 
 
-@pytest.mark.trials(3, 20)
+@pytest.mark.trials(2, 20)
 def test_consumers_follow_the_master_down_and_back_without_skipping(
     trial: int, tmp_path: Path, fault_report: FaultReport
 ) -> None:

@@ -195,6 +195,16 @@ def test_consumer_offset_json_is_never_torn_by_a_sigkill_while_it_is_persisted(
                 producer.send(Message(TOPIC, b"creates the topic"))
             # A member's heartbeat creates the group, which commits need.
             PullConsumer(namesrv, GROUP, TOPIC).close()
+            # One commit persisted first: from then on the file must always be there, whole.
+            api = MQClientAPI()
+            try:
+                api.update_consumer_offset(
+                    listen(broker), GROUP, TOPIC, 0, 0, oneway=False, timeout=10
+                )
+            finally:
+                api.close()
+            offset_file = tmp_path / "broker-a-master" / "config" / "consumerOffset.json"
+            wait_for(offset_file.exists, 60, "the first persist of consumerOffset.json")
             for _ in range(50 if long_run else 5):
                 broker = torn_write_trial(tmp_path, namesrv, broker, rng, fault_report)
         finally:
