@@ -372,6 +372,19 @@ class MQClientAPI:
         sub_version: int,
         timeout: float,
     ) -> int: ...
+    def pull_message(
+        self,
+        addr: str,
+        *,
+        consumer_group: str,
+        topic: str,
+        queue_id: int,
+        queue_offset: int,
+        max_msg_nums: int,
+        sys_flag: int,
+        subscription: str,
+        timeout: float,
+    ) -> tuple[int, str | None, int, int, int, int, bytes]: ...
     def next_pulled(
         self, timeout: float
     ) -> list[
@@ -467,3 +480,4 @@ def admit(
     max_bytes: int,
 ) -> int: ...
 def split_points(store: MessageStore, start: int, end: int, min_parts: int) -> list[int]: ...
+def decode_pulled(bodies: list[bytes], filter: RecordFilter) -> ColumnarBatch: ...

@@ -66,6 +66,7 @@ from pyspark.sql.types import StructType
 from rocketha import _core
 from rocketha.exceptions import ConfigError
 from rocketha.spark._arrow import ARROW_SCHEMA, SCHEMA, to_record_batch
+from rocketha.spark._network import NetworkBatchReader, NetworkStreamReader, QueuePartition
 from rocketha.spark._options import (
     EARLIEST,
     LATEST,
@@ -106,12 +107,12 @@ _stores_lock = threading.Lock()
 
 def _open(opts: ReadOptions, needed: int = 0) -> MessageStore:
     """A read-only handle on the store, refreshed if it has not seen offset ``needed`` yet."""
-    key = (os.getpid(), opts.path)
+    key = (os.getpid(), opts.store_path)
     with _stores_lock:
         store = _stores.get(key)
         if store is None:
             store = MessageStore(
-                opts.path, mapped_file_size_commit_log=opts.mapped_file_size, read_only=True
+                opts.store_path, mapped_file_size_commit_log=opts.mapped_file_size, read_only=True
             )
             _stores[key] = store
     if store.max_offset < needed:
@@ -178,11 +179,13 @@ class RocketHADataSource(DataSource):
 
     def reader(self, schema: StructType) -> DataSourceReader:
         _check_schema(schema)
-        return BatchReader(parse(self.options, streaming=False))
+        opts = parse(self.options, streaming=False)
+        return NetworkBatchReader(opts) if opts.namesrv_addr else BatchReader(opts)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         _check_schema(schema)
-        return StreamReader(parse(self.options, streaming=True))
+        opts = parse(self.options, streaming=True)
+        return NetworkStreamReader(opts) if opts.namesrv_addr else StreamReader(opts)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         return BatchWriter(parse_write(self.options, schema, overwrite))
@@ -234,11 +237,6 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def __init__(self, opts: ReadOptions) -> None:
         self.opts = opts
-        if isinstance(opts.starting, dict) and any(
-            offset == -1 for queues in opts.starting.values() for offset in queues.values()
-        ):
-            # It would resolve to another queue offset each time the query restarts.
-            raise ConfigError("option startingOffsets: -1 (latest) per queue is batch only")
         store = _open(opts)
         if opts.starting_commit_log_offset is not None:
             check_boundary(store, opts.starting_commit_log_offset, "startingCommitLogOffset")
@@ -309,6 +307,9 @@ __all__ = [
     "SCHEMA",
     "BatchReader",
     "DataLossError",
+    "NetworkBatchReader",
+    "NetworkStreamReader",
+    "QueuePartition",
     "RangePartition",
     "RocketHADataSource",
     "StreamReader",

@@ -13,7 +13,7 @@ use std::net::SocketAddr;
 
 use crate::commitlog::record::{self, RecordView, PROPERTY_KEYS};
 use crate::commitlog::CommitLog;
-use crate::error::CommitLogError;
+use crate::error::{CommitLogError, RecordError};
 
 /// One batch's rows stop at this many bytes of variable-length data, far below the 2 GiB that
 /// Arrow's 32-bit offsets can address.
@@ -402,6 +402,24 @@ pub fn decode_range(
         next_offset,
         done,
     })
+}
+
+/// Decodes the accepted records of pull answers' bodies (records back to back, as
+/// PULL_MESSAGE carries them) into one batch: the network source's twin of [`decode_range`].
+/// The body CRCs are checked, as a consumer checks what came over the wire.
+pub fn decode_pulled<'a>(
+    bodies: impl IntoIterator<Item = &'a [u8]>,
+    filter: &RecordFilter,
+) -> Result<ColumnBatch, RecordError> {
+    let mut batch = ColumnBatch::with_capacity(0);
+    for body in bodies {
+        for r in crate::client::decode_pulled(body)? {
+            if filter.accepts(&r) {
+                batch.push(&r);
+            }
+        }
+    }
+    Ok(batch)
 }
 
 /// Streaming admission control: the offset after which `limits` accepted records (or bytes of

@@ -20,6 +20,9 @@ use crate::consumer::{pull_tuple, subscription_error};
 use crate::errors::{ForkGuard, InvalidMessageError, RemotingConnectError, SendStatusUnknownError};
 use crate::message::Message;
 
+/// `(code, remark, suggest_which_broker_id, next_begin_offset, min_offset, max_offset, body)`.
+type RawPullTuple<'py> = (i32, Option<String>, i64, i64, i64, i64, Bound<'py, PyBytes>);
+
 /// `(code, remark, offset_msg_id, queue_id, queue_offset, uniq_ids)`.
 type SendTuple = (i32, Option<String>, String, i32, i64, Vec<String>);
 
@@ -355,6 +358,55 @@ impl MQClientAPI {
         py.detach(|| api.pull_message_async(addr, &header, secs(timeout), done))
             .map_err(send_error)?;
         Ok(ticket)
+    }
+
+    /// PULL_MESSAGE, waiting for the answer: `(code, remark, suggest_which_broker_id,
+    /// next_begin_offset, min_offset, max_offset, body)`, the body the records' raw bytes
+    /// (for `decode_pulled`). Without the suspend flag the broker answers at once.
+    #[pyo3(signature = (addr, *, consumer_group, topic, queue_id, queue_offset, max_msg_nums, sys_flag, subscription, timeout))]
+    #[allow(clippy::too_many_arguments)]
+    fn pull_message<'py>(
+        &self,
+        py: Python<'py>,
+        addr: &str,
+        consumer_group: String,
+        topic: String,
+        queue_id: i32,
+        queue_offset: i64,
+        max_msg_nums: i32,
+        sys_flag: i32,
+        subscription: String,
+        timeout: f64,
+    ) -> PyResult<RawPullTuple<'py>> {
+        self.guard.check()?;
+        let header = PullMessageRequestHeader {
+            consumer_group,
+            topic,
+            queue_id,
+            queue_offset,
+            max_msg_nums,
+            sys_flag,
+            commit_offset: 0,
+            suspend_timeout_millis: 0,
+            subscription: Some(subscription),
+            sub_version: 0,
+            expression_type: Some("TAG".to_owned()),
+            max_msg_bytes: None,
+        };
+        let api = &self.inner;
+        let reply = py
+            .detach(|| api.pull_message(addr, &header, secs(timeout)))
+            .map_err(send_error)?;
+        let (suggest, next, min, max) = reply.header.map_or((-1, -1, -1, -1), |h| {
+            (
+                h.suggest_which_broker_id,
+                h.next_begin_offset,
+                h.min_offset,
+                h.max_offset,
+            )
+        });
+        let body = PyBytes::new(py, &reply.body);
+        Ok((reply.code, reply.remark, suggest, next, min, max, body))
     }
 
     /// Answers of `pull_message_async` tickets, waiting up to `timeout` seconds (GIL

@@ -193,6 +193,18 @@ impl MqClientApi {
         )
     }
 
+    /// PULL_MESSAGE (`CommunicationMode.SYNC`), for a reader that knows its range and does not
+    /// ask the broker to hold the pull (no suspend flag).
+    pub fn pull_message(
+        &self,
+        addr: &str,
+        header: &PullMessageRequestHeader,
+        timeout: Duration,
+    ) -> Result<PullReply, SendError> {
+        let response = self.invoke(addr, request(request_code::PULL_MESSAGE, header), timeout)?;
+        PullReply::from_response(addr, response)
+    }
+
     /// QUERY_CONSUMER_OFFSET: the group's committed offset of the queue, `None` when the
     /// broker has none (QUERY_NOT_FOUND).
     pub fn query_consumer_offset(

@@ -1,0 +1,204 @@
+"""The Spark source over the network: the same rows as a store read, served by the slave, and
+Kafka's offset options, data loss rule and exact streaming restarts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import runtime_info, wait_for
+from rocketha import Broker, Message, Producer
+from rocketha._core import MQClientAPI
+
+pytestmark = pytest.mark.spark
+
+TOPICS = ("orders", "payments")
+#: ``ResponseCode.TOPIC_NOT_EXIST``.
+TOPIC_NOT_EXIST = 17
+
+
+def _produce(
+    namesrv: str, slave: Broker, first: int, count: int, topics: tuple[str, ...] = TOPICS
+) -> None:
+    """Sends ``count`` messages over ``topics`` and waits until ``slave`` serves the topics
+    (it learns a new topic from its master's config, SlaveSynchronize)."""
+    with Producer(namesrv, "spark-network-test") as producer:
+        for i in range(first, first + count):
+            producer.send(
+                Message(
+                    topics[i % len(topics)],
+                    f"body-{i}".encode() * (1 + i % 7),
+                    tags=f"tag{i % 3}" if i % 2 else None,
+                    keys=[f"k{i}"] if i % 3 == 0 else None,
+                    properties={"seq": str(i)},
+                )
+            )
+    api = MQClientAPI()
+
+    def served(topic: str) -> bool:
+        pulled = api.pull_message(
+            slave.listen_address,
+            consumer_group="spark-network-test",
+            topic=topic,
+            queue_id=0,
+            queue_offset=0,
+            max_msg_nums=1,
+            sys_flag=0x4,
+            subscription="*",
+            timeout=5.0,
+        )
+        return pulled[0] != TOPIC_NOT_EXIST
+
+    try:
+        for topic in topics:
+            wait_for(lambda: served(topic), what=f"the slave to serve {topic}")
+    finally:
+        api.close()
+
+
+def _pulled(broker: Broker) -> int:
+    return int(runtime_info(broker.listen_address)["msgGetTotalTodayNow"])
+
+
+def _network(spark: Any, namesrv: str, **options: Any) -> Any:
+    reader = spark.read.format("rocketha").option("namesrvAddr", namesrv)
+    for k, v in options.items():
+        reader = reader.option(k, v)
+    return reader.load()
+
+
+def _sorted(rows: list[Any]) -> list[tuple[Any, ...]]:
+    return sorted((tuple(r) for r in rows), key=lambda r: r[3])
+
+
+def test_network_rows_equal_the_store_rows_and_the_slave_serves_them(
+    spark: Any, spark_cluster: Any
+) -> None:
+    namesrv, master, slave = spark_cluster
+    _produce(namesrv, slave, 0, 400)
+    topics = ",".join(TOPICS)
+    local = spark.read.format("rocketha").option("topics", topics).load(
+        master.config.store_path_root_dir
+    )
+    net = _network(spark, namesrv, topics=topics, minPartitions=12)
+    assert net.rdd.getNumPartitions() == 12
+    columns = [c for c in local.columns if c != "brokerName"]
+    want = _sorted(local.select(columns).collect())
+    assert len(want) == 400
+    before = (_pulled(master), _pulled(slave))
+    got = net.collect()
+    assert _sorted([r[: len(columns)] for r in got]) == want
+    assert {r.brokerName for r in got} == {"broker-a"}
+    assert local.select("brokerName").distinct().collect()[0].brokerName is None
+    # The slave served every row; the master answered offset queries only.
+    assert (_pulled(master), _pulled(slave)) == (before[0], before[1] + 400)
+    # preferSlave=false reads the master.
+    assert _network(spark, namesrv, topics="orders", preferSlave="false").count() == 200
+    assert (_pulled(master), _pulled(slave)) == (before[0] + 200, before[1] + 400)
+
+
+def test_starting_and_ending_offsets_select_queue_ranges(spark: Any, spark_cluster: Any) -> None:
+    namesrv, _master, slave = spark_cluster
+    _produce(namesrv, slave, 0, 80, topics=("orders",))
+    df = _network(
+        spark,
+        namesrv,
+        topics="orders",
+        startingOffsets=json.dumps({"orders": {"broker-a:0": 5, "broker-a:1": -2}}),
+        endingOffsets=json.dumps({"orders": {"broker-a:0": 9, "broker-a:2": 3}}),
+    )
+    got = sorted((r.queueId, r.queueOffset) for r in df.select("queueId", "queueOffset").collect())
+    want = [(0, o) for o in range(5, 9)] + [(1, o) for o in range(20)]
+    want += [(2, o) for o in range(3)] + [(3, o) for o in range(20)]
+    assert got == sorted(want)
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        ({"topics": "orders", "startingOffsets": '{"orders": {"0": 1}}'}, "brokerName:queueId"),
+        ({"topics": "orders", "startingCommitLogOffset": "0"}, "startingCommitLogOffset"),
+        ({"topics": "orders", "preferSlave": "sometimes"}, "preferSlave"),
+        ({}, "option topics: required"),
+        ({"topics": "orders", "path": "/tmp"}, "not both"),
+        ({"topics": "nosuchtopic"}, "nosuchtopic"),
+        (
+            {"topics": "orders", "startingOffsets": '{"orders": {"broker-z:0": 1}}'},
+            "broker-z:0",
+        ),
+    ],
+)
+def test_bad_network_options_fail_naming_the_problem(
+    spark: Any, spark_cluster: Any, options: dict[str, str], named: str
+) -> None:
+    namesrv, _master, slave = spark_cluster
+    _produce(namesrv, slave, 0, 4, topics=("orders",))
+    with pytest.raises(Exception, match=named):
+        _network(spark, namesrv, **options).count()
+
+
+def test_offsets_below_a_queues_min_fail_or_skip_per_fail_on_data_loss(
+    spark: Any, spark_cluster: Any
+) -> None:
+    namesrv, master, slave = spark_cluster
+    _produce(namesrv, slave, 0, 1200, topics=("orders",))
+    master.store.clean_now()
+    api = MQClientAPI()
+    floor = api.get_min_offset(master.listen_address, "orders", 0, 5.0)
+    api.close()
+    assert floor > 0
+    start = json.dumps({"orders": {"broker-a:0": 0}})
+    with pytest.raises(Exception, match=rf"orders@broker-a:0 start offset 0.*min offset {floor}"):
+        _network(spark, namesrv, topics="orders", startingOffsets=start).count()
+    df = _network(spark, namesrv, topics="orders", startingOffsets=start, failOnDataLoss="false")
+    got = df.where("queueId = 0").select("queueOffset").collect()
+    assert sorted(r.queueOffset for r in got) == list(range(floor, 300))
+
+
+def _available_now(spark: Any, namesrv: str, ckpt: Path, out: Path, **options: Any) -> list[int]:
+    stream = spark.readStream.format("rocketha").option("namesrvAddr", namesrv)
+    for k, v in options.items():
+        stream = stream.option(k, v)
+    query = (
+        stream.load()
+        .select("topic", "queueId", "queueOffset", "body")
+        .writeStream.format("parquet")
+        .option("path", str(out))
+        .option("checkpointLocation", str(ckpt))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    assert query.exception() is None
+    return [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
+
+
+def test_stream_restarts_from_its_checkpoint_and_commits_the_group(
+    spark: Any, spark_cluster: Any, tmp_path: Path
+) -> None:
+    namesrv, master, slave = spark_cluster
+    ckpt, out = tmp_path / "ckpt", tmp_path / "out"
+    _produce(namesrv, slave, 0, 200)
+    opts = {"topics": ",".join(TOPICS), "groupId": "spark-orders"}
+    first = _available_now(spark, namesrv, ckpt, out, maxOffsetsPerTrigger=80, **opts)
+    assert first == [80, 80, 40]
+    _produce(namesrv, slave, 200, 60)
+    assert _available_now(spark, namesrv, ckpt, out, **opts) == [60]
+    rows = spark.read.parquet(str(out)).collect()
+    assert sorted(r.body for r in rows) == sorted(
+        f"body-{i}".encode() * (1 + i % 7) for i in range(260)
+    )
+    # Spark commits a micro-batch's offsets when it plans the next one: the group holds the
+    # first run's ends (200 messages), the second run's wait for the query to go on.
+    api = MQClientAPI()
+    try:
+        committed = [
+            api.query_consumer_offset(master.listen_address, "spark-orders", topic, queue_id, 5.0)
+            for topic in TOPICS
+            for queue_id in range(4)
+        ]
+    finally:
+        api.close()
+    assert sum(c or 0 for c in committed) == 200
