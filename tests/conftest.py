@@ -15,8 +15,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from helpers import SEGMENT  # noqa: E402
-from rocketha import Broker, BrokerConfig, NameServer  # noqa: E402
+from helpers import SEGMENT
+from rocketha import Broker, BrokerConfig, NameServer
 
 
 @pytest.fixture(scope="session")

@@ -53,7 +53,7 @@ def _produce(
 
     try:
         for topic in topics:
-            wait_for(lambda: served(topic), what=f"the slave to serve {topic}")
+            wait_for(lambda t=topic: served(t), what=f"the slave to serve {topic}")
     finally:
         api.close()
 
@@ -79,8 +79,10 @@ def test_network_rows_equal_the_store_rows_and_the_slave_serves_them(
     namesrv, master, slave = spark_cluster
     _produce(namesrv, slave, 0, 400)
     topics = ",".join(TOPICS)
-    local = spark.read.format("rocketha").option("topics", topics).load(
-        master.config.store_path_root_dir
+    local = (
+        spark.read.format("rocketha")
+        .option("topics", topics)
+        .load(master.config.store_path_root_dir)
     )
     net = _network(spark, namesrv, topics=topics, minPartitions=12)
     assert net.rdd.getNumPartitions() == 12

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from helpers import SEGMENT, wait_for
-from rocketha import Broker, MessageStore
+from rocketha import Broker, Message, MessageStore
 
 pytestmark = pytest.mark.spark
 
@@ -59,7 +59,7 @@ def test_a_stream_is_written_micro_batch_by_micro_batch(
     namesrv, master, _slave = spark_cluster
     source = tmp_path / "source"
     with MessageStore(source, mapped_file_size_commit_log=SEGMENT) as store:
-        store.put_batch([rocketha.Message("In", b"in-%d" % i) for i in range(120)])
+        store.put_batch([Message("In", b"in-%d" % i) for i in range(120)])
     query = (
         spark.readStream.format("rocketha")
         .option("maxOffsetsPerTrigger", 50)

@@ -135,7 +135,7 @@ def queues(opts: ReadOptions) -> dict[QueueKey, QueueState]:
     return out
 
 
-def _named(spec: str | dict[str, dict[object, int]], key: QueueKey) -> int | None:
+def _named(spec: str | dict[str, dict[Any, int]], key: QueueKey) -> int | None:
     if isinstance(spec, dict):
         return spec.get(key[0], {}).get((key[1], key[2]))
     return None
@@ -143,7 +143,7 @@ def _named(spec: str | dict[str, dict[object, int]], key: QueueKey) -> int | Non
 
 def resolve(
     opts: ReadOptions,
-    spec: str | dict[str, dict[object, int]],
+    spec: str | dict[str, dict[Any, int]],
     state: dict[QueueKey, QueueState],
     default: str,
 ) -> dict[QueueKey, int]:

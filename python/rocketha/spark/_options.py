@@ -231,8 +231,14 @@ def parse(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
             f"option endingCommitLogOffset: {parsed.ending_commit_log_offset} is before "
             f"startingCommitLogOffset {parsed.starting_commit_log_offset}"
         )
-    if streaming and isinstance(parsed.starting, dict) and any(
-        offset == _JSON_LATEST for queues in parsed.starting.values() for offset in queues.values()
+    if (
+        streaming
+        and isinstance(parsed.starting, dict)
+        and any(
+            offset == _JSON_LATEST
+            for queues in parsed.starting.values()
+            for offset in queues.values()
+        )
     ):
         # It would resolve to another queue offset each time the query restarts.
         raise ConfigError("option startingOffsets: -1 (latest) per queue is batch only")
