@@ -602,6 +602,32 @@ mod tests {
     }
 
     #[test]
+    fn pulled_bodies_decode_like_the_range_they_came_from() {
+        let (_dir, store) = store_with(120);
+        let records: Vec<_> = store.iter_from(0, true).map(|r| r.unwrap()).collect();
+        let raw = |from: usize, to: usize| {
+            let (start, end) = (records[from].offset(), records[to].offset());
+            let slice = store.read_raw(start, (end - start) as usize).unwrap();
+            slice.bytes().to_vec()
+        };
+        let bodies = [raw(0, 50), raw(50, 100)];
+        let filter = RecordFilter::new(None, vec![("even".into(), 0, 0, 10)]);
+        let pulled = decode_pulled(bodies.iter().map(|b| &b[..]), &filter).unwrap();
+        let limits = Limits {
+            max_rows: usize::MAX,
+            max_bytes: usize::MAX,
+        };
+        let end = records[100].offset();
+        let local = decode_range(store.commit_log(), 0, end, &filter, limits, true).unwrap();
+        assert_eq!(pulled.num_rows(), local.batch.num_rows());
+        assert!(pulled.num_rows() > 0);
+        assert_eq!(pulled.buffers(), local.batch.buffers());
+        // A body cut inside a record is a broken answer, not fewer rows.
+        let cut = &bodies[0][..bodies[0].len() - 3];
+        assert!(decode_pulled([cut], &filter).is_err());
+    }
+
+    #[test]
     fn filter_keeps_topics_and_queue_bounds() {
         let (_dir, store) = store_with(400);
         let filter = RecordFilter::new(
