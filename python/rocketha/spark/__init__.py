@@ -1,31 +1,43 @@
-"""Any replica's store as a Spark DataFrame, batch or streaming (PySpark's Python Data Source).
+"""Topics as a Spark DataFrame, batch or streaming (PySpark's Python Data Source), read over the
+network from the brokers or from any replica's store directory.
 
 >>> import rocketha.spark
 >>> rocketha.spark.register(spark)
+>>> df = spark.read.format("rocketha").options(namesrvAddr="ns:9876", topics="orders").load()
 >>> df = spark.read.format("rocketha").option("topics", "orders").load("/data/store")
 >>> stream = spark.readStream.format("rocketha").option("maxOffsetsPerTrigger", 10000).load(path)
 
 Records are decoded in Rust straight into Arrow buffers; no Python runs per row. The schema is
-fixed (:data:`SCHEMA`). Options follow Kafka's source:
+fixed (:data:`SCHEMA`), the same both ways. Options follow Kafka's source:
 
+``namesrvAddr``
+    read over the network through these name servers (``;``-separated) instead of a path; see
+    :mod:`rocketha.spark._network` for the planning by message queue and ``preferSlave``.
 ``topics``
-    comma-separated topics to read (default: all).
+    comma-separated topics to read (default for a store: all; required over the network).
 ``startingOffsets`` / ``endingOffsets``
-    ``earliest``, ``latest`` or JSON ``{"topic": {"queueId": queueOffset}}`` (-2 earliest,
-    -1 latest); queues not named are unbounded. ``endingOffsets`` is exclusive, batch only.
+    ``earliest``, ``latest`` or JSON ``{"topic": {"queueId": queueOffset}}`` for a store,
+    ``{"topic": {"brokerName:queueId": queueOffset}}`` over the network (-2 earliest, -1
+    latest); queues not named are unbounded. ``endingOffsets`` is exclusive, batch only.
 ``startingCommitLogOffset`` / ``endingCommitLogOffset``
-    the same on physical commit log offsets (the start must be a record boundary).
+    a store only: the same on physical commit log offsets (the start must be a record boundary).
 ``maxOffsetsPerTrigger`` / ``maxBytesPerTrigger``
-    streaming admission control: records (or record bytes) per micro-batch.
+    streaming admission control: records (or, for a store, record bytes) per micro-batch.
 ``minPartitions``
-    at least this many read tasks; a batch is split at segment files and then at record
-    boundaries inside them.
+    at least this many read tasks; a store is split at segment files and then at record
+    boundaries inside them, the network source's queue ranges in proportion to their sizes.
 ``failOnDataLoss``
-    ``true`` (default): offsets older than the store's min offset fail; ``false`` skips ahead.
+    ``true`` (default): offsets older than the store's (or queue's) min offset fail; ``false``
+    skips ahead.
+``preferSlave``
+    network only, ``true`` (default): pull from a slave of the group that holds the range.
+``groupId``
+    network only: a streaming query commits its consumed offsets to this consumer group.
 
-A streaming offset is the commit log offset, ``{"offset": "12345"}``; a store being written (or
-replicated into) is read up to its last complete record, and a restart from a checkpoint goes on
-exactly where the last committed batch ended.
+A store's streaming offset is the commit log offset, ``{"offset": "12345"}``; the network's is
+the queue offsets in the JSON offsets' shape. A store being written (or replicated into) is read
+up to its last complete record, and a restart from a checkpoint goes on exactly where the last
+committed batch ended.
 
 Filters are chosen with options rather than pushed down: ``pushFilters`` returns wrong results in
 Spark 4.3.0 when a DataFrame is reused.
