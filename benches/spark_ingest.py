@@ -116,6 +116,7 @@ class RowReader(DataSourceReader):
                 m.flag,
                 m.sys_flag,
                 m.reconsume_times,
+                None,  # brokerName: a store directory does not know it
             )
 
 

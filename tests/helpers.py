@@ -215,6 +215,33 @@ def runtime_info(address: str) -> dict[str, str]:
     return dict(json.loads(body)["table"])
 
 
+def served(address: str) -> int:
+    """Messages the broker returned to pulls since it started (``msgGetTotalTodayNow``)."""
+    return int(runtime_info(address)["msgGetTotalTodayNow"])
+
+
+UPDATE_AND_CREATE_TOPIC = 17
+
+
+def create_topic(address: str, topic: str, queues: int = 4) -> None:
+    """UPDATE_AND_CREATE_TOPIC, as ``mqadmin updateTopic -b`` does on each master: a topic
+    auto-created by a send lives only on the broker that took that send."""
+    sock = RemotingSocket(address)
+    try:
+        created = {
+            "topic": topic,
+            "defaultTopic": "TBW102",
+            "readQueueNums": str(queues),
+            "writeQueueNums": str(queues),
+            "perm": "6",
+            "topicFilterType": "SINGLE_TAG",
+        }
+        response, _ = sock.invoke(UPDATE_AND_CREATE_TOPIC, created)
+    finally:
+        sock.close()
+    assert response["code"] == 0, response
+
+
 @dataclass
 class RochaNamesrv:
     """A ``rocketha namesrv`` process."""
@@ -239,3 +266,16 @@ def start_master(root: Path, name: str, namesrv: str, **keys: object) -> BrokerP
         **keys,
     }
     return BrokerProcess(write_conf(root / f"{name}-master.conf", **settings))
+
+
+GET_ROUTEINFO_BY_TOPIC = 105
+
+
+def topic_brokers(namesrv: str, topic: str) -> int:
+    """Broker groups in ``topic``'s route on the name server."""
+    sock = RemotingSocket(namesrv)
+    try:
+        response, body = sock.invoke(GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
+    finally:
+        sock.close()
+    return len(json.loads(body)["queueDatas"]) if response["code"] == 0 else 0

@@ -8,8 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import runtime_info, wait_for
-from rocketha import Broker, Message, Producer
+from conftest import broker_pair
+from helpers import create_topic, served, topic_brokers, wait_for
+from rocketha import Broker, Message, NameServer, Producer
 from rocketha._core import MQClientAPI
 
 pytestmark = pytest.mark.spark
@@ -22,8 +23,7 @@ TOPIC_NOT_EXIST = 17
 def _produce(
     namesrv: str, slave: Broker, first: int, count: int, topics: tuple[str, ...] = TOPICS
 ) -> None:
-    """Sends ``count`` messages over ``topics`` and waits until ``slave`` serves the topics
-    (it learns a new topic from its master's config, SlaveSynchronize)."""
+    """Sends ``count`` messages over ``topics`` and waits until ``slave`` serves the topics."""
     with Producer(namesrv, "spark-network-test") as producer:
         for i in range(first, first + count):
             producer.send(
@@ -35,6 +35,12 @@ def _produce(
                     properties={"seq": str(i)},
                 )
             )
+    _wait_served(slave, topics)
+
+
+def _wait_served(slave: Broker, topics: tuple[str, ...]) -> None:
+    """Until ``slave`` serves pulls of ``topics``: it learns a new topic from its master's
+    config (SlaveSynchronize)."""
     api = MQClientAPI()
 
     def served(topic: str) -> bool:
@@ -59,7 +65,7 @@ def _produce(
 
 
 def _pulled(broker: Broker) -> int:
-    return int(runtime_info(broker.listen_address)["msgGetTotalTodayNow"])
+    return served(broker.listen_address)
 
 
 def _network(spark: Any, namesrv: str, **options: Any) -> Any:
@@ -204,3 +210,49 @@ def test_stream_restarts_from_its_checkpoint_and_commits_the_group(
     finally:
         api.close()
     assert sum(c or 0 for c in committed) == 200
+
+
+def test_one_job_reads_two_broker_groups_from_their_slaves_and_writes_an_aggregate_back(
+    spark: Any, tmp_path: Path
+) -> None:
+    """One name server, broker-a and broker-b each a SYNC_MASTER and its SLAVE, a topic over
+    both groups: the job reads it from both slaves and sends per-user counts into another."""
+    import rocketha.spark
+
+    rocketha.spark.register(spark)
+    with (
+        NameServer("127.0.0.1:0") as ns,
+        broker_pair(tmp_path, "broker-a", ns.listen_address) as (master_a, slave_a),
+        broker_pair(tmp_path, "broker-b", ns.listen_address) as (master_b, slave_b),
+    ):
+        namesrv = ns.listen_address
+        for master in (master_a, master_b):
+            create_topic(master.listen_address, "clicks")
+            create_topic(master.listen_address, "clicks-per-user")
+        wait_for(lambda: topic_brokers(namesrv, "clicks") == 2, what="clicks in both groups")
+        with Producer(namesrv, "clicks-producer") as producer:
+            for i in range(300):
+                producer.send(Message("clicks", b"click", keys=[f"user{i % 7}"]))
+        for slave in (slave_a, slave_b):
+            _wait_served(slave, ("clicks",))
+        masters_before = _pulled(master_a) + _pulled(master_b)
+        clicks = _network(spark, namesrv, topics="clicks")
+        assert sorted(r.brokerName for r in clicks.select("brokerName").distinct().collect()) == [
+            "broker-a",
+            "broker-b",
+        ]
+        (
+            clicks.groupBy("keys")
+            .count()
+            .selectExpr("CAST(count AS STRING) AS body", "keys", "'clicks-per-user' AS topic")
+            .write.format("rocketha")
+            .option("namesrvAddr", namesrv)
+            .mode("append")
+            .save()
+        )
+        # Both reads of clicks were served by the slaves, 300 rows each time.
+        assert _pulled(slave_a) + _pulled(slave_b) == 600
+        assert _pulled(master_a) + _pulled(master_b) == masters_before
+        counts = _network(spark, namesrv, topics="clicks-per-user", preferSlave="false")
+        got = {r.keys: int(r.body) for r in counts.collect()}
+        assert got == {f"user{u}": len(range(u, 300, 7)) for u in range(7)}
