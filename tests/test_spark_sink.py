@@ -77,12 +77,32 @@ def test_a_stream_is_written_micro_batch_by_micro_batch(
     assert {m.topic for m in _stored(master)} == {"Copied"}
 
 
+def test_a_queue_id_column_picks_the_queue(spark: Any, spark_cluster: Any) -> None:
+    namesrv, master, _slave = spark_cluster
+    rows = [(f"q-{i}".encode(), i % 3 if i % 4 else None) for i in range(40)]
+    df = spark.createDataFrame(rows, "body binary, queueId int").repartition(2)
+    df.write.format("rocketha").option("namesrvAddr", namesrv).option("topic", "Q").mode(
+        "append"
+    ).save()
+    stored = {m.body: m.queue_id for m in _stored(master)}
+    assert len(stored) == 40
+    for body, queue_id in rows:
+        if queue_id is not None:
+            assert stored[body] == queue_id, body
+    bad = spark.createDataFrame([(b"x", 9)], "body binary, queueId int")
+    with pytest.raises(Exception, match="no writable queue 9"):
+        bad.write.format("rocketha").option("namesrvAddr", namesrv).option("topic", "Q").mode(
+            "append"
+        ).save()
+
+
 @pytest.mark.parametrize(
     "columns, options, named",
     [
         ("body binary, extra string", {"topic": "T"}, "column extra"),
         ("payload binary", {"topic": "T"}, "column body"),
         ("body binary, tags int", {"topic": "T"}, "column tags"),
+        ("body binary, queueId string", {"topic": "T"}, "column queueId"),
         ("body binary", {}, "option topic"),
         ("body binary", {"topic": "T", "batchSize": "0"}, "option batchSize"),
         ("body binary", {"topic": "T", "acks": "all"}, "unknown option(s) acks"),

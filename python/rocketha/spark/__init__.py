@@ -44,7 +44,7 @@ Spark 4.3.0 when a DataFrame is reused.
 
 As a sink, ``df.write.format("rocketha").option("namesrvAddr", ...)`` and ``writeStream`` send
 rows into topics over the network (columns ``body``, ``topic``, ``tags``, ``keys``,
-``properties``; at least once): see ``rocketha.spark._sink``.
+``properties``, ``queueId``; at least once): see ``rocketha.spark._sink``.
 """
 
 from __future__ import annotations
