@@ -372,7 +372,7 @@ class MQClientAPI:
         sub_version: int,
         timeout: float,
     ) -> int: ...
-    def pull_message(
+    def pull_range(
         self,
         addr: str,
         *,
@@ -380,11 +380,14 @@ class MQClientAPI:
         topic: str,
         queue_id: int,
         queue_offset: int,
+        end: int,
         max_msg_nums: int,
+        window: int,
+        max_rows: int,
         sys_flag: int,
         subscription: str,
         timeout: float,
-    ) -> tuple[int, str | None, int, int, int, int, bytes]: ...
+    ) -> tuple[list[bytes], int, tuple[int, str | None, int, int] | None]: ...
     def next_pulled(
         self, timeout: float
     ) -> list[

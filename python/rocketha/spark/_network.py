@@ -45,16 +45,15 @@ log = logging.getLogger("rocketha.spark")
 #: ``PullSysFlag.FLAG_SUBSCRIPTION``: the pull carries its subscription (``*``), so the broker
 #: needs no heartbeat from the reader first.
 _FLAG_SUBSCRIPTION = 0x4
-#: Pull answer codes (``ResponseCode``).
-_FOUND, _NOT_FOUND, _RETRY_IMMEDIATELY, _OFFSET_MOVED = 0, 19, 20, 21
 #: The consumer group pulls name when ``groupId`` is not set (the broker needs one).
 DEFAULT_GROUP = "rocketha-spark-reader"
 #: Messages one pull asks for: the broker's ``maxTransferCountOnMessageInMemory``.
 _PULL_BATCH = 32
+#: Pulls in flight per read task: enough to cover a loopback or LAN round trip.
+_WINDOW = 16
 _TIMEOUT = 10.0
-#: Queue offsets (rows) and pulled bytes per Arrow batch.
+#: Queue offsets (rows) per Arrow batch.
 BATCH_ROWS = 10_000
-BATCH_BYTES = 16 << 20
 
 #: ``(topic, brokerName, queueId)``.
 QueueKey = tuple[str, str, int]
@@ -238,24 +237,26 @@ def _serving(opts: ReadOptions, part: QueuePartition) -> str:
 
 
 def read(opts: ReadOptions, part: QueuePartition) -> Iterator[pa.RecordBatch]:
-    """Pulls ``[start, end)`` of the partition's queue, as Arrow batches."""
+    """Pulls ``[start, end)`` of the partition's queue, as Arrow batches of about
+    ``BATCH_ROWS`` rows (``_WINDOW`` pulls in flight)."""
     client = api()
     key = (part.topic, part.broker_name, part.queue_id)
     order = _pull_order(opts, part)
     addr = _serving(opts, part)
     bounds = _core.RecordFilter(None, [(part.topic, part.queue_id, part.start, part.end)])
     at = part.start
-    bodies: list[bytes] = []
-    rows = size = 0
     while at < part.end:
         try:
-            code, remark, _suggest, next_begin, min_offset, _max, body = client.pull_message(
+            bodies, at_next, refused = client.pull_range(
                 addr,
                 consumer_group=_group(opts),
                 topic=part.topic,
                 queue_id=part.queue_id,
                 queue_offset=at,
-                max_msg_nums=min(_PULL_BATCH, part.end - at),
+                end=part.end,
+                max_msg_nums=_PULL_BATCH,
+                window=_WINDOW,
+                max_rows=BATCH_ROWS,
                 sys_flag=_FLAG_SUBSCRIPTION,
                 subscription="*",
                 timeout=_TIMEOUT,
@@ -265,15 +266,13 @@ def read(opts: ReadOptions, part: QueuePartition) -> Iterator[pa.RecordBatch]:
                 raise
             addr = _fall_back(order, addr, "unreachable")
             continue
-        if code == _FOUND:
-            bodies.append(body)
-            rows += next_begin - at
-            size += len(body)
-            at = next_begin
-            if rows >= BATCH_ROWS or size >= BATCH_BYTES:
-                yield to_record_batch(_core.decode_pulled(bodies, bounds), part.broker_name)
-                bodies, rows, size = [], 0, 0
-        elif min_offset > at:
+        if bodies:
+            yield to_record_batch(_core.decode_pulled(bodies, bounds), part.broker_name)
+        at = at_next
+        if refused is None:
+            continue
+        code, remark, min_offset, _max = refused
+        if min_offset > at:
             # Retention deleted the start of the range after planning.
             at = check_queue_start(opts, key, at, min_offset)
         elif addr != order[-1][1]:
@@ -284,8 +283,6 @@ def read(opts: ReadOptions, part: QueuePartition) -> Iterator[pa.RecordBatch]:
                 f"queue {part.topic}@{part.broker_name}:{part.queue_id}: pull at {at} from "
                 f"{addr} answered {code}: {remark}"
             )
-    if bodies:
-        yield to_record_batch(_core.decode_pulled(bodies, bounds), part.broker_name)
 
 
 def _fall_back(order: list[tuple[int, str]], addr: str, why: str) -> str:
