@@ -2,9 +2,10 @@
 
 The driver plans by message queue (topic, brokerName, queueId): each queue's ``[start, end)``
 of queue offsets comes from the route and the queue's min and max offsets (GET_MIN_OFFSET /
-GET_MAX_OFFSET, asked of the master, or of a slave when the route has no master). Executors
-pull their range without the suspend flag, so the broker answers at once, and hand the answers'
-raw records to the Rust decoder a store's read uses: no Python runs per row.
+GET_MAX_OFFSET, asked of the master, or of a slave when the master is missing or unreachable).
+Executors pull their range without the suspend flag, so the broker answers at once, with a
+window of pulls in flight (the offsets are known, so no pull waits for the one before), and
+hand the answers' raw records to the Rust decoder a store's read uses: no Python runs per row.
 
 ``preferSlave`` (default true) keeps analytics off the master: a range is pulled from a slave
 of its group whose max offset covers the range end; the master serves it only when no slave
@@ -34,6 +35,7 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from rocketha import _core
+from rocketha.client import MessageQueue
 from rocketha.consumer import MASTER_ID
 from rocketha.exceptions import ConfigError, RemotingConnectError, RocketHAError
 from rocketha.rebalance import parse_subscribe_route
@@ -77,6 +79,7 @@ _apis_lock = threading.Lock()
 
 
 def api() -> _core.MQClientAPI:
+    """This process's client (its connections are reused by every task the worker runs)."""
     with _apis_lock:
         client = _apis.get(os.getpid())
         if client is None:
@@ -108,30 +111,46 @@ def queues(opts: ReadOptions) -> dict[QueueKey, QueueState]:
     client = api()
     out: dict[QueueKey, QueueState] = {}
     for topic in opts.topics:
-        raw = None
-        errors = []
-        for namesrv in opts.namesrv_addr.split(";"):
-            try:
-                raw = client.get_topic_route_info(namesrv.strip(), topic, _TIMEOUT)
-                break
-            except RocketHAError as e:
-                errors.append(f"{namesrv}: {e}")
-        if errors and raw is None and len(errors) == len(opts.namesrv_addr.split(";")):
-            raise RemotingConnectError(
-                f"option namesrvAddr: no name server answered: {'; '.join(errors)}"
-            )
+        raw = _route(client, opts.namesrv_addr, topic)
         if raw is None:
             raise ConfigError(f"option topics: topic {topic!r} has no route at {opts.namesrv_addr}")
         info = parse_subscribe_route(topic, raw)
         for mq in info.queues:
             addrs = info.broker_addrs[mq.broker_name]
-            meta = _meta_addr(addrs)
+            low, high = _queue_offsets(client, addrs, mq)
             out[(topic, mq.broker_name, mq.queue_id)] = QueueState(
-                client.get_min_offset(meta, topic, mq.queue_id, _TIMEOUT),
-                client.get_max_offset(meta, topic, mq.queue_id, _TIMEOUT),
-                tuple(sorted(addrs.items())),
+                low, high, tuple(sorted(addrs.items()))
             )
     return out
+
+
+def _queue_offsets(
+    client: _core.MQClientAPI, addrs: dict[int, str], mq: MessageQueue
+) -> tuple[int, int]:
+    """A queue's min and max offset from its master, or from a slave while the master is
+    unreachable (the route lists a dead master until the name server expires it)."""
+    errors = []
+    for _id, addr in sorted(addrs.items()):
+        try:
+            low = client.get_min_offset(addr, mq.topic, mq.queue_id, _TIMEOUT)
+            return low, client.get_max_offset(addr, mq.topic, mq.queue_id, _TIMEOUT)
+        except RocketHAError as e:
+            errors.append(f"{addr}: {e}")
+    raise RemotingConnectError(
+        f"queue {mq.topic}@{mq.broker_name}:{mq.queue_id}: no broker of the group answered: "
+        + "; ".join(errors)
+    )
+
+
+def _route(client: _core.MQClientAPI, namesrv_addr: str, topic: str) -> bytes | None:
+    """The topic's route from the first name server that answers (None: no such topic)."""
+    errors = []
+    for namesrv in namesrv_addr.split(";"):
+        try:
+            return client.get_topic_route_info(namesrv.strip(), topic, _TIMEOUT)
+        except RocketHAError as e:
+            errors.append(f"{namesrv}: {e}")
+    raise RemotingConnectError(f"option namesrvAddr: no name server answered: {'; '.join(errors)}")
 
 
 def _named(spec: str | dict[str, dict[Any, int]], key: QueueKey) -> int | None:
