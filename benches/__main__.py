@@ -24,6 +24,7 @@ SCENARIOS = {
     "lag": "benches.lag",
     "remoting": "benches.remoting",
     "consume": "benches.consume",
+    "hostile": "benches.hostile",
     "peers": "benches.peers_bench",
 }
 

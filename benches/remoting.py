@@ -117,9 +117,10 @@ def _runtime_info(address: str) -> dict[str, str]:
 
 
 @contextlib.contextmanager
-def _rocketha_pair(root: Path, role: str) -> Iterator[Servers]:
+def _rocketha_pair(root: Path, role: str, **keys: Any) -> Iterator[Servers]:
     """``rocketha namesrv``, a ``role`` master and a SLAVE that finds its master through the
-    name server, as processes; yields them once the slave replicates.
+    name server, as processes, both with the broker.conf ``keys`` too; yields them once the
+    slave replicates.
     Every process is stopped on the way out, whatever happened."""
     root.mkdir(parents=True, exist_ok=True)
     procs: list[_Process] = []
@@ -133,6 +134,7 @@ def _rocketha_pair(root: Path, role: str) -> Iterator[Servers]:
             "listenPort": 0,
             "mappedFileSizeCommitLog": SEGMENT,
             "autoCreateTopicEnable": "true",
+            **keys,
         }
         confs = {
             "master": {
@@ -150,9 +152,9 @@ def _rocketha_pair(root: Path, role: str) -> Iterator[Servers]:
             },
         }
         addresses, pids = {}, {}
-        for name, keys in confs.items():
+        for name, conf_keys in confs.items():
             conf = root / f"{name}.properties"
-            conf.write_text("".join(f"{k}={v}\n" for k, v in keys.items()))
+            conf.write_text("".join(f"{k}={v}\n" for k, v in conf_keys.items()))
             broker = _Process(root / f"{name}.log", "broker", "-c", str(conf))
             procs.append(broker)
             addresses[name] = broker.started["listen_address"]

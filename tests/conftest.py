@@ -14,10 +14,12 @@ from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
+# The helpers beside the tests, and the repository root for the benchmarks' harnesses
+# (``benches.peers``), which tests share.
+sys.path[:0] = [str(Path(__file__).parent), str(Path(__file__).parents[1])]
 
-from helpers import SEGMENT
-from rocketha import Broker, BrokerConfig, NameServer
+from helpers import SEGMENT  # noqa: E402
+from rocketha import Broker, BrokerConfig, NameServer  # noqa: E402
 
 
 @pytest.fixture(scope="session")

@@ -90,14 +90,17 @@ class BrokerProcess:
         return self.log.read_text()
 
 
-def start_slave(tmp: Path, name: str, master_address: str, **keys: Any) -> BrokerProcess:
+def start_slave(tmp: Path, name: str, master_address: str | None, **keys: Any) -> BrokerProcess:
+    """A SLAVE stored under ``tmp / name``; with no ``master_address`` it replicates from the
+    master the name server (``namesrvAddr`` among ``keys``) answers."""
+    if master_address is not None:
+        keys["haMasterAddress"] = master_address
     conf = write_conf(
         tmp / f"{name}.properties",
-        brokerName="broker-a",
+        brokerName=keys.pop("brokerName", "broker-a"),
         brokerId=keys.pop("brokerId", 1),
         brokerRole="SLAVE",
         storePathRootDir=tmp / name,
-        haMasterAddress=master_address,
         mappedFileSizeCommitLog=keys.pop("mappedFileSizeCommitLog", SEGMENT),
         listenPort=keys.pop("listenPort", 0),
         **keys,

@@ -25,7 +25,7 @@ def test_quick_run_writes_results_and_plots(tmp_path: Path) -> None:
     out = tmp_path / "results"
     env = {**os.environ, "ROCKETHA_REDIS_SERVER": str(tmp_path / "missing" / "redis-server")}
     env.pop("ROCKETHA_BENCHES", None)
-    scenarios = ["seed-python", "sync-put", "peer-redis"]
+    scenarios = ["seed-python", "sync-put", "peer-redis", "hostile"]
     options = ["--quick", "--runs", "1", "--out", str(out)]
     proc = subprocess.run(
         [sys.executable, "-m", "rocketha", "bench", *scenarios, *options],
@@ -40,7 +40,7 @@ def test_quick_run_writes_results_and_plots(tmp_path: Path) -> None:
     results = json.loads((out / "results.json").read_text())
     assert {"cores", "kernel", "python", "rustc", "rocketha"} <= results["machine"].keys()
     figures = results["figures"]
-    assert {f["scenario"] for f in figures} == {"seed-python", "sync-put"}
+    assert {f["scenario"] for f in figures} == {"seed-python", "sync-put", "hostile"}
     fields = {"scenario", "name", "unit", "runs", "median", "spread", "baseline_name"}
     fields |= {"baseline_runs", "baseline", "ratio", "higher_is_better", "target", "series"}
     for f in figures:

@@ -106,6 +106,7 @@ def test_a_queue_id_column_picks_the_queue(spark: Any, spark_cluster: Any) -> No
         ("body binary", {}, "option topic"),
         ("body binary", {"topic": "T", "batchSize": "0"}, "option batchSize"),
         ("body binary", {"topic": "T", "acks": "all"}, "unknown option(s) acks"),
+        ("body binary", {"topic": "T", "accessKey": "RocketMQ"}, "accessKey and secretKey"),
     ],
 )
 def test_bad_columns_and_options_fail_before_any_task_naming_them(

@@ -35,6 +35,7 @@ import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from rocketha._core import BrokerController, Message, MessageExt, PutResult
@@ -89,12 +90,13 @@ class Broker:
 
     def _check_security(self, secret: bytes | None) -> None:
         c = self.config
-        if not c.remoting_allow_insecure and not ipaddress.ip_address(c.listen_address).is_loopback:
+        insecure_ok = c.remoting_allow_insecure or c.acl_enable
+        if not insecure_ok and not ipaddress.ip_address(c.listen_address).is_loopback:
             raise ConfigError(
-                f"{c.source}: listenAddress: the client port would listen on {c.listen_address}, "
-                "and rocketha has no ACL yet: anyone who can reach it could send messages and "
-                "create topics. Bind listenAddress=127.0.0.1, or set remotingAllowInsecure=true "
-                "to accept the risk."
+                f"{c.source}: listenAddress: the client port would listen on {c.listen_address} "
+                "without aclEnable: anyone who can reach it could send, pull and create topics. "
+                "Set aclEnable=true (with a plain_acl.yml), bind listenAddress=127.0.0.1, or set "
+                "remotingAllowInsecure=true to accept the risk."
             )
         if not self.role.is_master or secret is not None or self.config.ha_allow_insecure:
             return
@@ -112,12 +114,13 @@ class Broker:
             return self
         c = self.config
         secret = c.auth_secret()
+        acl_file = c.acl_file()
         self._check_security(secret)
         # Bound first: the store records brokerIP1:listenPort in every message.
         self._controller = BrokerController(f"{c.listen_address}:{c.listen_port}")
         store_host = f"{c.broker_ip1}:{self._controller.listen_port}"
         try:
-            self._open(secret, store_host)
+            self._open(secret, acl_file, store_host)
         except BaseException:
             self._close_parts()
             raise
@@ -133,7 +136,7 @@ class Broker:
         )
         return self
 
-    def _open(self, secret: bytes | None, store_host: str) -> None:
+    def _open(self, secret: bytes | None, acl_file: Path | None, store_host: str) -> None:
         c = self.config
         try:
             self._store = self._open_store(store_host)
@@ -197,6 +200,7 @@ class Broker:
             auto_create_subscription_group=c.auto_create_subscription_group,
             flush_consumer_offset_interval_ms=c.flush_consumer_offset_interval,
             slave_sync_interval_ms=c.slave_sync_interval,
+            acl_file=acl_file,
         )
         self._events = threading.Thread(
             target=self._log_events,

@@ -35,7 +35,8 @@ from enum import Enum
 from typing import TypedDict
 
 from rocketha._async_send import AsyncSendService, SendTuple
-from rocketha._core import Message, MQClientAPI
+from rocketha._core import Message
+from rocketha.acl import SessionCredentials, mq_client_api
 from rocketha.exceptions import (
     MQBrokerError,
     MQClientError,
@@ -134,6 +135,7 @@ class Producer:
         default_topic_queue_nums: int = 4,
         client_ip: str = "127.0.0.1",
         heartbeat_broker_interval: float = 30.0,
+        credentials: SessionCredentials | None = None,
     ) -> None:
         self.namesrv_addrs = [a.strip() for a in namesrv_addr.split(";") if a.strip()]
         if not self.namesrv_addrs:
@@ -146,7 +148,7 @@ class Producer:
         #: ``ClientConfig.buildMQClientId``: ip@instanceName, the instance named after the pid
         #: and a clock as ``changeInstanceNameToPID`` does.
         self.client_id = f"{client_ip}@{os.getpid()}#{time.monotonic_ns()}"
-        self._api = MQClientAPI(client_ip)
+        self._api = mq_client_api(client_ip, credentials)
         # Guards the route table, the known brokers and the services; the network calls run
         # outside it.
         self._lock = threading.Lock()

@@ -45,7 +45,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from rocketha import _core
-from rocketha._core import MessageExt, MQClientAPI
+from rocketha._core import MessageExt
+from rocketha.acl import SessionCredentials, mq_client_api
 from rocketha.client import MessageQueue
 from rocketha.exceptions import (
     MQBrokerError,
@@ -143,6 +144,7 @@ class PullConsumer:
         master_retry_interval: float = 5.0,
         request_timeout: float = 3.0,
         client_ip: str = "127.0.0.1",
+        credentials: SessionCredentials | None = None,
     ) -> None:
         self.namesrv_addrs = [a.strip() for a in namesrv_addr.split(";") if a.strip()]
         if not self.namesrv_addrs:
@@ -179,7 +181,7 @@ class PullConsumer:
         self.request_timeout = request_timeout
         self.client_id = f"{client_ip}@{os.getpid()}#{time.monotonic_ns()}"
         self._sub_version = int(time.time() * 1000)
-        self._api = MQClientAPI(client_ip)
+        self._api = mq_client_api(client_ip, credentials)
 
         # Guards everything below; `_cond` wakes pollers when messages arrive.
         self._lock = threading.RLock()

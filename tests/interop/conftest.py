@@ -15,11 +15,7 @@ from pathlib import Path
 import pytest
 from helpers import RochaNamesrv
 
-REPO = Path(__file__).resolve().parents[2]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
-
-from benches.peers.rocketmq import (  # noqa: E402
+from benches.peers.rocketmq import (
     VERSION_5,
     NameServer,
     RocketMQ,

@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::OnceLock;
 use std::time::Duration;
 
+use crate::acl::{AclClientRpcHook, SessionCredentials};
 use crate::commitlog::record::body_crc;
 use crate::remoting::header::{
     GetRouteInfoRequestHeader, SendMessageRequestHeader, SendMessageRequestHeaderV2,
@@ -65,9 +66,13 @@ pub struct MqClientApi {
 }
 
 impl MqClientApi {
-    pub fn new() -> io::Result<Self> {
+    /// With `credentials`, every request is signed as `AclClientRPCHook` signs it.
+    pub fn new(credentials: Option<SessionCredentials>) -> io::Result<Self> {
         Ok(Self {
-            remoting: NettyRemotingClient::start(ClientConfig::default())?,
+            remoting: NettyRemotingClient::start(ClientConfig {
+                rpc_hook: credentials.map(|credentials| AclClientRpcHook { credentials }),
+                ..ClientConfig::default()
+            })?,
         })
     }
 

@@ -28,6 +28,7 @@ use std::time::Duration;
 
 use super::frame::{RemotingFrameError, DEFAULT_MAX_FRAME_SIZE};
 use super::header::{CommandError, RemotingCommand};
+use crate::acl::AclClientRpcHook;
 use crate::event_loop::{EventLoop, LoopThread};
 use crate::sync::lock;
 use connections::{Op, Request, Shared};
@@ -106,13 +107,15 @@ pub type InvokeResult = Result<RemotingCommand, ClientError>;
 /// Called once per request; must not block (it runs on the loop thread).
 pub type InvokeCallback = Box<dyn FnOnce(InvokeResult) + Send>;
 
-/// Limits of a client, RocketMQ's `NettyClientConfig` defaults.
+/// Limits of a client, RocketMQ's `NettyClientConfig` defaults, and its `RPCHook`.
 #[derive(Debug, Clone)]
 pub struct ClientConfig {
     /// `connectTimeoutMillis`.
     pub connect_timeout: Duration,
     /// Largest frame sent or accepted (`NettyDecoder`'s 16 MiB).
     pub max_frame_size: usize,
+    /// Signs every request for a broker with `aclEnable=true`.
+    pub rpc_hook: Option<AclClientRpcHook>,
 }
 
 impl Default for ClientConfig {
@@ -120,6 +123,7 @@ impl Default for ClientConfig {
         Self {
             connect_timeout: Duration::from_secs(3),
             max_frame_size: DEFAULT_MAX_FRAME_SIZE,
+            rpc_hook: None,
         }
     }
 }
@@ -232,6 +236,10 @@ impl NettyRemotingClient {
         let (channel, remote) = self.channel(addr)?;
         let opaque = self.next_opaque.fetch_add(1, Ordering::Relaxed);
         request.opaque = opaque;
+        // Last, as `doBeforeRpcHooks`: the signature covers the request as it is sent.
+        if let Some(hook) = &self.config.rpc_hook {
+            hook.do_before_request(&mut request);
+        }
         let frame = request
             .encode(self.config.max_frame_size)
             .map_err(|source| ClientError::Encode {
