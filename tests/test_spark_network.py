@@ -152,6 +152,7 @@ def test_starting_and_ending_offsets_select_queue_ranges(spark: Any, spark_clust
         ({"topics": "orders", "preferSlave": "sometimes"}, "preferSlave"),
         ({}, "option topics: required"),
         ({"topics": "orders", "path": "/tmp"}, "not both"),
+        ({"topics": "orders", "accessKey": "RocketMQ"}, "accessKey and secretKey"),
     ],
 )
 def test_bad_network_options_fail_naming_the_option(options: dict[str, str], named: str) -> None:
@@ -205,7 +206,9 @@ def test_stream_restarts_from_its_checkpoint_and_commits_the_group(
     _produce(namesrv, slave, 0, 200)
     opts = {"topics": ",".join(TOPICS), "groupId": "spark-orders"}
     first = _available_now(spark, namesrv, ckpt, out, maxOffsetsPerTrigger=120, **opts)
-    assert first == [120, 80]
+    # Each queue gets its share of 120 rounded down (Kafka's rateLimit): how the producer
+    # spread the messages decides the exact sizes.
+    assert sum(first) == 200 and len(first) >= 2 and max(first) <= 120
     _produce(namesrv, slave, 200, 60)
     assert _available_now(spark, namesrv, ckpt, out, **opts) == [60]
     rows = spark.read.parquet(str(out)).collect()

@@ -33,6 +33,8 @@ fixed (:data:`SCHEMA`), the same both ways. Options follow Kafka's source:
     network only, ``true`` (default): pull from a slave of the group that holds the range.
 ``groupId``
     network only: a streaming query commits its consumed offsets to this consumer group.
+``accessKey`` / ``secretKey``
+    network only: the account requests are signed with, for brokers with ``aclEnable=true``.
 
 A store's streaming offset is the commit log offset, ``{"offset": "12345"}``; the network's is
 the queue offsets in the JSON offsets' shape. A store being written (or replicated into) is read

@@ -35,6 +35,7 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from rocketha import _core
+from rocketha.acl import SessionCredentials, mq_client_api
 from rocketha.client import MessageQueue
 from rocketha.consumer import MASTER_ID
 from rocketha.exceptions import ConfigError, RemotingConnectError, RocketHAError
@@ -73,17 +74,20 @@ class QueuePartition(InputPartition):
     addrs: tuple[tuple[int, str], ...]
 
 
-# One client per process: Spark reuses Python workers across tasks, and a fork gets its own.
-_apis: dict[int, _core.MQClientAPI] = {}
+# One client per process and account: Spark reuses Python workers across tasks, and a fork gets
+# its own.
+_apis: dict[tuple[int, SessionCredentials | None], _core.MQClientAPI] = {}
 _apis_lock = threading.Lock()
 
 
-def api() -> _core.MQClientAPI:
-    """This process's client (its connections are reused by every task the worker runs)."""
+def api(opts: ReadOptions) -> _core.MQClientAPI:
+    """This process's client (its connections are reused by every task the worker runs),
+    signing with ``accessKey``/``secretKey`` when given."""
+    key = (os.getpid(), opts.credentials)
     with _apis_lock:
-        client = _apis.get(os.getpid())
+        client = _apis.get(key)
         if client is None:
-            client = _apis[os.getpid()] = _core.MQClientAPI()
+            client = _apis[key] = mq_client_api("127.0.0.1", opts.credentials)
         return client
 
 
@@ -108,7 +112,7 @@ class QueueState:
 def queues(opts: ReadOptions) -> dict[QueueKey, QueueState]:
     """Every readable queue of the topics with its min and max offset, from the routes."""
     assert opts.namesrv_addr is not None and opts.topics is not None
-    client = api()
+    client = api(opts)
     out: dict[QueueKey, QueueState] = {}
     for topic in opts.topics:
         raw = _route(client, opts.namesrv_addr, topic)
@@ -238,7 +242,7 @@ def _pull_order(opts: ReadOptions, part: QueuePartition) -> list[tuple[int, str]
 
 def _serving(opts: ReadOptions, part: QueuePartition) -> str:
     """The first broker in pull order whose queue reaches the partition's end."""
-    client = api()
+    client = api(opts)
     why = []
     for broker_id, addr in _pull_order(opts, part):
         try:
@@ -258,7 +262,7 @@ def _serving(opts: ReadOptions, part: QueuePartition) -> str:
 def read(opts: ReadOptions, part: QueuePartition) -> Iterator[pa.RecordBatch]:
     """Pulls ``[start, end)`` of the partition's queue, as Arrow batches of about
     ``BATCH_ROWS`` rows (``_WINDOW`` pulls in flight)."""
-    client = api()
+    client = api(opts)
     key = (part.topic, part.broker_name, part.queue_id)
     order = _pull_order(opts, part)
     addr = _serving(opts, part)
@@ -317,7 +321,7 @@ def commit(opts: ReadOptions, state: dict[QueueKey, QueueState], ends: dict[Queu
     if opts.group_id is None:
         return
     assert opts.topics is not None
-    client = api()
+    client = api(opts)
     by_addr: dict[str, list[tuple[str, int, int]]] = {}
     for key, offset in ends.items():
         if key in state:

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from rocketha.acl import SessionCredentials
 from rocketha.exceptions import ConfigError, RocketHAError
 from rocketha.store import MessageStore, existing_file_sizes
 
@@ -38,12 +39,14 @@ _KNOWN = {
     "namesrvaddr",
     "preferslave",
     "groupid",
+    "accesskey",
+    "secretkey",
 }
 #: Options only a store directory has: commit log offsets and bytes are a store's, not a
 #: topic's (the network source counts queue offsets).
 _LOCAL_ONLY = ("startingCommitLogOffset", "endingCommitLogOffset", "maxBytesPerTrigger")
 #: Options only the network source has.
-_NETWORK_ONLY = ("preferSlave", "groupId")
+_NETWORK_ONLY = ("preferSlave", "groupId", "accessKey", "secretKey")
 
 
 class DataLossError(RocketHAError):
@@ -72,6 +75,7 @@ class ReadOptions:
     namesrv_addr: str | None = None
     prefer_slave: bool = True
     group_id: str | None = None
+    credentials: SessionCredentials | None = None
 
     @property
     def store_path(self) -> str:
@@ -149,6 +153,19 @@ def _offsets(
     return out
 
 
+def parse_credentials(options: Mapping[str, str]) -> SessionCredentials | None:
+    """``accessKey`` and ``secretKey`` (lower-cased keys): the account requests are signed
+    with, for brokers with ``aclEnable=true``."""
+    access_key, secret_key = options.get("accesskey"), options.get("secretkey")
+    if access_key and secret_key:
+        return SessionCredentials(access_key, secret_key)
+    if access_key or secret_key:
+        raise ConfigError(
+            "options accessKey and secretKey: set both (aclEnable brokers) or neither"
+        )
+    return None
+
+
 def _bool(options: Mapping[str, str], name: str) -> bool:
     """A true/false option, true by default."""
     raw = options.get(name.lower(), "true").strip().lower()
@@ -173,7 +190,7 @@ def parse(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
             f"unknown option {unknown[0]!r}; known options: path, topics, startingOffsets, "
             "endingOffsets, startingCommitLogOffset, endingCommitLogOffset, "
             "maxOffsetsPerTrigger, maxBytesPerTrigger, minPartitions, failOnDataLoss, "
-            "namesrvAddr, preferSlave, groupId"
+            "namesrvAddr, preferSlave, groupId, accessKey, secretKey"
         )
     namesrv = options.get("namesrvaddr") or None
     path = options.get("path") or None
@@ -213,6 +230,7 @@ def parse(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
         namesrv_addr=namesrv,
         prefer_slave=_bool(options, "preferSlave"),
         group_id=options.get("groupid") or None,
+        credentials=parse_credentials(options),
     )
     if "startingoffsets" in options and parsed.starting_commit_log_offset is not None:
         raise ConfigError("option startingCommitLogOffset: give it or startingOffsets, not both")

@@ -55,6 +55,7 @@ from rocketha._core import Message
 from rocketha.acl import SessionCredentials
 from rocketha.client import Producer, SendStatus
 from rocketha.exceptions import ConfigError, MQClientError
+from rocketha.spark._options import parse_credentials
 
 log = logging.getLogger("rocketha.spark")
 
@@ -137,14 +138,6 @@ def parse_write(options: Mapping[str, str], schema: StructType, overwrite: bool)
     topic = opts.get("topic") or None
     if topic is None and "topic" not in names:
         raise ConfigError("option topic: no topic column, so the topic option is needed")
-    access_key, secret_key = opts.get("accesskey"), opts.get("secretkey")
-    credentials = None
-    if access_key and secret_key:
-        credentials = SessionCredentials(access_key, secret_key)
-    elif access_key or secret_key:
-        raise ConfigError(
-            "options accessKey and secretKey: set both (aclEnable brokers) or neither"
-        )
     return WriteOptions(
         namesrv_addr=namesrv,
         topic=topic,
@@ -152,7 +145,7 @@ def parse_write(options: Mapping[str, str], schema: StructType, overwrite: bool)
         batch_size=_positive(opts, "batchSize", 128),
         batch_bytes=_positive(opts, "batchBytes", 1 << 20),
         send_timeout=_positive(opts, "sendTimeoutMs", 3000) / 1000,
-        credentials=credentials,
+        credentials=parse_credentials(opts),
     )
 
 
