@@ -7,9 +7,12 @@ Usage::
 or as the ``spark-ingest`` scenario of ``rocketha bench`` (1,000,000 rows; ``--quick`` 200,000).
 
 Writes N messages (default 5,000,000 of 200 bytes, over 8 topics) into a fresh store, then times
-two queries, ``count()`` and a per-topic aggregate (messages and body bytes), three ways:
+two queries, ``count()`` and a per-topic aggregate (messages and body bytes), these ways:
 
-- ``rocketha``: this source (records decoded in Rust into Arrow batches);
+- ``rocketha``: this source on the store directory (records decoded in Rust into Arrow batches);
+- ``network``: this source over the network (``namesrvAddr``): a broker serves the same store,
+  executors pull the raw records and decode them with the same decoder; the target is at least
+  0.9 of ``rocketha``;
 - ``parquet``: Spark reading the same rows from Parquet (written once from this source, untimed);
   the target is at least 0.5 of its rows/s. Its ``count()`` reads only Parquet footers, so that
   ratio is shown but is not comparable;
@@ -39,7 +42,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
-from rocketha import Broker, BrokerConfig, Message, MessageStore, NameServer, _core
+from rocketha import Broker, BrokerConfig, Message, MessageStore, NameServer, Producer, _core
 from rocketha.spark import BATCH_ROWS, SCHEMA, RangePartition
 from rocketha.spark._arrow import to_record_batch
 
@@ -113,6 +116,7 @@ class RowReader(DataSourceReader):
                 m.flag,
                 m.sys_flag,
                 m.reconsume_times,
+                None,  # brokerName: a store directory does not know it
             )
 
 
@@ -171,7 +175,7 @@ def timed(run: Callable[[], object], repeat: int) -> list[float]:
     return out
 
 
-SOURCES = ("rocketha", "parquet", "python rows", "arrow ceiling")
+SOURCES = ("rocketha", "network", "parquet", "python rows", "arrow ceiling")
 QUERIES = ("count", "per-topic")
 
 
@@ -195,31 +199,56 @@ def measure(
     )
     spark.sparkContext.setLogLevel("ERROR")
     try:
-        rocketha.spark.register(spark)
-        spark.dataSource.register(RowSource)
-        spark.dataSource.register(CeilingSource)
-        ours = spark.read.format("rocketha").option("minPartitions", PARTITIONS).load(store_dir)
-        rows = ours.count()
-        parquet_dir = os.path.join(work, "parquet")
-        ours.write.parquet(parquet_dir)
-        frames = {
-            "rocketha": ours,
-            "parquet": spark.read.parquet(parquet_dir),
-            "python rows": spark.read.format("rocketha_rows").load(store_dir),
-            "arrow ceiling": spark.read.format("rocketha_ceiling")
-            .option("rows", rows)
-            .load(store_dir),
-        }
-        results: dict[tuple[str, str], list[float]] = {}
-        for name, df in frames.items():
-            n = 1 if name == "python rows" else repeat
-            results[name, "count"] = [rows / t for t in timed(df.count, n)]
-            results[name, "per-topic"] = [rows / t for t in timed(lambda df=df: per_topic(df), n)]
-        results.update(measure_sink(spark, work, rows // 5, body_size, repeat))
-        return rows, results
+        with NameServer("127.0.0.1:0") as ns, Broker(serving(store_dir, ns.listen_address)):
+            # The broker knows a topic once a producer sent to it: one more message each.
+            with Producer(ns.listen_address, "bench") as producer:
+                for topic in TOPICS:
+                    producer.send(Message(topic, b"x" * body_size, tags="t"))
+            return measure_sources(spark, work, store_dir, ns.listen_address, repeat, body_size)
     finally:
         spark.stop()
         shutil.rmtree(work, ignore_errors=True)
+
+
+def serving(store_dir: str, namesrv: str) -> BrokerConfig:
+    """An ASYNC_MASTER on the filled store: what the network source reads."""
+    return BrokerConfig(
+        store_path_root_dir=store_dir,
+        mapped_file_size_commit_log=SEGMENT,
+        listen_port=0,
+        ha_listen_port=0,
+        ha_listen_address="127.0.0.1",
+        namesrv_addr=namesrv,
+    )
+
+
+def measure_sources(
+    spark: SparkSession, work: str, store_dir: str, namesrv: str, repeat: int, body_size: int
+) -> tuple[int, dict[tuple[str, str], list[float]]]:
+    rocketha.spark.register(spark)
+    spark.dataSource.register(RowSource)
+    spark.dataSource.register(CeilingSource)
+    ours = spark.read.format("rocketha").option("minPartitions", PARTITIONS).load(store_dir)
+    rows = ours.count()
+    parquet_dir = os.path.join(work, "parquet")
+    ours.write.parquet(parquet_dir)
+    frames = {
+        "rocketha": ours,
+        "network": spark.read.format("rocketha")
+        .option("namesrvAddr", namesrv)
+        .option("topics", ",".join(TOPICS))
+        .load(),
+        "parquet": spark.read.parquet(parquet_dir),
+        "python rows": spark.read.format("rocketha_rows").load(store_dir),
+        "arrow ceiling": spark.read.format("rocketha_ceiling").option("rows", rows).load(store_dir),
+    }
+    results: dict[tuple[str, str], list[float]] = {}
+    for name, df in frames.items():
+        n = 1 if name == "python rows" else repeat
+        results[name, "count"] = [rows / t for t in timed(df.count, n)]
+        results[name, "per-topic"] = [rows / t for t in timed(lambda df=df: per_topic(df), n)]
+    results.update(measure_sink(spark, work, rows // 5, body_size, repeat))
+    return rows, results
 
 
 def measure_sink(
@@ -278,6 +307,19 @@ def run(quick: bool, runs: int) -> list[Figure]:
                     target=target,
                 )
             )
+        for baseline, target in (("rocketha", ">= 0.9"), ("parquet", None)):
+            figures.append(
+                Figure(
+                    "spark-ingest",
+                    f"{query} over the network (a broker's pulls), {rows:,} rows vs "
+                    + ("the store directory" if baseline == "rocketha" else baseline),
+                    "rows/s",
+                    results["network", query],
+                    baseline,
+                    results[baseline, query],
+                    target=target,
+                )
+            )
     figures.append(
         Figure(
             "spark-ingest",
@@ -303,19 +345,22 @@ def main() -> None:
     print(f"\n{rows:,} rows of {args.body_size}-byte bodies, local[2]")
     print(f"{'rows/s':>42}")
     header = ["query", *SOURCES]
-    print("".join(h.rjust(14) for h in header) + "  vs parquet  vs python  vs ceiling")
+    print(
+        "".join(h.rjust(14) for h in header)
+        + "  net/local  vs parquet  vs python  vs ceiling  net/parquet"
+    )
     for query in QUERIES:
-        rates = [best[name, query] for name in SOURCES]
-        ours_rate = rates[0]
+        ours_rate, net, parquet, python_rows, ceiling = (best[name, query] for name in SOURCES)
         print(
             f"{query:>14}"
-            + "".join(f"{r:>14,.0f}" for r in rates)
-            + f"{ours_rate / rates[1]:>11.2f}x{ours_rate / rates[2]:>9.1f}x"
-            + f"{ours_rate / rates[3]:>11.2f}x"
+            + "".join(f"{best[name, query]:>14,.0f}" for name in SOURCES)
+            + f"{net / ours_rate:>10.2f}x{ours_rate / parquet:>10.2f}x"
+            + f"{ours_rate / python_rows:>9.1f}x{ours_rate / ceiling:>10.2f}x"
+            + f"{net / parquet:>12.2f}x"
         )
     print(
         "targets: >= 0.5x parquet (per-topic; parquet's count() reads only footers and its "
-        "aggregate only the two columns it needs), >= 20x python rows"
+        "aggregate only the two columns it needs), >= 20x python rows, network >= 0.9x local"
     )
 
 

@@ -17,8 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rocketha import RocketHAError
-from rocketha._core import MQClientAPI
 from rocketha.cli import segment_checksums
 
 SEGMENT = 64 * 1024
@@ -208,6 +206,7 @@ __all__ = [
 
 GET_BROKER_RUNTIME_INFO = 28
 GET_ALL_CONSUMER_OFFSET = 43
+GET_ROUTEINFO_BY_TOPIC = 105
 
 
 def runtime_info(address: str) -> dict[str, str]:
@@ -219,6 +218,33 @@ def runtime_info(address: str) -> dict[str, str]:
         sock.close()
     assert response["code"] == 0, response
     return dict(json.loads(body)["table"])
+
+
+def served(address: str) -> int:
+    """Messages the broker returned to pulls since it started (``msgGetTotalTodayNow``)."""
+    return int(runtime_info(address)["msgGetTotalTodayNow"])
+
+
+UPDATE_AND_CREATE_TOPIC = 17
+
+
+def create_topic(address: str, topic: str, queues: int = 4) -> None:
+    """UPDATE_AND_CREATE_TOPIC, as ``mqadmin updateTopic -b`` does on each master: a topic
+    auto-created by a send lives only on the broker that took that send."""
+    sock = RemotingSocket(address)
+    try:
+        created = {
+            "topic": topic,
+            "defaultTopic": "TBW102",
+            "readQueueNums": str(queues),
+            "writeQueueNums": str(queues),
+            "perm": "6",
+            "topicFilterType": "SINGLE_TAG",
+        }
+        response, _ = sock.invoke(UPDATE_AND_CREATE_TOPIC, created)
+    finally:
+        sock.close()
+    assert response["code"] == 0, response
 
 
 @dataclass
@@ -261,10 +287,14 @@ def offsets(address: str, key: str) -> dict[str, int] | None:
 
 def routed(namesrv: str, topic: str) -> bool:
     """The name server answers a route for ``topic``."""
-    api = MQClientAPI()
+    return topic_brokers(namesrv, topic) > 0
+
+
+def topic_brokers(namesrv: str, topic: str) -> int:
+    """Broker groups in ``topic``'s route on the name server."""
+    sock = RemotingSocket(namesrv)
     try:
-        return api.get_topic_route_info(namesrv, topic, 5.0) is not None
-    except RocketHAError:
-        return False
+        response, body = sock.invoke(GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
     finally:
-        api.close()
+        sock.close()
+    return len(json.loads(body)["queueDatas"]) if response["code"] == 0 else 0

@@ -7,7 +7,6 @@ masters through the name server; a Producer's messages land on the right slaves.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -15,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import BrokerProcess, RemotingSocket, wait_for
+from helpers import BrokerProcess, create_topic, topic_brokers, wait_for
 from rocketha import Message, MessageStore, Producer, SendResult, SendStatus
 
 NamesrvProcess = tuple[subprocess.Popen[str], str]
@@ -25,7 +24,6 @@ FIXTURES = Path(__file__).parent / "fixtures" / "rocketmq-conf"
 BROKERS = ("broker-a", "broker-b", "broker-a-s", "broker-b-s")
 #: The distribution's files leave mappedFileSizeCommitLog at RocketMQ's default.
 COMMIT_LOG_FILE_SIZE = 1024 * 1024 * 1024
-UPDATE_AND_CREATE_TOPIC, GET_ROUTEINFO_BY_TOPIC = 17, 105
 
 
 def start(tmp: Path, mode: str, name: str, namesrv: str) -> BrokerProcess:
@@ -35,35 +33,6 @@ def start(tmp: Path, mode: str, name: str, namesrv: str) -> BrokerProcess:
     if not name.endswith("-s"):
         overrides += ["haListenPort=0", "haListenAddress=127.0.0.1"]
     return BrokerProcess(conf, "-n", namesrv, *(f"--set={kv}" for kv in overrides))
-
-
-def create_topic(broker: BrokerProcess, topic: str) -> None:
-    """UPDATE_AND_CREATE_TOPIC, as ``mqadmin updateTopic -b`` does on each master: a topic
-    auto-created by a send lives only on the broker that took that send."""
-    sock = RemotingSocket(broker.started["listen_address"])
-    try:
-        fields = {
-            "topic": topic,
-            "defaultTopic": "TBW102",
-            "readQueueNums": "4",
-            "writeQueueNums": "4",
-            "perm": "6",
-            "topicFilterType": "SINGLE_TAG",
-        }
-        response, _ = sock.invoke(UPDATE_AND_CREATE_TOPIC, fields)
-    finally:
-        sock.close()
-    assert response["code"] == 0, response
-
-
-def topic_brokers(namesrv: str, topic: str) -> int:
-    """Broker groups in ``topic``'s route on the name server."""
-    sock = RemotingSocket(namesrv)
-    try:
-        response, body = sock.invoke(GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
-    finally:
-        sock.close()
-    return len(json.loads(body)["queueDatas"]) if response["code"] == 0 else 0
 
 
 def bodies(store: Path) -> set[bytes]:
@@ -99,7 +68,7 @@ def test_two_masters_two_slaves_from_the_distribution_files(
         for name in BROKERS:
             brokers.append(start(tmp_path, mode, name, namesrv))
         for master in brokers[:2]:
-            create_topic(master, "DistTopic")
+            create_topic(master.started["listen_address"], "DistTopic")
         wait_for(lambda: topic_brokers(namesrv, "DistTopic") == 2, what="DistTopic's route")
         with Producer(namesrv, "distribution-producer") as producer:
             # Until each slave has connected, a SYNC_MASTER answers SLAVE_NOT_AVAILABLE.

@@ -3,49 +3,14 @@ SYNC_MASTER whose slave must hold every row before the write succeeds."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import rocketha.spark
 from helpers import SEGMENT, wait_for
-from rocketha import Broker, BrokerConfig, MessageStore, NameServer
+from rocketha import Broker, Message, MessageStore
 
 pytestmark = pytest.mark.spark
-
-
-@pytest.fixture
-def cluster(tmp_path: Path, spark: Any) -> Iterator[tuple[str, Broker, Broker]]:
-    """A name server, a SYNC_MASTER and its SLAVE, in this process; Spark's Python workers
-    reach them over loopback like remote executors would."""
-    rocketha.spark.register(spark)
-    with NameServer("127.0.0.1:0") as ns:
-        common: dict[str, Any] = dict(
-            broker_name="broker-a",
-            mapped_file_size_commit_log=SEGMENT,
-            listen_port=0,
-            namesrv_addr=ns.listen_address,
-        )
-        master_conf = BrokerConfig(
-            broker_role="SYNC_MASTER",
-            store_path_root_dir=str(tmp_path / "master"),
-            ha_listen_port=0,
-            ha_listen_address="127.0.0.1",
-            **common,
-        )
-        with Broker(master_conf) as master:
-            slave_conf = BrokerConfig(
-                broker_role="SLAVE",
-                broker_id=1,
-                store_path_root_dir=str(tmp_path / "slave"),
-                ha_master_address=master.ha_address,
-                **common,
-            )
-            with Broker(slave_conf) as slave:
-                assert master.ha is not None
-                assert master.ha.wait_for_state(None, "TRANSFER", timeout=60)
-                yield ns.listen_address, master, slave
 
 
 def _stored(broker: Broker) -> list[Any]:
@@ -53,8 +18,8 @@ def _stored(broker: Broker) -> list[Any]:
         return [m for m in store.messages() if not m.topic.startswith(("TBW102", "RMQ_SYS"))]
 
 
-def test_a_dataframe_lands_in_its_topics_with_every_field(spark: Any, cluster: Any) -> None:
-    namesrv, master, slave = cluster
+def test_a_dataframe_lands_in_its_topics_with_every_field(spark: Any, spark_cluster: Any) -> None:
+    namesrv, master, slave = spark_cluster
     rows = [
         (
             f"body-{i}".encode(),
@@ -89,12 +54,12 @@ def test_a_dataframe_lands_in_its_topics_with_every_field(spark: Any, cluster: A
 
 
 def test_a_stream_is_written_micro_batch_by_micro_batch(
-    spark: Any, cluster: Any, tmp_path: Path
+    spark: Any, spark_cluster: Any, tmp_path: Path
 ) -> None:
-    namesrv, master, _slave = cluster
+    namesrv, master, _slave = spark_cluster
     source = tmp_path / "source"
     with MessageStore(source, mapped_file_size_commit_log=SEGMENT) as store:
-        store.put_batch([rocketha.Message("In", b"in-%d" % i) for i in range(120)])
+        store.put_batch([Message("In", b"in-%d" % i) for i in range(120)])
     query = (
         spark.readStream.format("rocketha")
         .option("maxOffsetsPerTrigger", 50)
@@ -112,12 +77,32 @@ def test_a_stream_is_written_micro_batch_by_micro_batch(
     assert {m.topic for m in _stored(master)} == {"Copied"}
 
 
+def test_a_queue_id_column_picks_the_queue(spark: Any, spark_cluster: Any) -> None:
+    namesrv, master, _slave = spark_cluster
+    rows = [(f"q-{i}".encode(), i % 3 if i % 4 else None) for i in range(40)]
+    df = spark.createDataFrame(rows, "body binary, queueId int").repartition(2)
+    df.write.format("rocketha").option("namesrvAddr", namesrv).option("topic", "Q").mode(
+        "append"
+    ).save()
+    stored = {m.body: m.queue_id for m in _stored(master)}
+    assert len(stored) == 40
+    for body, queue_id in rows:
+        if queue_id is not None:
+            assert stored[body] == queue_id, body
+    bad = spark.createDataFrame([(b"x", 9)], "body binary, queueId int")
+    with pytest.raises(Exception, match="no writable queue 9"):
+        bad.write.format("rocketha").option("namesrvAddr", namesrv).option("topic", "Q").mode(
+            "append"
+        ).save()
+
+
 @pytest.mark.parametrize(
     "columns, options, named",
     [
         ("body binary, extra string", {"topic": "T"}, "column extra"),
         ("payload binary", {"topic": "T"}, "column body"),
         ("body binary, tags int", {"topic": "T"}, "column tags"),
+        ("body binary, queueId string", {"topic": "T"}, "column queueId"),
         ("body binary", {}, "option topic"),
         ("body binary", {"topic": "T", "batchSize": "0"}, "option batchSize"),
         ("body binary", {"topic": "T", "acks": "all"}, "unknown option(s) acks"),
@@ -125,9 +110,9 @@ def test_a_stream_is_written_micro_batch_by_micro_batch(
     ],
 )
 def test_bad_columns_and_options_fail_before_any_task_naming_them(
-    spark: Any, cluster: Any, columns: str, options: dict[str, str], named: str
+    spark: Any, spark_cluster: Any, columns: str, options: dict[str, str], named: str
 ) -> None:
-    namesrv, master, _slave = cluster
+    namesrv, master, _slave = spark_cluster
     df = spark.createDataFrame([], columns)
     writer = df.write.format("rocketha").option("namesrvAddr", namesrv).options(**options)
     with pytest.raises(Exception, match=named.replace("(", r"\(").replace(")", r"\)")):
@@ -138,9 +123,9 @@ def test_bad_columns_and_options_fail_before_any_task_naming_them(
 
 
 def test_without_the_slave_the_write_fails_rather_than_claim_replication(
-    spark: Any, cluster: Any
+    spark: Any, spark_cluster: Any
 ) -> None:
-    namesrv, master, slave = cluster
+    namesrv, master, slave = spark_cluster
     slave.shutdown()
     wait_for(lambda: master.ha is not None and not master.ha.connections(), 60, "no slave")
     df = spark.createDataFrame([(b"x",)], "body binary")

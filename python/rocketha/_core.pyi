@@ -380,6 +380,22 @@ class MQClientAPI:
         sub_version: int,
         timeout: float,
     ) -> int: ...
+    def pull_range(
+        self,
+        addr: str,
+        *,
+        consumer_group: str,
+        topic: str,
+        queue_id: int,
+        queue_offset: int,
+        end: int,
+        max_msg_nums: int,
+        window: int,
+        max_rows: int,
+        sys_flag: int,
+        subscription: str,
+        timeout: float,
+    ) -> tuple[list[bytes], int, tuple[int, str | None, int, int] | None]: ...
     def next_pulled(
         self, timeout: float
     ) -> list[
@@ -475,3 +491,4 @@ def admit(
     max_bytes: int,
 ) -> int: ...
 def split_points(store: MessageStore, start: int, end: int, min_parts: int) -> list[int]: ...
+def decode_pulled(bodies: list[bytes], filter: RecordFilter) -> ColumnarBatch: ...

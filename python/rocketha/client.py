@@ -276,15 +276,26 @@ class Producer:
         with self._lock:
             self._routes.pop(topic, None)
 
-    def _select(self, info: _PublishInfo, last_broker: str | None) -> MessageQueue:
-        """``selectOneMessageQueue``: round-robin, avoiding the broker that just failed."""
+    def _select(
+        self, info: _PublishInfo, last_broker: str | None, queue_id: int | None = None
+    ) -> MessageQueue:
+        """``selectOneMessageQueue``: round-robin, avoiding the broker that just failed; only
+        over the queues numbered ``queue_id`` (one per broker group) when it is given."""
+        queues = info.queues
+        if queue_id is not None:
+            queues = [mq for mq in queues if mq.queue_id == queue_id]
+            if not queues:
+                raise MQClientError(
+                    f"topic {info.queues[0].topic} has no writable queue {queue_id} (its "
+                    f"groups' queues: {sorted({mq.queue_id for mq in info.queues})})"
+                )
         start = next(self._send_which_queue)
-        n = len(info.queues)
+        n = len(queues)
         for i in range(n):
-            mq = info.queues[(start + i) % n]
+            mq = queues[(start + i) % n]
             if mq.broker_name != last_broker:
                 return mq
-        return info.queues[start % n]
+        return queues[start % n]
 
     # -- sends -----------------------------------------------------------------------------
 
@@ -292,11 +303,12 @@ class Producer:
         """Sends one message and returns once the broker answered."""
         return self._send([msg])
 
-    def send_batch(self, msgs: Sequence[Message]) -> SendResult:
-        """Sends messages of one topic in one request (``SEND_BATCH_MESSAGE``) to one queue."""
+    def send_batch(self, msgs: Sequence[Message], *, queue_id: int | None = None) -> SendResult:
+        """Sends messages of one topic in one request (``SEND_BATCH_MESSAGE``) to one queue:
+        the next in round-robin, or queue ``queue_id`` of a broker group that has it."""
         if not msgs:
             raise MQClientError("send_batch needs at least one message")
-        return self._send(list(msgs))
+        return self._send(list(msgs), queue_id)
 
     async def send_async(self, msg: Message) -> SendResult:
         """:meth:`send` for asyncio (``send(msg, SendCallback)``): the request is queued on
@@ -357,12 +369,16 @@ class Producer:
             return None
         return info
 
-    def _route(self, topic: str, last_broker: str | None) -> tuple[_PublishInfo, MessageQueue, str]:
+    def _route(
+        self, topic: str, last_broker: str | None, queue_id: int | None = None
+    ) -> tuple[_PublishInfo, MessageQueue, str]:
         info = self._publish_info(topic)
-        return (info, *self._pick(info, last_broker))
+        return (info, *self._pick(info, last_broker, queue_id))
 
-    def _pick(self, info: _PublishInfo, last_broker: str | None) -> tuple[MessageQueue, str]:
-        mq = self._select(info, last_broker)
+    def _pick(
+        self, info: _PublishInfo, last_broker: str | None, queue_id: int | None = None
+    ) -> tuple[MessageQueue, str]:
+        mq = self._select(info, last_broker, queue_id)
         return mq, info.master_addrs[mq.broker_name]
 
     def _not_sent(self, topic: str, mq: MessageQueue, addr: str, attempt: int, e: Exception) -> str:
@@ -400,12 +416,12 @@ class Producer:
         error.__cause__ = last_error
         return error
 
-    def _send(self, msgs: list[Message]) -> SendResult:
+    def _send(self, msgs: list[Message], queue_id: int | None = None) -> SendResult:
         topic = msgs[0].topic
         last_broker: str | None = None
         last_error: Exception | None = None
         for attempt in range(1 + self.retry_times_when_send_failed):
-            info, mq, addr = self._route(topic, last_broker)
+            info, mq, addr = self._route(topic, last_broker, queue_id)
             try:
                 reply = self._api.send_message(addr, msgs, **self._send_args(mq))
             except RemotingConnectError as e:

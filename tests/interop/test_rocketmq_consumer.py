@@ -30,10 +30,13 @@ from typing import Any
 import pytest
 from helpers import (
     SEGMENT,
+    UPDATE_AND_CREATE_TOPIC,
     BrokerProcess,
     RemotingSocket,
     RochaNamesrv,
+    create_topic,
     runtime_info,
+    served,
     start_master,
     wait_for,
     write_conf,
@@ -45,7 +48,6 @@ pytestmark = pytest.mark.interop
 
 PULL_MESSAGE = 11
 UPDATE_CONSUMER_OFFSET = 15
-UPDATE_AND_CREATE_TOPIC = 17
 GET_ALL_TOPIC_CONFIG = 21
 GET_ALL_CONSUMER_OFFSET = 43
 GET_CONSUMER_LIST_BY_GROUP = 38
@@ -195,27 +197,6 @@ def test_every_message_once_across_restarts_and_the_masters_death(
     rest = rmq.group(ns, topic, group, kind, COUNT - len(bodies), home=tmp_path / "c2")
     bodies += [b for _, _, b in rest]
     assert sorted(bodies) == sorted(wanted), "every message exactly once"
-
-
-def served(address: str) -> int:
-    """Messages the broker returned to pulls since it started (``msgGetTotalTodayNow``)."""
-    return int(runtime_info(address)["msgGetTotalTodayNow"])
-
-
-def create_topic(address: str, topic: str, queues: int) -> None:
-    sock = RemotingSocket(address)
-    try:
-        created = {
-            "topic": topic,
-            "defaultTopic": "TBW102",
-            "readQueueNums": str(queues),
-            "writeQueueNums": str(queues),
-            "perm": "6",
-            "topicFilterType": "SINGLE_TAG",
-        }
-        assert sock.invoke(UPDATE_AND_CREATE_TOPIC, created)[0]["code"] == 0
-    finally:
-        sock.close()
 
 
 @contextmanager

@@ -1,38 +1,52 @@
-"""Any replica's store as a Spark DataFrame, batch or streaming (PySpark's Python Data Source).
+"""Topics as a Spark DataFrame, batch or streaming (PySpark's Python Data Source), read over the
+network from the brokers or from any replica's store directory.
 
 >>> import rocketha.spark
 >>> rocketha.spark.register(spark)
+>>> df = spark.read.format("rocketha").options(namesrvAddr="ns:9876", topics="orders").load()
 >>> df = spark.read.format("rocketha").option("topics", "orders").load("/data/store")
 >>> stream = spark.readStream.format("rocketha").option("maxOffsetsPerTrigger", 10000).load(path)
 
 Records are decoded in Rust straight into Arrow buffers; no Python runs per row. The schema is
-fixed (:data:`SCHEMA`). Options follow Kafka's source:
+fixed (:data:`SCHEMA`), the same both ways. Options follow Kafka's source:
 
+``namesrvAddr``
+    read over the network through these name servers (``;``-separated) instead of a path; see
+    :mod:`rocketha.spark._network` for the planning by message queue and ``preferSlave``.
 ``topics``
-    comma-separated topics to read (default: all).
+    comma-separated topics to read (default for a store: all; required over the network).
 ``startingOffsets`` / ``endingOffsets``
-    ``earliest``, ``latest`` or JSON ``{"topic": {"queueId": queueOffset}}`` (-2 earliest,
-    -1 latest); queues not named are unbounded. ``endingOffsets`` is exclusive, batch only.
+    ``earliest``, ``latest`` or JSON ``{"topic": {"queueId": queueOffset}}`` for a store,
+    ``{"topic": {"brokerName:queueId": queueOffset}}`` over the network (-2 earliest, -1
+    latest); queues not named are unbounded. ``endingOffsets`` is exclusive, batch only.
 ``startingCommitLogOffset`` / ``endingCommitLogOffset``
-    the same on physical commit log offsets (the start must be a record boundary).
+    a store only: the same on physical commit log offsets (the start must be a record boundary).
 ``maxOffsetsPerTrigger`` / ``maxBytesPerTrigger``
-    streaming admission control: records (or record bytes) per micro-batch.
+    streaming admission control: records (or, for a store, record bytes) per micro-batch.
 ``minPartitions``
-    at least this many read tasks; a batch is split at segment files and then at record
-    boundaries inside them.
+    at least this many read tasks; a store is split at segment files and then at record
+    boundaries inside them, the network source's queue ranges in proportion to their sizes.
 ``failOnDataLoss``
-    ``true`` (default): offsets older than the store's min offset fail; ``false`` skips ahead.
+    ``true`` (default): offsets older than the store's (or queue's) min offset fail; ``false``
+    skips ahead.
+``preferSlave``
+    network only, ``true`` (default): pull from a slave of the group that holds the range.
+``groupId``
+    network only: a streaming query commits its consumed offsets to this consumer group.
+``accessKey`` / ``secretKey``
+    network only: the account requests are signed with, for brokers with ``aclEnable=true``.
 
-A streaming offset is the commit log offset, ``{"offset": "12345"}``; a store being written (or
-replicated into) is read up to its last complete record, and a restart from a checkpoint goes on
-exactly where the last committed batch ended.
+A store's streaming offset is the commit log offset, ``{"offset": "12345"}``; the network's is
+the queue offsets in the JSON offsets' shape. A store being written (or replicated into) is read
+up to its last complete record, and a restart from a checkpoint goes on exactly where the last
+committed batch ended.
 
 Filters are chosen with options rather than pushed down: ``pushFilters`` returns wrong results in
 Spark 4.3.0 when a DataFrame is reused.
 
 As a sink, ``df.write.format("rocketha").option("namesrvAddr", ...)`` and ``writeStream`` send
 rows into topics over the network (columns ``body``, ``topic``, ``tags``, ``keys``,
-``properties``; at least once): see ``rocketha.spark._sink``.
+``properties``, ``queueId``; at least once): see ``rocketha.spark._sink``.
 """
 
 from __future__ import annotations
@@ -66,6 +80,7 @@ from pyspark.sql.types import StructType
 from rocketha import _core
 from rocketha.exceptions import ConfigError
 from rocketha.spark._arrow import ARROW_SCHEMA, SCHEMA, to_record_batch
+from rocketha.spark._network import NetworkBatchReader, NetworkStreamReader, QueuePartition
 from rocketha.spark._options import (
     EARLIEST,
     LATEST,
@@ -106,12 +121,12 @@ _stores_lock = threading.Lock()
 
 def _open(opts: ReadOptions, needed: int = 0) -> MessageStore:
     """A read-only handle on the store, refreshed if it has not seen offset ``needed`` yet."""
-    key = (os.getpid(), opts.path)
+    key = (os.getpid(), opts.store_path)
     with _stores_lock:
         store = _stores.get(key)
         if store is None:
             store = MessageStore(
-                opts.path, mapped_file_size_commit_log=opts.mapped_file_size, read_only=True
+                opts.store_path, mapped_file_size_commit_log=opts.mapped_file_size, read_only=True
             )
             _stores[key] = store
     if store.max_offset < needed:
@@ -178,11 +193,13 @@ class RocketHADataSource(DataSource):
 
     def reader(self, schema: StructType) -> DataSourceReader:
         _check_schema(schema)
-        return BatchReader(parse(self.options, streaming=False))
+        opts = parse(self.options, streaming=False)
+        return NetworkBatchReader(opts) if opts.namesrv_addr else BatchReader(opts)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         _check_schema(schema)
-        return StreamReader(parse(self.options, streaming=True))
+        opts = parse(self.options, streaming=True)
+        return NetworkStreamReader(opts) if opts.namesrv_addr else StreamReader(opts)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         return BatchWriter(parse_write(self.options, schema, overwrite))
@@ -234,11 +251,6 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def __init__(self, opts: ReadOptions) -> None:
         self.opts = opts
-        if isinstance(opts.starting, dict) and any(
-            offset == -1 for queues in opts.starting.values() for offset in queues.values()
-        ):
-            # It would resolve to another queue offset each time the query restarts.
-            raise ConfigError("option startingOffsets: -1 (latest) per queue is batch only")
         store = _open(opts)
         if opts.starting_commit_log_offset is not None:
             check_boundary(store, opts.starting_commit_log_offset, "startingCommitLogOffset")
@@ -309,6 +321,9 @@ __all__ = [
     "SCHEMA",
     "BatchReader",
     "DataLossError",
+    "NetworkBatchReader",
+    "NetworkStreamReader",
+    "QueuePartition",
     "RangePartition",
     "RocketHADataSource",
     "StreamReader",

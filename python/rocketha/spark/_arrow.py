@@ -43,14 +43,18 @@ SCHEMA = StructType(
         StructField("flag", IntegerType()),
         StructField("sysFlag", IntegerType()),
         StructField("reconsumeTimes", IntegerType()),
+        # The broker group the record was read from; null when read from a store directory,
+        # which does not know its group's name.
+        StructField("brokerName", StringType()),
     ]
 )
 
 ARROW_SCHEMA = to_arrow_schema(SCHEMA, timezone="UTC")
 
 
-def to_record_batch(batch: _core.ColumnarBatch) -> pa.RecordBatch:
-    """Wraps the batch's buffers (in ``rocketha_core::arrow::ColumnBatch::buffers`` order)."""
+def to_record_batch(batch: _core.ColumnarBatch, broker_name: str | None = None) -> pa.RecordBatch:
+    """Wraps the batch's buffers (in ``rocketha_core::arrow::ColumnBatch::buffers`` order) and
+    adds the constant ``brokerName`` column."""
     buffers: Iterator[pa.Buffer] = iter(pa.py_buffer(b) for b in batch.buffers())
 
     def validity() -> pa.Buffer | None:
@@ -60,7 +64,7 @@ def to_record_batch(batch: _core.ColumnarBatch) -> pa.RecordBatch:
 
     rows = batch.num_rows
     columns = []
-    for field in ARROW_SCHEMA:
+    for field in list(ARROW_SCHEMA)[:-1]:
         kind = field.type
         if isinstance(kind, pa.MapType):
             valid, offsets = validity(), next(buffers)
@@ -81,4 +85,5 @@ def to_record_batch(batch: _core.ColumnarBatch) -> pa.RecordBatch:
             )
         else:
             columns.append(pa.Array.from_buffers(kind, rows, [validity(), next(buffers)]))
+    columns.append(pa.repeat(pa.scalar(broker_name, pa.string()), rows))
     return pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from rocketha.acl import SessionCredentials
 from rocketha.exceptions import ConfigError, RocketHAError
 from rocketha.store import MessageStore, existing_file_sizes
 
@@ -35,7 +36,17 @@ _KNOWN = {
     "maxbytespertrigger",
     "minpartitions",
     "failondataloss",
+    "namesrvaddr",
+    "preferslave",
+    "groupid",
+    "accesskey",
+    "secretkey",
 }
+#: Options only a store directory has: commit log offsets and bytes are a store's, not a
+#: topic's (the network source counts queue offsets).
+_LOCAL_ONLY = ("startingCommitLogOffset", "endingCommitLogOffset", "maxBytesPerTrigger")
+#: Options only the network source has.
+_NETWORK_ONLY = ("preferSlave", "groupId", "accessKey", "secretKey")
 
 
 class DataLossError(RocketHAError):
@@ -44,19 +55,33 @@ class DataLossError(RocketHAError):
 
 @dataclass(frozen=True)
 class ReadOptions:
-    """Parsed options. Pickled into Spark tasks, so it holds only paths, names and numbers."""
+    """Parsed options. Pickled into Spark tasks, so it holds only paths, names and numbers.
 
-    path: str
+    Exactly one of ``path`` (a store directory) and ``namesrv_addr`` (the network) is set. The
+    JSON offsets' queue keys are queue ids for a store and ``(brokerName, queueId)`` for the
+    network."""
+
+    path: str | None
     mapped_file_size: int
     topics: tuple[str, ...] | None
-    starting: str | dict[str, dict[int, int]]
-    ending: str | dict[str, dict[int, int]]
+    starting: str | dict[str, dict[Any, int]]
+    ending: str | dict[str, dict[Any, int]]
     starting_commit_log_offset: int | None
     ending_commit_log_offset: int | None
     max_offsets_per_trigger: int | None
     max_bytes_per_trigger: int | None
     min_partitions: int
     fail_on_data_loss: bool
+    namesrv_addr: str | None = None
+    prefer_slave: bool = True
+    group_id: str | None = None
+    credentials: SessionCredentials | None = None
+
+    @property
+    def store_path(self) -> str:
+        """The store directory of a local read."""
+        assert self.path is not None, "a network read has no store path"
+        return self.path
 
 
 def _positive_int(options: Mapping[str, str], name: str) -> int | None:
@@ -72,7 +97,27 @@ def _positive_int(options: Mapping[str, str], name: str) -> int | None:
     return value
 
 
-def _offsets(options: Mapping[str, str], name: str, streaming: bool) -> str | dict[str, Any]:
+def _queue_key(name: str, key: str, network: bool) -> int | tuple[str, int]:
+    """A JSON offset's queue key: ``"queueId"`` in a store, ``"brokerName:queueId"`` on the
+    network, where queue ids repeat in every broker group."""
+    broker, sep, queue_id = key.rpartition(":")
+    if network and not (sep and broker):
+        raise ConfigError(
+            f"option {name}: queue {key!r} is not 'brokerName:queueId' (with namesrvAddr "
+            "every broker group has its own queue ids)"
+        )
+    if not network and sep:
+        raise ConfigError(f"option {name}: queue {key!r} is not a queue id (a store has one group)")
+    try:
+        qid = int(queue_id)
+    except ValueError:
+        raise ConfigError(f"option {name}: queue id {queue_id!r} is no integer") from None
+    return (broker, qid) if network else qid
+
+
+def _offsets(
+    options: Mapping[str, str], name: str, streaming: bool, network: bool
+) -> str | dict[str, Any]:
     raw = options.get(name.lower())
     default = LATEST if name == "endingOffsets" else EARLIEST
     if raw is None:
@@ -91,16 +136,13 @@ def _offsets(options: Mapping[str, str], name: str, streaming: bool) -> str | di
         ) from None
     if not isinstance(parsed, dict):
         raise ConfigError(f'option {name}: expected {{"topic": {{"queueId": offset}}}}')
-    out: dict[str, dict[int, int]] = {}
+    out: dict[str, dict[Any, int]] = {}
     for topic, queues in parsed.items():
         if not isinstance(queues, dict):
             raise ConfigError(f"option {name}: topic {topic!r} must map queue ids to offsets")
-        per_queue: dict[int, int] = {}
+        per_queue: dict[Any, int] = {}
         for queue_id, offset in queues.items():
-            try:
-                qid = int(queue_id)
-            except ValueError:
-                raise ConfigError(f"option {name}: queue id {queue_id!r} is no integer") from None
+            qid = _queue_key(name, queue_id, network)
             if not isinstance(offset, int) or isinstance(offset, bool) or offset < _JSON_EARLIEST:
                 raise ConfigError(
                     f"option {name}: offset {offset!r} of {topic}/{queue_id} is not a queue "
@@ -109,6 +151,27 @@ def _offsets(options: Mapping[str, str], name: str, streaming: bool) -> str | di
             per_queue[qid] = offset
         out[topic] = per_queue
     return out
+
+
+def parse_credentials(options: Mapping[str, str]) -> SessionCredentials | None:
+    """``accessKey`` and ``secretKey`` (lower-cased keys): the account requests are signed
+    with, for brokers with ``aclEnable=true``."""
+    access_key, secret_key = options.get("accesskey"), options.get("secretkey")
+    if access_key and secret_key:
+        return SessionCredentials(access_key, secret_key)
+    if access_key or secret_key:
+        raise ConfigError(
+            "options accessKey and secretKey: set both (aclEnable brokers) or neither"
+        )
+    return None
+
+
+def _bool(options: Mapping[str, str], name: str) -> bool:
+    """A true/false option, true by default."""
+    raw = options.get(name.lower(), "true").strip().lower()
+    if raw not in ("true", "false"):
+        raise ConfigError(f"option {name}: {raw!r} is not true or false")
+    return raw == "true"
 
 
 def store_mapped_file_size(path: str) -> int:
@@ -126,32 +189,48 @@ def parse(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
         raise ConfigError(
             f"unknown option {unknown[0]!r}; known options: path, topics, startingOffsets, "
             "endingOffsets, startingCommitLogOffset, endingCommitLogOffset, "
-            "maxOffsetsPerTrigger, maxBytesPerTrigger, minPartitions, failOnDataLoss"
+            "maxOffsetsPerTrigger, maxBytesPerTrigger, minPartitions, failOnDataLoss, "
+            "namesrvAddr, preferSlave, groupId, accessKey, secretKey"
         )
-    path = options.get("path")
-    if not path:
-        raise ConfigError("option path: missing; use load(store_dir) or option('path', ...)")
-    path = os.path.abspath(path)
+    namesrv = options.get("namesrvaddr") or None
+    path = options.get("path") or None
+    if namesrv is None and path is None:
+        raise ConfigError(
+            "option path: missing; use load(store_dir), or option('namesrvAddr', ...) to read "
+            "over the network"
+        )
+    if namesrv is not None and path is not None:
+        raise ConfigError("option namesrvAddr: give it or a store path (load(path)), not both")
+    for name in _LOCAL_ONLY if namesrv else _NETWORK_ONLY:
+        if name.lower() in options:
+            where = "a store directory" if namesrv else "namesrvAddr (the network source)"
+            raise ConfigError(f"option {name}: only with {where}")
     topics = None
     if options.get("topics") is not None:
         topics = tuple(t.strip() for t in options["topics"].split(",") if t.strip())
         if not topics:
             raise ConfigError("option topics: empty list")
-    fail = options.get("failondataloss", "true").strip().lower()
-    if fail not in ("true", "false"):
-        raise ConfigError(f"option failOnDataLoss: {fail!r} is not true or false")
+    if namesrv and topics is None:
+        raise ConfigError("option topics: required with namesrvAddr (a name server has no list)")
+    if path is not None:
+        path = os.path.abspath(path)
+    network = namesrv is not None
     parsed = ReadOptions(
         path=path,
-        mapped_file_size=store_mapped_file_size(path),
+        mapped_file_size=0 if path is None else store_mapped_file_size(path),
         topics=topics,
-        starting=_offsets(options, "startingOffsets", streaming),
-        ending=_offsets(options, "endingOffsets", streaming),
+        starting=_offsets(options, "startingOffsets", streaming, network),
+        ending=_offsets(options, "endingOffsets", streaming, network),
         starting_commit_log_offset=_positive_int(options, "startingCommitLogOffset"),
         ending_commit_log_offset=_positive_int(options, "endingCommitLogOffset"),
         max_offsets_per_trigger=_positive_int(options, "maxOffsetsPerTrigger"),
         max_bytes_per_trigger=_positive_int(options, "maxBytesPerTrigger"),
         min_partitions=_positive_int(options, "minPartitions") or 1,
-        fail_on_data_loss=fail == "true",
+        fail_on_data_loss=_bool(options, "failOnDataLoss"),
+        namesrv_addr=namesrv,
+        prefer_slave=_bool(options, "preferSlave"),
+        group_id=options.get("groupid") or None,
+        credentials=parse_credentials(options),
     )
     if "startingoffsets" in options and parsed.starting_commit_log_offset is not None:
         raise ConfigError("option startingCommitLogOffset: give it or startingOffsets, not both")
@@ -170,6 +249,17 @@ def parse(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
             f"option endingCommitLogOffset: {parsed.ending_commit_log_offset} is before "
             f"startingCommitLogOffset {parsed.starting_commit_log_offset}"
         )
+    if (
+        streaming
+        and isinstance(parsed.starting, dict)
+        and any(
+            offset == _JSON_LATEST
+            for queues in parsed.starting.values()
+            for offset in queues.values()
+        )
+    ):
+        # It would resolve to another queue offset each time the query restarts.
+        raise ConfigError("option startingOffsets: -1 (latest) per queue is batch only")
     if isinstance(parsed.starting, dict) and isinstance(parsed.ending, dict):
         for topic, queues in parsed.ending.items():
             for qid, end in queues.items():
@@ -204,16 +294,19 @@ def queue_bounds(opts: ReadOptions, store: MessageStore) -> list[tuple[str, int,
 def check_start(opts: ReadOptions, store: MessageStore, start: int, what: str) -> int:
     """The offset to read from: ``start``, or the store's min offset when segments holding
     ``start`` were deleted and ``failOnDataLoss`` is false."""
-    if start >= store.min_offset:
+    return check_min(opts, start, store.min_offset, f"{what} {start}", f"of {opts.path}")
+
+
+def check_min(opts: ReadOptions, start: int, min_offset: int, what: str, where: str) -> int:
+    """``start``, or ``min_offset`` when ``start`` was deleted and ``failOnDataLoss`` is false:
+    Kafka's rule, for a store's commit log offsets and a queue's offsets alike."""
+    if start >= min_offset:
         return start
-    message = (
-        f"{what} {start} is older than the min offset {store.min_offset} of {opts.path}: "
-        "its segments were deleted"
-    )
+    message = f"{what} is older than the min offset {min_offset} {where}: its data was deleted"
     if opts.fail_on_data_loss:
         raise DataLossError(f"{message}; set failOnDataLoss=false to skip ahead")
     log.warning("%s; skipping ahead (failOnDataLoss=false)", message)
-    return store.min_offset
+    return min_offset
 
 
 def check_boundary(store: MessageStore, offset: int, name: str) -> None:

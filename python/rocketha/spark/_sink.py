@@ -11,6 +11,9 @@ Columns (only ``body`` is required; a column of another name fails the plan):
     string; ``keys`` may also be an array of strings (RocketMQ's KEYS, space-joined).
 ``properties``
     map of string to string, the user properties.
+``queueId``
+    int, the queue to send to (the source's column name): that queue id of a broker group
+    that has it, groups taken in turn; rows without it (or a null) go round-robin.
 
 Options: ``namesrvAddr`` (required, ``;``-separated), ``topic``, ``producerGroup``
 (``rocketha-spark-writer``), ``batchSize`` (messages per ``SEND_BATCH_MESSAGE``, 128),
@@ -41,6 +44,8 @@ from pyspark.sql.types import (
     ArrayType,
     BinaryType,
     DataType,
+    IntegerType,
+    LongType,
     MapType,
     StringType,
     StructType,
@@ -50,6 +55,7 @@ from rocketha._core import Message
 from rocketha.acl import SessionCredentials
 from rocketha.client import Producer, SendStatus
 from rocketha.exceptions import ConfigError, MQClientError
+from rocketha.spark._options import parse_credentials
 
 log = logging.getLogger("rocketha.spark")
 
@@ -59,6 +65,7 @@ _COLUMNS: dict[str, tuple[DataType, ...]] = {
     "tags": (StringType(),),
     "keys": (StringType(), ArrayType(StringType())),
     "properties": (MapType(StringType(), StringType()),),
+    "queueId": (IntegerType(), LongType()),
 }
 _KNOWN = {
     "namesrvaddr",
@@ -131,14 +138,6 @@ def parse_write(options: Mapping[str, str], schema: StructType, overwrite: bool)
     topic = opts.get("topic") or None
     if topic is None and "topic" not in names:
         raise ConfigError("option topic: no topic column, so the topic option is needed")
-    access_key, secret_key = opts.get("accesskey"), opts.get("secretkey")
-    credentials = None
-    if access_key and secret_key:
-        credentials = SessionCredentials(access_key, secret_key)
-    elif access_key or secret_key:
-        raise ConfigError(
-            "options accessKey and secretKey: set both (aclEnable brokers) or neither"
-        )
     return WriteOptions(
         namesrv_addr=namesrv,
         topic=topic,
@@ -146,7 +145,7 @@ def parse_write(options: Mapping[str, str], schema: StructType, overwrite: bool)
         batch_size=_positive(opts, "batchSize", 128),
         batch_bytes=_positive(opts, "batchBytes", 1 << 20),
         send_timeout=_positive(opts, "sendTimeoutMs", 3000) / 1000,
-        credentials=credentials,
+        credentials=parse_credentials(opts),
     )
 
 
@@ -158,7 +157,7 @@ class SentCounts(WriterCommitMessage):
     batches: int = 0
 
 
-def _messages(opts: WriteOptions, batch: pa.RecordBatch) -> Iterator[Message]:
+def _messages(opts: WriteOptions, batch: pa.RecordBatch) -> Iterator[tuple[Message, int | None]]:
     columns = {name: batch.column(name).to_pylist() for name in batch.schema.names}
     bodies = columns["body"]
     for i, body in enumerate(bodies):
@@ -169,7 +168,7 @@ def _messages(opts: WriteOptions, batch: pa.RecordBatch) -> Iterator[Message]:
         if body is None:
             raise ConfigError(f"column body: a row for topic {topic} has a null body")
         props = columns["properties"][i] if "properties" in columns else None
-        yield Message(
+        message = Message(
             topic,
             body,
             tags=columns["tags"][i] if "tags" in columns else None,
@@ -177,12 +176,13 @@ def _messages(opts: WriteOptions, batch: pa.RecordBatch) -> Iterator[Message]:
             # Arrow hands a map over as a list of (key, value) pairs.
             properties=dict(props) if props else None,
         )
+        yield message, columns["queueId"][i] if "queueId" in columns else None
 
 
 def _send(opts: WriteOptions, batches: Iterator[pa.RecordBatch]) -> SentCounts:
-    """One task: batches of one topic each, every one SEND_OK or the task fails."""
+    """One task: batches of one topic (and queue) each, every one SEND_OK or the task fails."""
     counts = SentCounts()
-    pending: dict[str, tuple[list[Message], int]] = {}
+    pending: dict[tuple[str, int | None], tuple[list[Message], int]] = {}
     with Producer(
         opts.namesrv_addr,
         opts.producer_group,
@@ -190,9 +190,10 @@ def _send(opts: WriteOptions, batches: Iterator[pa.RecordBatch]) -> SentCounts:
         credentials=opts.credentials,
     ) as p:
 
-        def flush(topic: str) -> None:
-            msgs, _size = pending.pop(topic)
-            result = p.send_batch(msgs)
+        def flush(key: tuple[str, int | None]) -> None:
+            topic, queue_id = key
+            msgs, _size = pending.pop(key)
+            result = p.send_batch(msgs, queue_id=queue_id)
             if result.status is not SendStatus.SEND_OK:
                 raise MQClientError(
                     f"topic {topic}: a batch of {len(msgs)} came back {result.status.value} "
@@ -203,14 +204,15 @@ def _send(opts: WriteOptions, batches: Iterator[pa.RecordBatch]) -> SentCounts:
             counts.batches += 1
 
         for batch in batches:
-            for msg in _messages(opts, batch):
-                msgs, size = pending.get(msg.topic, ([], 0))
+            for msg, queue_id in _messages(opts, batch):
+                key = (msg.topic, queue_id)
+                msgs, size = pending.get(key, ([], 0))
                 msgs.append(msg)
-                pending[msg.topic] = (msgs, size + len(msg.body))
+                pending[key] = (msgs, size + len(msg.body))
                 if len(msgs) >= opts.batch_size or size + len(msg.body) >= opts.batch_bytes:
-                    flush(msg.topic)
-        for topic in list(pending):
-            flush(topic)
+                    flush(key)
+        for key in list(pending):
+            flush(key)
     return counts
 
 

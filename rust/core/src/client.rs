@@ -24,7 +24,7 @@ use crate::remoting::{
 use crate::store::now_millis;
 
 mod consumer;
-pub use consumer::{decode_pulled, ConsumerData, PullReply, SubscriptionData};
+pub use consumer::{decode_pulled, ConsumerData, PullReply, PulledRange, SubscriptionData};
 
 /// `MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX`.
 pub(crate) const PROPERTY_UNIQ_KEY: &str = "UNIQ_KEY";

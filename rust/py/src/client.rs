@@ -21,6 +21,13 @@ use crate::consumer::{pull_tuple, subscription_error};
 use crate::errors::{ForkGuard, InvalidMessageError, RemotingConnectError, SendStatusUnknownError};
 use crate::message::Message;
 
+/// `(bodies, next_offset, (code, remark, min_offset, max_offset) of a refusal)`.
+type PulledTuple<'py> = (
+    Vec<Bound<'py, PyBytes>>,
+    i64,
+    Option<(i32, Option<String>, i64, i64)>,
+);
+
 /// `(code, remark, offset_msg_id, queue_id, queue_offset, uniq_ids)`.
 type SendTuple = (i32, Option<String>, String, i32, i64, Vec<String>);
 
@@ -374,6 +381,56 @@ impl MQClientAPI {
         py.detach(|| api.pull_message_async(addr, &header, secs(timeout), done))
             .map_err(send_error)?;
         Ok(ticket)
+    }
+
+    /// PULL_MESSAGE over queue offsets `[queue_offset, end)`, `window` pulls of
+    /// `max_msg_nums` in flight, until about `max_rows` offsets are covered: `(bodies,
+    /// next_offset, refused)`, the bodies the FOUND answers' raw records (for
+    /// `decode_pulled`), `refused` the first other answer as `(code, remark, min_offset,
+    /// max_offset)` or None. Without the suspend flag the broker answers at once.
+    #[pyo3(signature = (addr, *, consumer_group, topic, queue_id, queue_offset, end, max_msg_nums, window, max_rows, sys_flag, subscription, timeout))]
+    #[allow(clippy::too_many_arguments)]
+    fn pull_range<'py>(
+        &self,
+        py: Python<'py>,
+        addr: &str,
+        consumer_group: String,
+        topic: String,
+        queue_id: i32,
+        queue_offset: i64,
+        end: i64,
+        max_msg_nums: i32,
+        window: usize,
+        max_rows: i64,
+        sys_flag: i32,
+        subscription: String,
+        timeout: f64,
+    ) -> PyResult<PulledTuple<'py>> {
+        self.guard.check()?;
+        let header = PullMessageRequestHeader {
+            consumer_group,
+            topic,
+            queue_id,
+            queue_offset,
+            max_msg_nums,
+            sys_flag,
+            commit_offset: 0,
+            suspend_timeout_millis: 0,
+            subscription: Some(subscription),
+            sub_version: 0,
+            expression_type: Some("TAG".to_owned()),
+            max_msg_bytes: None,
+        };
+        let api = &self.inner;
+        let range = py
+            .detach(|| api.pull_range(addr, &header, end, window, max_rows, secs(timeout)))
+            .map_err(send_error)?;
+        let bodies = range.bodies.iter().map(|b| PyBytes::new(py, b)).collect();
+        let refused = range.refused.map(|r| {
+            let (min, max) = r.header.map_or((-1, -1), |h| (h.min_offset, h.max_offset));
+            (r.code, r.remark, min, max)
+        });
+        Ok((bodies, range.next_offset, refused))
     }
 
     /// Answers of `pull_message_async` tickets, waiting up to `timeout` seconds (GIL
