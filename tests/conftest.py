@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import subprocess
@@ -18,8 +17,8 @@ import pytest
 # (``benches.peers``), which tests share.
 sys.path[:0] = [str(Path(__file__).parent), str(Path(__file__).parents[1])]
 
-from helpers import SEGMENT  # noqa: E402
-from rocketha import Broker, BrokerConfig, NameServer  # noqa: E402
+from helpers import broker_pair  # noqa: E402
+from rocketha import Broker, NameServer  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -79,45 +78,6 @@ def namesrv_process(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], str
             proc.kill()
         proc.wait(timeout=30)
         proc.stdout.close()
-
-
-@contextlib.contextmanager
-def broker_pair(root: Path, name: str, namesrv: str) -> Iterator[tuple[Broker, Broker]]:
-    """Broker group ``name`` in this process: a SYNC_MASTER and its SLAVE, which serves pulls
-    (``slaveReadEnable``) and learns new topics within 100 ms (``slaveSyncInterval``)."""
-    common: dict[str, Any] = dict(
-        broker_name=name,
-        mapped_file_size_commit_log=SEGMENT,
-        listen_port=0,
-        namesrv_addr=namesrv,
-    )
-    master_conf = BrokerConfig(
-        broker_role="SYNC_MASTER",
-        store_path_root_dir=str(root / f"{name}-master"),
-        ha_listen_port=0,
-        ha_listen_address="127.0.0.1",
-        # Retention of every segment but the last, when a test calls clean_now().
-        mapped_file_size_consume_queue=50 * 20,
-        delete_when=";".join(str(h) for h in range(24)),
-        file_reserved_time=1,
-        file_reserved_time_unit_ms=1,
-        clean_resource_interval=3_600_000,
-        **common,
-    )
-    with Broker(master_conf) as master:
-        slave_conf = BrokerConfig(
-            broker_role="SLAVE",
-            broker_id=1,
-            store_path_root_dir=str(root / f"{name}-slave"),
-            ha_master_address=master.ha_address,
-            slave_read_enable=True,
-            slave_sync_interval=100,
-            **common,
-        )
-        with Broker(slave_conf) as slave:
-            assert master.ha is not None
-            assert master.ha.wait_for_state(None, "TRANSFER", timeout=60)
-            yield master, slave
 
 
 @pytest.fixture

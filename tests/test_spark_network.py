@@ -8,8 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import broker_pair
-from helpers import create_topic, served, topic_brokers, wait_for
+from helpers import broker_pair, create_topic, served, topic_brokers, wait_for
 from rocketha import Broker, Message, MessageExt, MessageStore, NameServer, Producer
 from rocketha._core import MQClientAPI
 from rocketha.exceptions import ConfigError
