@@ -28,6 +28,7 @@ use std::time::Duration;
 
 use super::frame::{RemotingFrameError, DEFAULT_MAX_FRAME_SIZE};
 use super::header::{CommandError, RemotingCommand};
+use super::tls::ClientTls;
 use crate::event_loop::{EventLoop, LoopThread};
 use crate::sync::lock;
 use connections::{Op, Request, Shared};
@@ -76,6 +77,9 @@ pub enum ClientError {
     },
     #[error("the remoting client closed its connections")]
     Shutdown,
+    /// The TLS handshake or a record failed: a certificate refused, a plain-text server.
+    #[error("{addr}: {reason}")]
+    Tls { addr: SocketAddr, reason: String },
     /// The request failed before any of its bytes were written: `reason` is why.
     #[error("request code {code} not sent to {addr}: {reason}")]
     NotSent {
@@ -113,6 +117,9 @@ pub struct ClientConfig {
     pub connect_timeout: Duration,
     /// Largest frame sent or accepted (`NettyDecoder`'s 16 MiB).
     pub max_frame_size: usize,
+    /// TLS on every connection, to name servers and brokers alike (`useTLS`); `None` is plain
+    /// TCP.
+    pub tls: Option<ClientTls>,
 }
 
 impl Default for ClientConfig {
@@ -120,6 +127,7 @@ impl Default for ClientConfig {
         Self {
             connect_timeout: Duration::from_secs(3),
             max_frame_size: DEFAULT_MAX_FRAME_SIZE,
+            tls: None,
         }
     }
 }
@@ -269,6 +277,21 @@ impl NettyRemotingClient {
             }
         }
         let remote = resolve(addr)?;
+        // Before connecting: a name rustls cannot check is the caller's mistake, not the
+        // network's.
+        let session = match &self.config.tls {
+            None => None,
+            Some(tls) => {
+                let host = addr.rsplit_once(':').map_or(addr, |(host, _)| host);
+                let session = tls
+                    .connect(host)
+                    .map_err(|reason| ClientError::BadAddress {
+                        addr: addr.to_owned(),
+                        reason,
+                    })?;
+                Some(Box::new(session))
+            }
+        };
         let stream = connect(remote, self.config.connect_timeout)?;
         let id = self.next_channel.fetch_add(1, Ordering::Relaxed);
         let alive = Arc::new(AtomicBool::new(true));
@@ -276,6 +299,7 @@ impl NettyRemotingClient {
             .push(Op::Register {
                 id,
                 stream,
+                tls: session,
                 remote,
                 alive: alive.clone(),
             })

@@ -20,6 +20,7 @@ use super::{ClientConfig, ClientError, InvokeCallback, InvokeResult};
 use crate::event_loop::{EventLoop, Signal, WAKER};
 use crate::remoting::frame::{decode_frame, Decoded};
 use crate::remoting::header::RemotingCommand;
+use crate::remoting::tls;
 use crate::sync::{deadline_after, lock};
 
 /// Bytes asked of the socket per read.
@@ -43,6 +44,8 @@ pub(super) enum Op {
     Register {
         id: u64,
         stream: std::net::TcpStream,
+        /// The TLS session to run on it, its handshake not started.
+        tls: Option<Box<rustls::Connection>>,
         remote: SocketAddr,
         alive: Arc<AtomicBool>,
     },
@@ -101,6 +104,9 @@ struct Outgoing {
 
 struct Connection {
     stream: TcpStream,
+    /// Its rustls state, on a TLS connection: frames are handed to it once its handshake is
+    /// done, and only then count as sent.
+    tls: Option<Box<rustls::Connection>>,
     remote: SocketAddr,
     alive: Arc<AtomicBool>,
     /// Frames not yet fully written, in request order.
@@ -181,6 +187,7 @@ impl ClientLoop {
             Op::Register {
                 id,
                 stream,
+                tls,
                 remote,
                 alive,
             } => {
@@ -195,14 +202,20 @@ impl ClientLoop {
                     alive.store(false, Ordering::Release);
                     return;
                 }
+                let has_tls = tls.is_some();
                 let conn = Connection {
                     stream,
+                    tls,
                     remote,
                     alive,
                     out: VecDeque::new(),
                     read_buf: Vec::new(),
                 };
                 self.conns.insert(id, conn);
+                if has_tls {
+                    // The ClientHello.
+                    self.flush(id);
+                }
             }
             Op::Send(request) => self.send(request),
             Op::CloseAll => {
@@ -253,6 +266,9 @@ impl ClientLoop {
         let Some(conn) = self.conns.get_mut(&id) else {
             return;
         };
+        if conn.tls.is_some() {
+            return self.flush_tls(id);
+        }
         let failed = loop {
             let Some(front) = conn.out.front_mut() else {
                 break None;
@@ -281,6 +297,46 @@ impl ClientLoop {
         }
     }
 
+    /// [`Self::flush`] through rustls: frames go in as far as it takes them, once its
+    /// handshake is done, and its records out until the socket would block.
+    fn flush_tls(&mut self, id: u64) {
+        let Some(conn) = self.conns.get_mut(&id) else {
+            return;
+        };
+        let addr = conn.remote;
+        let Some(session) = conn.tls.as_deref_mut() else {
+            return;
+        };
+        let failed = 'flush: loop {
+            while let Some(front) = conn.out.front_mut() {
+                let n = match tls::feed(session, &front.frame[front.written..]) {
+                    Ok(n) => n,
+                    Err(e) => break 'flush Some(e),
+                };
+                if n == 0 {
+                    break;
+                }
+                if front.written == 0 {
+                    if let Some(p) = self.pending.get_mut(&front.opaque) {
+                        p.sent = true;
+                    }
+                }
+                front.written += n;
+                if front.written == front.frame.len() {
+                    conn.out.pop_front();
+                }
+            }
+            match tls::write_records(session, &mut conn.stream) {
+                Ok((true, false)) if !conn.out.is_empty() && !session.is_handshaking() => {}
+                Ok(_) => break None,
+                Err(e) => break Some(e),
+            }
+        };
+        if let Some(e) = failed {
+            self.close(id, lost(addr, "write", e));
+        }
+    }
+
     /// Reads until the socket is empty, then hands every whole frame on.
     fn read(&mut self, id: u64) {
         let Some(conn) = self.conns.get_mut(&id) else {
@@ -288,7 +344,22 @@ impl ClientLoop {
         };
         let addr = conn.remote;
         let mut ended = None;
-        loop {
+        if let Some(session) = conn.tls.as_deref_mut() {
+            match tls::read_plaintext(session, &mut conn.stream, &mut conn.read_buf, usize::MAX) {
+                Ok(seen) if seen.eof => ended = Some(ClientError::Closed { addr }),
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::InvalidData => {
+                    // The alert saying why, if the socket takes it.
+                    let _ = tls::write_records(session, &mut conn.stream);
+                    ended = Some(ClientError::Tls {
+                        addr,
+                        reason: e.to_string(),
+                    });
+                }
+                Err(e) => ended = Some(lost(addr, "read", e)),
+            }
+        }
+        while conn.tls.is_none() {
             match conn.stream.read(&mut self.scratch) {
                 Ok(0) => {
                     ended = Some(ClientError::Closed { addr });
@@ -331,6 +402,9 @@ impl ClientLoop {
         }
         if let Some(error) = ended {
             self.close(id, error);
+        } else if self.conns.get(&id).is_some_and(|c| c.tls.is_some()) {
+            // The handshake's next flight, or, once it is done, the frames it held back.
+            self.flush(id);
         }
     }
 
