@@ -37,7 +37,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
-from rocketha._core import BrokerController, Message, MessageExt, PutResult
+from rocketha._core import BrokerController, ClientTls, Message, MessageExt, PutResult, ServerTls
 from rocketha.config import BrokerConfig
 from rocketha.exceptions import ConfigError, NotMasterError, OffsetTooSmallError
 from rocketha.group_transfer import GroupTransferService
@@ -113,11 +113,13 @@ class Broker:
         c = self.config
         secret = c.auth_secret()
         self._check_security(secret)
+        # Certificate files are read before anything opens, so a bad one fails the start clean.
+        tls = (c.server_tls(), c.client_tls())
         # Bound first: the store records brokerIP1:listenPort in every message.
         self._controller = BrokerController(f"{c.listen_address}:{c.listen_port}")
         store_host = f"{c.broker_ip1}:{self._controller.listen_port}"
         try:
-            self._open(secret, store_host)
+            self._open(secret, store_host, tls)
         except BaseException:
             self._close_parts()
             raise
@@ -133,7 +135,9 @@ class Broker:
         )
         return self
 
-    def _open(self, secret: bytes | None, store_host: str) -> None:
+    def _open(
+        self, secret: bytes | None, store_host: str, tls: tuple[ServerTls | None, ClientTls | None]
+    ) -> None:
         c = self.config
         try:
             self._store = self._open_store(store_host)
@@ -197,6 +201,8 @@ class Broker:
             auto_create_subscription_group=c.auto_create_subscription_group,
             flush_consumer_offset_interval_ms=c.flush_consumer_offset_interval,
             slave_sync_interval_ms=c.slave_sync_interval,
+            tls=tls[0],
+            client_tls=tls[1],
         )
         self._events = threading.Thread(
             target=self._log_events,

@@ -18,7 +18,8 @@ use crate::remoting::header::{
     SendMessageResponseHeader, UnregisterClientRequestHeader,
 };
 use crate::remoting::{
-    request_code, response_code, ClientConfig, ClientError, NettyRemotingClient, RemotingCommand,
+    request_code, response_code, ClientConfig, ClientError, ClientTls, NettyRemotingClient,
+    RemotingCommand,
 };
 use crate::store::now_millis;
 
@@ -65,9 +66,13 @@ pub struct MqClientApi {
 }
 
 impl MqClientApi {
-    pub fn new() -> io::Result<Self> {
+    /// `tls`: every connection, to name servers and brokers, over TLS (`useTLS`).
+    pub fn new(tls: Option<ClientTls>) -> io::Result<Self> {
         Ok(Self {
-            remoting: NettyRemotingClient::start(ClientConfig::default())?,
+            remoting: NettyRemotingClient::start(ClientConfig {
+                tls,
+                ..ClientConfig::default()
+            })?,
         })
     }
 

@@ -19,6 +19,7 @@ use rocketha_core::remoting::header::{
 use crate::consumer::{pull_tuple, subscription_error};
 use crate::errors::{ForkGuard, InvalidMessageError, RemotingConnectError, SendStatusUnknownError};
 use crate::message::Message;
+use crate::tls::ClientTls;
 
 /// `(code, remark, offset_msg_id, queue_id, queue_offset, uniq_ids)`.
 type SendTuple = (i32, Option<String>, String, i32, i64, Vec<String>);
@@ -117,13 +118,13 @@ pub struct MQClientAPI {
 #[pymethods]
 impl MQClientAPI {
     #[new]
-    #[pyo3(signature = (client_ip="127.0.0.1"))]
-    fn new(client_ip: &str) -> PyResult<Self> {
+    #[pyo3(signature = (client_ip="127.0.0.1", *, tls=None))]
+    fn new(client_ip: &str, tls: Option<PyRef<'_, ClientTls>>) -> PyResult<Self> {
         let ip: std::net::Ipv4Addr = client_ip.parse().map_err(|_| {
             pyo3::exceptions::PyValueError::new_err(format!("{client_ip:?} is not an IPv4 address"))
         })?;
         Ok(Self {
-            inner: Arc::new(MqClientApi::new()?),
+            inner: Arc::new(MqClientApi::new(tls.map(|t| t.inner.clone()))?),
             client_ip: ip.octets(),
             outcomes: Arc::default(),
             pulls: Arc::default(),

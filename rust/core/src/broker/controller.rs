@@ -18,7 +18,7 @@ use super::topic_config::{TopicConfigError, TopicConfigManager};
 use super::BrokerSettings;
 use crate::ha::client::HaClient;
 use crate::ha::master::HaMaster;
-use crate::remoting::{RemotingServer, ServerConfig, ServerEvents};
+use crate::remoting::{ClientTls, RemotingServer, ServerConfig, ServerEvents};
 use crate::store::MessageStore;
 use crate::sync::lock;
 
@@ -56,6 +56,9 @@ pub struct BrokerControllerConfig {
     /// fetches its master's topics, offsets and groups.
     pub slave_sync_interval: Duration,
     pub server: ServerConfig,
+    /// TLS on the broker's own connections, to name servers and (a slave's) master
+    /// (RocketMQ's `tls.enable`).
+    pub client_tls: Option<ClientTls>,
 }
 
 impl Default for BrokerControllerConfig {
@@ -71,6 +74,7 @@ impl Default for BrokerControllerConfig {
             flush_consumer_offset_interval: Duration::from_millis(5000),
             slave_sync_interval: Duration::from_millis(60_000),
             server: ServerConfig::default(),
+            client_tls: None,
         }
     }
 }
@@ -131,6 +135,7 @@ impl BrokerController {
                 topics.clone(),
                 tables.offsets.clone(),
                 tables.groups.clone(),
+                config.client_tls.clone(),
             ))
         });
         let processor = Arc::new(BrokerProcessor::new(
@@ -160,6 +165,7 @@ impl BrokerController {
             ha_client.filter(|_| config.update_master_ha_server_addr_periodically),
             slave_sync.clone().map(|s| (s, housekeeping.clone())),
             events.clone(),
+            config.client_tls.clone(),
         );
         let period = config.register_name_server_period;
         let worker = signal.clone();

@@ -368,8 +368,18 @@ pub struct RemotingClient {
 impl RemotingClient {
     /// Connects to `addr` within `timeout`, which later reconnects use too.
     pub fn connect(addr: SocketAddr, timeout: Duration) -> Result<Self, ClientError> {
+        Self::connect_with(addr, timeout, None)
+    }
+
+    /// [`Self::connect`], over TLS when `tls` is given.
+    pub fn connect_with(
+        addr: SocketAddr,
+        timeout: Duration,
+        tls: Option<ClientTls>,
+    ) -> Result<Self, ClientError> {
         let client = NettyRemotingClient::start(ClientConfig {
             connect_timeout: timeout,
+            tls,
             ..ClientConfig::default()
         })
         .map_err(|e| ClientError::Io {
