@@ -239,3 +239,32 @@ def start_master(root: Path, name: str, namesrv: str, **keys: object) -> BrokerP
         **keys,
     }
     return BrokerProcess(write_conf(root / f"{name}-master.conf", **settings))
+
+
+@dataclass
+class Certificates:
+    """PEM files made by :func:`make_certificates`."""
+
+    ca: Path
+    #: Signed by ``ca`` for 127.0.0.1 and localhost.
+    cert: Path
+    key: Path
+
+
+def make_certificates(directory: Path, name: str = "server") -> Certificates:
+    """A fresh CA and a server certificate it signed, with the openssl command line (EC P-256
+    keys, PKCS#8, valid for a day)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    ca_key, ca = directory / f"{name}-ca.key", directory / f"{name}-ca.pem"
+    key, csr, cert = (directory / f"{name}.{ext}" for ext in ("key", "csr", "pem"))
+    ext = directory / f"{name}.ext"
+    ext.write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    for args in (
+        ["req", "-x509", *ec, "-keyout", ca_key, "-out", ca, "-days", "1", "-subj", "/CN=ca"],
+        ["req", *ec, "-keyout", key, "-out", csr, "-subj", "/CN=127.0.0.1"],
+        ["x509", "-req", "-in", csr, "-CA", ca, "-CAkey", ca_key, "-CAcreateserial"]
+        + ["-out", cert, "-days", "1", "-extfile", ext],
+    ):
+        subprocess.run(["openssl", *map(str, args)], check=True, capture_output=True)
+    return Certificates(ca=ca, cert=cert, key=key)
