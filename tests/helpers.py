@@ -3,6 +3,7 @@ log comparison."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import signal
@@ -12,7 +13,7 @@ import subprocess
 import sys
 import time
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -222,6 +223,29 @@ class RochaNamesrv:
     proc: subprocess.Popen[str]
     address: str
     log: Path
+
+
+@contextlib.contextmanager
+def spawn_rocketha_namesrv(log: Path, *extra: str) -> Iterator[RochaNamesrv]:
+    """``rocketha namesrv`` on an OS-chosen port with ``extra`` arguments, killed at the end;
+    its log goes to ``log`` (an undrained pipe would block it)."""
+    with log.open("w") as stderr:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "rocketha", "-v", "namesrv", "--listen", "127.0.0.1:0", *extra],
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+        )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line, f"namesrv failed to start: {log.read_text()}"
+        yield RochaNamesrv(proc, json.loads(line)["started"]["listen"], log)
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+        if proc.stdout is not None:
+            proc.stdout.close()
 
 
 def start_master(root: Path, name: str, namesrv: str, **keys: object) -> BrokerProcess:

@@ -92,8 +92,10 @@ def test_clients_over_tls_to_enforcing_servers_and_plain_ones_refused(tmp_path: 
             with consumer:
                 bodies: list[bytes] = []
                 wait_for(
-                    lambda: bodies.extend(m.body for m in consumer.poll(timeout=1.0))
-                    or len(bodies) >= 2,
+                    lambda: (
+                        bodies.extend(m.body for m in consumer.poll(timeout=1.0))
+                        or len(bodies) >= 2
+                    ),
                     what="both messages pulled over TLS",
                 )
             assert bodies == [b"hello over tls", b"second"]
@@ -153,9 +155,7 @@ def test_bad_tls_settings_are_refused_naming_the_key_and_file(tmp_path: Path) ->
     with pytest.raises(ConfigError, match=r"tls\.client\.trustCertPath: required"):
         Producer("127.0.0.1:9876", use_tls=True)
     # At broker start, before anything is opened.
-    config = broker_config(
-        tmp_path, "127.0.0.1:9876", certs, **{"tls.server.mode": "enforcing"}
-    )
+    config = broker_config(tmp_path, "127.0.0.1:9876", certs, **{"tls.server.mode": "enforcing"})
     config.tls_server_cert_path = str(missing)
     with pytest.raises(ConfigError, match=r"missing\.pem"):
         Broker(config).start()

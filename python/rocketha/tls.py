@@ -66,9 +66,7 @@ def server_tls_from_properties(props: Mapping[str, str], source: str) -> ServerT
         if key == "tls.server.keyPassword":
             raise ConfigError(f"{source}: {key}: {ENCRYPTED_KEYS_UNSUPPORTED}")
         if key not in SERVER_KEYS:
-            raise ConfigError(
-                f"{source}: unknown key {key!r} (one of {', '.join(SERVER_KEYS)})"
-            )
+            raise ConfigError(f"{source}: unknown key {key!r} (one of {', '.join(SERVER_KEYS)})")
         options[SERVER_KEYS[key]] = value
     try:
         return server_tls(**options)

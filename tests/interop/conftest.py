@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import RochaNamesrv
+from helpers import RochaNamesrv, spawn_rocketha_namesrv
 
 REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
@@ -74,21 +74,5 @@ def namesrv(interop_root: Path) -> Iterator[NameServer]:
 @pytest.fixture(scope="module")
 def rocketha_namesrv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RochaNamesrv]:
     """``rocketha namesrv`` for the module's tests."""
-    log = tmp_path_factory.mktemp("namesrv") / "namesrv.log"
-    with log.open("w") as stderr:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "rocketha", "-v", "namesrv", "--listen", "127.0.0.1:0"],
-            stdout=subprocess.PIPE,
-            stderr=stderr,
-            text=True,
-        )
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert line, f"namesrv failed to start: {log.read_text()}"
-        yield RochaNamesrv(proc, json.loads(line)["started"]["listen"], log)
-    finally:
-        proc.kill()
-        proc.wait(timeout=30)
-        if proc.stdout is not None:
-            proc.stdout.close()
+    with spawn_rocketha_namesrv(tmp_path_factory.mktemp("namesrv") / "namesrv.log") as ns:
+        yield ns
