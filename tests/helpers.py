@@ -287,8 +287,10 @@ def make_certificates(directory: Path, name: str = "server") -> Certificates:
     for args in (
         ["req", "-x509", *ec, "-keyout", ca_key, "-out", ca, "-days", "1", "-subj", "/CN=ca"],
         ["req", *ec, "-keyout", key, "-out", csr, "-subj", "/CN=127.0.0.1"],
-        ["x509", "-req", "-in", csr, "-CA", ca, "-CAkey", ca_key, "-CAcreateserial"]
-        + ["-out", cert, "-days", "1", "-extfile", ext],
+        [
+            *("x509", "-req", "-in", csr, "-CA", ca, "-CAkey", ca_key, "-CAcreateserial"),
+            *("-out", cert, "-days", "1", "-extfile", ext),
+        ],
     ):
         subprocess.run(["openssl", *map(str, args)], check=True, capture_output=True)
     return Certificates(ca=ca, cert=cert, key=key)

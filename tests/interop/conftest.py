@@ -3,10 +3,8 @@ server. The harness lives in ``benches/peers/rocketmq.py`` (benches use it too).
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
