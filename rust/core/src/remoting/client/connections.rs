@@ -358,19 +358,20 @@ impl ClientLoop {
                 }
                 Err(e) => ended = Some(lost(addr, "read", e)),
             }
-        }
-        while conn.tls.is_none() {
-            match conn.stream.read(&mut self.scratch) {
-                Ok(0) => {
-                    ended = Some(ClientError::Closed { addr });
-                    break;
-                }
-                Ok(n) => conn.read_buf.extend_from_slice(&self.scratch[..n]),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => {
-                    ended = Some(lost(addr, "read", e));
-                    break;
+        } else {
+            loop {
+                match conn.stream.read(&mut self.scratch) {
+                    Ok(0) => {
+                        ended = Some(ClientError::Closed { addr });
+                        break;
+                    }
+                    Ok(n) => conn.read_buf.extend_from_slice(&self.scratch[..n]),
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => {
+                        ended = Some(lost(addr, "read", e));
+                        break;
+                    }
                 }
             }
         }
