@@ -119,6 +119,15 @@ fn enforcing_serves_tls_clients_and_closes_plain_ones() {
 }
 
 #[test]
+fn a_tls_client_on_a_plain_port_is_told_apart() {
+    let f = start(ServerConfig::default());
+    let client = tls_client(ServerTrust::Insecure, None);
+    let err = round_trip(&client, &f.server.local_addr().to_string(), b"x").unwrap_err();
+    assert!(!err.may_have_arrived(), "{err:?}");
+    closed_with(&f.server, "a TLS handshake? this port serves plain TCP");
+}
+
+#[test]
 fn permissive_serves_both_and_an_untrusted_certificate_is_refused() {
     let pki = pki();
     let f = start(server_tls(&pki, TlsMode::Permissive, ClientAuth::None));

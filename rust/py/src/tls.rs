@@ -51,11 +51,10 @@ impl ServerTls {
     /// `disabled`, `permissive` or `enforcing`.
     #[getter]
     fn mode(&self) -> &'static str {
-        match self.inner.as_ref().map(CoreServerTls::mode) {
-            None | Some(TlsMode::Disabled) => "disabled",
-            Some(TlsMode::Permissive) => "permissive",
-            Some(TlsMode::Enforcing) => "enforcing",
-        }
+        self.inner
+            .as_ref()
+            .map_or(TlsMode::Disabled, CoreServerTls::mode)
+            .name()
     }
 }
 

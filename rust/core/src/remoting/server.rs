@@ -860,7 +860,16 @@ impl EventLoop {
                         .map_err(|e| Close::problem(format!("malformed command: {e}")))?;
                     (command, consumed)
                 }
-                Err(e) => return Err(Close::problem(format!("malformed frame: {e}"))),
+                Err(e) => {
+                    // A length whose first byte is 0x16 is over any frame limit: most likely
+                    // a TLS ClientHello on a port that serves plain TCP.
+                    let hint = if conn.read_buf.get(start) == Some(&HANDSHAKE_RECORD) {
+                        " (a TLS handshake? this port serves plain TCP: tls.server.mode=disabled)"
+                    } else {
+                        ""
+                    };
+                    return Err(Close::problem(format!("malformed frame: {e}{hint}")));
+                }
             };
             start += consumed;
             let (remote, output) = (conn.remote, Arc::downgrade(&conn.output));

@@ -38,6 +38,17 @@ pub enum TlsMode {
     Enforcing,
 }
 
+impl TlsMode {
+    /// RocketMQ's name of the mode.
+    pub fn name(&self) -> &'static str {
+        match self {
+            TlsMode::Disabled => "disabled",
+            TlsMode::Permissive => "permissive",
+            TlsMode::Enforcing => "enforcing",
+        }
+    }
+}
+
 impl FromStr for TlsMode {
     type Err = TlsError;
 
@@ -133,10 +144,9 @@ impl ServerTls {
             path.clone().ok_or_else(|| TlsError::Setting {
                 key,
                 problem: format!(
-                    "required with tls.server.mode={:?} (a PEM file)",
-                    settings.mode
-                )
-                .to_lowercase(),
+                    "required with tls.server.mode={} (a PEM file)",
+                    settings.mode.name()
+                ),
             })
         };
         let cert_path = required(&settings.cert_path, "tls.server.certPath")?;
