@@ -22,7 +22,7 @@ mod connections;
 use std::collections::HashMap;
 use std::io;
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
@@ -31,7 +31,7 @@ use super::header::{CommandError, RemotingCommand};
 use super::tls::ClientTls;
 use crate::event_loop::{EventLoop, LoopThread};
 use crate::sync::lock;
-use connections::{Op, Request, Shared};
+use connections::{Liveness, Op, Request, Shared};
 
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum ClientError {
@@ -136,7 +136,7 @@ impl Default for ClientConfig {
 struct Channel {
     id: u64,
     remote: SocketAddr,
-    alive: Arc<AtomicBool>,
+    alive: Arc<Liveness>,
 }
 
 type ChannelSlot = Arc<Mutex<Option<Channel>>>;
@@ -237,7 +237,7 @@ impl NettyRemotingClient {
         if self.shared.signal.stopped() {
             return Err(ClientError::Shutdown);
         }
-        let (channel, remote) = self.channel(addr)?;
+        let (channel, remote, alive) = self.channel(addr)?;
         let opaque = self.next_opaque.fetch_add(1, Ordering::Relaxed);
         request.opaque = opaque;
         let frame = request
@@ -249,6 +249,7 @@ impl NettyRemotingClient {
             })?;
         let op = Op::Send(Request {
             channel,
+            alive,
             remote,
             code: request.code,
             opaque,
@@ -264,7 +265,7 @@ impl NettyRemotingClient {
     }
 
     /// The live connection to `addr`, opened now if there is none.
-    fn channel(&self, addr: &str) -> Result<(u64, SocketAddr), ClientError> {
+    fn channel(&self, addr: &str) -> Result<(u64, SocketAddr, Arc<Liveness>), ClientError> {
         let slot = lock(&self.channels)
             .entry(addr.to_owned())
             .or_default()
@@ -272,8 +273,8 @@ impl NettyRemotingClient {
         // Held across the connect: one connection per address.
         let mut slot = lock(&slot);
         if let Some(c) = slot.as_ref() {
-            if c.alive.load(Ordering::Acquire) {
-                return Ok((c.id, c.remote));
+            if c.alive.is_open() {
+                return Ok((c.id, c.remote, c.alive.clone()));
             }
         }
         let remote = resolve(addr)?;
@@ -294,7 +295,7 @@ impl NettyRemotingClient {
         };
         let stream = connect(remote, self.config.connect_timeout)?;
         let id = self.next_channel.fetch_add(1, Ordering::Relaxed);
-        let alive = Arc::new(AtomicBool::new(true));
+        let alive = Liveness::new();
         self.shared
             .push(Op::Register {
                 id,
@@ -304,8 +305,12 @@ impl NettyRemotingClient {
                 alive: alive.clone(),
             })
             .map_err(|_| ClientError::Shutdown)?;
-        *slot = Some(Channel { id, remote, alive });
-        Ok((id, remote))
+        *slot = Some(Channel {
+            id,
+            remote,
+            alive: alive.clone(),
+        });
+        Ok((id, remote, alive))
     }
 }
 

@@ -28,9 +28,42 @@ const READ_CHUNK: usize = 64 * 1024;
 /// The sleep when no request has a deadline; callers wake the loop anyway.
 const IDLE: Duration = Duration::from_secs(3600);
 
+/// A channel's state shared with its callers: open until the loop closes it, then why.
+pub(super) struct Liveness {
+    open: AtomicBool,
+    /// For a request that reaches the loop after the close, its caller having found the
+    /// channel still open: a TLS handshake refused while the first request was on its way.
+    why: Mutex<Option<ClientError>>,
+}
+
+impl Liveness {
+    pub(super) fn new() -> Arc<Self> {
+        Arc::new(Self {
+            open: AtomicBool::new(true),
+            why: Mutex::new(None),
+        })
+    }
+
+    pub(super) fn is_open(&self) -> bool {
+        self.open.load(Ordering::Acquire)
+    }
+
+    fn close(&self, why: &ClientError) {
+        *lock(&self.why) = Some(why.clone());
+        self.open.store(false, Ordering::Release);
+    }
+
+    fn why(&self, addr: SocketAddr) -> ClientError {
+        lock(&self.why)
+            .clone()
+            .unwrap_or(ClientError::Closed { addr })
+    }
+}
+
 /// A request on its way to the loop.
 pub(super) struct Request {
     pub(super) channel: u64,
+    pub(super) alive: Arc<Liveness>,
     pub(super) remote: SocketAddr,
     pub(super) code: i32,
     pub(super) opaque: i32,
@@ -47,7 +80,7 @@ pub(super) enum Op {
         /// The TLS session to run on it, its handshake not started.
         tls: Option<Box<rustls::Connection>>,
         remote: SocketAddr,
-        alive: Arc<AtomicBool>,
+        alive: Arc<Liveness>,
     },
     Send(Request),
     CloseAll,
@@ -108,7 +141,7 @@ struct Connection {
     /// done, and only then count as sent.
     tls: Option<Box<rustls::Connection>>,
     remote: SocketAddr,
-    alive: Arc<AtomicBool>,
+    alive: Arc<Liveness>,
     /// Frames not yet fully written, in request order.
     out: VecDeque<Outgoing>,
     /// Bytes read and not yet decoded (a partial frame).
@@ -199,7 +232,11 @@ impl ClientLoop {
                 );
                 if let Err(e) = registered {
                     log::warn!("{remote}: cannot watch the connection: {e}");
-                    alive.store(false, Ordering::Release);
+                    alive.close(&ClientError::Io {
+                        addr: remote,
+                        what: "watching the connection",
+                        source: Arc::new(e),
+                    });
                     return;
                 }
                 let has_tls = tls.is_some();
@@ -233,7 +270,7 @@ impl ClientLoop {
             let error = ClientError::NotSent {
                 addr: r.remote,
                 code: r.code,
-                reason: Box::new(ClientError::Closed { addr: r.remote }),
+                reason: Box::new(r.alive.why(r.remote)),
             };
             match r.callback {
                 Some(callback) => call(callback, Err(error)),
@@ -438,7 +475,7 @@ impl ClientLoop {
             return;
         };
         // First, so a caller told of the failure reconnects on its next call.
-        conn.alive.store(false, Ordering::Release);
+        conn.alive.close(&error);
         let _ = self.poller.registry().deregister(&mut conn.stream);
         log::info!("{}: connection closed: {error}", conn.remote);
         let failed: Vec<i32> = self
@@ -507,7 +544,7 @@ impl ClientLoop {
         };
         for op in ops {
             match op {
-                Op::Register { alive, .. } => alive.store(false, Ordering::Release),
+                Op::Register { alive, .. } => alive.close(&ClientError::Shutdown),
                 Op::Send(r) => {
                     if let Some(callback) = r.callback {
                         let reason = Box::new(ClientError::Shutdown);
