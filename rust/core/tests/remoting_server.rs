@@ -209,14 +209,7 @@ fn a_client_that_never_reads_is_closed_at_the_output_cap() {
     });
     let mut hog = TcpStream::connect(f.server.local_addr()).unwrap();
     hog.set_write_timeout(Some(TIMEOUT)).unwrap();
-    let request = echo(&[1u8; 64 * 1024], SerializeType::Json)
-        .encode(1 << 20)
-        .unwrap();
-    // Kernel buffers take a few MiB before the server's queue grows; 256 MiB is far beyond.
-    let mut wrote = 0usize;
-    while wrote < 256 << 20 && hog.write_all(&request).is_ok() {
-        wrote += request.len();
-    }
+    send_without_reading(&mut hog);
     let event = closed_with(&f.server, "max_output_per_connection");
     assert!(event.problem);
     let mut c = client(&f.server);

@@ -174,13 +174,7 @@ fn a_tls_client_that_never_reads_is_closed_at_the_output_cap() {
     let socket = TcpStream::connect(f.server.local_addr()).unwrap();
     socket.set_write_timeout(Some(TIMEOUT)).unwrap();
     let mut hog = rustls::StreamOwned::new(session, socket);
-    let request = echo(&[1u8; 64 * 1024], SerializeType::Json)
-        .encode(1 << 20)
-        .unwrap();
-    let mut wrote = 0usize;
-    while wrote < 256 << 20 && hog.write_all(&request).is_ok() {
-        wrote += request.len();
-    }
+    send_without_reading(&mut hog);
     let event = closed_with(&f.server, "max_output_per_connection");
     assert!(event.problem);
 }

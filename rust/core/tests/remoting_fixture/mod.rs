@@ -1,7 +1,7 @@
 //! The remoting tests' echoing server and its helpers, shared by the plain and the TLS tests.
 #![allow(dead_code)]
 
-use std::io::Read;
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Mutex};
@@ -119,5 +119,18 @@ pub fn read_until_closed(stream: &mut TcpStream) -> Vec<u8> {
         // A reset (unread bytes in the server's buffer) is a close too.
         Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => got,
         Err(e) => panic!("connection not closed: {e}"),
+    }
+}
+
+/// Pipelines 64 KiB echo requests into `hog` without reading an answer, until the server
+/// closes it. Kernel buffers take a few MiB before the server's queue grows; 256 MiB is far
+/// beyond.
+pub fn send_without_reading(hog: &mut impl Write) {
+    let request = echo(&[1u8; 64 * 1024], SerializeType::Json)
+        .encode(1 << 20)
+        .unwrap();
+    let mut wrote = 0usize;
+    while wrote < 256 << 20 && hog.write_all(&request).is_ok() {
+        wrote += request.len();
     }
 }

@@ -312,17 +312,7 @@ impl ClientLoop {
             };
             match conn.stream.write(&front.frame[front.written..]) {
                 Ok(0) => break Some(io::Error::from(io::ErrorKind::WriteZero)),
-                Ok(n) => {
-                    if front.written == 0 {
-                        if let Some(p) = self.pending.get_mut(&front.opaque) {
-                            p.sent = true;
-                        }
-                    }
-                    front.written += n;
-                    if front.written == front.frame.len() {
-                        conn.out.pop_front();
-                    }
-                }
+                Ok(n) => wrote(&mut conn.out, n, &mut self.pending),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break None,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => break Some(e),
@@ -353,15 +343,7 @@ impl ClientLoop {
                 if n == 0 {
                     break;
                 }
-                if front.written == 0 {
-                    if let Some(p) = self.pending.get_mut(&front.opaque) {
-                        p.sent = true;
-                    }
-                }
-                front.written += n;
-                if front.written == front.frame.len() {
-                    conn.out.pop_front();
-                }
+                wrote(&mut conn.out, n, &mut self.pending);
             }
             match tls::write_records(session, &mut conn.stream) {
                 Ok((true, false)) if !conn.out.is_empty() && !session.is_handshaking() => {}
@@ -563,6 +545,22 @@ impl ClientLoop {
         for id in ids {
             self.close(id, ClientError::Shutdown);
         }
+    }
+}
+
+/// `n` more bytes of the front frame left: its request counts as sent from its first byte.
+fn wrote(out: &mut VecDeque<Outgoing>, n: usize, pending: &mut HashMap<i32, Pending>) {
+    let Some(front) = out.front_mut() else {
+        return;
+    };
+    if front.written == 0 {
+        if let Some(p) = pending.get_mut(&front.opaque) {
+            p.sent = true;
+        }
+    }
+    front.written += n;
+    if front.written == front.frame.len() {
+        out.pop_front();
     }
 }
 
