@@ -26,7 +26,7 @@ test-rust:
 	cargo test --workspace --exclude rocketha-py
 
 test-python:
-	$(PYTHON) -m pytest -q
+	$(PYTHON) -m pytest -q --durations=15
 
 # Only the tests against the real Apache RocketMQ (Java 17 + Maven; the harness resolves the
 # jars on first use). `test-python` runs them too.

@@ -1,5 +1,6 @@
 """``python -m benches [SCENARIO ...] [--quick] [--runs N] [--out DIR]`` (or ``rocketha bench``):
-runs the scenarios, prints a table and writes ``results.json`` and PNG plots."""
+runs the scenarios, prints a table and writes ``results.json`` and PNG plots. ``soak`` runs
+only when named (``--duration``, ``--rate``): it takes ten minutes."""
 
 from __future__ import annotations
 
@@ -24,16 +25,22 @@ SCENARIOS = {
     "lag": "benches.lag",
     "remoting": "benches.remoting",
     "consume": "benches.consume",
+    "hostile": "benches.hostile",
     "peers": "benches.peers_bench",
+    "soak": "benches.soak",
 }
+#: Run only when named: the soak is long by design.
+ON_REQUEST = {"soak"}
 
 
-def _run_scenario(name: str, quick: bool, runs: int) -> list[Figure]:
+def _run_scenario(name: str, quick: bool, runs: int, soak: dict[str, float | None]) -> list[Figure]:
     try:
         module = importlib.import_module(SCENARIOS[name])
     except ModuleNotFoundError as e:
         # spark-ingest needs PySpark, which the core package does not.
         raise Skipped(f"needs the {e.name} package: pip install '.[spark]'") from None
+    if name == "soak":
+        return module.run(quick, runs, **soak)
     return module.run(quick, runs)
 
 
@@ -43,6 +50,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="small sizes, for CI smoke runs")
     parser.add_argument("--runs", type=int, default=None, help="repetitions (default 5; quick 3)")
     parser.add_argument("--out", type=Path, default=Path("bench-results"))
+    parser.add_argument(
+        "--duration", type=float, help="soak: seconds under load (default 600; quick 30)"
+    )
+    parser.add_argument(
+        "--rate", type=float, help="soak: acked sends/s in all (default half the measured peak)"
+    )
     args = parser.parse_args(argv)
     unknown = [s for s in args.scenarios if s not in SCENARIOS]
     if unknown:
@@ -51,14 +64,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     figures: list[Figure] = []
     skipped: dict[str, str] = {}
     failed = False
-    names = args.scenarios or list(SCENARIOS)
+    names = args.scenarios or [s for s in SCENARIOS if s not in ON_REQUEST]
+    soak = {"duration": args.duration, "rate": args.rate}
     # disable=None: a bar on a terminal, plain lines in CI logs.
     with tqdm(names, desc="bench", unit="scenario", file=sys.stderr, disable=None) as bar:
         for name in bar:
             bar.set_postfix_str(name)
             started = time.perf_counter()
             try:
-                figs = _run_scenario(name, args.quick, runs)
+                figs = _run_scenario(name, args.quick, runs, soak)
             except Skipped as e:
                 skipped[name] = str(e)
                 bar.write(f"== {name}: skipped: {e}")

@@ -12,7 +12,10 @@ and 64 connections, each send waiting for its acknowledgement.
   ``max.in.flight.requests.per.connection=1`` and ``send().get()``: one message in flight per
   connection, as a synchronous RocketMQ producer has;
 - ASYNC_MASTER (RocketMQ's too) and Kafka ``acks=1`` at 64 connections: the same without the
-  wait for the replica.
+  wait for the replica;
+- the replicas (:func:`_replicas`): an empty one catching up with 1 GiB of 1 KiB messages, then
+  one consumer draining the head of that log from a replica (RocketMQ's slave through
+  ``suggestWhichBrokerId``, Kafka's follower through ``client.rack``).
 
 Figures are rocketha's, with a peer's as the baseline: throughput ratios above 1 and latency
 ratios below 1 mean rocketha is ahead. Targets (issue 14): >= 1.5x RocketMQ's and >= 1x Kafka's
@@ -31,6 +34,8 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+
+from rocketha import ConsumeFromWhere, PullConsumer
 
 from benches import remoting
 from benches.common import Figure, Skipped, skip_figure
@@ -148,7 +153,7 @@ def _system(
     pair = (
         remoting._rocketmq_pair(rmq, root, role, ROCKETMQ_JVM, **ROCKETMQ_TUNING)
         if name.startswith("RocketMQ")
-        else remoting._rocketha_pair(root, role)
+        else remoting.rocketha_pair(root, role)
     )
     with pair as at:
         yield lambda n, home: remoting._load(loadgen, at, n, seconds, create_topic=True)
@@ -164,7 +169,7 @@ def _follow(
     while not stop.is_set():
         at = address()
         try:
-            offset = int(remoting._runtime_info(at)["commitLogMaxOffset"]) if at else None
+            offset = int(remoting.runtime_info(at)["commitLogMaxOffset"]) if at else None
         except (OSError, RuntimeError, KeyError, ValueError):
             offset = None  # not listening yet, or not answering yet (an empty body)
         if offset is not None:
@@ -204,7 +209,7 @@ def _catch_up(
 def _fill(loadgen: Path, at: remoting.Servers, size: int) -> int:
     """Sends 1 KiB messages with the load generator until the master's log holds ``size``
     bytes; its max offset then."""
-    while (end := int(remoting._runtime_info(at.address)["commitLogMaxOffset"])) < size:
+    while (end := int(remoting.runtime_info(at.address)["commitLogMaxOffset"])) < size:
         remoting._load(loadgen, at, 8, 2.0, create_topic=True)
     return end
 
@@ -218,33 +223,87 @@ def _conf_port(conf: Path) -> str | None:
     return f"127.0.0.1:{keys['listenPort']}" if "listenPort" in keys else None
 
 
-def _replication(
+#: Pairs whose brokers send a consumer that lags to the slave and keep it there: any lag counts
+#: as "not in memory" (as ``bench consume``'s end-to-end figure sets both); only the first pull
+#: reaches the master. rocketha's slave syncs the topic, created by the fill, within a second.
+READ_FROM_SLAVE: dict[str, Any] = {"slaveReadEnable": "true", "accessMessageInMemoryMaxRatio": 0}
+ROCKETHA_SLAVE_SYNC = {"slaveSyncInterval": 1000}
+#: How long a drain may take before the figure is abandoned.
+DRAIN_TIMEOUT = 600.0
+#: Messages (1 KiB bodies) a consumer drains from the head of the filled log: 64 MiB, as a
+#: RocketMQ slave served them at under 1 MB/s here (the whole 1 GiB would take half an hour).
+DRAIN_MESSAGES = 1 << 16
+DRAIN_MESSAGES_QUICK = 1 << 14
+
+
+def _drain_rocketha(namesrv: str, messages: int) -> dict[str, Any]:
+    """rocketha's ``PullConsumer`` reading ``messages`` messages of the bench topic from the
+    first offset: Drain.java's figures (bodies' bytes, timed from the first poll that returned
+    messages)."""
+    deadline = time.monotonic() + DRAIN_TIMEOUT
+    got = pulled = 0
+    first = last = 0.0
+    with PullConsumer(
+        namesrv,
+        "bench-drain",
+        remoting.TOPIC,
+        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+    ) as consumer:
+        while got < messages:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"drained {got} of {messages} messages")
+            timed = got > 0
+            msgs = consumer.poll(1.0, max_messages=4096)
+            got += len(msgs)
+            if timed:
+                pulled += sum(len(m.body) for m in msgs)
+            last = time.perf_counter()
+            if not timed and got:
+                first = last
+    return {"messages": got, "bytes": pulled, "seconds": last - first}
+
+
+def _replicas(
     system: str,
     root: Path,
     loadgen: Path,
     rmq: rocketmq.RocketMQ,
     kfk: kafka.Kafka | None,
     size: int,
-) -> tuple[int, float]:
-    """(bytes, seconds) of an empty replica catching up with ``size`` bytes of 1 KiB
-    messages. rocketha and RocketMQ: an ASYNC_MASTER + SLAVE pair is filled by the load
-    generator, then a second, empty slave (brokerId 2) joins; Kafka: a follower is added to a
-    filled partition (``KafkaPeer catchup``)."""
+    drain: int,
+) -> dict[str, float]:
+    """What each system's replica does with ``size`` bytes of 1 KiB messages, in MB/s:
+    ``catch_up``, an empty replica catching up, and ``drain``, one consumer reading the first
+    ``drain`` of them from a replica, with ``from_replica`` the share of messages the replica
+    served; for rocketha also ``drain_java``, RocketMQ's Java consumer reading the same.
+    rocketha and RocketMQ: an ASYNC_MASTER + SLAVE pair (:data:`READ_FROM_SLAVE`) is filled by
+    the load generator, a second, empty slave (brokerId 2) joins, then a consumer drains the
+    topic, sent to the first slave by the master. Kafka: a follower is added to a filled
+    partition (``KafkaPeer catchup``), then a consumer reads it with the follower's rack."""
     if system == "Kafka":
         assert kfk is not None
         with kfk.cluster(root, remoting.TOPIC) as cluster:
-            r = kfk.catch_up(cluster.bootstrap, "CatchUp", size, home=root / "catch-up")
-            return int(r["bytes"]), float(r["seconds"])
+            c = kfk.catch_up(cluster.bootstrap, "CatchUp", size, home=root / "catch-up")
+            # After the reassignment to [1, 2], broker 1 leads and broker 2 follows.
+            d = kfk.drain(cluster.bootstrap, "CatchUp", drain, 2, home=root / "drain")
+            total = sum(d["node_bytes"].values())
+            return {
+                "catch_up": c["bytes"] / c["seconds"] / 1e6,
+                "drain": d["bytes"] / d["seconds"] / 1e6,
+                "from_replica": d["node_bytes"].get("node-2", 0) / total if total else 0.0,
+            }
     with contextlib.ExitStack() as stack:
         if system == "RocketMQ":
             at = stack.enter_context(
-                remoting._rocketmq_pair(rmq, root, "ASYNC_MASTER", ROCKETMQ_JVM, **ROCKETMQ_TUNING)
+                remoting._rocketmq_pair(
+                    rmq, root, "ASYNC_MASTER", ROCKETMQ_JVM, **ROCKETMQ_TUNING, **READ_FROM_SLAVE
+                )
             )
             end = _fill(loadgen, at, size)
             # The harness gives a broker HA on listenPort + 1.
             ha = f"127.0.0.1:{int(at.address.rsplit(':', 1)[1]) + 1}"
             slave = root / "s2"
-            return _catch_up(
+            done, took = _catch_up(
                 lambda: _conf_port(slave / "broker.conf"),
                 lambda: stack.enter_context(
                     rmq.broker(
@@ -261,27 +320,44 @@ def _replication(
                 ),
                 end,
             )
-        at = stack.enter_context(remoting._rocketha_pair(root, "ASYNC_MASTER"))
-        end = _fill(loadgen, at, size)
-        conf = root / "slave2.properties"
-        port = rocketmq.free_ports(1)
-        keys = {
-            "brokerName": "bench-a",
-            "namesrvAddr": at.namesrv,
-            "listenPort": port,
-            "mappedFileSizeCommitLog": remoting.SEGMENT,
-            "brokerRole": "SLAVE",
-            "brokerId": 2,
-            "storePathRootDir": root / "slave2",
+            d = rmq.drain(at.namesrv, remoting.TOPIC, drain, home=root / "drain")
+            extra = {}
+        else:
+            keys = READ_FROM_SLAVE | ROCKETHA_SLAVE_SYNC
+            at = stack.enter_context(remoting.rocketha_pair(root, "ASYNC_MASTER", **keys))
+            end = _fill(loadgen, at, size)
+            conf = root / "slave2.properties"
+            port = rocketmq.free_ports(1)
+            slave2 = {
+                "brokerName": "bench-a",
+                "namesrvAddr": at.namesrv,
+                "listenPort": port,
+                "mappedFileSizeCommitLog": remoting.SEGMENT,
+                "brokerRole": "SLAVE",
+                "brokerId": 2,
+                "storePathRootDir": root / "slave2",
+            }
+            conf.write_text("".join(f"{k}={v}\n" for k, v in slave2.items()))
+            done, took = _catch_up(
+                lambda: f"127.0.0.1:{port}",
+                lambda: stack.callback(
+                    remoting._Process(root / "slave2.log", "broker", "-c", str(conf)).stop
+                ),
+                end,
+            )
+            d = _drain_rocketha(at.namesrv, drain)
+            # The same client as RocketMQ's figure: which part is the broker's.
+            j = rmq.drain(at.namesrv, remoting.TOPIC, drain, home=root / "drain", group="java")
+            extra = {"drain_java": j["bytes"] / j["seconds"] / 1e6}
+        # What the master answered itself (each consumer's first pull, at most); the slave
+        # served the rest.
+        by_master = int(remoting.runtime_info(at.address)["msgGetTotalTodayNow"])
+        return {
+            "catch_up": done / took / 1e6,
+            "drain": d["bytes"] / d["seconds"] / 1e6,
+            "from_replica": 1 - by_master / (drain * (1 + len(extra))),
+            **extra,
         }
-        conf.write_text("".join(f"{k}={v}\n" for k, v in keys.items()))
-        return _catch_up(
-            lambda: f"127.0.0.1:{port}",
-            lambda: stack.callback(
-                remoting._Process(root / "slave2.log", "broker", "-c", str(conf)).stop
-            ),
-            end,
-        )
 
 
 def run(quick: bool, runs: int) -> list[Figure]:
@@ -303,9 +379,11 @@ def run(quick: bool, runs: int) -> list[Figure]:
     rates: dict[tuple[str, int], list[float]] = {}
     lat: dict[tuple[str, str], list[float]] = {}
     cpu: dict[tuple[str, int], dict[str, float]] = {}
-    catch_up: dict[str, list[float]] = {}
-    catch_up_failed: dict[str, str] = {}
+    # system -> figure ("catch_up", "drain", "from_replica") -> one value a run
+    replica: dict[str, dict[str, list[float]]] = {}
+    replica_failed: dict[str, str] = {}
     size = CATCH_UP_BYTES_QUICK if quick else CATCH_UP_BYTES
+    drain = DRAIN_MESSAGES_QUICK if quick else DRAIN_MESSAGES
     for _ in range(runs):
         for system, counts in SYSTEMS.items():
             peer = system.split()[0]
@@ -338,45 +416,58 @@ def run(quick: bool, runs: int) -> list[Figure]:
                     # A peer is the comparison, not the figure under test: report it missing.
                     failed[peer] = f"{type(e).__name__}: {str(e)[:500]}"
         for system in ("rocketha", "RocketMQ", "Kafka"):
-            if system in failed or system in catch_up_failed:
+            if system in failed or system in replica_failed:
                 continue
             with tempfile.TemporaryDirectory() as d:
                 try:
-                    done, took = _replication(system, Path(d), loadgen, rmq, kfk, size)
+                    got = _replicas(system, Path(d), loadgen, rmq, kfk, size, drain)
                 except Exception as e:
                     if system == "rocketha":
                         raise
-                    catch_up_failed[system] = f"{type(e).__name__}: {str(e)[:500]}"
+                    replica_failed[system] = f"{type(e).__name__}: {str(e)[:500]}"
                     continue
-                catch_up.setdefault(system, []).append(done / took / 1e6)
+                for k, v in got.items():
+                    replica.setdefault(system, {}).setdefault(k, []).append(v)
     for (system, n), used in cpu.items():
         print(f"peers: during the load, {system}, {n} conns: {used}", file=sys.stderr)
     for peer, reason in failed.items():
         skip_figure(SCENARIO, f"every figure against {peer}", reason)
-    for peer, reason in catch_up_failed.items():
-        skip_figure(SCENARIO, f"replica catch-up against {peer}", reason)
-    skip_figure(
-        SCENARIO,
-        "one consumer's pull MB/s from the slave",
-        "not built yet: the broker serves pulls (PullMessageProcessor), but the figure needs "
-        "a pull load aimed at the slave, and rocketha-loadgen only sends (a Java consumer "
-        "reads from the master unless the master is gone or suggests the slave); the hook "
-        "is here, beside the replication figures",
-    )
+    for peer, reason in replica_failed.items():
+        skip_figure(SCENARIO, f"replica catch-up and drain against {peer}", reason)
     figs = _figures(rmq.version, kfk.version if kfk else kafka.VERSION, rates, lat, cpu, runs)
     replicas = {"RocketMQ": f"RocketMQ {rmq.version} slave", "Kafka": "Kafka follower"}
-    for peer, replica in replicas.items():
-        if len(catch_up.get(peer, [])) == runs:
-            figs.append(
-                Figure(
-                    SCENARIO,
-                    f"rocketha slave vs {replica}, empty replica catch-up of {size >> 20} MiB",
-                    "MB/s",
-                    catch_up["rocketha"],
-                    replica,
-                    catch_up[peer],
-                )
+    for peer, name in replicas.items():
+        if peer not in replica:
+            continue
+        ours, theirs = replica["rocketha"], replica[peer]
+        mib = f"{size >> 20} MiB of 1 KiB messages"
+        figs.append(
+            Figure(
+                SCENARIO,
+                f"rocketha slave vs {name}, empty replica catch-up of {mib}",
+                "MB/s",
+                ours["catch_up"],
+                name,
+                theirs["catch_up"],
             )
+        )
+        figs.append(
+            Figure(
+                SCENARIO,
+                f"rocketha slave vs {name}, one consumer draining the first {drain >> 10} MiB",
+                "MB/s",
+                ours["drain"],
+                name,
+                theirs["drain"],
+                # The share of the messages the replica served (the rest: the master's first
+                # answer, or Kafka's metadata and first fetch from the leader).
+                series={
+                    "from_replica": ours["from_replica"],
+                    "peer from_replica": theirs["from_replica"],
+                    "rocketha slave, Java DefaultLitePullConsumer MB/s": ours["drain_java"],
+                },
+            )
+        )
     return figs
 
 

@@ -1,4 +1,5 @@
-"""PNG plots of a run: throughput beside its baselines, latency CDFs, slave lag over time."""
+"""PNG plots of a run: throughput beside its baselines, latency CDFs, slave lag over time, the
+soak's latency, memory and descriptors over time."""
 
 from __future__ import annotations
 
@@ -73,6 +74,32 @@ def _lag(f: Figure, path: Path) -> None:
     plt.close(fig)
 
 
+def _soak(f: Figure, path: Path) -> None:
+    t = f.series["t_s"]
+    fig, (lat, mem, fds) = plt.subplots(3, 1, figsize=(9, 9), sharex=True)
+    for q in ("p50", "p99"):
+        lat.plot(t, f.series[f"{q}_ms"], lw=0.8, label=f"send {q}")
+    lat.set_ylabel("send latency (ms)")
+    lat.set_yscale("log")
+    lat.legend(fontsize=7)
+    for name in ("master", "slave"):
+        mem.plot(t, f.series[f"{name}_rss_mib"], lw=0.8, label=f"{name} RSS")
+        mem.plot(t, f.series[f"{name}_anon_mib"], lw=0.8, ls="--", label=f"{name} anonymous RSS")
+        fds.plot(t, f.series[f"{name}_fds"], lw=0.8, label=f"{name} open fds")
+    mem.set_ylabel("MiB")
+    mem.legend(fontsize=7)
+    lag = fds.twinx()
+    lag.plot(t, f.series["lag_msgs"], lw=0.6, color="tab:gray", alpha=0.6)
+    lag.set_ylabel("consumer lag (messages)", color="tab:gray")
+    fds.set_ylabel("open fds")
+    fds.set_xlabel("time under load (s)")
+    fds.legend(fontsize=7, loc="upper left")
+    lat.set_title("Soak: SYNC_MASTER + SLAVE at half the peak, sampled every second")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
 def write_plots(out: Path, figures: list[Figure]) -> list[Path]:
     """Writes the plots the figures have data for; returns their paths."""
     written = []
@@ -86,4 +113,7 @@ def write_plots(out: Path, figures: list[Figure]) -> list[Path]:
         if "lag_bytes" in f.series:
             written.append(out / "lag.png")
             _lag(f, written[-1])
+        if "p99_ms" in f.series:
+            written.append(out / "soak.png")
+            _soak(f, written[-1])
     return written

@@ -89,7 +89,7 @@ class _Process:
             self.proc.stdout.close()
 
 
-def _runtime_info(address: str) -> dict[str, str]:
+def runtime_info(address: str) -> dict[str, str]:
     """GET_BROKER_RUNTIME_INFO over one remoting request (JSON header)."""
     host, port = address.rsplit(":", 1)
     with socket.create_connection((host, int(port)), timeout=10) as sock:
@@ -117,9 +117,10 @@ def _runtime_info(address: str) -> dict[str, str]:
 
 
 @contextlib.contextmanager
-def _rocketha_pair(root: Path, role: str) -> Iterator[Servers]:
+def rocketha_pair(root: Path, role: str, **keys: Any) -> Iterator[Servers]:
     """``rocketha namesrv``, a ``role`` master and a SLAVE that finds its master through the
-    name server, as processes; yields them once the slave replicates.
+    name server, as processes, both with the broker.conf ``keys`` too; yields them once the
+    slave replicates.
     Every process is stopped on the way out, whatever happened."""
     root.mkdir(parents=True, exist_ok=True)
     procs: list[_Process] = []
@@ -133,6 +134,7 @@ def _rocketha_pair(root: Path, role: str) -> Iterator[Servers]:
             "listenPort": 0,
             "mappedFileSizeCommitLog": SEGMENT,
             "autoCreateTopicEnable": "true",
+            **keys,
         }
         confs = {
             "master": {
@@ -150,15 +152,15 @@ def _rocketha_pair(root: Path, role: str) -> Iterator[Servers]:
             },
         }
         addresses, pids = {}, {}
-        for name, keys in confs.items():
+        for name, conf_keys in confs.items():
             conf = root / f"{name}.properties"
-            conf.write_text("".join(f"{k}={v}\n" for k, v in keys.items()))
+            conf.write_text("".join(f"{k}={v}\n" for k, v in conf_keys.items()))
             broker = _Process(root / f"{name}.log", "broker", "-c", str(conf))
             procs.append(broker)
             addresses[name] = broker.started["listen_address"]
             pids[name] = broker.proc.pid
         deadline = time.monotonic() + 60
-        while not _runtime_info(addresses["master"]).get("slaveAckOffsets"):
+        while not runtime_info(addresses["master"]).get("slaveAckOffsets"):
             if time.monotonic() > deadline:
                 raise RuntimeError("the slave did not connect to the master in 60 s")
             time.sleep(0.05)
@@ -307,7 +309,7 @@ def run(quick: bool, runs: int) -> list[Figure]:
                         assert rmq is not None
                         servers = _rocketmq_pair(rmq, root)
                     else:
-                        servers = _rocketha_pair(root, system)
+                        servers = rocketha_pair(root, system)
                     with servers as at:
                         for n in CONNECTIONS:
                             r = _load(loadgen, at, n, seconds, create_topic=system != "echo")

@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
+# The helpers beside the tests, and the repository root for the benchmarks' harnesses
+# (``benches.peers``), which tests share.
+sys.path[:0] = [str(Path(__file__).parent), str(Path(__file__).parents[1])]
 
 
 @pytest.fixture(scope="session")

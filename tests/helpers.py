@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rocketha import RocketHAError
+from rocketha._core import MQClientAPI
 from rocketha.cli import segment_checksums
 
 SEGMENT = 64 * 1024
@@ -91,14 +93,17 @@ class BrokerProcess:
         return self.log.read_text()
 
 
-def start_slave(tmp: Path, name: str, master_address: str, **keys: Any) -> BrokerProcess:
+def start_slave(tmp: Path, name: str, master_address: str | None, **keys: Any) -> BrokerProcess:
+    """A SLAVE stored under ``tmp / name``; with no ``master_address`` it replicates from the
+    master the name server (``namesrvAddr`` among ``keys``) answers."""
+    if master_address is not None:
+        keys["haMasterAddress"] = master_address
     conf = write_conf(
         tmp / f"{name}.properties",
-        brokerName="broker-a",
+        brokerName=keys.pop("brokerName", "broker-a"),
         brokerId=keys.pop("brokerId", 1),
         brokerRole="SLAVE",
         storePathRootDir=tmp / name,
-        haMasterAddress=master_address,
         mappedFileSizeCommitLog=keys.pop("mappedFileSizeCommitLog", SEGMENT),
         listenPort=keys.pop("listenPort", 0),
         **keys,
@@ -203,6 +208,7 @@ __all__ = [
 
 
 GET_BROKER_RUNTIME_INFO = 28
+GET_ALL_CONSUMER_OFFSET = 43
 
 
 def runtime_info(address: str) -> dict[str, str]:
@@ -294,3 +300,26 @@ def make_certificates(directory: Path, name: str = "server") -> Certificates:
     ):
         subprocess.run(["openssl", *map(str, args)], check=True, capture_output=True)
     return Certificates(ca=ca, cert=cert, key=key)
+
+
+def offsets(address: str, key: str) -> dict[str, int] | None:
+    """The broker's committed offsets of ``topic@group`` (GET_ALL_CONSUMER_OFFSET)."""
+    sock = RemotingSocket(address)
+    try:
+        response, body = sock.invoke(GET_ALL_CONSUMER_OFFSET, {})
+    finally:
+        sock.close()
+    assert response["code"] == 0, response
+    table = json.loads(body)["offsetTable"].get(key)
+    return None if table is None else {str(k): int(v) for k, v in table.items()}
+
+
+def routed(namesrv: str, topic: str) -> bool:
+    """The name server answers a route for ``topic``."""
+    api = MQClientAPI()
+    try:
+        return api.get_topic_route_info(namesrv, topic, 5.0) is not None
+    except RocketHAError:
+        return False
+    finally:
+        api.close()

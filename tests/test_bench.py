@@ -21,26 +21,32 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def test_quick_run_writes_results_and_plots(tmp_path: Path) -> None:
-    out = tmp_path / "results"
-    env = {**os.environ, "ROCKETHA_REDIS_SERVER": str(tmp_path / "missing" / "redis-server")}
-    env.pop("ROCKETHA_BENCHES", None)
-    scenarios = ["seed-python", "sync-put", "peer-redis"]
-    options = ["--quick", "--runs", "1", "--out", str(out)]
+def bench(module: str, *args: str, env: dict[str, str], timeout: float) -> str:
+    """``python -m MODULE ARGS`` from the checkout, which must succeed; returns its stdout."""
+    env = {k: v for k, v in env.items() if k != "ROCKETHA_BENCHES"}
     proc = subprocess.run(
-        [sys.executable, "-m", "rocketha", "bench", *scenarios, *options],
+        [sys.executable, "-m", module, *args],
         cwd=REPO,
         env=env,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=timeout,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout
+
+
+def test_quick_run_writes_results_and_plots(tmp_path: Path) -> None:
+    out = tmp_path / "results"
+    env = {**os.environ, "ROCKETHA_REDIS_SERVER": str(tmp_path / "missing" / "redis-server")}
+    scenarios = ["seed-python", "sync-put", "peer-redis", "hostile"]
+    options = ["--quick", "--runs", "1", "--out", str(out)]
+    bench("rocketha", "bench", *scenarios, *options, env=env, timeout=300)
 
     results = json.loads((out / "results.json").read_text())
     assert {"cores", "kernel", "python", "rustc", "rocketha"} <= results["machine"].keys()
     figures = results["figures"]
-    assert {f["scenario"] for f in figures} == {"seed-python", "sync-put"}
+    assert {f["scenario"] for f in figures} == {"seed-python", "sync-put", "hostile"}
     fields = {"scenario", "name", "unit", "runs", "median", "spread", "baseline_name"}
     fields |= {"baseline_runs", "baseline", "ratio", "higher_is_better", "target", "series"}
     for f in figures:
@@ -98,17 +104,29 @@ def test_remoting_and_peers_without_their_tools_are_skipped_saying_what_to_insta
     them out)."""
     out = tmp_path / "results"
     env = {**os.environ, "PATH": str(tmp_path / "empty")}
-    env.pop("ROCKETHA_BENCHES", None)
     options = ["--quick", "--runs", "1", "--out", str(out)]
-    proc = subprocess.run(
-        [sys.executable, "-m", "benches", "remoting", "peers", *options],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    bench("benches", "remoting", "peers", *options, env=env, timeout=120)
     skipped = json.loads((out / "results.json").read_text())["skipped"]
     assert "cargo" in skipped["remoting"] and "rustup.rs" in skipped["remoting"]
     assert "java" in skipped["peers"] and "apt-get install" in skipped["peers"], skipped
+
+
+def test_soak_delivers_everything_within_its_memory_and_fd_bounds(tmp_path: Path) -> None:
+    """The soak scenario for 30 s (its CI length): name server, SYNC_MASTER and SLAVE, two
+    producers and two consumers, all processes. Checked: no acked message undelivered, the
+    brokers' anonymous RSS and open fds within the stated bounds; no latency bound."""
+    out = tmp_path / "results"
+    options = ["--quick", "--duration", "30", "--out", str(out)]
+    stdout = bench("rocketha", "bench", "soak", *options, env=dict(os.environ), timeout=600)
+    figures = {f["name"]: f for f in json.loads((out / "results.json").read_text())["figures"]}
+    assert figures["acked messages"]["median"] > 0
+    assert figures["acked messages never delivered"]["median"] == 0, stdout
+    growth = [f for name, f in figures.items() if name.endswith("growth after warm-up")]
+    assert len(growth) == 4, list(figures)
+    for f in growth:
+        # The bound the scenario states, as its target "<= N".
+        assert f["median"] <= float(f["target"].removeprefix("<= ")), f
+    series = figures["send latency p50, median of the seconds"]["series"]
+    assert len(series["t_s"]) >= 25 and len(series["master_fds"]) == len(series["t_s"])
+    assert (out / "soak.png").read_bytes().startswith(b"\x89PNG")
+    assert "every bound held" in stdout

@@ -29,7 +29,8 @@ def test_keys_map_to_fields_with_rocketmq_defaults(tmp_path: Path) -> None:
         slaveTimeout=1500,
         namesrvAddr="127.0.0.1:9876",
         deleteWhen="04",
-        aclEnable="false",
+        aclEnable="true",
+        traceTopicEnable="false",
     )
     c = BrokerConfig.load(conf)
     assert c.broker_role is BrokerRole.SYNC_MASTER
@@ -37,7 +38,7 @@ def test_keys_map_to_fields_with_rocketmq_defaults(tmp_path: Path) -> None:
     assert (c.ha_listen_port, c.slave_timeout, c.in_sync_replicas) == (0, 1500, 2)
     assert (c.ha_send_heartbeat_interval, c.ha_housekeeping_interval) == (5000, 20000)
     assert c.ha_transfer_batch_size == 32768 and c.ha_max_gap_not_in_sync == 256 * 1024 * 1024
-    assert c.ignored_keys == {"aclEnable": "false"}
+    assert c.ignored_keys == {"traceTopicEnable": "false"} and c.acl_enable
     assert (c.delete_when, c.file_reserved_time, c.disk_max_used_space_ratio) == ("04", 72, 75)
     assert (c.namesrv_addr, c.listen_address, c.auto_create_topic_enable) == (
         "127.0.0.1:9876",

@@ -6,7 +6,6 @@ SIGKILL and return, asyncio, bad input."""
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import signal
 import subprocess
@@ -15,8 +14,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import helpers
 import pytest
-from helpers import SEGMENT, BrokerProcess, RemotingSocket, runtime_info, wait_for, write_conf
+from helpers import BrokerProcess, offsets, runtime_info, wait_for
 from rocketha import (
     ConsumeFromWhere,
     Message,
@@ -31,7 +31,6 @@ from rocketha.rebalance import allocate_message_queue_averagely
 
 NamesrvProcess = tuple[subprocess.Popen[str], str]
 FIRST = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
-GET_ALL_CONSUMER_OFFSET = 43
 
 
 @dataclass
@@ -51,38 +50,25 @@ class Cluster:
         return str(self.slave.started["listen_address"])
 
     def restart_master(self) -> None:
-        """The master again, on its old port (the route names it there)."""
+        """The master again, on its old ports: the route names its client port there, and the
+        slave's HA client reconnects to the HA port it knows."""
         port = self.master_address.rsplit(":", 1)[1]
-        self.master = start_master(self.tmp, self.namesrv, listenPort=port, **self.master_keys)
+        ha_port = self.master.started["ha_listen_port"]
+        self.master = start_master(
+            self.tmp, self.namesrv, listenPort=port, haListenPort=ha_port, **self.master_keys
+        )
         wait_for(lambda: slave_connected(self.master_address), what="the slave to reconnect")
 
 
 def start_master(tmp: Path, namesrv: str, **keys: object) -> BrokerProcess:
-    settings: dict[str, object] = {
-        "brokerName": "broker-a",
-        "brokerRole": "SYNC_MASTER",
-        "storePathRootDir": tmp / "master",
-        "mappedFileSizeCommitLog": SEGMENT,
-        "haListenAddress": "127.0.0.1",
-        "haListenPort": 0,
-        "listenPort": 0,
-        "namesrvAddr": namesrv,
-        "slaveReadEnable": True,
-        **keys,
-    }
-    return BrokerProcess(write_conf(tmp / "master.conf", **settings))
+    """broker-a's SYNC_MASTER, which lets a consumer behind its head read from the slave."""
+    return helpers.start_master(tmp, "broker-a", namesrv, slaveReadEnable=True, **keys)
 
 
-def offsets(address: str, key: str) -> dict[str, int] | None:
-    """The broker's committed offsets of ``topic@group`` (GET_ALL_CONSUMER_OFFSET)."""
-    sock = RemotingSocket(address)
-    try:
-        response, body = sock.invoke(GET_ALL_CONSUMER_OFFSET, {})
-    finally:
-        sock.close()
-    assert response["code"] == 0, response
-    table = json.loads(body)["offsetTable"].get(key)
-    return None if table is None else {str(k): int(v) for k, v in table.items()}
+def start_slave(tmp: Path, namesrv: str) -> BrokerProcess:
+    return helpers.start_slave(
+        tmp, "slave", None, namesrvAddr=namesrv, slaveReadEnable=True, slaveSyncInterval=500
+    )
 
 
 def slave_connected(address: str) -> bool:
@@ -94,20 +80,7 @@ def cluster(tmp_path: Path, namesrv_process: NamesrvProcess) -> Iterator[Cluster
     _, namesrv = namesrv_process
     master_keys: dict[str, object] = {}
     master = start_master(tmp_path, namesrv)
-    slave = BrokerProcess(
-        write_conf(
-            tmp_path / "slave.conf",
-            brokerName="broker-a",
-            brokerId=1,
-            brokerRole="SLAVE",
-            storePathRootDir=tmp_path / "slave",
-            mappedFileSizeCommitLog=SEGMENT,
-            listenPort=0,
-            namesrvAddr=namesrv,
-            slaveReadEnable=True,
-            slaveSyncInterval=500,
-        )
-    )
+    slave = start_slave(tmp_path, namesrv)
     c = Cluster(tmp_path, namesrv, master, slave, master_keys)
     try:
         wait_for(lambda: slave_connected(c.master_address), what="the slave to connect")
@@ -182,20 +155,7 @@ def test_a_lagging_consumer_moves_to_the_slave_and_back(
     # A master that counts nothing as in memory: a consumer behind the head is sent to the
     # slave.
     master = start_master(tmp_path, namesrv, accessMessageInMemoryMaxRatio=0)
-    slave = BrokerProcess(
-        write_conf(
-            tmp_path / "slave.conf",
-            brokerName="broker-a",
-            brokerId=1,
-            brokerRole="SLAVE",
-            storePathRootDir=tmp_path / "slave",
-            mappedFileSizeCommitLog=SEGMENT,
-            listenPort=0,
-            namesrvAddr=namesrv,
-            slaveReadEnable=True,
-            slaveSyncInterval=500,
-        )
-    )
+    slave = start_slave(tmp_path, namesrv)
     try:
         wait_for(lambda: slave_connected(str(master.started["listen_address"])), what="slave")
         bodies = [bytes([i % 256]) * 1024 for i in range(2000)]
@@ -240,6 +200,8 @@ def test_the_masters_death_and_return(cluster: Cluster) -> None:
         assert c.poll(0.3) == []
     # A new member finds the offsets committed to the slave; its pulls return to the master
     # once it is back (a short long poll, so every queue's held pull on the slave ends soon).
+    # The name server dropped the dead master's route, so the member learns of its return at
+    # its next route refresh: a short one here.
     after: list[bytes] = []
     with PullConsumer(
         cluster.namesrv,
@@ -248,6 +210,7 @@ def test_the_masters_death_and_return(cluster: Cluster) -> None:
         consume_from_where=FIRST,
         master_retry_interval=0.2,
         long_polling_timeout=0.5,
+        rebalance_interval=0.5,
     ) as c:
         assert c.poll(0.5) == []
         cluster.restart_master()

@@ -12,7 +12,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import SEGMENT, BrokerProcess, RemotingSocket, broker_fields, wait_for, write_conf
+from helpers import (
+    SEGMENT,
+    RemotingSocket,
+    broker_fields,
+    start_master,
+    start_slave,
+    wait_for,
+)
 from rocketha import (
     Broker,
     BrokerConfig,
@@ -35,36 +42,6 @@ MESSAGE_ILLEGAL, SERVICE_NOT_AVAILABLE, TOPIC_NOT_EXIST = 13, 14, 17
 REGISTER_BROKER, GET_ROUTEINFO_BY_TOPIC = 103, 105
 
 
-def start_master(tmp: Path, namesrv: str, **keys: object) -> BrokerProcess:
-    settings: dict[str, object] = {
-        "brokerName": "broker-a",
-        "brokerRole": "SYNC_MASTER",
-        "storePathRootDir": tmp / "master",
-        "mappedFileSizeCommitLog": SEGMENT,
-        "haListenAddress": "127.0.0.1",
-        "haListenPort": 0,
-        "listenPort": 0,
-        "namesrvAddr": namesrv,
-        "slaveTimeout": 10000,
-    }
-    return BrokerProcess(write_conf(tmp / "master.conf", **{**settings, **keys}))
-
-
-def start_slave(tmp: Path, namesrv: str) -> BrokerProcess:
-    """A SLAVE with no haMasterAddress: it replicates from what the name server answers."""
-    conf = write_conf(
-        tmp / "slave.conf",
-        brokerName="broker-a",
-        brokerId=1,
-        brokerRole="SLAVE",
-        storePathRootDir=tmp / "slave",
-        mappedFileSizeCommitLog=SEGMENT,
-        listenPort=0,
-        namesrvAddr=namesrv,
-    )
-    return BrokerProcess(conf)
-
-
 def stored_bodies(store: Path) -> list[bytes]:
     with MessageStore(store, mapped_file_size_commit_log=SEGMENT, read_only=True) as s:
         s.refresh()
@@ -75,14 +52,14 @@ def test_sync_master_answers_send_ok_once_the_slave_holds_the_message(
     tmp_path: Path, namesrv_process: NamesrvProcess
 ) -> None:
     _, namesrv = namesrv_process
-    master = start_master(tmp_path, namesrv)
+    master = start_master(tmp_path, "broker-a", namesrv)
     slave = None
     try:
         with Producer(namesrv, "test-producer") as producer:
             alone = producer.send(Message("Orders", b"before the slave"))
             assert alone.status is SendStatus.SLAVE_NOT_AVAILABLE
 
-            slave = start_slave(tmp_path, namesrv)
+            slave = start_slave(tmp_path, "slave", None, namesrvAddr=namesrv)
             assert "haMasterAddress" not in slave.conf.read_text()
 
             def slave_in_sync() -> bool:
@@ -133,6 +110,7 @@ def test_bad_sends_get_rocketmq_codes_and_write_nothing(
     _, namesrv = namesrv_process
     master = start_master(
         tmp_path,
+        "broker-a",
         namesrv,
         brokerRole="ASYNC_MASTER",
         autoCreateTopicEnable=False,
@@ -161,7 +139,7 @@ def test_bad_sends_get_rocketmq_codes_and_write_nothing(
         )
         assert code == MESSAGE_ILLEGAL
         assert remark is not None and "maxMessageSize" in remark
-        assert stored_bodies(tmp_path / "master") == []
+        assert stored_bodies(tmp_path / "broker-a-master") == []
     finally:
         assert master.stop() == 0, master.stderr()
 
@@ -170,7 +148,9 @@ def test_a_broker_error_carries_code_and_remark(
     tmp_path: Path, namesrv_process: NamesrvProcess
 ) -> None:
     _, namesrv = namesrv_process
-    master = start_master(tmp_path, namesrv, brokerRole="ASYNC_MASTER", maxMessageSize=1024)
+    master = start_master(
+        tmp_path, "broker-a", namesrv, brokerRole="ASYNC_MASTER", maxMessageSize=1024
+    )
     try:
         with Producer(namesrv, "test-producer") as producer:
             assert producer.send(Message("Small", b"ok")).status is SendStatus.SEND_OK
@@ -178,14 +158,14 @@ def test_a_broker_error_carries_code_and_remark(
                 producer.send(Message("Small", b"x" * 2048))
             assert err.value.code == MESSAGE_ILLEGAL
             assert "maxMessageSize" in err.value.remark
-        assert stored_bodies(tmp_path / "master") == [b"ok"]
+        assert stored_bodies(tmp_path / "broker-a-master") == [b"ok"]
     finally:
         assert master.stop() == 0, master.stderr()
 
 
 def test_produce_cli(tmp_path: Path, namesrv_process: NamesrvProcess) -> None:
     _, namesrv = namesrv_process
-    master = start_master(tmp_path, namesrv, brokerRole="ASYNC_MASTER")
+    master = start_master(tmp_path, "broker-a", namesrv, brokerRole="ASYNC_MASTER")
     try:
         out = subprocess.run(
             [sys.executable, "-m", "rocketha", "produce", "--namesrv", namesrv, "--topic", "Cli"],
@@ -196,7 +176,7 @@ def test_produce_cli(tmp_path: Path, namesrv_process: NamesrvProcess) -> None:
             check=True,
         ).stdout
         assert "sent 2 messages to Cli" in out and "SEND_OK 2" in out
-        assert stored_bodies(tmp_path / "master") == [b"one", b"two"]
+        assert stored_bodies(tmp_path / "broker-a-master") == [b"one", b"two"]
     finally:
         assert master.stop() == 0, master.stderr()
 

@@ -12,7 +12,7 @@ import signal
 import subprocess
 from pathlib import Path
 
-from helpers import SEGMENT, BrokerProcess, RemotingSocket, wait_for
+from helpers import SEGMENT, BrokerProcess, RemotingSocket, start_master, start_slave, wait_for
 from rocketha import (
     Broker,
     BrokerConfig,
@@ -23,7 +23,7 @@ from rocketha import (
     SendStatus,
     SendStatusUnknownError,
 )
-from test_producer import routed_brokers, start_master, start_slave, stored_bodies
+from test_producer import routed_brokers, stored_bodies
 
 NamesrvProcess = tuple[subprocess.Popen[str], str]
 GET_BROKER_RUNTIME_INFO = 28
@@ -66,8 +66,8 @@ def test_hundreds_of_send_async_in_flight_all_reach_the_slave(
     tmp_path: Path, namesrv_process: NamesrvProcess
 ) -> None:
     _, namesrv = namesrv_process
-    master = start_master(tmp_path, namesrv)
-    slave = start_slave(tmp_path, namesrv)
+    master = start_master(tmp_path, "broker-a", namesrv)
+    slave = start_slave(tmp_path, "slave", None, namesrvAddr=namesrv)
     try:
         with Producer(namesrv, "async-producer") as producer:
             wait_for(lambda: send_ok(producer, "Bulk"), what="the slave to be in sync")
@@ -94,8 +94,8 @@ def test_sends_in_flight_when_the_broker_dies_fail_as_unknown_not_hang(
     tmp_path: Path, namesrv_process: NamesrvProcess
 ) -> None:
     _, namesrv = namesrv_process
-    master = start_master(tmp_path, namesrv, slaveTimeout=600_000)
-    slave = start_slave(tmp_path, namesrv)
+    master = start_master(tmp_path, "broker-a", namesrv, slaveTimeout=600_000)
+    slave = start_slave(tmp_path, "slave", None, namesrvAddr=namesrv)
     try:
         producer = Producer(namesrv, "doomed-producer", send_timeout=600.0)
         wait_for(lambda: send_ok(producer, "Doomed"), what="the slave to be in sync")

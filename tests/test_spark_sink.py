@@ -121,6 +121,7 @@ def test_a_stream_is_written_micro_batch_by_micro_batch(
         ("body binary", {}, "option topic"),
         ("body binary", {"topic": "T", "batchSize": "0"}, "option batchSize"),
         ("body binary", {"topic": "T", "acks": "all"}, "unknown option(s) acks"),
+        ("body binary", {"topic": "T", "accessKey": "RocketMQ"}, "accessKey and secretKey"),
     ],
 )
 def test_bad_columns_and_options_fail_before_any_task_naming_them(

@@ -63,6 +63,8 @@ BROKER_CONF: dict[str, Any] = {
     "default.replication.factor": 2,
     "auto.create.topics.enable": "false",
     "group.initial.rebalance.delay.ms": 0,
+    # Follower fetching (KIP-392): a consumer with a follower's client.rack reads from it.
+    "replica.selector.class": "org.apache.kafka.common.replica.RackAwareReplicaSelector",
 }
 
 #: Kafka's own start script's JVM (G1, 20 ms pause target) with a heap that fits 2 shared
@@ -163,6 +165,7 @@ class Kafka:
                     "inter.broker.listener.name": "PLAINTEXT",
                     "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
                     "log.dirs": home / "data",
+                    "broker.rack": rack(i + 1),
                     **BROKER_CONF,
                 }
                 home.mkdir(parents=True, exist_ok=True)
@@ -222,6 +225,15 @@ class Kafka:
             for b in cluster.brokers:
                 b.kill()
 
+    def _result(self, command: str, args: list[str], timeout: float, home: Path) -> dict[str, Any]:
+        """``KafkaPeer COMMAND ARGS``'s JSON line."""
+        out = self._java(home, "KafkaPeer", [command, *args], timeout)
+        lines = [line for line in out.splitlines() if line.startswith("{")]
+        if not lines:
+            raise RuntimeError(f"KafkaPeer {command} {' '.join(args)} printed no result: {out}")
+        result: dict[str, Any] = json.loads(lines[-1])
+        return result
+
     def load(
         self,
         bootstrap: str,
@@ -238,26 +250,39 @@ class Kafka:
         flight each) for ``seconds`` after ``warmup``; the JSON line of
         :meth:`benches.peers.rocketmq.RocketMQ.load`."""
         args = [bootstrap, topic, str(connections), str(seconds), str(size), str(warmup), acks]
-        out = self._java(home, "KafkaPeer", ["load", *args], seconds + warmup + 120 + connections)
-        lines = [line for line in out.splitlines() if line.startswith("{")]
-        if not lines:
-            raise RuntimeError(f"KafkaPeer load {' '.join(args)} printed no result: {out}")
-        result: dict[str, Any] = json.loads(lines[-1])
-        return result
+        return self._result("load", args, seconds + warmup + 120 + connections, home)
 
     def catch_up(
         self, bootstrap: str, topic: str, size: int, *, home: Path, timeout: float = 300.0
     ) -> dict[str, Any]:
         """``KafkaPeer catchup``: a new one-partition ``topic`` on broker 1 alone, filled with
         ``size`` bytes of 1 KiB records, then broker 2 added as its replica; returns
-        ``{"bytes": leader log size, "seconds": until broker 2 is in the ISR}``."""
+        ``{"bytes": leader log size, "records": sent, "seconds": until broker 2 is in the
+        ISR}``."""
         args = [bootstrap, topic, str(size), "1024", str(timeout)]
-        out = self._java(home, "KafkaPeer", ["catchup", *args], timeout + 120)
-        lines = [line for line in out.splitlines() if line.startswith("{")]
-        if not lines:
-            raise RuntimeError(f"KafkaPeer catchup {' '.join(args)} printed no result: {out}")
-        result: dict[str, Any] = json.loads(lines[-1])
-        return result
+        return self._result("catchup", args, timeout + 120, home)
+
+    def drain(
+        self,
+        bootstrap: str,
+        topic: str,
+        records: int,
+        node: int,
+        *,
+        home: Path,
+        timeout: float = 600.0,
+    ) -> dict[str, Any]:
+        """``KafkaPeer drain``: one consumer reads partition 0 of ``topic`` from its beginning
+        until ``records`` records, fetching from broker ``node`` (its rack as ``client.rack``);
+        returns ``{"messages", "bytes", "seconds", "node_bytes"}`` (values' bytes, timed from
+        the first poll that returned records; node_bytes by ``node-<id>``)."""
+        args = [bootstrap, topic, str(records), rack(node), str(timeout)]
+        return self._result("drain", args, timeout + 120, home)
 
 
-__all__ = ["BROKER_CONF", "JVM_FLAGS", "VERSION", "Cluster", "Kafka"]
+def rack(node: int) -> str:
+    """Broker ``node``'s ``broker.rack``: one rack per broker."""
+    return f"rack-{node}"
+
+
+__all__ = ["BROKER_CONF", "JVM_FLAGS", "VERSION", "Cluster", "Kafka", "rack"]

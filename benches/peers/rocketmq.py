@@ -470,7 +470,8 @@ class Sent:
 @dataclass(frozen=True)
 class SendOutcome:
     """One ``send`` result line of ``Peer.java``: a ``SendResult`` (``status`` set), an
-    exception (``error``: its class and message), or a oneway send (neither)."""
+    exception (``error``: its class and message), a broker's refusal (``code``, the remark in
+    ``error``), or a oneway send (none of them)."""
 
     seq: int
     status: str | None = None
@@ -479,6 +480,7 @@ class SendOutcome:
     queue_id: int = -1
     queue_offset: int = -1
     error: str | None = None
+    code: int | None = None
 
 
 @dataclass(frozen=True)
@@ -555,6 +557,17 @@ class RocketMQ:
             *args,
         ]
 
+    def producer_command(
+        self, home: Path, namesrv: str, topic: str, count: int, size: int, group: str
+    ) -> list[str]:
+        """The command of a ``DefaultMQProducer`` that sends ``count`` messages of ``size``
+        bytes one at a time, with no retry, printing each ``SENT seq STATUS msgId ...`` line as
+        its answer comes and stopping at the first failed send: for a caller that reads them
+        while it happens (a fault test that kills the broker mid-run)."""
+        return self._peer_command(
+            home, ["produce", namesrv, "-", topic, group, str(count), str(size), "0"]
+        )
+
     def _client(
         self, home: Path, args: Sequence[str], timeout: float, jvm: Sequence[str] = ()
     ) -> list[str]:
@@ -624,9 +637,35 @@ class RocketMQ:
         (host:port) the topic is created there first (4 queues). Returns its JSON
         line: ``sent``, ``ok`` (SEND_OK), ``statuses``, ``p50_us``, ``p99_us``, ``p999_us``,
         ``seconds``."""
-        home.mkdir(parents=True, exist_ok=True)
         args = [namesrv, broker or "-", topic, str(connections), str(seconds), str(size)]
         args.append(str(warmup))
+        return self._bench_tool(
+            home, "Load", args, f"load-{connections}", seconds + warmup + 120 + connections
+        )
+
+    def drain(
+        self,
+        namesrv: str,
+        topic: str,
+        messages: int,
+        *,
+        home: Path,
+        group: str = "bench-drain",
+        timeout: float = 600.0,
+    ) -> dict[str, Any]:
+        """``java/Drain.java``: one ``DefaultLitePullConsumer`` of a new ``group`` reads
+        ``messages`` messages of ``topic`` from its first offset, from whichever broker the
+        brokers suggest; returns ``{"messages", "bytes", "seconds"}`` (bodies' bytes, timed
+        from the first poll that returned messages)."""
+        args = [namesrv, topic, group, str(messages), str(timeout)]
+        return self._bench_tool(home, "Drain", args, f"drain-{group}", timeout + 120)
+
+    def _bench_tool(
+        self, home: Path, main: str, args: Sequence[str], name: str, timeout: float
+    ) -> dict[str, Any]:
+        """A bench client (``Load``, ``Drain``) on a JVM with its JIT and a parallel GC, unlike
+        the tests' quick-starting one; its last JSON line."""
+        home.mkdir(parents=True, exist_ok=True)
         proc = subprocess.run(
             [
                 "java",
@@ -640,21 +679,22 @@ class RocketMQ:
                 "-Drocketmq.client.logLevel=WARN",
                 "-cp",
                 f"{self.peer}{os.pathsep}{self.classpath}",
-                "Load",
+                main,
                 *args,
             ],
             cwd=home,
             capture_output=True,
             text=True,
-            timeout=seconds + warmup + 120 + connections,
+            timeout=timeout,
         )
-        (home / f"load-{connections}.out").write_text(proc.stdout + proc.stderr)
+        (home / f"{name}.out").write_text(proc.stdout + proc.stderr)
         lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
         if proc.returncode != 0 or not lines:
             raise RuntimeError(
-                f"Load {' '.join(args)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+                f"{main} {' '.join(args)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
             )
-        return json.loads(lines[-1])
+        result: dict[str, Any] = json.loads(lines[-1])
+        return result
 
     def set_ha_master(self, broker: str, ha_address: str, *, home: Path) -> None:
         """Sends a 5.x slave at ``broker`` its master's HA address (EXCHANGE_BROKER_HA_INFO)."""
@@ -726,16 +766,7 @@ class RocketMQ:
         )
         if "DONE" not in lines:
             raise RuntimeError(f"Peer send {style} did not finish: {lines}")
-        out = []
-        for line in lines:
-            f = line.split(" ")
-            if f[0] == "RESULT":
-                out.append(SendOutcome(int(f[1]), f[2], f[3], f[4], int(f[5]), int(f[6])))
-            elif f[0] == "ERROR":
-                out.append(SendOutcome(int(f[1]), error=" ".join(f[2:])))
-            elif f[0] == "ONEWAY":
-                out.append(SendOutcome(int(f[1])))
-        return sorted(out, key=lambda o: o.seq)
+        return _outcomes(lines)
 
     def consume(
         self,
@@ -759,12 +790,26 @@ class RocketMQ:
             timeout_ms / 1000 + 60,
             jvm,
         )
-        out = []
-        for line in lines:
-            if line.startswith("MSG "):
-                f = line.split()
-                out.append(Received(int(f[1]), int(f[2]), int(f[3]), int(f[4]), int(f[5]), f[6]))
-        return out
+        return _received(lines)
+
+    def acl(
+        self,
+        namesrv: str,
+        topic: str,
+        forbidden_topic: str,
+        access_key: str,
+        secret_key: str,
+        *,
+        home: Path,
+        group: str = "interop-acl",
+    ) -> tuple[list[SendOutcome], list[Received]]:
+        """``AclClientRPCHook`` in one JVM: a send with the right keys to ``topic`` (seq 0), one
+        with a wrong secret key (1), one to ``forbidden_topic`` (2), then the right keys
+        consume ``topic`` as ``group``. A refused send's outcome has the broker's response
+        ``code`` and its remark as ``error``."""
+        args = ["acl", namesrv, topic, forbidden_topic, group, access_key, secret_key]
+        lines = self._client(home, args, 120)
+        return _outcomes(lines), _received(lines)
 
     def group(
         self,
@@ -798,6 +843,32 @@ class RocketMQ:
         members of one group consume side by side."""
         args = ["group", namesrv, topic, group, kind, "0", "600000"]
         return GroupMember(self._peer_command(home, args), home)
+
+
+def _outcomes(lines: Sequence[str]) -> list[SendOutcome]:
+    """The ``RESULT``, ``REFUSED``, ``ERROR`` and ``ONEWAY`` lines of ``Peer.java``, by seq."""
+    out = []
+    for line in lines:
+        f = line.split(" ")
+        if f[0] == "RESULT":
+            out.append(SendOutcome(int(f[1]), f[2], f[3], f[4], int(f[5]), int(f[6])))
+        elif f[0] == "REFUSED":
+            out.append(SendOutcome(int(f[1]), code=int(f[2]), error=" ".join(f[3:])))
+        elif f[0] == "ERROR":
+            out.append(SendOutcome(int(f[1]), error=" ".join(f[2:])))
+        elif f[0] == "ONEWAY":
+            out.append(SendOutcome(int(f[1])))
+    return sorted(out, key=lambda o: o.seq)
+
+
+def _received(lines: Sequence[str]) -> list[Received]:
+    """The ``MSG`` lines of ``Peer.java``."""
+    out = []
+    for line in lines:
+        if line.startswith("MSG "):
+            f = line.split()
+            out.append(Received(int(f[1]), int(f[2]), int(f[3]), int(f[4]), int(f[5]), f[6]))
+    return out
 
 
 def _got(lines: Sequence[str]) -> list[tuple[int, int, str]]:

@@ -13,6 +13,7 @@ if sys.platform != "linux":
     )
 
 from rocketha._core import Message, MessageExt, PutResult, __version__
+from rocketha.acl import SessionCredentials
 from rocketha.broker import Broker, GetMessageResult
 from rocketha.client import Producer, SendResult, SendStatus
 from rocketha.config import BrokerConfig
@@ -72,6 +73,7 @@ __all__ = [
     "SendResult",
     "SendStatus",
     "SendStatusUnknownError",
+    "SessionCredentials",
     "StoreClosedError",
     "StoreLockedError",
     "__version__",

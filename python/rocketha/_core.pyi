@@ -322,6 +322,7 @@ class BrokerController:
         auto_create_subscription_group: bool | None = None,
         flush_consumer_offset_interval_ms: int | None = None,
         slave_sync_interval_ms: int | None = None,
+        acl_file: str | os.PathLike[str] | None = None,
         tls: ServerTls | None = None,
         client_tls: ClientTls | None = None,
     ) -> None: ...
@@ -337,7 +338,15 @@ class BrokerController:
 
 @final
 class MQClientAPI:
-    def __new__(cls, client_ip: str = "127.0.0.1", *, tls: ClientTls | None = None) -> Self: ...
+    def __new__(
+        cls,
+        client_ip: str = "127.0.0.1",
+        *,
+        access_key: str | None = None,
+        secret_key: str | None = None,
+        security_token: str | None = None,
+        tls: ClientTls | None = None,
+    ) -> Self: ...
     def close(self) -> None: ...
     def get_topic_route_info(self, namesrv: str, topic: str, timeout: float) -> bytes | None: ...
     def send_message(

@@ -35,6 +35,7 @@ import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from rocketha._core import BrokerController, ClientTls, Message, MessageExt, PutResult, ServerTls
@@ -89,12 +90,13 @@ class Broker:
 
     def _check_security(self, secret: bytes | None) -> None:
         c = self.config
-        if not c.remoting_allow_insecure and not ipaddress.ip_address(c.listen_address).is_loopback:
+        insecure_ok = c.remoting_allow_insecure or c.acl_enable
+        if not insecure_ok and not ipaddress.ip_address(c.listen_address).is_loopback:
             raise ConfigError(
-                f"{c.source}: listenAddress: the client port would listen on {c.listen_address}, "
-                "and rocketha has no ACL yet: anyone who can reach it could send messages and "
-                "create topics. Bind listenAddress=127.0.0.1, or set remotingAllowInsecure=true "
-                "to accept the risk."
+                f"{c.source}: listenAddress: the client port would listen on {c.listen_address} "
+                "without aclEnable: anyone who can reach it could send, pull and create topics. "
+                "Set aclEnable=true (with a plain_acl.yml), bind listenAddress=127.0.0.1, or set "
+                "remotingAllowInsecure=true to accept the risk."
             )
         if not self.role.is_master or secret is not None or self.config.ha_allow_insecure:
             return
@@ -112,6 +114,7 @@ class Broker:
             return self
         c = self.config
         secret = c.auth_secret()
+        acl_file = c.acl_file()
         self._check_security(secret)
         # Certificate files are read before anything opens, so a bad one fails the start clean.
         tls = (c.server_tls(), c.client_tls())
@@ -119,7 +122,7 @@ class Broker:
         self._controller = BrokerController(f"{c.listen_address}:{c.listen_port}")
         store_host = f"{c.broker_ip1}:{self._controller.listen_port}"
         try:
-            self._open(secret, store_host, tls)
+            self._open(secret, acl_file, store_host, tls)
         except BaseException:
             self._close_parts()
             raise
@@ -136,7 +139,11 @@ class Broker:
         return self
 
     def _open(
-        self, secret: bytes | None, store_host: str, tls: tuple[ServerTls | None, ClientTls | None]
+        self,
+        secret: bytes | None,
+        acl_file: Path | None,
+        store_host: str,
+        tls: tuple[ServerTls | None, ClientTls | None],
     ) -> None:
         c = self.config
         try:
@@ -203,6 +210,7 @@ class Broker:
             slave_sync_interval_ms=c.slave_sync_interval,
             tls=tls[0],
             client_tls=tls[1],
+            acl_file=acl_file,
         )
         self._events = threading.Thread(
             target=self._log_events,

@@ -26,9 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from rocketha import Message, MessageStore, __version__
+from rocketha.acl import SessionCredentials
 from rocketha.broker import Broker
 from rocketha.config import BrokerConfig, parse_key_value
-from rocketha.exceptions import RocketHAError
+from rocketha.exceptions import ConfigError, RocketHAError
 from rocketha.namesrv import NameServer
 from rocketha.tls import server_tls_from_properties
 
@@ -100,6 +101,23 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
+#: Where ``--access-key``'s secret comes from: never the command line, which ``ps`` shows.
+SECRET_KEY_ENV = "ROCKETHA_SECRET_KEY"
+
+
+def _credentials(args: argparse.Namespace) -> SessionCredentials | None:
+    """``--access-key`` with the secret key from ``$ROCKETHA_SECRET_KEY``, for a broker with
+    ``aclEnable=true``."""
+    if args.access_key is None:
+        return None
+    secret = os.environ.get(SECRET_KEY_ENV, "")
+    if not secret:
+        raise ConfigError(
+            f"--access-key {args.access_key}: set the account's secret key in ${SECRET_KEY_ENV}"
+        )
+    return SessionCredentials(args.access_key, secret)
+
+
 def cmd_consume(args: argparse.Namespace) -> int:
     """Prints each message (or counts them) until ``--count`` or SIGINT/SIGTERM; the offsets
     of what was printed are committed on the way out."""
@@ -125,6 +143,7 @@ def cmd_consume(args: argparse.Namespace) -> int:
         args.topic,
         subscription=args.subscription,
         consume_from_where=where,
+        credentials=_credentials(args),
     ) as consumer:
         while not stop.is_set() and (args.count is None or count < args.count):
             left = None if args.count is None else args.count - count
@@ -245,7 +264,8 @@ def cmd_namesrv(args: argparse.Namespace) -> int:
     if not _is_loopback(args.listen) and not args.allow_insecure:
         print(
             f"rocketha namesrv: refusing to listen on {args.listen}: the name server has no "
-            "authentication, so anyone who can reach it can register or unregister brokers and "
+            "authentication (RocketMQ's ACL covers the brokers' client ports, not the name "
+            "server), so anyone who can reach it can register or unregister brokers and "
             "rewrite the routes every producer and consumer follows. Listen on a loopback "
             "address (127.0.0.1:PORT), or pass --allow-insecure on a trusted network.",
             file=sys.stderr,
@@ -283,7 +303,7 @@ def cmd_produce(args: argparse.Namespace) -> int:
         bodies = (line.rstrip("\n").encode() for line in sys.stdin)
     statuses: dict[str, int] = {}
     started = time.perf_counter()
-    with Producer(args.namesrv, args.group) as producer:
+    with Producer(args.namesrv, args.group, credentials=_credentials(args)) as producer:
         for body in bodies:
             r = producer.send(Message(args.topic, body))
             statuses[r.status.value] = statuses.get(r.status.value, 0) + 1
@@ -626,6 +646,8 @@ def _parser() -> argparse.ArgumentParser:
     produce.add_argument("--size", type=int, default=128, help="bytes per generated message")
     produce.add_argument("--json", action="store_true", help="one JSON line per message")
     produce.set_defaults(func=cmd_produce)
+    signing = f"sign requests for a broker with aclEnable=true (secret key: ${SECRET_KEY_ENV})"
+    produce.add_argument("--access-key", metavar="KEY", help=signing)
 
     consume = add("consume", help="print a topic's messages as a consumer group member")
     consume.add_argument("--namesrv", required=True, help="name server host:port (';' for more)")
@@ -641,6 +663,7 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="a group with no committed offset starts at the first message, not the last",
     )
+    consume.add_argument("--access-key", metavar="KEY", help=signing)
     consume.set_defaults(func=cmd_consume)
 
     status = add("status", help="a broker's replication state, from its metricsPort")

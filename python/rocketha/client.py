@@ -35,7 +35,8 @@ from enum import Enum
 from typing import TypedDict
 
 from rocketha._async_send import AsyncSendService, SendTuple
-from rocketha._core import Message, MQClientAPI
+from rocketha._core import Message
+from rocketha.acl import SessionCredentials, mq_client_api
 from rocketha.exceptions import (
     MQBrokerError,
     MQClientError,
@@ -148,6 +149,7 @@ class Producer:
         tls_verify: bool = True,
         tls_cert_path: str | None = None,
         tls_key_path: str | None = None,
+        credentials: SessionCredentials | None = None,
     ) -> None:
         self.namesrv_addrs = [a.strip() for a in namesrv_addr.split(";") if a.strip()]
         if not self.namesrv_addrs:
@@ -160,9 +162,10 @@ class Producer:
         #: ``ClientConfig.buildMQClientId``: ip@instanceName, the instance named after the pid
         #: and a clock as ``changeInstanceNameToPID`` does.
         self.client_id = f"{client_ip}@{os.getpid()}#{time.monotonic_ns()}"
-        self._api = MQClientAPI(
+        self._api = mq_client_api(
             client_ip,
-            tls=client_tls(
+            credentials,
+            client_tls(
                 use_tls,
                 trust_cert_path=tls_trust_cert_path,
                 verify=tls_verify,

@@ -6,8 +6,9 @@
 
     BrokerConfig(broker_role="SYNC_MASTER", store_path_root_dir="/data/store", ha_listen_port=0)
 
-Keys RocketMQ has but rocketha does not act on (``storePathIndex``, ``aclEnable``, ...) load and
-are listed in :attr:`BrokerConfig.ignored_keys`, so RocketMQ's own config files work unchanged.
+Keys RocketMQ has but rocketha does not act on (``storePathIndex``, ``traceTopicEnable``, ...)
+load and are listed in :attr:`BrokerConfig.ignored_keys`, so RocketMQ's own config files work
+unchanged.
 """
 
 from __future__ import annotations
@@ -53,7 +54,6 @@ IGNORED_KEYS = frozenset(
         "transientStorePoolSize",
         "mapedFileSizeConsumeQueue",
         "messageDelayLevel",
-        "aclEnable",
         "traceTopicEnable",
         "useEpollNativeSelector",
         "warmMapedFileEnable",
@@ -139,7 +139,7 @@ class BrokerConfig:
     listen_port: int = 10911
     #: rocketha: the interface the client port binds (RocketMQ binds all of them).
     listen_address: str = "127.0.0.1"
-    #: rocketha: allow a client port on a non-loopback address (there is no ACL yet).
+    #: rocketha: allow a client port on a non-loopback address without ``aclEnable``.
     remoting_allow_insecure: bool = False
     #: TLS on the client port: ``disabled``, ``permissive`` (TLS and plain) or ``enforcing``.
     tls_server_mode: str = "disabled"
@@ -163,6 +163,10 @@ class BrokerConfig:
     tls_client_key_path: str | None = None
     #: Not supported (encrypted keys): set, the broker refuses to start.
     tls_client_key_password: str | None = dataclasses.field(default=None, repr=False)
+    #: Check every client request against ``plain_acl.yml`` (RocketMQ's ACL 1.0).
+    acl_enable: bool = False
+    #: rocketha: the ACL file; by default ``$ROCKETMQ_HOME/conf/plain_acl.yml``, RocketMQ's.
+    acl_plain_file: str | None = None
     #: Name servers to register with, ``host:port`` separated by ``;``.
     namesrv_addr: str | None = None
     #: Milliseconds between registrations with the name servers.
@@ -486,6 +490,25 @@ class BrokerConfig:
             )
         except ConfigError as e:
             raise ConfigError(f"{self.source}: {e}") from None
+
+    def acl_file(self) -> Path | None:
+        """The ``plain_acl.yml`` requests are checked against, or None without ``aclEnable``."""
+        if not self.acl_enable:
+            if self.acl_plain_file:
+                raise self._fail(
+                    "acl_plain_file", "is set but aclEnable=false, so nothing is checked"
+                )
+            return None
+        if self.acl_plain_file:
+            return Path(self.acl_plain_file)
+        home = os.environ.get("ROCKETMQ_HOME")
+        if not home:
+            raise self._fail(
+                "acl_enable",
+                "needs the ACL file: set aclPlainFile, or ROCKETMQ_HOME (the file is then "
+                "$ROCKETMQ_HOME/conf/plain_acl.yml, as for RocketMQ)",
+            )
+        return Path(home) / "conf" / "plain_acl.yml"
 
     def to_properties(self) -> str:
         """The config as a broker.conf text (secrets left out)."""

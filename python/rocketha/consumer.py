@@ -45,7 +45,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from rocketha import _core
-from rocketha._core import MessageExt, MQClientAPI
+from rocketha._core import MessageExt
+from rocketha.acl import SessionCredentials, mq_client_api
 from rocketha.client import MessageQueue
 from rocketha.exceptions import (
     MQBrokerError,
@@ -152,6 +153,7 @@ class PullConsumer:
         tls_verify: bool = True,
         tls_cert_path: str | None = None,
         tls_key_path: str | None = None,
+        credentials: SessionCredentials | None = None,
     ) -> None:
         self.namesrv_addrs = [a.strip() for a in namesrv_addr.split(";") if a.strip()]
         if not self.namesrv_addrs:
@@ -188,9 +190,10 @@ class PullConsumer:
         self.request_timeout = request_timeout
         self.client_id = f"{client_ip}@{os.getpid()}#{time.monotonic_ns()}"
         self._sub_version = int(time.time() * 1000)
-        self._api = MQClientAPI(
+        self._api = mq_client_api(
             client_ip,
-            tls=client_tls(
+            credentials,
+            client_tls(
                 use_tls,
                 trust_cert_path=tls_trust_cert_path,
                 verify=tls_verify,

@@ -24,7 +24,11 @@ HA_TIMERS = {"haSendHeartbeatInterval": 200, "haHousekeepingInterval": 1000}
 @dataclass
 class ScenarioStats:
     trials: int = 0
+    #: Acknowledged messages the trials checked (send or consume scenarios that count them).
+    acked: int = 0
     acked_lost: int = 0
+    #: Messages delivered again (at-least-once's duplicates).
+    redelivered: int = 0
     corrupt: int = 0
     converged: int = 0
     #: Trials that ended in a clear, logged error instead of convergence.
@@ -41,14 +45,18 @@ class FaultReport:
         self,
         scenario: str,
         *,
+        acked: int = 0,
         acked_lost: int = 0,
+        redelivered: int = 0,
         corrupt: int = 0,
         converged: bool = False,
         error: bool = False,
     ) -> None:
         row = self.rows.setdefault(scenario, ScenarioStats())
         row.trials += 1
+        row.acked += acked
         row.acked_lost += acked_lost
+        row.redelivered += redelivered
         row.corrupt += corrupt
         row.converged += converged
         row.errors += error

@@ -1,19 +1,24 @@
-"""Fault injection: SIGKILLs, a TCP fault proxy, hostile HA peers, a full disk.
+"""Fault injection: SIGKILLs, a TCP fault proxy, hostile HA peers, a full disk, consumers across
+failures.
 
 Every test in this directory is marked ``faults``. The default run is short enough for CI;
-``pytest tests/faults --long`` runs the trial counts of issue 7. The session ends with a table
-of what the trials found.
+``pytest tests/faults --long`` runs the trial counts of issues 7 and 15. The session ends with a
+table of what the trials found.
 """
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
-from common import FaultReport
 
 HERE = Path(__file__).parent
+# The client processes of the consumer scenarios live with the benchmark harness (benches/).
+if str(HERE.parents[1]) not in sys.path:
+    sys.path.insert(0, str(HERE.parents[1]))
 
+from common import FaultReport  # noqa: E402
 
 REPORT_KEY = pytest.StashKey[FaultReport]()
 
@@ -34,6 +39,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.faults)
 
 
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """``@pytest.mark.trials(SHORT, LONG)``: one test per trial, each with its own timeout, for
+    trials too long to run LONG of them in one test."""
+    marker = metafunc.definition.get_closest_marker("trials")
+    if marker is not None:
+        short, long = marker.args
+        count = long if metafunc.config.getoption("--long", default=False) else short
+        metafunc.parametrize("trial", range(count))
+
+
 @pytest.fixture
 def long_run(request: pytest.FixtureRequest) -> bool:
     return bool(request.config.getoption("--long", default=False))
@@ -48,9 +63,14 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     rows = terminalreporter.config.stash[REPORT_KEY].rows
     if not rows:
         return
-    header = ("scenario", "trials", "acked-lost", "corrupt records", "converged", "errors")
+    header = ("scenario", "trials", "acked", "acked-lost", "redelivered", "corrupt", "converged")
+    header += ("errors",)
     table = [header] + [
-        (name, str(s.trials), str(s.acked_lost), str(s.corrupt), str(s.converged), str(s.errors))
+        (
+            name,
+            *(str(n) for n in (s.trials, s.acked, s.acked_lost, s.redelivered, s.corrupt)),
+            *(str(n) for n in (s.converged, s.errors)),
+        )
         for name, s in sorted(rows.items())
     ]
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]

@@ -9,16 +9,8 @@ from pathlib import Path
 import pytest
 import rocketha.client
 from common import FaultReport
-from helpers import SEGMENT, wait_for
+from helpers import SEGMENT, routed, wait_for
 from rocketha import Broker, BrokerConfig, Message, NameServer, Producer, SendStatus
-from rocketha._core import MQClientAPI
-
-
-def routed(namesrv: str, topic: str) -> bool:
-    try:
-        return MQClientAPI().get_topic_route_info(namesrv, topic, 5.0) is not None
-    except rocketha.RocketHAError:
-        return False
 
 
 @pytest.mark.faults

@@ -8,8 +8,10 @@ import random
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from common import (
     HA_TIMERS,
     FaultReport,
@@ -22,6 +24,8 @@ from common import (
 )
 from helpers import same_log, start_master, start_slave
 from rocketha import MessageStore, NameServer
+
+from benches.peers.rocketmq import VERSION_5, RocketMQ, Unavailable, missing_tools
 
 
 def sync_master_kill_trial(d: Path, rng: random.Random, report: FaultReport) -> None:
@@ -100,18 +104,53 @@ def test_sigkill_mid_append_recovers_and_converges(
         shutil.rmtree(tmp_path / f"trial{trial}")
 
 
-def networked_master_kill_trial(d: Path, rng: random.Random, report: FaultReport) -> None:
+#: A producer process's command, given the name server, and what one line it printed says:
+#: the UNIQ_KEY of a message answered SEND_OK, or None.
+Client = tuple[Callable[[str], list[str]], Callable[[str], str | None]]
+
+
+def python_client() -> Client:
+    """``rocketha produce --json``."""
+
+    def command(namesrv: str) -> list[str]:
+        produce = ["produce", "--namesrv", namesrv, "--topic", "Kill", "--json"]
+        return [sys.executable, "-m", "rocketha", *produce, "--count", "1000000", "--size", "100"]
+
+    def acked(line: str) -> str | None:
+        r = json.loads(line)
+        return str(r["msg_id"]) if r["status"] == "SEND_OK" else None
+
+    return command, acked
+
+
+def java_client(rmq: RocketMQ, home: Path) -> Client:
+    """Apache RocketMQ's ``DefaultMQProducer`` (its ``msgId`` is the UNIQ_KEY it sets)."""
+
+    def command(namesrv: str) -> list[str]:
+        return rmq.producer_command(home, namesrv, "Kill", 1_000_000, 100, "kill-producer")
+
+    def acked(line: str) -> str | None:
+        f = line.split()
+        return f[3] if f[:1] == ["SENT"] and f[2] == "SEND_OK" else None
+
+    return command, acked
+
+
+def networked_master_kill_trial(
+    d: Path, rng: random.Random, report: FaultReport, client: Client, row: str
+) -> None:
     """A producer in another process sends through the name server to a SYNC_MASTER process
     whose slave found it through the name server; the master is SIGKILLed after a random
     number of SEND_OKs. Every SEND_OK message (by its UNIQ_KEY) must be on the slave."""
     d.mkdir(parents=True)
+    command, acked_key = client
     with NameServer("127.0.0.1:0") as ns:
         master = start_master(d, "broker-a", ns.listen_address, **HA_TIMERS)
         ha = f"127.0.0.1:{master.started['ha_listen_port']}"
         slave = start_slave(d, "s", ha, **HA_TIMERS)
-        produce = ["produce", "--namesrv", ns.listen_address, "--topic", "Kill", "--json"]
         producer = subprocess.Popen(
-            [sys.executable, "-m", "rocketha", *produce, "--count", "1000000", "--size", "100"],
+            command(ns.listen_address),
+            cwd=d,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             text=True,
@@ -121,9 +160,9 @@ def networked_master_kill_trial(d: Path, rng: random.Random, report: FaultReport
         try:
             kill_after = rng.randint(1, 300)
             for line in producer.stdout:
-                r = json.loads(line)
-                if r["status"] == "SEND_OK":
-                    acked.append(r["msg_id"])
+                key = acked_key(line)
+                if key is not None:
+                    acked.append(key)
                 if len(acked) == kill_after:
                     master.kill()
             # What the producer printed after the kill, it was answered before the kill.
@@ -137,12 +176,7 @@ def networked_master_kill_trial(d: Path, rng: random.Random, report: FaultReport
         held = {m.properties.get("UNIQ_KEY") for m in store.messages()}
     lost = len([a for a in acked if a not in held])
     prefix = is_log_prefix(d / "s", d / "broker-a-master")
-    report.trial(
-        "a. master SIGKILL, networked SYNC_MASTER",
-        acked_lost=lost,
-        corrupt=not prefix,
-        converged=prefix and not lost,
-    )
+    report.trial(row, acked_lost=lost, corrupt=not prefix, converged=prefix and not lost)
     assert acked, "nothing was acknowledged before the kill"
     assert lost == 0, f"{d.name}: {lost} of {len(acked)} SEND_OK messages lost"
     assert prefix, f"{d.name}: the slave's log is not a prefix of the master's"
@@ -153,5 +187,36 @@ def test_master_sigkill_under_networked_sync_master_load_loses_no_send_ok(
 ) -> None:
     rng = random.Random()
     for trial in range(50 if long_run else 3):
-        networked_master_kill_trial(tmp_path / f"trial{trial}", rng, fault_report)
+        networked_master_kill_trial(
+            tmp_path / f"trial{trial}",
+            rng,
+            fault_report,
+            python_client(),
+            "a. master SIGKILL, networked SYNC_MASTER",
+        )
         shutil.rmtree(tmp_path / f"trial{trial}")
+
+
+@pytest.mark.interop
+def test_master_sigkill_under_java_producer_load_loses_no_send_ok(
+    tmp_path: Path, long_run: bool, fault_report: FaultReport
+) -> None:
+    """The same with Apache RocketMQ's Java producer: its SEND_OK, too, is on the slave."""
+    why = missing_tools()
+    if why:
+        pytest.skip(f"Apache RocketMQ interop {why}")
+    try:
+        rmq = RocketMQ.resolve(VERSION_5)
+    except Unavailable as e:
+        pytest.fail(str(e))
+    rng = random.Random()
+    for trial in range(50 if long_run else 2):
+        d = tmp_path / f"trial{trial}"
+        networked_master_kill_trial(
+            d,
+            rng,
+            fault_report,
+            java_client(rmq, d / "java"),
+            "a. master SIGKILL, networked, Java producer",
+        )
+        shutil.rmtree(d)

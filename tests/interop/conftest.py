@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,11 +12,7 @@ from pathlib import Path
 import pytest
 from helpers import RochaNamesrv, spawn_rocketha_namesrv
 
-REPO = Path(__file__).resolve().parents[2]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
-
-from benches.peers.rocketmq import (  # noqa: E402
+from benches.peers.rocketmq import (
     VERSION_5,
     NameServer,
     RocketMQ,

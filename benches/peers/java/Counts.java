@@ -1,14 +1,22 @@
 import java.util.Arrays;
 import java.util.Map;
 import java.util.TreeMap;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.atomic.AtomicBoolean;
 
 /**
- * One sending thread's counts and latencies (micros) in the load generators (Load.java on the
- * RocketMQ client, kafka/KafkaPeer.java on the Kafka producer), and the JSON line both print,
- * so the two report alike: {@code {"sent", "ok", "statuses", "p50_us", "p99_us", "p999_us",
- * "seconds"}}. No dependency beyond the JDK: both peers' builds compile it.
+ * The load generators' sending loop (Load.java on the RocketMQ client, kafka/KafkaPeer.java on
+ * the Kafka producer), each thread's counts and latencies (micros), and the JSON line both
+ * print, so the two measure and report alike: {@code {"sent", "ok", "statuses", "p50_us",
+ * "p99_us", "p999_us", "seconds"}}. No dependency beyond the JDK: both peers' builds compile
+ * it.
  */
 final class Counts {
+    /** One synchronous send on a connection: its status, SEND_OK when acknowledged. */
+    interface Send {
+        String send(int connection) throws Exception;
+    }
+
     long[] micros = new long[1 << 14];
     int n;
     long ok;
@@ -20,6 +28,54 @@ final class Counts {
         }
         micros[n++] = us;
         statuses.merge(status, 1L, Long::sum);
+    }
+
+    /**
+     * One thread per connection calling {@code send} one send after the other (an exception
+     * counts as its class's simple name), counted after {@code warmup} seconds for
+     * {@code seconds}; the JSON line.
+     */
+    static String measure(int connections, double warmup, double seconds, Send send)
+            throws InterruptedException {
+        Counts[] counts = new Counts[connections];
+        AtomicBoolean measuring = new AtomicBoolean(false);
+        AtomicBoolean stop = new AtomicBoolean(false);
+        CountDownLatch done = new CountDownLatch(connections);
+        for (int i = 0; i < connections; i++) {
+            final int connection = i;
+            final Counts c = new Counts();
+            counts[i] = c;
+            new Thread(() -> {
+                try {
+                    while (!stop.get()) {
+                        long t0 = System.nanoTime();
+                        String status;
+                        try {
+                            status = send.send(connection);
+                        } catch (Exception e) {
+                            status = e.getClass().getSimpleName();
+                        }
+                        long us = (System.nanoTime() - t0) / 1000;
+                        if (measuring.get() && !stop.get()) {
+                            c.add(us, status);
+                            if (status.equals("SEND_OK")) {
+                                c.ok++;
+                            }
+                        }
+                    }
+                } finally {
+                    done.countDown();
+                }
+            }, "load-" + i).start();
+        }
+        Thread.sleep((long) (warmup * 1000));
+        measuring.set(true);
+        long started = System.nanoTime();
+        Thread.sleep((long) (seconds * 1000));
+        stop.set(true);
+        double took = (System.nanoTime() - started) / 1e9;
+        done.await();
+        return report(counts, took);
     }
 
     /** Every thread's counts merged, over {@code took} seconds, as one JSON line. */

@@ -1,9 +1,6 @@
 import java.util.Arrays;
-import java.util.concurrent.CountDownLatch;
-import java.util.concurrent.atomic.AtomicBoolean;
 
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
-import org.apache.rocketmq.client.producer.SendResult;
 import org.apache.rocketmq.client.producer.SendStatus;
 import org.apache.rocketmq.common.message.Message;
 
@@ -73,50 +70,8 @@ public final class Load {
             producers[i] = p;
         }
 
-        Counts[] counts = new Counts[connections];
-        AtomicBoolean measuring = new AtomicBoolean(false);
-        AtomicBoolean stop = new AtomicBoolean(false);
-        CountDownLatch done = new CountDownLatch(connections);
-        Thread[] threads = new Thread[connections];
-        for (int i = 0; i < connections; i++) {
-            final DefaultMQProducer p = producers[i];
-            final Counts c = new Counts();
-            counts[i] = c;
-            threads[i] = new Thread(() -> {
-                try {
-                    while (!stop.get()) {
-                        Message msg = new Message(topic, body);
-                        long t0 = System.nanoTime();
-                        String status;
-                        try {
-                            SendResult r = p.send(msg);
-                            status = r.getSendStatus().name();
-                        } catch (Exception e) {
-                            status = e.getClass().getSimpleName();
-                        }
-                        long us = (System.nanoTime() - t0) / 1000;
-                        if (measuring.get() && !stop.get()) {
-                            c.add(us, status);
-                            if (status.equals("SEND_OK")) {
-                                c.ok++;
-                            }
-                        }
-                    }
-                } finally {
-                    done.countDown();
-                }
-            }, "load-" + i);
-            threads[i].start();
-        }
-        Thread.sleep((long) (warmup * 1000));
-        measuring.set(true);
-        long started = System.nanoTime();
-        Thread.sleep((long) (seconds * 1000));
-        stop.set(true);
-        double took = (System.nanoTime() - started) / 1e9;
-        done.await();
-
-        System.out.println(Counts.report(counts, took));
+        System.out.println(Counts.measure(connections, warmup, seconds,
+            i -> producers[i].send(new Message(topic, body)).getSendStatus().name()));
         System.out.flush();
         for (DefaultMQProducer p : producers) {
             p.shutdown();

@@ -9,12 +9,15 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.zip.CRC32;
 
+import org.apache.rocketmq.acl.common.AclClientRPCHook;
+import org.apache.rocketmq.acl.common.SessionCredentials;
 import org.apache.rocketmq.client.consumer.AllocateMessageQueueStrategy;
 import org.apache.rocketmq.client.consumer.DefaultLitePullConsumer;
 import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
 import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
 import org.apache.rocketmq.client.consumer.rebalance.AllocateMessageQueueAveragely;
+import org.apache.rocketmq.client.exception.MQBrokerException;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
 import org.apache.rocketmq.client.producer.SendCallback;
 import org.apache.rocketmq.client.producer.SendResult;
@@ -23,6 +26,7 @@ import org.apache.rocketmq.common.message.Message;
 import org.apache.rocketmq.common.message.MessageExt;
 import org.apache.rocketmq.common.message.MessageQueue;
 import org.apache.rocketmq.remoting.CommandCustomHeader;
+import org.apache.rocketmq.remoting.RPCHook;
 import org.apache.rocketmq.remoting.netty.NettyClientConfig;
 import org.apache.rocketmq.remoting.netty.NettyRemotingClient;
 import org.apache.rocketmq.remoting.protocol.RemotingCommand;
@@ -50,6 +54,11 @@ import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
  *   GOT queueId queueOffset body                           stdin closes)
  *   MEMBERS n                (each rebalance: the group's member count it saw)
  *   DONE count
+ * acl NAMESRV TOPIC FORBIDDEN_TOPIC GROUP ACCESS_KEY SECRET_KEY   (AclClientRPCHook)
+ *   RESULT 0 ...             (the right keys, TOPIC; body acl-0)
+ *   REFUSED 1 code remark    (a wrong secret key, TOPIC; body acl-1)
+ *   REFUSED 2 code remark    (the right keys, FORBIDDEN_TOPIC; body acl-2)
+ *   MSG ... / DONE count     (the right keys consume TOPIC as GROUP, as consume does)
  * </pre>
  *
  * Bodies are deterministic: message seq gets {@code body(seq, size)}, which the Python side
@@ -67,6 +76,13 @@ public final class Peer {
     static final int QUEUES = 4;
     static final int DELAY_LEVEL = 4;
     static final long ROUTE_TIMEOUT_MS = 30000;
+    /**
+     * A group member's route refresh (pollNameServerInterval, 30 s by default): the name
+     * server drops a dead master's route at once, but a member only stops pulling from it
+     * (a 3 s back-off after each refused pull) once it refreshes, and only finds a returned
+     * master then. Tests kill and restart masters; their members need not wait 30 s for it.
+     */
+    static final int ROUTE_POLL_MS = 1000;
 
     private Peer() {
     }
@@ -115,6 +131,9 @@ public final class Peer {
             case "group":
                 group(args[1], args[2], args[3], args[4], Integer.parseInt(args[5]),
                     Long.parseLong(args[6]));
+                break;
+            case "acl":
+                acl(args[1], args[2], args[3], args[4], args[5], args[6]);
                 break;
             default:
                 System.err.println("unknown mode " + args[0]);
@@ -314,10 +333,56 @@ public final class Peer {
         }
     }
 
+    /**
+     * Three sends through AclClientRPCHook, each with a producer of its own (seq 0: the right
+     * keys; 1: a wrong secret key; 2: the right keys, a topic the account may not publish to),
+     * then the right keys consume TOPIC. A refusal prints the broker's response code and remark.
+     */
+    static void acl(String namesrv, String topic, String forbidden, String group,
+        String accessKey, String secretKey) throws Exception {
+        String[][] cases = {
+            {secretKey, topic}, {secretKey + "-wrong", topic}, {secretKey, forbidden},
+        };
+        for (int seq = 0; seq < cases.length; seq++) {
+            RPCHook hook = new AclClientRPCHook(new SessionCredentials(accessKey, cases[seq][0]));
+            DefaultMQProducer producer = new DefaultMQProducer(group, hook);
+            producer.setNamesrvAddr(namesrv);
+            producer.setInstanceName("interop-acl-" + seq + "-" + System.nanoTime());
+            producer.setVipChannelEnabled(false);
+            producer.setRetryTimesWhenSendFailed(0);
+            producer.start();
+            try {
+                byte[] data = ("acl-" + seq).getBytes("UTF-8");
+                printResult(seq, producer.send(new Message(cases[seq][1], data)));
+            } catch (Exception e) {
+                Throwable cause = e;
+                while (cause != null && !(cause instanceof MQBrokerException)) {
+                    cause = cause.getCause();
+                }
+                if (cause == null) {
+                    printError(seq, e);
+                } else {
+                    MQBrokerException refused = (MQBrokerException) cause;
+                    System.out.println("REFUSED " + seq + " " + refused.getResponseCode() + " "
+                        + String.valueOf(refused.getErrorMessage()).replace('\n', ' '));
+                }
+            } finally {
+                producer.shutdown();
+            }
+        }
+        consume(namesrv, topic, group, 1, 30000,
+            new AclClientRPCHook(new SessionCredentials(accessKey, secretKey)));
+    }
+
     static void consume(String namesrv, String topic, String group, int expected, long timeoutMs)
         throws Exception {
+        consume(namesrv, topic, group, expected, timeoutMs, null);
+    }
+
+    static void consume(String namesrv, String topic, String group, int expected, long timeoutMs,
+        RPCHook hook) throws Exception {
         long deadline = System.currentTimeMillis() + timeoutMs;
-        DefaultLitePullConsumer consumer = new DefaultLitePullConsumer(group);
+        DefaultLitePullConsumer consumer = new DefaultLitePullConsumer(group, hook);
         consumer.setNamesrvAddr(namesrv);
         consumer.setAutoCommit(false);
         consumer.start();
@@ -422,6 +487,7 @@ public final class Peer {
             DefaultLitePullConsumer consumer = new DefaultLitePullConsumer(group);
             consumer.setNamesrvAddr(namesrv);
             consumer.setInstanceName(instance);
+            consumer.setPollNameServerInterval(ROUTE_POLL_MS);
             consumer.setAutoCommit(false);
             consumer.setAllocateMessageQueueStrategy(new Reporting());
             consumer.subscribe(topic, "*");
@@ -446,6 +512,7 @@ public final class Peer {
             DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(group);
             consumer.setNamesrvAddr(namesrv);
             consumer.setInstanceName(instance);
+            consumer.setPollNameServerInterval(ROUTE_POLL_MS);
             consumer.subscribe(topic, "*");
             consumer.setAllocateMessageQueueStrategy(new Reporting());
             // Messages handed to the listener finish (and commit) before shutdown persists.

@@ -14,7 +14,8 @@ Columns (only ``body`` is required; a column of another name fails the plan):
 
 Options: ``namesrvAddr`` (required, ``;``-separated), ``topic``, ``producerGroup``
 (``rocketha-spark-writer``), ``batchSize`` (messages per ``SEND_BATCH_MESSAGE``, 128),
-``batchBytes`` (body bytes per batch, 1 MiB), ``sendTimeoutMs`` (3000).
+``batchBytes`` (body bytes per batch, 1 MiB), ``sendTimeoutMs`` (3000), and ``accessKey`` with
+``secretKey`` for brokers with ``aclEnable=true`` (every request is then signed).
 
 Every batch must come back ``SEND_OK``: on a SYNC_MASTER that means its slave holds it. Any
 other status, or a send whose answer was lost, fails the task, and Spark runs it again. Rows the
@@ -46,6 +47,7 @@ from pyspark.sql.types import (
 )
 
 from rocketha._core import Message
+from rocketha.acl import SessionCredentials
 from rocketha.client import Producer, SendStatus
 from rocketha.exceptions import ConfigError, MQClientError
 
@@ -58,12 +60,22 @@ _COLUMNS: dict[str, tuple[DataType, ...]] = {
     "keys": (StringType(), ArrayType(StringType())),
     "properties": (MapType(StringType(), StringType()),),
 }
-_KNOWN = {"namesrvaddr", "topic", "producergroup", "batchsize", "batchbytes", "sendtimeoutms"}
+_KNOWN = {
+    "namesrvaddr",
+    "topic",
+    "producergroup",
+    "batchsize",
+    "batchbytes",
+    "sendtimeoutms",
+    "accesskey",
+    "secretkey",
+}
 
 
 @dataclass(frozen=True)
 class WriteOptions:
-    """Parsed options. Pickled into Spark tasks, so it holds only names and numbers."""
+    """Parsed options. Pickled into Spark tasks, so it holds only names, numbers and the
+    credentials (whose repr leaves the secret key out)."""
 
     namesrv_addr: str
     topic: str | None
@@ -71,6 +83,7 @@ class WriteOptions:
     batch_size: int
     batch_bytes: int
     send_timeout: float
+    credentials: SessionCredentials | None = None
 
 
 def _positive(options: Mapping[str, str], name: str, default: int) -> int:
@@ -96,7 +109,8 @@ def parse_write(options: Mapping[str, str], schema: StructType, overwrite: bool)
     if unknown:
         raise ConfigError(
             f"unknown option(s) {', '.join(unknown)} for the rocketha sink; it takes "
-            "namesrvAddr, topic, producerGroup, batchSize, batchBytes, sendTimeoutMs"
+            "namesrvAddr, topic, producerGroup, batchSize, batchBytes, sendTimeoutMs, "
+            "accessKey, secretKey"
         )
     namesrv = opts.get("namesrvaddr")
     if not namesrv:
@@ -117,6 +131,14 @@ def parse_write(options: Mapping[str, str], schema: StructType, overwrite: bool)
     topic = opts.get("topic") or None
     if topic is None and "topic" not in names:
         raise ConfigError("option topic: no topic column, so the topic option is needed")
+    access_key, secret_key = opts.get("accesskey"), opts.get("secretkey")
+    credentials = None
+    if access_key and secret_key:
+        credentials = SessionCredentials(access_key, secret_key)
+    elif access_key or secret_key:
+        raise ConfigError(
+            "options accessKey and secretKey: set both (aclEnable brokers) or neither"
+        )
     return WriteOptions(
         namesrv_addr=namesrv,
         topic=topic,
@@ -124,6 +146,7 @@ def parse_write(options: Mapping[str, str], schema: StructType, overwrite: bool)
         batch_size=_positive(opts, "batchSize", 128),
         batch_bytes=_positive(opts, "batchBytes", 1 << 20),
         send_timeout=_positive(opts, "sendTimeoutMs", 3000) / 1000,
+        credentials=credentials,
     )
 
 
@@ -160,7 +183,12 @@ def _send(opts: WriteOptions, batches: Iterator[pa.RecordBatch]) -> SentCounts:
     """One task: batches of one topic each, every one SEND_OK or the task fails."""
     counts = SentCounts()
     pending: dict[str, tuple[list[Message], int]] = {}
-    with Producer(opts.namesrv_addr, opts.producer_group, send_timeout=opts.send_timeout) as p:
+    with Producer(
+        opts.namesrv_addr,
+        opts.producer_group,
+        send_timeout=opts.send_timeout,
+        credentials=opts.credentials,
+    ) as p:
 
         def flush(topic: str) -> None:
             msgs, _size = pending.pop(topic)

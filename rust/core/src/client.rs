@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::OnceLock;
 use std::time::Duration;
 
+use crate::acl::{AclClientRpcHook, SessionCredentials};
 use crate::commitlog::record::body_crc;
 use crate::remoting::header::{
     GetRouteInfoRequestHeader, SendMessageRequestHeader, SendMessageRequestHeaderV2,
@@ -66,10 +67,15 @@ pub struct MqClientApi {
 }
 
 impl MqClientApi {
-    /// `tls`: every connection, to name servers and brokers, over TLS (`useTLS`).
-    pub fn new(tls: Option<ClientTls>) -> io::Result<Self> {
+    /// With `credentials`, every request is signed as `AclClientRPCHook` signs it; with
+    /// `tls`, every connection, to name servers and brokers, is TLS (`useTLS`).
+    pub fn new(
+        credentials: Option<SessionCredentials>,
+        tls: Option<ClientTls>,
+    ) -> io::Result<Self> {
         Ok(Self {
             remoting: NettyRemotingClient::start(ClientConfig {
+                rpc_hook: credentials.map(|credentials| AclClientRpcHook { credentials }),
                 tls,
                 ..ClientConfig::default()
             })?,

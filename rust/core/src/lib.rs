@@ -5,6 +5,7 @@
 //! The Python package drives this crate through the thin `rocketha-py` binding; everything here
 //! is usable and testable without Python.
 
+pub mod acl;
 pub mod arrow;
 mod broker;
 pub mod client;

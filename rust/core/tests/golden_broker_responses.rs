@@ -310,17 +310,41 @@ fn get_broker_runtime_info_answers_a_kv_table() {
     );
     let got = exchange(&mut s, &request);
     let header = json_answer(0, 6, 475, &[]);
+    // The values that are the clock's: the boot time, and the put rate, which is sampled
+    // once a second and so holds the put or not.
+    let text = String::from_utf8_lossy(&got);
+    let value = |key: &str| {
+        let at = text.find(&format!(r#""{key}":""#)).expect(key) + key.len() + 4;
+        text[at..].split('"').next().unwrap().to_owned()
+    };
+    let (boot, put_tps) = (value("bootTimestamp"), value("putTps"));
+    assert_eq!(
+        put_tps
+            .split(' ')
+            .filter_map(|r| r.parse::<f64>().ok())
+            .count(),
+        3,
+        "{put_tps}"
+    );
     // `KVTable`: {"table":{key: value}}, every value a string.
     let body = format!(
         concat!(
-            r#"{{"table":{{"brokerId":"0","brokerName":"broker-a","brokerRole":"ASYNC_MASTER","#,
+            r#"{{"table":{{"bootTimestamp":"{}","#,
+            r#""brokerId":"0","brokerName":"broker-a","brokerRole":"ASYNC_MASTER","#,
             r#""brokerVersionDesc":"rocketha {}","commitLogMaxOffset":"{}","#,
-            r#""commitLogMinOffset":"0","groupTransferPending":"0","msgGetTotalTodayNow":"0","#,
-            r#""msgPutTotalTodayNow":"1","#,
-            r#""pullRequestsHeld":"0"}}}}"#
+            r#""commitLogMinOffset":"0","getFoundTps":"0.0 0.0 0.0","#,
+            r#""getMissTps":"0.0 0.0 0.0","getTotalTps":"0.0 0.0 0.0","#,
+            r#""getTransferedTps":"0.0 0.0 0.0","getTransferredTps":"0.0 0.0 0.0","#,
+            r#""groupTransferPending":"0","msgGetTotalTodayNow":"0","#,
+            r#""msgPutTotalTodayNow":"1","pullRequestsHeld":"0","#,
+            r#""pullThreadPoolQueueHeadWaitTimeMills":"0","pullThreadPoolQueueSize":"0","#,
+            r#""putTps":"{}","sendThreadPoolQueueHeadWaitTimeMills":"0","#,
+            r#""sendThreadPoolQueueSize":"0"}}}}"#
         ),
+        boot,
         env!("CARGO_PKG_VERSION"),
         first_record_size(),
+        put_tps,
     );
     assert_eq!(
         String::from_utf8_lossy(&got),

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
+use rocketha_core::acl::SessionCredentials;
 use rocketha_core::client::{
     ConsumerData, MqClientApi, OutgoingMessage, PullReply, SendError, SendOutcome, SendTarget,
     SubscriptionData,
@@ -118,13 +119,32 @@ pub struct MQClientAPI {
 #[pymethods]
 impl MQClientAPI {
     #[new]
-    #[pyo3(signature = (client_ip="127.0.0.1", *, tls=None))]
-    fn new(client_ip: &str, tls: Option<PyRef<'_, ClientTls>>) -> PyResult<Self> {
+    #[pyo3(signature = (client_ip="127.0.0.1", *, access_key=None, secret_key=None, security_token=None, tls=None))]
+    fn new(
+        client_ip: &str,
+        access_key: Option<String>,
+        secret_key: Option<String>,
+        security_token: Option<String>,
+        tls: Option<PyRef<'_, ClientTls>>,
+    ) -> PyResult<Self> {
         let ip: std::net::Ipv4Addr = client_ip.parse().map_err(|_| {
             pyo3::exceptions::PyValueError::new_err(format!("{client_ip:?} is not an IPv4 address"))
         })?;
+        let credentials = match (access_key, secret_key) {
+            (Some(access_key), Some(secret_key)) => Some(SessionCredentials {
+                access_key,
+                secret_key,
+                security_token,
+            }),
+            (None, None) => None,
+            _ => {
+                return Err(pyo3::exceptions::PyValueError::new_err(
+                    "access_key and secret_key go together: set both or neither",
+                ))
+            }
+        };
         Ok(Self {
-            inner: Arc::new(MqClientApi::new(tls.map(|t| t.inner.clone()))?),
+            inner: Arc::new(MqClientApi::new(credentials, tls.map(|t| t.inner.clone()))?),
             client_ip: ip.octets(),
             outcomes: Arc::default(),
             pulls: Arc::default(),

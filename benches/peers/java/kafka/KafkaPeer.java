@@ -1,12 +1,12 @@
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
+import java.util.TreeMap;
 import java.util.Optional;
 import java.util.Properties;
-import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutionException;
-import java.util.concurrent.atomic.AtomicBoolean;
 
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
@@ -14,12 +14,16 @@ import org.apache.kafka.clients.admin.NewPartitionReassignment;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.ReplicaInfo;
 import org.apache.kafka.clients.admin.TopicDescription;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.TopicPartitionInfo;
 import org.apache.kafka.common.errors.TopicExistsException;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
 
 /**
@@ -30,6 +34,7 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * KafkaPeer ready BOOTSTRAP BROKERS TOPIC PARTITIONS REPLICAS MIN_ISR TIMEOUT_SECONDS
  * KafkaPeer load BOOTSTRAP TOPIC CONNECTIONS SECONDS SIZE WARMUP_SECONDS ACKS
  * KafkaPeer catchup BOOTSTRAP TOPIC BYTES SIZE TIMEOUT_SECONDS
+ * KafkaPeer drain BOOTSTRAP TOPIC RECORDS RACK TIMEOUT_SECONDS
  * </pre>
  *
  * {@code ready} waits (polling the cluster's metadata, no fixed sleeps) until BROKERS brokers
@@ -48,7 +53,17 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * partition) is created on broker 1 alone, filled with BYTES of SIZE-byte records (a pipelined
  * producer, acks=1), then broker 2 is added as a replica (a partition reassignment) and the
  * time until it is in the ISR, polled every 5 ms, is the catch-up. Prints
- * {@code {"bytes", "seconds"}}: the leader's log size and that time.
+ * {@code {"bytes", "records", "seconds"}}: the leader's log size, the records sent and that
+ * time.
+ *
+ * {@code drain} is kafka-consumer-perf-test's loop on one consumer with the consumer's
+ * defaults: partition 0 of TOPIC assigned, read from its beginning until RECORDS records.
+ * {@code client.rack} RACK makes the leader name the replica in that rack as the consumer's
+ * preferred read replica (KIP-392, the brokers' {@code RackAwareReplicaSelector}), so a RACK
+ * of a follower reads from the follower, as a RocketMQ consumer reads from a slave. Prints
+ * {@code {"messages", "bytes", "seconds", "node_bytes"}}: the clock starts when the first
+ * poll returns records (no start-up or metadata round trip counted), bytes are the values
+ * returned after that, node_bytes what the consumer received from each broker.
  */
 public final class KafkaPeer {
     private KafkaPeer() {
@@ -66,6 +81,10 @@ public final class KafkaPeer {
                 break;
             case "catchup":
                 catchup(args[1], args[2], Long.parseLong(args[3]), Integer.parseInt(args[4]),
+                    Double.parseDouble(args[5]));
+                break;
+            case "drain":
+                drain(args[1], args[2], Long.parseLong(args[3]), args[4],
                     Double.parseDouble(args[5]));
                 break;
             default:
@@ -132,8 +151,9 @@ public final class KafkaPeer {
             p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class);
             byte[] body = new byte[size];
             Arrays.fill(body, (byte) 'x');
+            long records = 0;
             try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(p)) {
-                for (long sent = 0; sent < bytes; sent += size) {
+                for (; records * size < bytes; records++) {
                     producer.send(new ProducerRecord<>(topic, 0, null, body));
                 }
                 producer.flush();
@@ -157,8 +177,54 @@ public final class KafkaPeer {
                 Thread.sleep(5);
             }
             double took = (System.nanoTime() - started) / 1e9;
-            System.out.println("{\"bytes\": " + logBytes + ", \"seconds\": " + took + "}");
+            System.out.println("{\"bytes\": " + logBytes + ", \"records\": " + records
+                + ", \"seconds\": " + took + "}");
         }
+    }
+
+    static void drain(String bootstrap, String topic, long records, String rack, double timeout)
+            throws Exception {
+        Properties p = new Properties();
+        p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        p.put(ConsumerConfig.CLIENT_RACK_CONFIG, rack);
+        p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class);
+        p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class);
+        long deadline = System.nanoTime() + (long) (timeout * 1e9);
+        long got = 0;
+        long bytes = 0;
+        long first = 0;
+        long last = 0;
+        Map<String, Object> nodeBytes = new TreeMap<>();
+        try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(p)) {
+            TopicPartition tp = new TopicPartition(topic, 0);
+            consumer.assign(List.of(tp));
+            consumer.seekToBeginning(List.of(tp));
+            while (got < records) {
+                check(deadline, "drained " + got + " of " + records + " records");
+                boolean timed = first != 0;
+                for (ConsumerRecord<byte[], byte[]> r : consumer.poll(Duration.ofSeconds(1))) {
+                    got++;
+                    if (timed) {
+                        bytes += r.serializedValueSize();
+                    }
+                }
+                last = System.nanoTime();
+                if (!timed && got > 0) {
+                    first = last;
+                }
+            }
+            consumer.metrics().forEach((name, metric) -> {
+                if (name.group().equals("consumer-node-metrics")
+                        && name.name().equals("incoming-byte-total")) {
+                    nodeBytes.put(name.tags().get("node-id"), metric.metricValue());
+                }
+            });
+        }
+        StringBuilder nodes = new StringBuilder();
+        nodeBytes.forEach((node, value) -> nodes.append(nodes.length() == 0 ? "" : ", ")
+            .append('"').append(node).append("\": ").append(value));
+        System.out.println("{\"messages\": " + got + ", \"bytes\": " + bytes + ", \"seconds\": "
+            + (last - first) / 1e9 + ", \"node_bytes\": {" + nodes + "}}");
     }
 
     static void check(long deadline, String what) {
@@ -189,47 +255,14 @@ public final class KafkaPeer {
             producers.add(p);
         }
 
-        Counts[] counts = new Counts[connections];
-        AtomicBoolean measuring = new AtomicBoolean(false);
-        AtomicBoolean stop = new AtomicBoolean(false);
-        CountDownLatch done = new CountDownLatch(connections);
-        for (int i = 0; i < connections; i++) {
-            final KafkaProducer<byte[], byte[]> p = producers.get(i);
-            final Counts c = new Counts();
-            counts[i] = c;
-            new Thread(() -> {
-                try {
-                    while (!stop.get()) {
-                        long t0 = System.nanoTime();
-                        String status;
-                        try {
-                            p.send(new ProducerRecord<>(topic, body)).get();
-                            status = "SEND_OK";
-                        } catch (Exception e) {
-                            Throwable cause = e.getCause() != null ? e.getCause() : e;
-                            status = cause.getClass().getSimpleName();
-                        }
-                        long us = (System.nanoTime() - t0) / 1000;
-                        if (measuring.get() && !stop.get()) {
-                            c.add(us, status);
-                            if (status.equals("SEND_OK")) {
-                                c.ok++;
-                            }
-                        }
-                    }
-                } finally {
-                    done.countDown();
-                }
-            }, "load-" + i).start();
-        }
-        Thread.sleep((long) (warmup * 1000));
-        measuring.set(true);
-        long started = System.nanoTime();
-        Thread.sleep((long) (seconds * 1000));
-        stop.set(true);
-        double took = (System.nanoTime() - started) / 1e9;
-        done.await();
-        System.out.println(Counts.report(counts, took));
+        System.out.println(Counts.measure(connections, warmup, seconds, i -> {
+            try {
+                producers.get(i).send(new ProducerRecord<>(topic, body)).get();
+                return "SEND_OK";
+            } catch (ExecutionException e) {
+                return e.getCause().getClass().getSimpleName();
+            }
+        }));
         System.out.flush();
         for (KafkaProducer<byte[], byte[]> p : producers) {
             p.close();

@@ -1,7 +1,8 @@
 //! RocketMQ's `ConsumerOffsetManager`: the offset each consumer group committed per topic queue,
 //! kept under `topic@group` keys and persisted in `STORE/config/consumerOffset.json` in
 //! RocketMQ's shape (`{"offsetTable":{"topic@group":{"0":12}}}`), written atomically every
-//! `flushConsumerOffsetInterval` and at shutdown, loaded at start. A slave's table is replaced by
+//! `flushConsumerOffsetInterval` and at shutdown, loaded at start (the temporary files of writes
+//! a crash cut short are deleted then, never read). A slave's table is replaced by
 //! its master's at every sync (`GET_ALL_CONSUMER_OFFSET`).
 
 use std::collections::BTreeMap;
@@ -11,7 +12,7 @@ use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 
-use super::topic_config::write_atomically;
+use super::topic_config::{remove_stale_temporaries, write_atomically};
 use crate::namesrv::parse_lenient;
 use crate::sync::lock;
 
@@ -53,6 +54,7 @@ impl ConsumerOffsetManager {
     /// Loads `ROOT/config/consumerOffset.json`; none yet means no offsets.
     pub(crate) fn load(root: &Path) -> Result<Self, ConsumerOffsetError> {
         let path = root.join("config").join("consumerOffset.json");
+        remove_stale_temporaries(&path);
         let table = match std::fs::read(&path) {
             // fastjson writes the queue ids as bare integer keys: a file RocketMQ wrote loads.
             Ok(raw) => {

@@ -1,9 +1,11 @@
 //! RocketMQ's `BrokerController`: the client port (a [`RemotingServer`] with the
 //! [`BrokerProcessor`]) over a store and its HA side, the registration thread
 //! ([`BrokerOuterApi`]) that keeps the name servers informed, and the housekeeping thread that
-//! persists consumer offsets, drops silent consumers and, on a slave, runs [`SlaveSynchronize`].
+//! persists consumer offsets, drops silent consumers, reloads a changed `plain_acl.yml` and, on a
+//! slave, runs [`SlaveSynchronize`].
 
 use std::net::TcpListener;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -13,9 +15,12 @@ use super::consumer_offset::ConsumerOffsetManager;
 use super::outer_api::{BrokerOuterApi, RegisterSignal, Registration, Woke};
 use super::processor::{BrokerProcessor, ClientChannel, ConsumeTables, RuntimeView};
 use super::slave_sync::SlaveSynchronize;
+use super::store_stats::StoreStatsService;
 use super::subscription_group::SubscriptionGroupManager;
 use super::topic_config::{TopicConfigError, TopicConfigManager};
 use super::BrokerSettings;
+use crate::acl::plain_access_validator::PlainAccessValidator;
+use crate::acl::{AclError, PlainPermissionManager};
 use crate::ha::client::HaClient;
 use crate::ha::master::HaMaster;
 use crate::remoting::{ClientTls, RemotingServer, ServerConfig, ServerEvents};
@@ -32,6 +37,9 @@ pub enum BrokerError {
     ConsumerConfig(String),
     #[error("broker client port: {0}")]
     Io(#[from] std::io::Error),
+    /// `aclEnable=true` and the `plain_acl.yml` could not be loaded.
+    #[error("broker ACL: {0}")]
+    Acl(#[from] AclError),
 }
 
 /// What the controller needs beyond the processors' [`BrokerSettings`].
@@ -55,6 +63,8 @@ pub struct BrokerControllerConfig {
     /// `slaveSyncInterval` (rocketha's key; RocketMQ's is fixed at 60 s): how often a slave
     /// fetches its master's topics, offsets and groups.
     pub slave_sync_interval: Duration,
+    /// `aclEnable=true`: the `plain_acl.yml` every request is checked against.
+    pub acl_file: Option<PathBuf>,
     pub server: ServerConfig,
     /// TLS on the broker's own connections, to name servers and (a slave's) master
     /// (RocketMQ's `tls.enable`).
@@ -73,6 +83,7 @@ impl Default for BrokerControllerConfig {
             update_master_ha_server_addr_periodically: false,
             flush_consumer_offset_interval: Duration::from_millis(5000),
             slave_sync_interval: Duration::from_millis(60_000),
+            acl_file: None,
             server: ServerConfig::default(),
             client_tls: None,
         }
@@ -124,6 +135,12 @@ impl BrokerController {
             consumers: Arc::new(ConsumerManager::default()),
             offsets: Arc::new(ConsumerOffsetManager::load(root).map_err(|e| consumer_config(&e))?),
         };
+        let acl = match &config.acl_file {
+            Some(path) => Some(Arc::new(PlainAccessValidator {
+                manager: PlainPermissionManager::load(path)?,
+            })),
+            None => None,
+        };
         let signal = Arc::new(RegisterSignal::default());
         let housekeeping = Arc::new(RegisterSignal::default());
         let events = Arc::new(ServerEvents::default());
@@ -138,6 +155,7 @@ impl BrokerController {
                 config.client_tls.clone(),
             ))
         });
+        let stats = Arc::new(StoreStatsService::default());
         let processor = Arc::new(BrokerProcessor::new(
             store,
             topics.clone(),
@@ -146,9 +164,11 @@ impl BrokerController {
                 broker_role: config.broker_role.clone(),
                 ha_master,
                 ha_client: ha_client.clone(),
+                stats: stats.clone(),
             },
             signal.clone(),
             &tables,
+            acl.clone(),
         )?);
         let server =
             RemotingServer::start_on(listener, processor.clone(), config.server, events.clone())?;
@@ -167,6 +187,9 @@ impl BrokerController {
             events.clone(),
             config.client_tls.clone(),
         );
+        // As BrokerController.start: registered once before the broker counts as started, so
+        // a client that asks the name servers right after finds its routes.
+        outer.register_broker_all();
         let period = config.register_name_server_period;
         let worker = signal.clone();
         let register_thread = std::thread::Builder::new()
@@ -174,10 +197,12 @@ impl BrokerController {
             .spawn(move || outer.run(&worker, period))?;
         let keeper = Housekeeping {
             tables,
+            stats,
             slave_sync: slave_sync.clone(),
             events,
             flush_interval: config.flush_consumer_offset_interval,
             sync_interval: config.slave_sync_interval,
+            acl,
         };
         let wake = housekeeping.clone();
         let housekeeping_thread = std::thread::Builder::new()
@@ -247,16 +272,24 @@ impl Drop for BrokerController {
     }
 }
 
+/// How often the put and get counters are sampled (`FREQUENCY_OF_SAMPLING`).
+const SAMPLING_INTERVAL: Duration = Duration::from_secs(1);
 /// How often consumers are checked for missing heartbeats (`scanNotActiveChannel`'s 10 s).
 const SCAN_NOT_ACTIVE_INTERVAL: Duration = Duration::from_secs(10);
+
+/// How often `plain_acl.yml` is looked at for changes (RocketMQ's `FileWatchService` looks
+/// every 500 ms too).
+const ACL_CHECK_INTERVAL: Duration = Duration::from_millis(500);
 
 /// The housekeeping thread's work, each on its own period.
 struct Housekeeping {
     tables: ConsumeTables,
+    stats: Arc<StoreStatsService>,
     slave_sync: Option<Arc<SlaveSynchronize>>,
     events: Arc<ServerEvents>,
     flush_interval: Duration,
     sync_interval: Duration,
+    acl: Option<Arc<PlainAccessValidator>>,
 }
 
 impl Housekeeping {
@@ -264,6 +297,8 @@ impl Housekeeping {
         let start = Instant::now();
         let mut next_flush = start + self.flush_interval;
         let mut next_scan = start + SCAN_NOT_ACTIVE_INTERVAL;
+        let mut next_acl_check = start + ACL_CHECK_INTERVAL;
+        let mut next_sample = start + SAMPLING_INTERVAL;
         // A slave syncs at start (once the name servers named its master) and every period.
         let mut next_sync = start;
         loop {
@@ -272,9 +307,21 @@ impl Housekeeping {
                 self.persist_offsets();
                 next_flush = now + self.flush_interval;
             }
+            if now >= next_sample {
+                self.stats.sampling();
+                next_sample = now + SAMPLING_INTERVAL;
+            }
             if now >= next_scan {
                 self.tables.consumers.scan_not_active(now);
                 next_scan = now + SCAN_NOT_ACTIVE_INTERVAL;
+            }
+            if let Some(acl) = self.acl.as_ref().filter(|_| now >= next_acl_check) {
+                match acl.manager.reload_if_changed() {
+                    Some(Ok(summary)) => self.report("ACL_RELOADED", &summary, false),
+                    Some(Err(why)) => self.report("ACL_RELOAD_FAILED", &why, true),
+                    None => {}
+                }
+                next_acl_check = now + ACL_CHECK_INTERVAL;
             }
             if let Some(sync) = self.slave_sync.as_ref().filter(|_| now >= next_sync) {
                 match sync.sync_all() {
@@ -290,9 +337,12 @@ impl Housekeeping {
                     }
                 }
             }
-            let mut due = next_flush.min(next_scan);
+            let mut due = next_flush.min(next_scan).min(next_sample);
             if self.slave_sync.is_some() {
                 due = due.min(next_sync);
+            }
+            if self.acl.is_some() {
+                due = due.min(next_acl_check);
             }
             match signal.sleep(due.saturating_duration_since(Instant::now())) {
                 Woke::Stopped => break,

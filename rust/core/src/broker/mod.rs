@@ -14,6 +14,7 @@ pub(crate) mod processor;
 pub(crate) mod pull;
 pub(crate) mod send;
 pub(crate) mod slave_sync;
+pub(crate) mod store_stats;
 pub(crate) mod subscription_group;
 pub(crate) mod topic_config;
 

@@ -142,14 +142,11 @@ impl BrokerOuterApi {
         }
     }
 
-    /// Registers, then again every `period` or when signalled, until stopped; unregisters
-    /// last.
+    /// Registers again every `period` or when signalled, until stopped; unregisters last.
+    /// The first registration is the broker's start's (see `BrokerController::start`).
     pub(crate) fn run(&self, signal: &RegisterSignal, period: Duration) {
-        loop {
+        while signal.sleep(period) != Woke::Stopped {
             self.register_broker_all();
-            if signal.sleep(period) == Woke::Stopped {
-                break;
-            }
         }
         self.unregister_broker_all();
     }

@@ -3,11 +3,11 @@
 //! [`ConsumerManageProcessor`], queue offsets, lookups and the slave's sync tables to
 //! [`admin`](super::admin); topic creation and runtime info are RocketMQ's
 //! `AdminBrokerProcessor`, heartbeats and client unregistration its `ClientManageProcessor`.
-//! Every other code is answered `REQUEST_CODE_NOT_SUPPORTED`.
+//! Every other code is answered `REQUEST_CODE_NOT_SUPPORTED`. With `aclEnable=true`, every
+//! request first passes the [`PlainAccessValidator`] or is answered `NO_PERMISSION`.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use serde::Deserialize;
@@ -19,9 +19,11 @@ use super::consumer_offset::ConsumerOffsetManager;
 use super::outer_api::RegisterSignal;
 use super::pull::PullMessageProcessor;
 use super::send::SendMessageProcessor;
+use super::store_stats::StoreStatsService;
 use super::subscription_group::SubscriptionGroupManager;
 use super::topic_config::TopicConfigManager;
 use super::BrokerSettings;
+use crate::acl::plain_access_validator::PlainAccessValidator;
 use crate::ha::client::HaClient;
 use crate::ha::master::HaMaster;
 use crate::namesrv::{parse_lenient, TopicConfig};
@@ -47,13 +49,13 @@ pub struct ClientChannel {
 /// `HeartbeatData`, the parts the broker keeps.
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
-struct HeartbeatData {
+pub(crate) struct HeartbeatData {
     #[serde(rename = "clientID")]
     client_id: String,
     #[serde(rename = "producerDataSet")]
     producer_data_set: Vec<GroupData>,
     #[serde(rename = "consumerDataSet")]
-    consumer_data_set: Vec<ConsumerData>,
+    pub(crate) consumer_data_set: Vec<ConsumerData>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -69,6 +71,9 @@ pub(crate) struct RuntimeView {
     pub(crate) broker_role: String,
     pub(crate) ha_master: Option<Arc<HaMaster>>,
     pub(crate) ha_client: Option<Arc<HaClient>>,
+    /// Puts and pulls counted and sampled (`msgPutTotalTodayNow`, `putTps`, ...); shared with
+    /// the deferred answers, which count when they are sent.
+    pub(crate) stats: Arc<StoreStatsService>,
 }
 
 /// The consume side's tables, shared with the controller's housekeeping and the slave's sync.
@@ -91,9 +96,8 @@ pub(crate) struct BrokerProcessor {
     register: Arc<RegisterSignal>,
     /// Heartbeats by connection id. A lock: heartbeats on the loop thread, reads from others.
     clients: Mutex<HashMap<u64, ClientChannel>>,
-    /// Messages stored through this port since start (`msgPutTotalTodayNow`); shared with
-    /// the deferred answers, which count when they are sent.
-    put_total: Arc<AtomicU64>,
+    /// `aclEnable=true`: every request is checked before it is processed.
+    acl: Option<Arc<PlainAccessValidator>>,
 }
 
 impl BrokerProcessor {
@@ -104,6 +108,7 @@ impl BrokerProcessor {
         runtime: RuntimeView,
         register: Arc<RegisterSignal>,
         tables: &ConsumeTables,
+        acl: Option<Arc<PlainAccessValidator>>,
     ) -> std::io::Result<Self> {
         let pull = PullMessageProcessor::start(
             store.clone(),
@@ -112,6 +117,7 @@ impl BrokerProcessor {
             tables.consumers.clone(),
             tables.offsets.clone(),
             settings.clone(),
+            runtime.stats.clone(),
         )?;
         Ok(Self {
             send: SendMessageProcessor::new(store.clone(), topics.clone(), settings.clone()),
@@ -131,7 +137,7 @@ impl BrokerProcessor {
             runtime,
             register,
             clients: Mutex::default(),
-            put_total: Arc::new(AtomicU64::new(0)),
+            acl,
         })
     }
 
@@ -151,13 +157,13 @@ impl BrokerProcessor {
     ) -> Option<RemotingCommand> {
         let before = self.topics.data_version();
         let responder = ctx.responder();
-        let total = self.put_total.clone();
+        let stats = self.runtime.stats.clone();
         let now = self.send.process(request, ctx.remote(), move |r| {
-            count_stored(&total, &r);
+            count_stored(&stats, &r);
             responder.send(r);
         });
         if let Some(r) = &now {
-            count_stored(&self.put_total, r);
+            count_stored(&self.runtime.stats, r);
         }
         // A send that created its topic: the name servers learn the route at once, as
         // `createTopicInSendMessageMethod` registers.
@@ -230,9 +236,23 @@ impl BrokerProcessor {
         table.insert("commitLogMaxOffset", self.store.max_offset().to_string());
         table.insert(
             "msgPutTotalTodayNow",
-            self.put_total.load(Ordering::Relaxed).to_string(),
+            self.runtime.stats.put_total().to_string(),
         );
-        table.insert("msgGetTotalTodayNow", self.pull.got_total().to_string());
+        table.insert(
+            "msgGetTotalTodayNow",
+            self.runtime.stats.get_total().to_string(),
+        );
+        self.runtime.stats.runtime_info(&mut table);
+        // Sends and pulls are served on the event loop as they are read, with no thread pool
+        // queue for a request to wait in.
+        for key in [
+            "sendThreadPoolQueueSize",
+            "sendThreadPoolQueueHeadWaitTimeMills",
+            "pullThreadPoolQueueSize",
+            "pullThreadPoolQueueHeadWaitTimeMills",
+        ] {
+            table.insert(key, "0".into());
+        }
         table.insert(
             "pullRequestsHeld",
             self.pull.hold_service().held().to_string(),
@@ -343,10 +363,10 @@ fn system_error(request: &RemotingCommand, reason: impl std::fmt::Display) -> Re
 
 /// Adds the messages a send response reports stored (one msg id each; the waits that fell
 /// short, `FLUSH_*_TIMEOUT` and `SLAVE_NOT_AVAILABLE`, stored them too).
-fn count_stored(total: &AtomicU64, response: &RemotingCommand) {
+fn count_stored(stats: &StoreStatsService, response: &RemotingCommand) {
     let stored = response_code::send_stored(response.code);
     if let Some(ids) = response.ext_fields.get("msgId").filter(|_| stored) {
-        total.fetch_add(ids.split(',').count() as u64, Ordering::Relaxed);
+        stats.add_put(ids.split(',').count() as u64);
     }
 }
 
@@ -374,6 +394,16 @@ fn validate_topic(topic: &str) -> Result<(), String> {
 
 impl RequestProcessor for BrokerProcessor {
     fn process(&self, request: RemotingCommand, ctx: &RequestContext) -> Option<RemotingCommand> {
+        // RocketMQ's ACL hook runs before any processor, so a refused request changes nothing.
+        if let Some(acl) = &self.acl {
+            if let Err(why) = acl.validate(&request, ctx.remote().ip()) {
+                return Some(RemotingCommand::response_to(
+                    &request,
+                    response_code::NO_PERMISSION,
+                    Some(why),
+                ));
+            }
+        }
         match request.code {
             request_code::SEND_MESSAGE
             | request_code::SEND_MESSAGE_V2

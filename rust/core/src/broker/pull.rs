@@ -12,12 +12,12 @@
 pub(crate) mod hold;
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use self::hold::{HeldPull, PullRequestHoldService};
 use super::consumer_manager::{ConsumerManager, SubscriptionData};
 use super::consumer_offset::ConsumerOffsetManager;
+use super::store_stats::StoreStatsService;
 use super::subscription_group::SubscriptionGroupManager;
 use super::topic_config::TopicConfigManager;
 use super::BrokerSettings;
@@ -80,9 +80,9 @@ pub(crate) struct PullMessageProcessor {
     /// `TotalPhysicalMemorySize * accessMessageInMemoryMaxRatio / 100`: a consumer further
     /// behind the head than this reads from disk.
     memory_bytes: u64,
-    /// Messages returned to pulls since start (`msgGetTotalTodayNow`); atomic because held
-    /// pulls are answered on the hold service's thread and the rest on the loop thread.
-    got_total: AtomicU64,
+    /// Pulls found and missed and messages returned (atomics: held pulls are answered on the
+    /// hold service's thread and the rest on the loop thread).
+    stats: Arc<StoreStatsService>,
 }
 
 impl PullMessageProcessor {
@@ -94,6 +94,7 @@ impl PullMessageProcessor {
         consumers: Arc<ConsumerManager>,
         offsets: Arc<ConsumerOffsetManager>,
         settings: Arc<BrokerSettings>,
+        stats: Arc<StoreStatsService>,
     ) -> std::io::Result<Arc<Self>> {
         let memory_bytes = total_physical_memory()
             .saturating_mul(settings.access_message_in_memory_max_ratio.clamp(0, 100) as u64)
@@ -108,7 +109,7 @@ impl PullMessageProcessor {
             settings,
             hold: hold.clone(),
             memory_bytes,
-            got_total: AtomicU64::new(0),
+            stats,
         });
         // Weak: the service's thread must not keep the processor (and the store) alive.
         let weak = Arc::downgrade(&processor);
@@ -127,12 +128,6 @@ impl PullMessageProcessor {
 
     pub(crate) fn hold_service(&self) -> &PullRequestHoldService {
         &self.hold
-    }
-
-    /// Messages answered to PULL_MESSAGE and LITE_PULL_MESSAGE since start, held pulls
-    /// included: RocketMQ's `msgGetTotalTodayNow`.
-    pub(crate) fn got_total(&self) -> u64 {
-        self.got_total.load(Ordering::Relaxed)
     }
 
     /// `processRequest` with `brokerAllowSuspend`: `None` when the pull is held.
@@ -220,6 +215,8 @@ impl PullMessageProcessor {
         }
         if code == response_code::PULL_NOT_FOUND && suspend {
             if let Some(responder) = suspend_with {
+                // A lookup that found nothing, as `getMessage` counts it; its wake-up counts again.
+                self.stats.add_get(0);
                 let millis = if self.settings.long_polling_enable {
                     header.suspend_timeout_millis
                 } else {
@@ -247,9 +244,12 @@ impl PullMessageProcessor {
             min_offset: result.min_offset,
             max_offset: result.max_offset,
         });
+        self.stats.add_get(if code == response_code::SUCCESS {
+            result.count as u64
+        } else {
+            0
+        });
         if code == response_code::SUCCESS {
-            self.got_total
-                .fetch_add(result.count as u64, Ordering::Relaxed);
             response.body = result.body;
         } else {
             response.remark = Some(format!(

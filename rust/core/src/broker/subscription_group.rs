@@ -9,7 +9,7 @@ use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 
-use super::topic_config::write_atomically;
+use super::topic_config::{remove_stale_temporaries, write_atomically};
 use crate::namesrv::{parse_lenient, DataVersion};
 use crate::store::now_millis;
 use crate::sync::lock;
@@ -94,6 +94,7 @@ impl SubscriptionGroupManager {
         which_broker_when_consume_slowly: i64,
     ) -> Result<Self, SubscriptionGroupError> {
         let path = root.join("config").join("subscriptionGroup.json");
+        remove_stale_temporaries(&path);
         let table = match std::fs::read(&path) {
             Ok(raw) => parse_lenient(&raw, "SubscriptionGroupWrapper").map_err(|e| {
                 SubscriptionGroupError::BadFile {

@@ -220,15 +220,26 @@ impl State {
 /// futures, completed by a Python thread that drains this queue with [`Self::wait`]): a put's
 /// status here, a network send's outcome in the client.
 pub struct Verdicts<T = PutStatus> {
-    queue: Mutex<Vec<(u64, T)>>,
+    queue: Mutex<Queued<T>>,
     ready: Condvar,
     next_ticket: std::sync::atomic::AtomicU64,
+}
+
+/// What a [`Verdicts::wait`] returns for: verdicts, or a [`Verdicts::wake`] (a flag under the
+/// lock, so that a wake that comes before the wait is not lost and the wait does not take it
+/// for a spurious wake-up and sleep on).
+struct Queued<T> {
+    verdicts: Vec<(u64, T)>,
+    woken: bool,
 }
 
 impl<T> Default for Verdicts<T> {
     fn default() -> Self {
         Self {
-            queue: Mutex::new(Vec::new()),
+            queue: Mutex::new(Queued {
+                verdicts: Vec::new(),
+                woken: false,
+            }),
             ready: Condvar::new(),
             next_ticket: std::sync::atomic::AtomicU64::new(0),
         }
@@ -243,23 +254,27 @@ impl<T: Send + 'static> Verdicts<T> {
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let verdicts = self.clone();
         let done = Box::new(move |verdict| {
-            lock(&verdicts.queue).push((ticket, verdict));
+            lock(&verdicts.queue).verdicts.push((ticket, verdict));
             verdicts.ready.notify_one();
         });
         (ticket, done)
     }
 
-    /// The verdicts queued so far, waiting up to `timeout` for the first one.
+    /// The verdicts queued so far, waiting up to `timeout` for the first one or a
+    /// [`Self::wake`].
     pub fn wait(&self, timeout: Duration) -> Vec<(u64, T)> {
         let deadline = Instant::now() + timeout;
         let (mut q, _) = wait_until(&self.ready, lock(&self.queue), Some(deadline), |q| {
-            !q.is_empty()
+            !q.verdicts.is_empty() || q.woken
         });
-        std::mem::take(&mut *q)
+        q.woken = false;
+        std::mem::take(&mut q.verdicts)
     }
 
-    /// Wakes a [`Self::wait`] early (shutdown).
+    /// Ends the current (or the next) [`Self::wait`] early: more work for its caller, or
+    /// shutdown.
     pub fn wake(&self) {
+        lock(&self.queue).woken = true;
         self.ready.notify_all();
     }
 }
@@ -639,6 +654,26 @@ mod tests {
         let mut got = verdicts.wait(LONG);
         got.sort_unstable_by_key(|v| v.0);
         assert_eq!(got, vec![(a, PutStatus::PutOk), (b, PutStatus::PutOk)]);
+    }
+
+    #[test]
+    fn a_wake_ends_a_wait_even_when_it_comes_first() {
+        let verdicts = Arc::new(Verdicts::<PutStatus>::default());
+        verdicts.wake();
+        let started = Instant::now();
+        assert!(verdicts.wait(LONG).is_empty());
+        assert!(
+            started.elapsed() < LONG,
+            "the wake was lost: the wait ran to its timeout"
+        );
+        // Taken by that wait: the next one waits for its own.
+        assert!(verdicts.wait(Duration::from_millis(20)).is_empty());
+        let waiter = {
+            let verdicts = verdicts.clone();
+            std::thread::spawn(move || verdicts.wait(LONG))
+        };
+        verdicts.wake();
+        assert!(waiter.join().unwrap().is_empty());
     }
 
     #[test]

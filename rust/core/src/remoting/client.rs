@@ -29,6 +29,7 @@ use std::time::Duration;
 use super::frame::{RemotingFrameError, DEFAULT_MAX_FRAME_SIZE};
 use super::header::{CommandError, RemotingCommand};
 use super::tls::ClientTls;
+use crate::acl::AclClientRpcHook;
 use crate::event_loop::{EventLoop, LoopThread};
 use crate::sync::lock;
 use connections::{Liveness, Op, Request, Shared};
@@ -110,7 +111,7 @@ pub type InvokeResult = Result<RemotingCommand, ClientError>;
 /// Called once per request; must not block (it runs on the loop thread).
 pub type InvokeCallback = Box<dyn FnOnce(InvokeResult) + Send>;
 
-/// Limits of a client, RocketMQ's `NettyClientConfig` defaults.
+/// Limits of a client, RocketMQ's `NettyClientConfig` defaults, and its `RPCHook`.
 #[derive(Debug, Clone)]
 pub struct ClientConfig {
     /// `connectTimeoutMillis`.
@@ -120,6 +121,8 @@ pub struct ClientConfig {
     /// TLS on every connection, to name servers and brokers alike (`useTLS`); `None` is plain
     /// TCP.
     pub tls: Option<ClientTls>,
+    /// Signs every request for a broker with `aclEnable=true`.
+    pub rpc_hook: Option<AclClientRpcHook>,
 }
 
 impl Default for ClientConfig {
@@ -128,6 +131,7 @@ impl Default for ClientConfig {
             connect_timeout: Duration::from_secs(3),
             max_frame_size: DEFAULT_MAX_FRAME_SIZE,
             tls: None,
+            rpc_hook: None,
         }
     }
 }
@@ -240,6 +244,10 @@ impl NettyRemotingClient {
         let (channel, remote, alive) = self.channel(addr)?;
         let opaque = self.next_opaque.fetch_add(1, Ordering::Relaxed);
         request.opaque = opaque;
+        // Last, as `doBeforeRpcHooks`: the signature covers the request as it is sent.
+        if let Some(hook) = &self.config.rpc_hook {
+            hook.do_before_request(&mut request);
+        }
         let frame = request
             .encode(self.config.max_frame_size)
             .map_err(|source| ClientError::Encode {

@@ -306,9 +306,16 @@ fn a_slave_syncs_its_masters_topics_offsets_and_groups() {
     )
     .unwrap();
     let mut s = client(slave.local_addr());
+    // The first sync is whole once its last table, the groups, arrived.
     wait_for("the slave's first sync", || {
-        let r = query(&mut s, "0", &[("setZeroIfNotFound", "false")]);
-        (r.code == response_code::SUCCESS).then(|| offset_of(&r, "offset"))
+        let r = s
+            .invoke(
+                RemotingCommand::request(request_code::GET_ALL_SUBSCRIPTIONGROUP_CONFIG, 0),
+                TIMEOUT,
+            )
+            .unwrap();
+        let groups: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+        groups["subscriptionGroupTable"].get("cg").map(|_| ())
     });
     assert_eq!(offset_of(&query(&mut s, "0", &[]), "offset"), 1);
     assert_eq!(
