@@ -258,6 +258,29 @@ class RochaNamesrv:
     log: Path
 
 
+@contextlib.contextmanager
+def spawn_rocketha_namesrv(log: Path, *extra: str) -> Iterator[RochaNamesrv]:
+    """``rocketha namesrv`` on an OS-chosen port with ``extra`` arguments, killed at the end;
+    its log goes to ``log`` (an undrained pipe would block it)."""
+    with log.open("w") as stderr:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "rocketha", "-v", "namesrv", "--listen", "127.0.0.1:0", *extra],
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+        )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line, f"namesrv failed to start: {log.read_text()}"
+        yield RochaNamesrv(proc, json.loads(line)["started"]["listen"], log)
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
 def start_master(root: Path, name: str, namesrv: str, **keys: object) -> BrokerProcess:
     """A rocketha SYNC_MASTER process registering with ``namesrv``; ``keys`` override."""
     settings: dict[str, object] = {
@@ -273,6 +296,37 @@ def start_master(root: Path, name: str, namesrv: str, **keys: object) -> BrokerP
         **keys,
     }
     return BrokerProcess(write_conf(root / f"{name}-master.conf", **settings))
+
+
+@dataclass
+class Certificates:
+    """PEM files made by :func:`make_certificates`."""
+
+    ca: Path
+    #: Signed by ``ca`` for 127.0.0.1 and localhost.
+    cert: Path
+    key: Path
+
+
+def make_certificates(directory: Path, name: str = "server") -> Certificates:
+    """A fresh CA and a server certificate it signed, with the openssl command line (EC P-256
+    keys, PKCS#8, valid for a day)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    ca_key, ca = directory / f"{name}-ca.key", directory / f"{name}-ca.pem"
+    key, csr, cert = (directory / f"{name}.{ext}" for ext in ("key", "csr", "pem"))
+    ext = directory / f"{name}.ext"
+    ext.write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    for args in (
+        ["req", "-x509", *ec, "-keyout", ca_key, "-out", ca, "-days", "1", "-subj", "/CN=ca"],
+        ["req", *ec, "-keyout", key, "-out", csr, "-subj", "/CN=127.0.0.1"],
+        [
+            *("x509", "-req", "-in", csr, "-CA", ca, "-CAkey", ca_key, "-CAcreateserial"),
+            *("-out", cert, "-days", "1", "-extfile", ext),
+        ],
+    ):
+        subprocess.run(["openssl", *map(str, args)], check=True, capture_output=True)
+    return Certificates(ca=ca, cert=cert, key=key)
 
 
 def offsets(address: str, key: str) -> dict[str, int] | None:

@@ -537,7 +537,9 @@ class RocketMQ:
         small, quick-starting JVM)."""
         return retry_ports(lambda: JavaBroker(self, home, namesrv, jvm, **conf))
 
-    def _peer_command(self, home: Path, args: Sequence[str]) -> list[str]:
+    def _peer_command(self, home: Path, args: Sequence[str], jvm: Sequence[str] = ()) -> list[str]:
+        """``Peer ARGS``; ``jvm``: extra flags, such as the client's system properties
+        (``-Dtls.enable=true`` is ``useTLS`` for every client the JVM makes)."""
         home.mkdir(parents=True, exist_ok=True)
         return [
             "java",
@@ -546,6 +548,7 @@ class RocketMQ:
             "-XX:TieredStopAtLevel=1",
             "-XX:-UsePerfData",
             *JDK17_FLAGS,
+            *jvm,
             f"-Duser.home={home}",
             "-Drocketmq.client.logRoot=" + str(home / "logs"),
             "-cp",
@@ -565,9 +568,11 @@ class RocketMQ:
             home, ["produce", namesrv, "-", topic, group, str(count), str(size), "0"]
         )
 
-    def _client(self, home: Path, args: Sequence[str], timeout: float) -> list[str]:
+    def _client(
+        self, home: Path, args: Sequence[str], timeout: float, jvm: Sequence[str] = ()
+    ) -> list[str]:
         proc = subprocess.run(
-            self._peer_command(home, args),
+            self._peer_command(home, args, jvm),
             cwd=home,
             capture_output=True,
             text=True,
@@ -747,14 +752,17 @@ class RocketMQ:
         broker: str | None = None,
         group: str = "interop-sender",
         timeout: float = 120.0,
+        jvm: Sequence[str] = (),
     ) -> list[SendOutcome]:
         """Sends ``count`` messages with bodies ``f"{prefix}-{seq}"`` in one ``style`` (sync,
         async, oneway, batch) with ``DefaultMQProducer``; with ``broker`` the topic is created
-        there first. A batch gives one outcome (seq -1), oneway sends give one without status."""
+        there first. A batch gives one outcome (seq -1), oneway sends give one without status.
+        ``jvm``: extra JVM flags (:meth:`_peer_command`)."""
         lines = self._client(
             home,
             ["send", namesrv, broker or "-", topic, group, style, str(count), prefix],
             timeout,
+            jvm,
         )
         if "DONE" not in lines:
             raise RuntimeError(f"Peer send {style} did not finish: {lines}")
@@ -770,14 +778,17 @@ class RocketMQ:
         broker: str | None = None,
         group: str = "interop-consumer",
         timeout_ms: int = 60_000,
+        jvm: Sequence[str] = (),
     ) -> list[Received]:
         """Reads every queue of ``topic`` from offset 0 with ``DefaultLitePullConsumer`` until
         ``expected`` messages or the timeout; with ``broker`` the topic is created there
-        first (4 queues), as a broker started on an existing store has no topic config."""
+        first (4 queues), as a broker started on an existing store has no topic config.
+        ``jvm``: extra JVM flags (:meth:`_peer_command`)."""
         lines = self._client(
             home,
             ["consume", namesrv, broker or "-", topic, group, str(expected), str(timeout_ms)],
             timeout_ms / 1000 + 60,
+            jvm,
         )
         return _received(lines)
 

@@ -253,8 +253,39 @@ class HAClient:
     def shutdown(self) -> None: ...
 
 @final
+class ServerTls:
+    def __new__(
+        cls,
+        mode: str,
+        *,
+        cert_path: str | os.PathLike[str] | None = None,
+        key_path: str | os.PathLike[str] | None = None,
+        need_client_auth: str = "none",
+        trust_cert_path: str | os.PathLike[str] | None = None,
+    ) -> Self: ...
+    @property
+    def mode(self) -> str: ...
+
+@final
+class ClientTls:
+    def __new__(
+        cls,
+        *,
+        trust_cert_path: str | os.PathLike[str] | None = None,
+        insecure: bool = False,
+        cert_path: str | os.PathLike[str] | None = None,
+        key_path: str | os.PathLike[str] | None = None,
+    ) -> Self: ...
+
+@final
 class NameServer:
-    def __new__(cls, listen: str, *, broker_channel_expired_time_ms: int | None = None) -> Self: ...
+    def __new__(
+        cls,
+        listen: str,
+        *,
+        broker_channel_expired_time_ms: int | None = None,
+        tls: ServerTls | None = None,
+    ) -> Self: ...
     @property
     def listen_address(self) -> str: ...
     @property
@@ -292,6 +323,8 @@ class BrokerController:
         flush_consumer_offset_interval_ms: int | None = None,
         slave_sync_interval_ms: int | None = None,
         acl_file: str | os.PathLike[str] | None = None,
+        tls: ServerTls | None = None,
+        client_tls: ClientTls | None = None,
     ) -> None: ...
     @property
     def listen_address(self) -> str: ...
@@ -312,6 +345,7 @@ class MQClientAPI:
         access_key: str | None = None,
         secret_key: str | None = None,
         security_token: str | None = None,
+        tls: ClientTls | None = None,
     ) -> Self: ...
     def close(self) -> None: ...
     def get_topic_route_info(self, namesrv: str, topic: str, timeout: float) -> bytes | None: ...

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from rocketha._core import MQClientAPI
+from rocketha._core import ClientTls, MQClientAPI
 
 
 @dataclass(frozen=True)
@@ -32,13 +32,17 @@ class SessionCredentials:
                 raise ValueError(f"SessionCredentials: {name} must be a non-empty string")
 
 
-def mq_client_api(client_ip: str, credentials: SessionCredentials | None) -> MQClientAPI:
-    """The wire side of a client, signing its requests when ``credentials`` are given."""
+def mq_client_api(
+    client_ip: str, credentials: SessionCredentials | None, tls: ClientTls | None = None
+) -> MQClientAPI:
+    """The wire side of a client, signing its requests when ``credentials`` are given, over
+    TLS with ``tls``."""
     if credentials is None:
-        return MQClientAPI(client_ip)
+        return MQClientAPI(client_ip, tls=tls)
     return MQClientAPI(
         client_ip,
         access_key=credentials.access_key,
         secret_key=credentials.secret_key,
         security_token=credentials.security_token,
+        tls=tls,
     )

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rocketha._core import BrokerController, Message, MessageExt, PutResult
+from rocketha._core import BrokerController, ClientTls, Message, MessageExt, PutResult, ServerTls
 from rocketha.config import BrokerConfig
 from rocketha.exceptions import ConfigError, NotMasterError, OffsetTooSmallError
 from rocketha.group_transfer import GroupTransferService
@@ -116,11 +116,13 @@ class Broker:
         secret = c.auth_secret()
         acl_file = c.acl_file()
         self._check_security(secret)
+        # Certificate files are read before anything opens, so a bad one fails the start clean.
+        tls = (c.server_tls(), c.client_tls())
         # Bound first: the store records brokerIP1:listenPort in every message.
         self._controller = BrokerController(f"{c.listen_address}:{c.listen_port}")
         store_host = f"{c.broker_ip1}:{self._controller.listen_port}"
         try:
-            self._open(secret, acl_file, store_host)
+            self._open(secret, acl_file, store_host, tls)
         except BaseException:
             self._close_parts()
             raise
@@ -136,7 +138,13 @@ class Broker:
         )
         return self
 
-    def _open(self, secret: bytes | None, acl_file: Path | None, store_host: str) -> None:
+    def _open(
+        self,
+        secret: bytes | None,
+        acl_file: Path | None,
+        store_host: str,
+        tls: tuple[ServerTls | None, ClientTls | None],
+    ) -> None:
         c = self.config
         try:
             self._store = self._open_store(store_host)
@@ -200,6 +208,8 @@ class Broker:
             auto_create_subscription_group=c.auto_create_subscription_group,
             flush_consumer_offset_interval_ms=c.flush_consumer_offset_interval,
             slave_sync_interval_ms=c.slave_sync_interval,
+            tls=tls[0],
+            client_tls=tls[1],
             acl_file=acl_file,
         )
         self._events = threading.Thread(

@@ -31,6 +31,7 @@ from rocketha.broker import Broker
 from rocketha.config import BrokerConfig, parse_key_value
 from rocketha.exceptions import ConfigError, RocketHAError
 from rocketha.namesrv import NameServer
+from rocketha.tls import server_tls_from_properties
 
 log = logging.getLogger("rocketha.cli")
 
@@ -270,6 +271,7 @@ def cmd_namesrv(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    tls = server_tls_from_properties(dict(parse_key_value(kv) for kv in args.set), "--set")
 
     def on_signal(signum: int, _frame: object) -> None:
         log.info("signal %d: shutting down", signum)
@@ -281,7 +283,7 @@ def cmd_namesrv(args: argparse.Namespace) -> int:
     # them to the main thread, the one that runs Python handlers (see _serve).
     signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
     try:
-        namesrv = NameServer(args.listen).start()
+        namesrv = NameServer(args.listen, tls=tls).start()
     finally:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
     with contextlib.suppress(_Stopped), namesrv:
@@ -593,6 +595,14 @@ def _parser() -> argparse.ArgumentParser:
         "--allow-insecure",
         action="store_true",
         help="listen on a non-loopback address although anyone reaching it can rewrite routes",
+    )
+    namesrv.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a TLS setting by RocketMQ's key, repeatable: --set tls.server.mode=enforcing "
+        "--set tls.server.certPath=server.pem --set tls.server.keyPath=server.key",
     )
     namesrv.set_defaults(func=cmd_namesrv)
 

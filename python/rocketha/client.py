@@ -43,6 +43,7 @@ from rocketha.exceptions import (
     RemotingConnectError,
     SendStatusUnknownError,
 )
+from rocketha.tls import client_tls
 
 log = logging.getLogger("rocketha.client")
 
@@ -123,7 +124,15 @@ class _PublishInfo:
 
 
 class Producer:
-    """RocketMQ's ``DefaultMQProducer``, synchronous and asyncio. Thread-safe."""
+    """RocketMQ's ``DefaultMQProducer``, synchronous and asyncio. Thread-safe.
+
+    ``use_tls=True`` (the Java client's ``useTLS``) speaks TLS to the name servers and the
+    brokers alike; their certificates must chain to ``tls_trust_cert_path`` (PEM) and name the
+    address dialled, unless ``tls_verify=False`` trusts any certificate (RocketMQ's
+    ``tls.test.mode.enable``: encrypted, but anyone can answer). ``tls_cert_path`` and
+    ``tls_key_path`` are the client's own certificate, for servers that ask for one
+    (``tls.server.need.client.auth``).
+    """
 
     def __init__(
         self,
@@ -135,6 +144,11 @@ class Producer:
         default_topic_queue_nums: int = 4,
         client_ip: str = "127.0.0.1",
         heartbeat_broker_interval: float = 30.0,
+        use_tls: bool = False,
+        tls_trust_cert_path: str | None = None,
+        tls_verify: bool = True,
+        tls_cert_path: str | None = None,
+        tls_key_path: str | None = None,
         credentials: SessionCredentials | None = None,
     ) -> None:
         self.namesrv_addrs = [a.strip() for a in namesrv_addr.split(";") if a.strip()]
@@ -148,7 +162,17 @@ class Producer:
         #: ``ClientConfig.buildMQClientId``: ip@instanceName, the instance named after the pid
         #: and a clock as ``changeInstanceNameToPID`` does.
         self.client_id = f"{client_ip}@{os.getpid()}#{time.monotonic_ns()}"
-        self._api = mq_client_api(client_ip, credentials)
+        self._api = mq_client_api(
+            client_ip,
+            credentials,
+            client_tls(
+                use_tls,
+                trust_cert_path=tls_trust_cert_path,
+                verify=tls_verify,
+                cert_path=tls_cert_path,
+                key_path=tls_key_path,
+            ),
+        )
         # Guards the route table, the known brokers and the services; the network calls run
         # outside it.
         self._lock = threading.Lock()

@@ -25,9 +25,10 @@ from pathlib import Path
 from typing import Any
 
 from rocketha._core import DEFAULTS as _DEFAULTS
-from rocketha._core import check_retention
+from rocketha._core import ClientTls, ServerTls, check_retention
 from rocketha.exceptions import ConfigError
 from rocketha.roles import BrokerRole, FlushDiskType
+from rocketha.tls import ENCRYPTED_KEYS_UNSUPPORTED, client_tls, server_tls
 
 log = logging.getLogger("rocketha.config")
 
@@ -85,12 +86,32 @@ IGNORED_KEYS = frozenset(
         "maxDelayTime",
         "timerWheelEnable",
         "enableScheduleMessageStats",
+        # rocketha checks client certificates against tls.server.trustCertPath whenever
+        # tls.server.need.client.auth asks for one, and servers' against
+        # tls.client.trustCertPath unless tls.test.mode.enable.
+        "tls.server.authClient",
+        "tls.client.authServer",
     ]
 )
 
 
 #: Keys whose RocketMQ spelling is not plain camelCase.
-_IRREGULAR = {"broker_ip1": "brokerIP1"}
+_IRREGULAR = {
+    "broker_ip1": "brokerIP1",
+    # TlsSystemConfig's, read by RocketMQ as system properties or from tls.config.file.
+    "tls_server_mode": "tls.server.mode",
+    "tls_server_cert_path": "tls.server.certPath",
+    "tls_server_key_path": "tls.server.keyPath",
+    "tls_server_key_password": "tls.server.keyPassword",
+    "tls_server_need_client_auth": "tls.server.need.client.auth",
+    "tls_server_trust_cert_path": "tls.server.trustCertPath",
+    "tls_enable": "tls.enable",
+    "tls_test_mode_enable": "tls.test.mode.enable",
+    "tls_client_trust_cert_path": "tls.client.trustCertPath",
+    "tls_client_cert_path": "tls.client.certPath",
+    "tls_client_key_path": "tls.client.keyPath",
+    "tls_client_key_password": "tls.client.keyPassword",
+}
 
 
 def _camel(name: str) -> str:
@@ -120,6 +141,28 @@ class BrokerConfig:
     listen_address: str = "127.0.0.1"
     #: rocketha: allow a client port on a non-loopback address without ``aclEnable``.
     remoting_allow_insecure: bool = False
+    #: TLS on the client port: ``disabled``, ``permissive`` (TLS and plain) or ``enforcing``.
+    tls_server_mode: str = "disabled"
+    #: The client port's certificate chain and its unencrypted private key, PEM.
+    tls_server_cert_path: str | None = None
+    tls_server_key_path: str | None = None
+    #: Not supported (encrypted keys): set, the broker refuses to start.
+    tls_server_key_password: str | None = dataclasses.field(default=None, repr=False)
+    #: Client certificates: ``none``, ``optional`` or ``require``, checked against
+    #: ``tls.server.trustCertPath``.
+    tls_server_need_client_auth: str = "none"
+    tls_server_trust_cert_path: str | None = None
+    #: TLS on the broker's own connections: to name servers, and a slave's to its master.
+    tls_enable: bool = False
+    #: With ``tls.enable``: trust any server certificate (RocketMQ's default is true; rocketha
+    #: verifies against ``tls.client.trustCertPath`` unless this is set).
+    tls_test_mode_enable: bool = False
+    tls_client_trust_cert_path: str | None = None
+    #: The broker's own certificate, for servers that ask for one.
+    tls_client_cert_path: str | None = None
+    tls_client_key_path: str | None = None
+    #: Not supported (encrypted keys): set, the broker refuses to start.
+    tls_client_key_password: str | None = dataclasses.field(default=None, repr=False)
     #: Check every client request against ``plain_acl.yml`` (RocketMQ's ACL 1.0).
     acl_enable: bool = False
     #: rocketha: the ACL file; by default ``$ROCKETMQ_HOME/conf/plain_acl.yml``, RocketMQ's.
@@ -319,6 +362,13 @@ class BrokerConfig:
             raise self._fail("max_message_size", "must be in (0, 4 MiB]")
         if not 0 <= self.access_message_in_memory_max_ratio <= 100:
             raise self._fail("access_message_in_memory_max_ratio", "must be a percentage")
+        if self.tls_server_mode.lower() not in ("disabled", "permissive", "enforcing"):
+            raise self._fail("tls_server_mode", "must be disabled, permissive or enforcing")
+        if self.tls_server_need_client_auth.lower() not in ("none", "optional", "require"):
+            raise self._fail("tls_server_need_client_auth", "must be none, optional or require")
+        for name in ("tls_server_key_password", "tls_client_key_password"):
+            if getattr(self, name):
+                raise self._fail(name, ENCRYPTED_KEYS_UNSUPPORTED)
         for name in ("ha_listen_address", "listen_address", "metrics_address"):
             try:
                 ipaddress.ip_address(getattr(self, name))
@@ -414,6 +464,33 @@ class BrokerConfig:
             return secret.encode()
         return None
 
+    def server_tls(self) -> ServerTls | None:
+        """The client port's TLS, its certificate and key read and checked now; None when
+        ``tls.server.mode`` is ``disabled``."""
+        try:
+            return server_tls(
+                self.tls_server_mode,
+                cert_path=self.tls_server_cert_path,
+                key_path=self.tls_server_key_path,
+                need_client_auth=self.tls_server_need_client_auth,
+                trust_cert_path=self.tls_server_trust_cert_path,
+            )
+        except ConfigError as e:
+            raise ConfigError(f"{self.source}: {e}") from None
+
+    def client_tls(self) -> ClientTls | None:
+        """TLS for the broker's own connections (``tls.enable``), or None."""
+        try:
+            return client_tls(
+                self.tls_enable,
+                trust_cert_path=self.tls_client_trust_cert_path,
+                verify=not self.tls_test_mode_enable,
+                cert_path=self.tls_client_cert_path,
+                key_path=self.tls_client_key_path,
+            )
+        except ConfigError as e:
+            raise ConfigError(f"{self.source}: {e}") from None
+
     def acl_file(self) -> Path | None:
         """The ``plain_acl.yml`` requests are checked against, or None without ``aclEnable``."""
         if not self.acl_enable:
@@ -437,7 +514,9 @@ class BrokerConfig:
         """The config as a broker.conf text (secrets left out)."""
         lines = []
         for f in fields(self):
-            if f.name in ("ignored_keys", "source", "ha_auth_secret"):
+            if f.name in ("ignored_keys", "source", "ha_auth_secret") or f.name.endswith(
+                "key_password"
+            ):
                 continue
             value = getattr(self, f.name)
             if value is None:

@@ -60,6 +60,7 @@ from rocketha.rebalance import (
     allocate_message_queue_averagely,
     parse_subscribe_route,
 )
+from rocketha.tls import client_tls
 
 log = logging.getLogger("rocketha.consumer")
 
@@ -124,7 +125,10 @@ class _Pull:
 
 
 class PullConsumer:
-    """RocketMQ's ``DefaultLitePullConsumer`` in clustering mode, synchronous and asyncio."""
+    """RocketMQ's ``DefaultLitePullConsumer`` in clustering mode, synchronous and asyncio.
+
+    ``use_tls`` and the ``tls_*`` options are :class:`~rocketha.Producer`'s.
+    """
 
     def __init__(
         self,
@@ -144,6 +148,11 @@ class PullConsumer:
         master_retry_interval: float = 5.0,
         request_timeout: float = 3.0,
         client_ip: str = "127.0.0.1",
+        use_tls: bool = False,
+        tls_trust_cert_path: str | None = None,
+        tls_verify: bool = True,
+        tls_cert_path: str | None = None,
+        tls_key_path: str | None = None,
         credentials: SessionCredentials | None = None,
     ) -> None:
         self.namesrv_addrs = [a.strip() for a in namesrv_addr.split(";") if a.strip()]
@@ -181,7 +190,17 @@ class PullConsumer:
         self.request_timeout = request_timeout
         self.client_id = f"{client_ip}@{os.getpid()}#{time.monotonic_ns()}"
         self._sub_version = int(time.time() * 1000)
-        self._api = mq_client_api(client_ip, credentials)
+        self._api = mq_client_api(
+            client_ip,
+            credentials,
+            client_tls(
+                use_tls,
+                trust_cert_path=tls_trust_cert_path,
+                verify=tls_verify,
+                cert_path=tls_cert_path,
+                key_path=tls_key_path,
+            ),
+        )
 
         # Guards everything below; `_cond` wakes pollers when messages arrive.
         self._lock = threading.RLock()

@@ -26,18 +26,24 @@ class NameServer:
     """A name server listening on ``listen`` (``ip:port``; port 0 picks a free one)."""
 
     def __init__(
-        self, listen: str = DEFAULT_LISTEN, *, broker_channel_expired_time_ms: int | None = None
+        self,
+        listen: str = DEFAULT_LISTEN,
+        *,
+        broker_channel_expired_time_ms: int | None = None,
+        tls: _core.ServerTls | None = None,
     ) -> None:
         """``broker_channel_expired_time_ms``: how long a broker that names no heartbeat
-        timeout stays routed without registering again (RocketMQ's 120 s when left out)."""
+        timeout stays routed without registering again (RocketMQ's 120 s when left out).
+        ``tls``: TLS on the port (:func:`rocketha.tls.server_tls`)."""
         self._listen = listen
         self._expired_time_ms = broker_channel_expired_time_ms
+        self._tls = tls
         self._handle: _core.NameServer | None = None
         self._pump: EventPump[tuple[str, str, str, bool]] | None = None
 
     def start(self) -> NameServer:
         self._handle = _core.NameServer(
-            self._listen, broker_channel_expired_time_ms=self._expired_time_ms
+            self._listen, broker_channel_expired_time_ms=self._expired_time_ms, tls=self._tls
         )
         log.info("name server listening on %s", self._handle.listen_address)
         self._pump = EventPump("rocketha-namesrv-events", self._handle.next_events, _log_event)

@@ -3,17 +3,14 @@ server. The harness lives in ``benches/peers/rocketmq.py`` (benches use it too).
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import RochaNamesrv
+from helpers import RochaNamesrv, spawn_rocketha_namesrv
 
 from benches.peers.rocketmq import (
     VERSION_5,
@@ -70,21 +67,5 @@ def namesrv(interop_root: Path) -> Iterator[NameServer]:
 @pytest.fixture(scope="module")
 def rocketha_namesrv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RochaNamesrv]:
     """``rocketha namesrv`` for the module's tests."""
-    log = tmp_path_factory.mktemp("namesrv") / "namesrv.log"
-    with log.open("w") as stderr:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "rocketha", "-v", "namesrv", "--listen", "127.0.0.1:0"],
-            stdout=subprocess.PIPE,
-            stderr=stderr,
-            text=True,
-        )
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert line, f"namesrv failed to start: {log.read_text()}"
-        yield RochaNamesrv(proc, json.loads(line)["started"]["listen"], log)
-    finally:
-        proc.kill()
-        proc.wait(timeout=30)
-        if proc.stdout is not None:
-            proc.stdout.close()
+    with spawn_rocketha_namesrv(tmp_path_factory.mktemp("namesrv") / "namesrv.log") as ns:
+        yield ns

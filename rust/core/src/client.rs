@@ -19,7 +19,8 @@ use crate::remoting::header::{
     SendMessageResponseHeader, UnregisterClientRequestHeader,
 };
 use crate::remoting::{
-    request_code, response_code, ClientConfig, ClientError, NettyRemotingClient, RemotingCommand,
+    request_code, response_code, ClientConfig, ClientError, ClientTls, NettyRemotingClient,
+    RemotingCommand,
 };
 use crate::store::now_millis;
 
@@ -66,11 +67,16 @@ pub struct MqClientApi {
 }
 
 impl MqClientApi {
-    /// With `credentials`, every request is signed as `AclClientRPCHook` signs it.
-    pub fn new(credentials: Option<SessionCredentials>) -> io::Result<Self> {
+    /// With `credentials`, every request is signed as `AclClientRPCHook` signs it; with
+    /// `tls`, every connection, to name servers and brokers, is TLS (`useTLS`).
+    pub fn new(
+        credentials: Option<SessionCredentials>,
+        tls: Option<ClientTls>,
+    ) -> io::Result<Self> {
         Ok(Self {
             remoting: NettyRemotingClient::start(ClientConfig {
                 rpc_hook: credentials.map(|credentials| AclClientRpcHook { credentials }),
+                tls,
                 ..ClientConfig::default()
             })?,
         })

@@ -13,6 +13,7 @@ use rocketha_core::{BrokerController as CoreBrokerController, BrokerControllerCo
 use crate::errors::{ConfigError, ForkGuard};
 use crate::ha::{HAClient, HAMaster};
 use crate::store::{parse_host, PyMessageStore};
+use crate::tls::{ClientTls, ServerTls};
 
 /// `(address, event, reason, is_problem)`.
 type EventTuple = (String, &'static str, String, bool);
@@ -60,7 +61,7 @@ impl BrokerController {
 
     /// Serves the port for `store`. Keyword arguments are RocketMQ's `BrokerConfig` keys;
     /// left out, they take the core's defaults (RocketMQ's).
-    #[pyo3(signature = (store, *, ha_master=None, ha_client=None, cluster_name=None, broker_name=None, broker_id=None, broker_role=None, broker_ip1=None, namesrv_addr=None, register_name_server_period_ms=None, ha_server_addr=None, update_master_ha_server_addr=false, auto_create_topic_enable=None, default_topic_queue_nums=None, max_message_size=None, broker_permission=None, slave_read_enable=None, which_broker_when_consume_slowly=None, access_message_in_memory_max_ratio=None, long_polling_enable=None, auto_create_subscription_group=None, flush_consumer_offset_interval_ms=None, slave_sync_interval_ms=None, acl_file=None))]
+    #[pyo3(signature = (store, *, ha_master=None, ha_client=None, cluster_name=None, broker_name=None, broker_id=None, broker_role=None, broker_ip1=None, namesrv_addr=None, register_name_server_period_ms=None, ha_server_addr=None, update_master_ha_server_addr=false, auto_create_topic_enable=None, default_topic_queue_nums=None, max_message_size=None, broker_permission=None, slave_read_enable=None, which_broker_when_consume_slowly=None, access_message_in_memory_max_ratio=None, long_polling_enable=None, auto_create_subscription_group=None, flush_consumer_offset_interval_ms=None, slave_sync_interval_ms=None, acl_file=None, tls=None, client_tls=None))]
     #[allow(clippy::too_many_arguments)]
     fn start(
         &self,
@@ -89,6 +90,8 @@ impl BrokerController {
         flush_consumer_offset_interval_ms: Option<u64>,
         slave_sync_interval_ms: Option<u64>,
         acl_file: Option<std::path::PathBuf>,
+        tls: Option<PyRef<'_, ServerTls>>,
+        client_tls: Option<PyRef<'_, ClientTls>>,
     ) -> PyResult<()> {
         self.guard.check()?;
         let store = store.store()?.clone();
@@ -128,6 +131,8 @@ impl BrokerController {
         }
         config.ha_server_addr = ha_server_addr.unwrap_or_default();
         config.update_master_ha_server_addr_periodically = update_master_ha_server_addr;
+        config.server.tls = tls.and_then(|t| t.inner.clone());
+        config.client_tls = client_tls.map(|t| t.inner.clone());
         config.acl_file = acl_file;
         let listener = self
             .listener

@@ -20,6 +20,7 @@ use rocketha_core::remoting::header::{
 use crate::consumer::{pull_tuple, subscription_error};
 use crate::errors::{ForkGuard, InvalidMessageError, RemotingConnectError, SendStatusUnknownError};
 use crate::message::Message;
+use crate::tls::ClientTls;
 
 /// `(bodies, next_offset, (code, remark, min_offset, max_offset) of a refusal)`.
 type PulledTuple<'py> = (
@@ -125,12 +126,13 @@ pub struct MQClientAPI {
 #[pymethods]
 impl MQClientAPI {
     #[new]
-    #[pyo3(signature = (client_ip="127.0.0.1", *, access_key=None, secret_key=None, security_token=None))]
+    #[pyo3(signature = (client_ip="127.0.0.1", *, access_key=None, secret_key=None, security_token=None, tls=None))]
     fn new(
         client_ip: &str,
         access_key: Option<String>,
         secret_key: Option<String>,
         security_token: Option<String>,
+        tls: Option<PyRef<'_, ClientTls>>,
     ) -> PyResult<Self> {
         let ip: std::net::Ipv4Addr = client_ip.parse().map_err(|_| {
             pyo3::exceptions::PyValueError::new_err(format!("{client_ip:?} is not an IPv4 address"))
@@ -149,7 +151,7 @@ impl MQClientAPI {
             }
         };
         Ok(Self {
-            inner: Arc::new(MqClientApi::new(credentials)?),
+            inner: Arc::new(MqClientApi::new(credentials, tls.map(|t| t.inner.clone()))?),
             client_ip: ip.octets(),
             outcomes: Arc::default(),
             pulls: Arc::default(),

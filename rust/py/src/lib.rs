@@ -17,6 +17,7 @@ mod message;
 mod namesrv;
 mod retention;
 mod store;
+mod tls;
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -35,6 +36,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<namesrv::NameServer>()?;
     m.add_class::<broker::BrokerController>()?;
     m.add_class::<client::MQClientAPI>()?;
+    m.add_class::<tls::ServerTls>()?;
+    m.add_class::<tls::ClientTls>()?;
     m.add_function(wrap_pyfunction!(consumer::parse_subscription, m)?)?;
     m.add("DEFAULTS", defaults(m.py())?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

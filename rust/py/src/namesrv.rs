@@ -8,6 +8,7 @@ use rocketha_core::{NameServer as CoreNameServer, NamesrvConfig};
 
 use crate::errors::ForkGuard;
 use crate::store::parse_host;
+use crate::tls::ServerTls;
 
 /// `(address, event, reason, is_problem)`.
 type EventTuple = (String, &'static str, String, bool);
@@ -23,14 +24,16 @@ pub struct NameServer {
 impl NameServer {
     /// Keyword arguments left out take the core's defaults (RocketMQ's).
     #[new]
-    #[pyo3(signature = (listen, *, broker_channel_expired_time_ms=None))]
+    #[pyo3(signature = (listen, *, broker_channel_expired_time_ms=None, tls=None))]
     fn new(
         py: Python<'_>,
         listen: &str,
         broker_channel_expired_time_ms: Option<u64>,
+        tls: Option<PyRef<'_, ServerTls>>,
     ) -> PyResult<Self> {
         let listen = parse_host(listen)?;
         let mut config = NamesrvConfig::default();
+        config.server.tls = tls.and_then(|t| t.inner.clone());
         if let Some(ms) = broker_channel_expired_time_ms {
             config.broker_channel_expired_time = Duration::from_millis(ms);
         }

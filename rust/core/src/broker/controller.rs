@@ -23,7 +23,7 @@ use crate::acl::plain_access_validator::PlainAccessValidator;
 use crate::acl::{AclError, PlainPermissionManager};
 use crate::ha::client::HaClient;
 use crate::ha::master::HaMaster;
-use crate::remoting::{RemotingServer, ServerConfig, ServerEvents};
+use crate::remoting::{ClientTls, RemotingServer, ServerConfig, ServerEvents};
 use crate::store::MessageStore;
 use crate::sync::lock;
 
@@ -66,6 +66,9 @@ pub struct BrokerControllerConfig {
     /// `aclEnable=true`: the `plain_acl.yml` every request is checked against.
     pub acl_file: Option<PathBuf>,
     pub server: ServerConfig,
+    /// TLS on the broker's own connections, to name servers and (a slave's) master
+    /// (RocketMQ's `tls.enable`).
+    pub client_tls: Option<ClientTls>,
 }
 
 impl Default for BrokerControllerConfig {
@@ -82,6 +85,7 @@ impl Default for BrokerControllerConfig {
             slave_sync_interval: Duration::from_millis(60_000),
             acl_file: None,
             server: ServerConfig::default(),
+            client_tls: None,
         }
     }
 }
@@ -148,6 +152,7 @@ impl BrokerController {
                 topics.clone(),
                 tables.offsets.clone(),
                 tables.groups.clone(),
+                config.client_tls.clone(),
             ))
         });
         let stats = Arc::new(StoreStatsService::default());
@@ -180,6 +185,7 @@ impl BrokerController {
             ha_client.filter(|_| config.update_master_ha_server_addr_periodically),
             slave_sync.clone().map(|s| (s, housekeeping.clone())),
             events.clone(),
+            config.client_tls.clone(),
         );
         // As BrokerController.start: registered once before the broker counts as started, so
         // a client that asks the name servers right after finds its routes.

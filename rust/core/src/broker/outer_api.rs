@@ -17,7 +17,8 @@ use crate::remoting::header::{
     RegisterBrokerRequestHeader, RegisterBrokerResponseHeader, UnRegisterBrokerRequestHeader,
 };
 use crate::remoting::{
-    request_code, response_code, RemotingClient, RemotingCommand, ServerEventKind, ServerEvents,
+    request_code, response_code, ClientTls, RemotingClient, RemotingCommand, ServerEventKind,
+    ServerEvents,
 };
 use crate::sync::{deadline_after, lock, wait_until};
 
@@ -106,6 +107,8 @@ pub(crate) struct BrokerOuterApi {
     /// the signal that runs it at once when that address changes.
     slave_sync: Option<(Arc<SlaveSynchronize>, Arc<RegisterSignal>)>,
     events: Arc<ServerEvents>,
+    /// TLS to the name servers (`tls.enable`).
+    tls: Option<ClientTls>,
 }
 
 impl BrokerOuterApi {
@@ -117,6 +120,7 @@ impl BrokerOuterApi {
         follow: Option<Arc<HaClient>>,
         slave_sync: Option<(Arc<SlaveSynchronize>, Arc<RegisterSignal>)>,
         events: Arc<ServerEvents>,
+        tls: Option<ClientTls>,
     ) -> Self {
         let links = namesrv_addr
             .split(';')
@@ -134,6 +138,7 @@ impl BrokerOuterApi {
             follow,
             slave_sync,
             events,
+            tls,
         }
     }
 
@@ -147,6 +152,7 @@ impl BrokerOuterApi {
     }
 
     fn invoke(
+        &self,
         link: &mut NameServerLink,
         request: RemotingCommand,
     ) -> Result<RemotingCommand, String> {
@@ -157,8 +163,9 @@ impl BrokerOuterApi {
                 .map_err(|e| format!("bad name server address: {e}"))?
                 .next()
                 .ok_or("the name server address resolves to nothing")?;
-            link.client =
-                Some(RemotingClient::connect(addr, NAMESRV_TIMEOUT).map_err(|e| e.to_string())?);
+            let client = RemotingClient::connect_with(addr, NAMESRV_TIMEOUT, self.tls.clone())
+                .map_err(|e| e.to_string())?;
+            link.client = Some(client);
         }
         let Some(client) = link.client.as_mut() else {
             return Err("not connected".into());
@@ -195,7 +202,7 @@ impl BrokerOuterApi {
             request.version = mq_version::V5_0_0;
             request.write_custom_header(&header);
             request.body = body.clone();
-            match Self::invoke(link, request) {
+            match self.invoke(link, request) {
                 Ok(r) if r.code == response_code::SUCCESS => self.registered(&link.addr, &r),
                 Ok(r) => self.report(
                     &link.addr,
@@ -274,7 +281,7 @@ impl BrokerOuterApi {
             }
             let mut request = RemotingCommand::request(request_code::UNREGISTER_BROKER, 0);
             request.write_custom_header(&header);
-            match Self::invoke(link, request) {
+            match self.invoke(link, request) {
                 Ok(r) if r.code == response_code::SUCCESS => self.events.push(
                     link.addr.as_str(),
                     ServerEventKind::Processor("UNREGISTERED"),

@@ -16,7 +16,7 @@ use super::consumer_offset::{ConsumerOffsetManager, ConsumerOffsetSerializeWrapp
 use super::subscription_group::{SubscriptionGroupManager, SubscriptionGroupWrapper};
 use super::topic_config::TopicConfigManager;
 use crate::namesrv::{parse_lenient, TopicConfigSerializeWrapper};
-use crate::remoting::{request_code, response_code, RemotingClient, RemotingCommand};
+use crate::remoting::{request_code, response_code, ClientTls, RemotingClient, RemotingCommand};
 use crate::sync::lock;
 
 /// How long one sync call may take (RocketMQ's 3 s).
@@ -30,6 +30,8 @@ pub(crate) struct SlaveSynchronize {
     topics: Arc<TopicConfigManager>,
     offsets: Arc<ConsumerOffsetManager>,
     groups: Arc<SubscriptionGroupManager>,
+    /// TLS to the master's client port (`tls.enable`).
+    tls: Option<ClientTls>,
 }
 
 impl SlaveSynchronize {
@@ -38,6 +40,7 @@ impl SlaveSynchronize {
         topics: Arc<TopicConfigManager>,
         offsets: Arc<ConsumerOffsetManager>,
         groups: Arc<SubscriptionGroupManager>,
+        tls: Option<ClientTls>,
     ) -> Self {
         Self {
             master_addr: Mutex::new(None),
@@ -45,6 +48,7 @@ impl SlaveSynchronize {
             topics,
             offsets,
             groups,
+            tls,
         }
     }
 
@@ -71,7 +75,7 @@ impl SlaveSynchronize {
             .map_err(|e| format!("master address {master}: {e}"))?
             .next()
             .ok_or_else(|| format!("master address {master} resolves to nothing"))?;
-        let mut client = RemotingClient::connect(addr, SYNC_TIMEOUT)
+        let mut client = RemotingClient::connect_with(addr, SYNC_TIMEOUT, self.tls.clone())
             .map_err(|e| format!("master {master}: {e}"))?;
         let mut fetch = |code: i32, what: &str| -> Result<Vec<u8>, String> {
             let r = client

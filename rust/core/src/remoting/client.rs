@@ -22,16 +22,17 @@ mod connections;
 use std::collections::HashMap;
 use std::io;
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
 use super::frame::{RemotingFrameError, DEFAULT_MAX_FRAME_SIZE};
 use super::header::{CommandError, RemotingCommand};
+use super::tls::ClientTls;
 use crate::acl::AclClientRpcHook;
 use crate::event_loop::{EventLoop, LoopThread};
 use crate::sync::lock;
-use connections::{Op, Request, Shared};
+use connections::{Liveness, Op, Request, Shared};
 
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum ClientError {
@@ -77,6 +78,9 @@ pub enum ClientError {
     },
     #[error("the remoting client closed its connections")]
     Shutdown,
+    /// The TLS handshake or a record failed: a certificate refused, a plain-text server.
+    #[error("{addr}: {reason}")]
+    Tls { addr: SocketAddr, reason: String },
     /// The request failed before any of its bytes were written: `reason` is why.
     #[error("request code {code} not sent to {addr}: {reason}")]
     NotSent {
@@ -114,6 +118,9 @@ pub struct ClientConfig {
     pub connect_timeout: Duration,
     /// Largest frame sent or accepted (`NettyDecoder`'s 16 MiB).
     pub max_frame_size: usize,
+    /// TLS on every connection, to name servers and brokers alike (`useTLS`); `None` is plain
+    /// TCP.
+    pub tls: Option<ClientTls>,
     /// Signs every request for a broker with `aclEnable=true`.
     pub rpc_hook: Option<AclClientRpcHook>,
 }
@@ -123,6 +130,7 @@ impl Default for ClientConfig {
         Self {
             connect_timeout: Duration::from_secs(3),
             max_frame_size: DEFAULT_MAX_FRAME_SIZE,
+            tls: None,
             rpc_hook: None,
         }
     }
@@ -132,7 +140,7 @@ impl Default for ClientConfig {
 struct Channel {
     id: u64,
     remote: SocketAddr,
-    alive: Arc<AtomicBool>,
+    alive: Arc<Liveness>,
 }
 
 type ChannelSlot = Arc<Mutex<Option<Channel>>>;
@@ -233,7 +241,7 @@ impl NettyRemotingClient {
         if self.shared.signal.stopped() {
             return Err(ClientError::Shutdown);
         }
-        let (channel, remote) = self.channel(addr)?;
+        let (channel, remote, alive) = self.channel(addr)?;
         let opaque = self.next_opaque.fetch_add(1, Ordering::Relaxed);
         request.opaque = opaque;
         // Last, as `doBeforeRpcHooks`: the signature covers the request as it is sent.
@@ -249,6 +257,7 @@ impl NettyRemotingClient {
             })?;
         let op = Op::Send(Request {
             channel,
+            alive,
             remote,
             code: request.code,
             opaque,
@@ -264,7 +273,7 @@ impl NettyRemotingClient {
     }
 
     /// The live connection to `addr`, opened now if there is none.
-    fn channel(&self, addr: &str) -> Result<(u64, SocketAddr), ClientError> {
+    fn channel(&self, addr: &str) -> Result<(u64, SocketAddr, Arc<Liveness>), ClientError> {
         let slot = lock(&self.channels)
             .entry(addr.to_owned())
             .or_default()
@@ -272,24 +281,44 @@ impl NettyRemotingClient {
         // Held across the connect: one connection per address.
         let mut slot = lock(&slot);
         if let Some(c) = slot.as_ref() {
-            if c.alive.load(Ordering::Acquire) {
-                return Ok((c.id, c.remote));
+            if c.alive.is_open() {
+                return Ok((c.id, c.remote, c.alive.clone()));
             }
         }
         let remote = resolve(addr)?;
+        // Before connecting: a name rustls cannot check is the caller's mistake, not the
+        // network's.
+        let session = match &self.config.tls {
+            None => None,
+            Some(tls) => {
+                let host = addr.rsplit_once(':').map_or(addr, |(host, _)| host);
+                let session = tls
+                    .connect(host)
+                    .map_err(|reason| ClientError::BadAddress {
+                        addr: addr.to_owned(),
+                        reason,
+                    })?;
+                Some(Box::new(session))
+            }
+        };
         let stream = connect(remote, self.config.connect_timeout)?;
         let id = self.next_channel.fetch_add(1, Ordering::Relaxed);
-        let alive = Arc::new(AtomicBool::new(true));
+        let alive = Liveness::new();
         self.shared
             .push(Op::Register {
                 id,
                 stream,
+                tls: session,
                 remote,
                 alive: alive.clone(),
             })
             .map_err(|_| ClientError::Shutdown)?;
-        *slot = Some(Channel { id, remote, alive });
-        Ok((id, remote))
+        *slot = Some(Channel {
+            id,
+            remote,
+            alive: alive.clone(),
+        });
+        Ok((id, remote, alive))
     }
 }
 
@@ -352,8 +381,18 @@ pub struct RemotingClient {
 impl RemotingClient {
     /// Connects to `addr` within `timeout`, which later reconnects use too.
     pub fn connect(addr: SocketAddr, timeout: Duration) -> Result<Self, ClientError> {
+        Self::connect_with(addr, timeout, None)
+    }
+
+    /// [`Self::connect`], over TLS when `tls` is given.
+    pub fn connect_with(
+        addr: SocketAddr,
+        timeout: Duration,
+        tls: Option<ClientTls>,
+    ) -> Result<Self, ClientError> {
         let client = NettyRemotingClient::start(ClientConfig {
             connect_timeout: timeout,
+            tls,
             ..ClientConfig::default()
         })
         .map_err(|e| ClientError::Io {

@@ -6,7 +6,8 @@
 //!
 //! On top of the codec, the network: [`server`] (RocketMQ's `NettyRemotingServer`, one mio
 //! event loop dispatching requests to a processor) and [`client`] (`NettyRemotingClient`: one
-//! event loop, one connection per address, many requests in flight on each).
+//! event loop, one connection per address, many requests in flight on each), both optionally
+//! over TLS ([`tls`]).
 //!
 //! Public (not `pub(crate)`) because the fuzz crate drives the decoders, and the broker, the
 //! name server and the integration tests build on the server and the client.
@@ -16,6 +17,7 @@ pub mod codes;
 pub mod frame;
 pub mod header;
 pub mod server;
+pub mod tls;
 
 pub use client::{
     ClientConfig, ClientError, InvokeCallback, InvokeResult, NettyRemotingClient, RemotingClient,
@@ -26,6 +28,9 @@ pub use header::{CommandError, CustomHeader, ExtFields, HeaderError, RemotingCom
 pub use server::{
     not_supported, RemotingServer, RequestContext, RequestProcessor, Responder, ServerConfig,
     ServerEvent, ServerEventKind, ServerEvents,
+};
+pub use tls::{
+    ClientAuth, ClientTls, ServerTls, ServerTrust, TlsError, TlsMode, TlsServerSettings,
 };
 
 /// Appends `s` as a JSON string literal. `ascii_only` escapes every non-ASCII character as

@@ -10,6 +10,9 @@
 //! it sleeps in epoll until a socket is ready, a queued response or shutdown wakes it, or the
 //! nearest idle deadline passes.
 //!
+//! With TLS ([`ServerConfig::tls`], RocketMQ's `tls.server.mode`) a connection's bytes pass
+//! through rustls below the frame decoder; plain connections take the same path as without it.
+//!
 //! A peer's fault costs only its own connection: a bad frame or header, an oversized length
 //! prefix, or a client that never reads its responses (past `max_output_per_connection`) closes
 //! that connection with the reason in [`ServerEvents`]; everyone else goes on.
@@ -29,6 +32,7 @@ use mio::{Events, Interest, Token};
 use super::codes::{response_code, SerializeType};
 use super::frame::{decode_frame, Decoded, DEFAULT_MAX_FRAME_SIZE};
 use super::header::RemotingCommand;
+use super::tls::{self, ServerTls, TlsMode, HANDSHAKE_RECORD};
 use crate::event_loop::{EventLoop as Poller, LoopThread, Signal, WAKER};
 use crate::sync::{lock, EventQueue};
 
@@ -45,6 +49,8 @@ const READS_PER_TURN: usize = 16;
 const KEEP_READ_CAPACITY: usize = 64 * 1024;
 /// Frames handed to one `writev`.
 const MAX_IOVECS: usize = 64;
+/// rustls reads 4 KiB at a time: a TLS connection's turn is as many bytes as a plain one's.
+const TLS_READS_PER_TURN: usize = READS_PER_TURN * READ_CHUNK / 4096;
 
 /// Handles requests; one instance serves every connection of a server.
 pub trait RequestProcessor: Send + Sync + 'static {
@@ -78,6 +84,9 @@ pub struct ServerConfig {
     /// A connection with nothing read or written for this long is closed
     /// (`serverChannelMaxIdleTimeSeconds`, 120 s); `None` keeps idle connections.
     pub idle_timeout: Option<Duration>,
+    /// TLS (`tls.server.mode` permissive or enforcing, with its certificate); `None` serves
+    /// plain TCP only.
+    pub tls: Option<ServerTls>,
 }
 
 impl Default for ServerConfig {
@@ -88,6 +97,7 @@ impl Default for ServerConfig {
             // one that stopped reading.
             max_output_per_connection: 4 * DEFAULT_MAX_FRAME_SIZE,
             idle_timeout: Some(Duration::from_secs(120)),
+            tls: None,
         }
     }
 }
@@ -380,12 +390,25 @@ struct OutQueue {
     bytes: usize,
     /// The socket said WouldBlock: nothing more goes out until its writable edge.
     write_blocked: bool,
+    /// A TLS connection's rustls state; its reads take this lock too. Frames stay in `frames`
+    /// until rustls takes them, so `bytes` and the output cap count what is unsent.
+    tls: Option<Box<rustls::Connection>>,
+}
+
+/// What a connection's bytes are.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Wire {
+    Plain,
+    /// A TLS-enabled port, before the first byte told which.
+    Undecided,
+    Tls,
 }
 
 struct Connection {
     id: u64,
     output: Arc<Output>,
     remote: SocketAddr,
+    wire: Wire,
     /// Bytes read and not yet decoded (a partial frame).
     read_buf: Vec<u8>,
     /// Its turn ended before the socket said WouldBlock: the loop reads it again before
@@ -407,6 +430,9 @@ impl OutQueue {
 
     /// Writes until the socket would block or nothing is left; returns whether it wrote.
     fn flush(&mut self, stream: &TcpStream) -> Result<bool, Close> {
+        if self.tls.is_some() {
+            return self.flush_tls(stream);
+        }
         let mut wrote = false;
         while !self.frames.is_empty() && !self.write_blocked {
             let mut slices = [IoSlice::new(&[]); MAX_IOVECS];
@@ -438,6 +464,40 @@ impl OutQueue {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.write_blocked = true,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(Close::problem(format!("write failed: {e}"))),
+            }
+        }
+        Ok(wrote)
+    }
+
+    /// [`Self::flush`] through rustls: frames go in as far as it takes them, its records out
+    /// until the socket would block; handshake records go out even with no frame queued.
+    fn flush_tls(&mut self, stream: &TcpStream) -> Result<bool, Close> {
+        let Some(tls) = self.tls.as_deref_mut() else {
+            return Ok(false);
+        };
+        let mut wrote = false;
+        while !self.write_blocked {
+            while let Some(front) = self.frames.front() {
+                let n = tls::feed(tls, &front[self.written..])
+                    .map_err(|e| Close::problem(format!("TLS write failed: {e}")))?;
+                if n == 0 {
+                    break;
+                }
+                self.bytes -= n;
+                self.written += n;
+                if self.written == front.len() {
+                    self.frames.pop_front();
+                    self.written = 0;
+                }
+            }
+            let (wrote_now, blocked) = tls::write_records(tls, &mut &*stream)
+                .map_err(|e| Close::problem(format!("write failed: {e}")))?;
+            wrote |= wrote_now;
+            self.write_blocked = blocked;
+            // Done when rustls took every frame (or holds them for its handshake) and sent
+            // every record.
+            if !wrote_now || self.frames.is_empty() || tls.is_handshaking() {
+                break;
             }
         }
         Ok(wrote)
@@ -570,6 +630,11 @@ impl EventLoop {
                         );
                         continue;
                     }
+                    let wire = if self.config.tls.is_some() {
+                        Wire::Undecided
+                    } else {
+                        Wire::Plain
+                    };
                     self.conns.insert(
                         id,
                         Connection {
@@ -579,6 +644,7 @@ impl EventLoop {
                                 queue: Mutex::default(),
                             }),
                             remote,
+                            wire,
                             read_buf: Vec::new(),
                             more_to_read: false,
                             read_closed: false,
@@ -627,6 +693,9 @@ impl EventLoop {
                 return Ok(());
             };
             conn.read_closed |= read_closed;
+            if conn.wire == Wire::Undecided && !self.sniff(id)? {
+                return Ok(());
+            }
             // What was answered goes out even when the read ends the connection (a client
             // that half-closes after its last request still gets its responses).
             let read = self.read(id);
@@ -645,6 +714,9 @@ impl EventLoop {
     /// per request for a synchronous client) is skipped. Once the peer's FIN was reported it
     /// reads on to the end of the stream, since no later edge would come for it.
     fn read(&mut self, id: u64) -> Result<(), Close> {
+        if self.conns.get(&id).is_some_and(|c| c.wire == Wire::Tls) {
+            return self.read_tls(id);
+        }
         for _ in 0..READS_PER_TURN {
             let Some(conn) = self.conns.get_mut(&id) else {
                 return Ok(());
@@ -682,6 +754,82 @@ impl EventLoop {
         Ok(())
     }
 
+    /// Tells a TLS connection from a plain one by its first byte, as RocketMQ's
+    /// `HandshakeHandler` does; false while no byte has come.
+    fn sniff(&mut self, id: u64) -> Result<bool, Close> {
+        let Some(tls) = self.config.tls.as_ref() else {
+            return Ok(true);
+        };
+        let Some(conn) = self.conns.get_mut(&id) else {
+            return Ok(false);
+        };
+        let mut first = [0u8; 1];
+        match conn.output.stream.peek(&mut first) {
+            Ok(0) => Err(Close {
+                reason: "closed by the peer".into(),
+                problem: false,
+            }),
+            Ok(_) if first[0] == HANDSHAKE_RECORD => {
+                let session = tls
+                    .accept()
+                    .map_err(|e| Close::problem(format!("TLS: {e}")))?;
+                lock(&conn.output.queue).tls = Some(Box::new(session));
+                conn.wire = Wire::Tls;
+                Ok(true)
+            }
+            Ok(_) if tls.mode() == TlsMode::Enforcing => Err(Close::problem(
+                "a plain-text client on a TLS-only port (tls.server.mode=enforcing): \
+                 connect with TLS (useTLS)"
+                    .into(),
+            )),
+            Ok(_) => {
+                conn.wire = Wire::Plain;
+                Ok(true)
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(false),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(false),
+            Err(e) => Err(Close::problem(format!("read failed: {e}"))),
+        }
+    }
+
+    /// [`Self::read`] of a TLS connection: records in, plaintext frames out, under the output
+    /// lock that rustls' state lives behind.
+    fn read_tls(&mut self, id: u64) -> Result<(), Close> {
+        let Some(conn) = self.conns.get_mut(&id) else {
+            return Ok(());
+        };
+        let seen = {
+            let mut queue = lock(&conn.output.queue);
+            let Some(session) = queue.tls.as_deref_mut() else {
+                return Ok(());
+            };
+            let mut stream = &conn.output.stream;
+            match tls::read_plaintext(session, &mut stream, &mut conn.read_buf, TLS_READS_PER_TURN)
+            {
+                Ok(seen) => seen,
+                Err(e) => {
+                    // The alert saying why, if the socket takes it.
+                    let _ = tls::write_records(session, &mut stream);
+                    return Err(Close::problem(if e.kind() == io::ErrorKind::InvalidData {
+                        e.to_string()
+                    } else {
+                        format!("read failed: {e}")
+                    }));
+                }
+            }
+        };
+        conn.last_active = Instant::now();
+        conn.more_to_read = !seen.drained && !seen.eof;
+        self.dispatch_frames(id)?;
+        if seen.eof {
+            return Err(Close {
+                reason: "closed by the peer".into(),
+                problem: false,
+            });
+        }
+        Ok(())
+    }
+
     /// Reads again from the connections whose turn ended with bytes left in their socket.
     fn read_the_rest(&mut self) {
         let ids: Vec<u64> = self
@@ -712,7 +860,16 @@ impl EventLoop {
                         .map_err(|e| Close::problem(format!("malformed command: {e}")))?;
                     (command, consumed)
                 }
-                Err(e) => return Err(Close::problem(format!("malformed frame: {e}"))),
+                Err(e) => {
+                    // A length whose first byte is 0x16 is over any frame limit: most likely
+                    // a TLS ClientHello on a port that serves plain TCP.
+                    let hint = if conn.read_buf.get(start) == Some(&HANDSHAKE_RECORD) {
+                        " (a TLS handshake? this port serves plain TCP: tls.server.mode=disabled)"
+                    } else {
+                        ""
+                    };
+                    return Err(Close::problem(format!("malformed frame: {e}{hint}")));
+                }
             };
             start += consumed;
             let (remote, output) = (conn.remote, Arc::downgrade(&conn.output));

@@ -20,6 +20,7 @@ use super::{ClientConfig, ClientError, InvokeCallback, InvokeResult};
 use crate::event_loop::{EventLoop, Signal, WAKER};
 use crate::remoting::frame::{decode_frame, Decoded};
 use crate::remoting::header::RemotingCommand;
+use crate::remoting::tls;
 use crate::sync::{deadline_after, lock};
 
 /// Bytes asked of the socket per read.
@@ -27,9 +28,42 @@ const READ_CHUNK: usize = 64 * 1024;
 /// The sleep when no request has a deadline; callers wake the loop anyway.
 const IDLE: Duration = Duration::from_secs(3600);
 
+/// A channel's state shared with its callers: open until the loop closes it, then why.
+pub(super) struct Liveness {
+    open: AtomicBool,
+    /// For a request that reaches the loop after the close, its caller having found the
+    /// channel still open: a TLS handshake refused while the first request was on its way.
+    why: Mutex<Option<ClientError>>,
+}
+
+impl Liveness {
+    pub(super) fn new() -> Arc<Self> {
+        Arc::new(Self {
+            open: AtomicBool::new(true),
+            why: Mutex::new(None),
+        })
+    }
+
+    pub(super) fn is_open(&self) -> bool {
+        self.open.load(Ordering::Acquire)
+    }
+
+    fn close(&self, why: &ClientError) {
+        *lock(&self.why) = Some(why.clone());
+        self.open.store(false, Ordering::Release);
+    }
+
+    fn why(&self, addr: SocketAddr) -> ClientError {
+        lock(&self.why)
+            .clone()
+            .unwrap_or(ClientError::Closed { addr })
+    }
+}
+
 /// A request on its way to the loop.
 pub(super) struct Request {
     pub(super) channel: u64,
+    pub(super) alive: Arc<Liveness>,
     pub(super) remote: SocketAddr,
     pub(super) code: i32,
     pub(super) opaque: i32,
@@ -43,8 +77,10 @@ pub(super) enum Op {
     Register {
         id: u64,
         stream: std::net::TcpStream,
+        /// The TLS session to run on it, its handshake not started.
+        tls: Option<Box<rustls::Connection>>,
         remote: SocketAddr,
-        alive: Arc<AtomicBool>,
+        alive: Arc<Liveness>,
     },
     Send(Request),
     CloseAll,
@@ -101,8 +137,11 @@ struct Outgoing {
 
 struct Connection {
     stream: TcpStream,
+    /// Its rustls state, on a TLS connection: frames are handed to it once its handshake is
+    /// done, and only then count as sent.
+    tls: Option<Box<rustls::Connection>>,
     remote: SocketAddr,
-    alive: Arc<AtomicBool>,
+    alive: Arc<Liveness>,
     /// Frames not yet fully written, in request order.
     out: VecDeque<Outgoing>,
     /// Bytes read and not yet decoded (a partial frame).
@@ -181,6 +220,7 @@ impl ClientLoop {
             Op::Register {
                 id,
                 stream,
+                tls,
                 remote,
                 alive,
             } => {
@@ -192,17 +232,27 @@ impl ClientLoop {
                 );
                 if let Err(e) = registered {
                     log::warn!("{remote}: cannot watch the connection: {e}");
-                    alive.store(false, Ordering::Release);
+                    alive.close(&ClientError::Io {
+                        addr: remote,
+                        what: "watching the connection",
+                        source: Arc::new(e),
+                    });
                     return;
                 }
+                let has_tls = tls.is_some();
                 let conn = Connection {
                     stream,
+                    tls,
                     remote,
                     alive,
                     out: VecDeque::new(),
                     read_buf: Vec::new(),
                 };
                 self.conns.insert(id, conn);
+                if has_tls {
+                    // The ClientHello.
+                    self.flush(id);
+                }
             }
             Op::Send(request) => self.send(request),
             Op::CloseAll => {
@@ -220,7 +270,7 @@ impl ClientLoop {
             let error = ClientError::NotSent {
                 addr: r.remote,
                 code: r.code,
-                reason: Box::new(ClientError::Closed { addr: r.remote }),
+                reason: Box::new(r.alive.why(r.remote)),
             };
             match r.callback {
                 Some(callback) => call(callback, Err(error)),
@@ -253,23 +303,16 @@ impl ClientLoop {
         let Some(conn) = self.conns.get_mut(&id) else {
             return;
         };
+        if conn.tls.is_some() {
+            return self.flush_tls(id);
+        }
         let failed = loop {
             let Some(front) = conn.out.front_mut() else {
                 break None;
             };
             match conn.stream.write(&front.frame[front.written..]) {
                 Ok(0) => break Some(io::Error::from(io::ErrorKind::WriteZero)),
-                Ok(n) => {
-                    if front.written == 0 {
-                        if let Some(p) = self.pending.get_mut(&front.opaque) {
-                            p.sent = true;
-                        }
-                    }
-                    front.written += n;
-                    if front.written == front.frame.len() {
-                        conn.out.pop_front();
-                    }
-                }
+                Ok(n) => wrote(&mut conn.out, n, &mut self.pending),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break None,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => break Some(e),
@@ -281,6 +324,38 @@ impl ClientLoop {
         }
     }
 
+    /// [`Self::flush`] through rustls: frames go in as far as it takes them, once its
+    /// handshake is done, and its records out until the socket would block.
+    fn flush_tls(&mut self, id: u64) {
+        let Some(conn) = self.conns.get_mut(&id) else {
+            return;
+        };
+        let addr = conn.remote;
+        let Some(session) = conn.tls.as_deref_mut() else {
+            return;
+        };
+        let failed = 'flush: loop {
+            while let Some(front) = conn.out.front_mut() {
+                let n = match tls::feed(session, &front.frame[front.written..]) {
+                    Ok(n) => n,
+                    Err(e) => break 'flush Some(e),
+                };
+                if n == 0 {
+                    break;
+                }
+                wrote(&mut conn.out, n, &mut self.pending);
+            }
+            match tls::write_records(session, &mut conn.stream) {
+                Ok((true, false)) if !conn.out.is_empty() && !session.is_handshaking() => {}
+                Ok(_) => break None,
+                Err(e) => break Some(e),
+            }
+        };
+        if let Some(e) = failed {
+            self.close(id, lost(addr, "write", e));
+        }
+    }
+
     /// Reads until the socket is empty, then hands every whole frame on.
     fn read(&mut self, id: u64) {
         let Some(conn) = self.conns.get_mut(&id) else {
@@ -288,18 +363,34 @@ impl ClientLoop {
         };
         let addr = conn.remote;
         let mut ended = None;
-        loop {
-            match conn.stream.read(&mut self.scratch) {
-                Ok(0) => {
-                    ended = Some(ClientError::Closed { addr });
-                    break;
+        if let Some(session) = conn.tls.as_deref_mut() {
+            match tls::read_plaintext(session, &mut conn.stream, &mut conn.read_buf, usize::MAX) {
+                Ok(seen) if seen.eof => ended = Some(ClientError::Closed { addr }),
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::InvalidData => {
+                    // The alert saying why, if the socket takes it.
+                    let _ = tls::write_records(session, &mut conn.stream);
+                    ended = Some(ClientError::Tls {
+                        addr,
+                        reason: e.to_string(),
+                    });
                 }
-                Ok(n) => conn.read_buf.extend_from_slice(&self.scratch[..n]),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => {
-                    ended = Some(lost(addr, "read", e));
-                    break;
+                Err(e) => ended = Some(lost(addr, "read", e)),
+            }
+        } else {
+            loop {
+                match conn.stream.read(&mut self.scratch) {
+                    Ok(0) => {
+                        ended = Some(ClientError::Closed { addr });
+                        break;
+                    }
+                    Ok(n) => conn.read_buf.extend_from_slice(&self.scratch[..n]),
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => {
+                        ended = Some(lost(addr, "read", e));
+                        break;
+                    }
                 }
             }
         }
@@ -331,6 +422,9 @@ impl ClientLoop {
         }
         if let Some(error) = ended {
             self.close(id, error);
+        } else if self.conns.get(&id).is_some_and(|c| c.tls.is_some()) {
+            // The handshake's next flight, or, once it is done, the frames it held back.
+            self.flush(id);
         }
     }
 
@@ -363,7 +457,7 @@ impl ClientLoop {
             return;
         };
         // First, so a caller told of the failure reconnects on its next call.
-        conn.alive.store(false, Ordering::Release);
+        conn.alive.close(&error);
         let _ = self.poller.registry().deregister(&mut conn.stream);
         log::info!("{}: connection closed: {error}", conn.remote);
         let failed: Vec<i32> = self
@@ -432,7 +526,7 @@ impl ClientLoop {
         };
         for op in ops {
             match op {
-                Op::Register { alive, .. } => alive.store(false, Ordering::Release),
+                Op::Register { alive, .. } => alive.close(&ClientError::Shutdown),
                 Op::Send(r) => {
                     if let Some(callback) = r.callback {
                         let reason = Box::new(ClientError::Shutdown);
@@ -451,6 +545,22 @@ impl ClientLoop {
         for id in ids {
             self.close(id, ClientError::Shutdown);
         }
+    }
+}
+
+/// `n` more bytes of the front frame left: its request counts as sent from its first byte.
+fn wrote(out: &mut VecDeque<Outgoing>, n: usize, pending: &mut HashMap<i32, Pending>) {
+    let Some(front) = out.front_mut() else {
+        return;
+    };
+    if front.written == 0 {
+        if let Some(p) = pending.get_mut(&front.opaque) {
+            p.sent = true;
+        }
+    }
+    front.written += n;
+    if front.written == front.frame.len() {
+        out.pop_front();
     }
 }
 
