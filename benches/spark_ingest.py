@@ -235,6 +235,7 @@ def measure_sources(
     frames = {
         "rocketha": ours,
         "network": spark.read.format("rocketha")
+        .option("minPartitions", PARTITIONS)
         .option("namesrvAddr", namesrv)
         .option("topics", ",".join(TOPICS))
         .load(),

@@ -12,6 +12,7 @@ from helpers import broker_pair, create_topic, served, topic_brokers, wait_for
 from rocketha import Broker, Message, MessageExt, MessageStore, NameServer, Producer
 from rocketha._core import MQClientAPI
 from rocketha.exceptions import ConfigError
+from rocketha.spark._network import QueueState, partitions
 from rocketha.spark._options import parse
 
 pytestmark = pytest.mark.spark
@@ -159,6 +160,29 @@ def test_bad_network_options_fail_naming_the_option(options: dict[str, str], nam
     given = {k.lower(): v for k, v in {"namesrvAddr": "127.0.0.1:9", **options}.items()}
     with pytest.raises(ConfigError, match=named):
         parse(given, streaming=False)
+
+
+@pytest.mark.parametrize(
+    ("sizes", "min_partitions", "tasks"),
+    [([10, 1000, 5], 4, 4), ([3] * 32, 1, 1), ([450_000, 50_000], 1, 3), ([2], 8, 2)],
+)
+def test_queue_ranges_are_dealt_into_even_tasks(
+    sizes: list[int], min_partitions: int, tasks: int
+) -> None:
+    """Many small queues share a task, a big one spans several; every offset is read once."""
+    opts = parse(
+        {"namesrvaddr": "127.0.0.1:9", "topics": "t", "minpartitions": str(min_partitions)},
+        streaming=False,
+    )
+    addrs = ((0, "127.0.0.1:1"),)
+    state = {("t", "b", q): QueueState(7, 7 + n, addrs) for q, n in enumerate(sizes)}
+    ends = {key: s.max_offset for key, s in state.items()}
+    parts = partitions(opts, state, {}, ends)
+    assert len(parts) == tasks
+    counts = [sum(r.end - r.start for r in p.ranges) for p in parts]
+    assert max(counts) - min(counts) <= 1, counts
+    read = sorted((r.queue_id, o) for p in parts for r in p.ranges for o in range(r.start, r.end))
+    assert read == sorted((q, o) for q, n in enumerate(sizes) for o in range(7, 7 + n))
 
 
 def test_offsets_below_a_queues_min_fail_or_skip_per_fail_on_data_loss(

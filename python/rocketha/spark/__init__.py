@@ -25,7 +25,8 @@ fixed (:data:`SCHEMA`), the same both ways. Options follow Kafka's source:
     streaming admission control: records (or, for a store, record bytes) per micro-batch.
 ``minPartitions``
     at least this many read tasks; a store is split at segment files and then at record
-    boundaries inside them, the network source's queue ranges in proportion to their sizes.
+    boundaries inside them, the network source's queue ranges dealt into tasks of equal
+    offset counts (more tasks where one would hold over 200,000 offsets).
 ``failOnDataLoss``
     ``true`` (default): offsets older than the store's (or queue's) min offset fail; ``false``
     skips ahead.

@@ -22,7 +22,7 @@ import os
 import socket
 import threading
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pyarrow as pa
@@ -55,6 +55,9 @@ _PULL_BATCH = 32
 #: Pulls in flight per read task: enough to cover a loopback or LAN round trip.
 _WINDOW = 16
 _TIMEOUT = 10.0
+#: Queue offsets one read task takes at most, unless ``minPartitions`` asks for more tasks:
+#: 40 to 200 MB of 200 B to 1 KiB messages, about what Spark's file sources put in one.
+_TASK_OFFSETS = 200_000
 #: Queue offsets (rows) per Arrow batch.
 BATCH_ROWS = 10_000
 
@@ -63,7 +66,7 @@ QueueKey = tuple[str, str, int]
 
 
 @dataclass(frozen=True)
-class QueuePartition(InputPartition):
+class QueueRange:
     """Queue offsets ``[start, end)`` of one message queue, with its group's brokers by id."""
 
     topic: str
@@ -72,6 +75,13 @@ class QueuePartition(InputPartition):
     start: int
     end: int
     addrs: tuple[tuple[int, str], ...]
+
+
+@dataclass(frozen=True)
+class QueuePartition(InputPartition):
+    """One read task: queue ranges read one after the other."""
+
+    ranges: tuple[QueueRange, ...]
 
 
 # One client per process and account: Spark reuses Python workers across tasks, and a fork gets
@@ -209,38 +219,47 @@ def partitions(
     starts: dict[QueueKey, int],
     ends: dict[QueueKey, int],
 ) -> list[QueuePartition]:
-    """One partition per queue with data, big ranges cut until there are ``minPartitions``
-    (Kafka's ``KafkaOffsetRangeCalculator``: pieces in proportion to the ranges' sizes)."""
+    """The queues' ranges dealt into tasks of equal offset counts: ``minPartitions`` of them,
+    or more where that would put over ``_TASK_OFFSETS`` in one. A task costs Spark a fixed
+    price (a Python worker's round trip, a pickled partition): one task per queue, as Kafka's
+    source plans per partition, made a topic of many small queues read at a third of the
+    store's speed. A task may span several queues, and a big queue several tasks."""
     ranges = []
     for key, end in sorted(ends.items()):
         start = starts.get(key, state[key].min_offset)
         start = check_queue_start(opts, key, start, state[key].min_offset)
         if start < end:
-            ranges.append((key, start, end))
-    total = sum(end - start for _, start, end in ranges)
-    out = []
-    for (topic, broker_name, queue_id), start, end in ranges:
-        pieces = 1
-        if len(ranges) < opts.min_partitions:
-            pieces = max(1, min(end - start, round((end - start) * opts.min_partitions / total)))
-        step, extra = divmod(end - start, pieces)
-        lo = start
-        for i in range(pieces):
-            hi = lo + step + (1 if i < extra else 0)
-            addrs = state[(topic, broker_name, queue_id)].addrs
-            out.append(QueuePartition(topic, broker_name, queue_id, lo, hi, addrs))
+            ranges.append(QueueRange(*key, start, end, state[key].addrs))
+    total = sum(r.end - r.start for r in ranges)
+    if not total:
+        return []
+    tasks = min(total, max(opts.min_partitions, math.ceil(total / _TASK_OFFSETS)))
+    base, extra = divmod(total, tasks)
+    sizes = iter([base + 1] * extra + [base] * (tasks - extra))
+    out: list[QueuePartition] = []
+    current: list[QueueRange] = []
+    room = next(sizes)
+    for r in ranges:
+        lo = r.start
+        while lo < r.end:
+            hi = min(r.end, lo + room)
+            current.append(replace(r, start=lo, end=hi))
+            room -= hi - lo
             lo = hi
+            if room == 0:
+                out.append(QueuePartition(tuple(current)))
+                current, room = [], next(sizes, 0)
     return out
 
 
-def _pull_order(opts: ReadOptions, part: QueuePartition) -> list[tuple[int, str]]:
+def _pull_order(opts: ReadOptions, part: QueueRange) -> list[tuple[int, str]]:
     """Brokers to try: slaves first (lowest id first) with ``preferSlave``, then the master."""
     slaves = [(i, a) for i, a in part.addrs if i != MASTER_ID]
     master = [(i, a) for i, a in part.addrs if i == MASTER_ID]
     return slaves + master if opts.prefer_slave else master + slaves
 
 
-def _serving(opts: ReadOptions, part: QueuePartition) -> str:
+def _serving(opts: ReadOptions, part: QueueRange) -> str:
     """The first broker in pull order whose queue reaches the partition's end."""
     client = api(opts)
     why = []
@@ -260,8 +279,14 @@ def _serving(opts: ReadOptions, part: QueuePartition) -> str:
 
 
 def read(opts: ReadOptions, part: QueuePartition) -> Iterator[pa.RecordBatch]:
-    """Pulls ``[start, end)`` of the partition's queue, as Arrow batches of about
-    ``BATCH_ROWS`` rows (``_WINDOW`` pulls in flight)."""
+    """The task's queue ranges, one after the other."""
+    for r in part.ranges:
+        yield from _read_range(opts, r)
+
+
+def _read_range(opts: ReadOptions, part: QueueRange) -> Iterator[pa.RecordBatch]:
+    """Pulls ``[start, end)`` of one queue, as Arrow batches of about ``BATCH_ROWS`` rows
+    (``_WINDOW`` pulls in flight)."""
     client = api(opts)
     key = (part.topic, part.broker_name, part.queue_id)
     order = _pull_order(opts, part)
