@@ -221,9 +221,10 @@ def partitions(
 ) -> list[QueuePartition]:
     """The queues' ranges dealt into tasks of equal offset counts: ``minPartitions`` of them,
     or more where that would put over ``_TASK_OFFSETS`` in one. A task costs Spark a fixed
-    price (a Python worker's round trip, a pickled partition): one task per queue, as Kafka's
-    source plans per partition, made a topic of many small queues read at a third of the
-    store's speed. A task may span several queues, and a big queue several tasks."""
+    price (a Python worker's round trip, a pickled partition), so one task per queue, as
+    Kafka's source plans per partition, costs a topic of many small queues (8 queues on 2
+    cores: 0.66 of the store read's rows/s, against 0.76 packed into 4 tasks). A task may span
+    several queues, and a big queue several tasks."""
     ranges = []
     for key, end in sorted(ends.items()):
         start = starts.get(key, state[key].min_offset)
