@@ -112,6 +112,30 @@ struct ConsumerGroupInfo {
 }
 
 impl ConsumerGroupInfo {
+    /// `updateSubscription`: a topic's subscription is replaced only by a newer `subVersion`.
+    /// The members of a group heartbeat in turn, each with the version of its own last
+    /// rebalance; taking whichever came last would step the broker back to an older version,
+    /// and the member that rebalanced last would be answered SUBSCRIPTION_NOT_LATEST on every
+    /// pull until its next rebalance. True when a topic was added or removed (only that
+    /// notifies the group: a new version is a member's own rebalance, not news to the others).
+    fn update_subscription(&mut self, subscriptions: BTreeMap<String, SubscriptionData>) -> bool {
+        let before = self.subscriptions.len();
+        self.subscriptions
+            .retain(|topic, _| subscriptions.contains_key(topic));
+        let mut changed = self.subscriptions.len() != before;
+        for (topic, sub) in subscriptions {
+            match self.subscriptions.get_mut(&topic) {
+                None => {
+                    self.subscriptions.insert(topic, sub);
+                    changed = true;
+                }
+                Some(old) if sub.sub_version > old.sub_version => *old = sub,
+                Some(_) => {}
+            }
+        }
+        changed
+    }
+
     /// The members to tell of a change, with the notification (`NotifyConsumerIdsChanged`).
     fn notices(&self, group: &str) -> Vec<(Responder, RemotingCommand)> {
         let mut request = RemotingCommand::request(request_code::NOTIFY_CONSUMER_IDS_CHANGED, 0);
@@ -175,8 +199,7 @@ impl ConsumerManager {
                 channel,
             };
             let joined = info.channels.insert(connection_id, member).is_none();
-            let changed = info.subscriptions != subscriptions;
-            info.subscriptions = subscriptions;
+            let changed = info.update_subscription(subscriptions);
             if joined || changed {
                 info.notices(&data.group_name)
             } else {
@@ -270,6 +293,33 @@ mod tests {
         assert!(err.contains("subString split error"), "{err}");
         let err = SubscriptionData::build("T", "a > 1", Some("SQL92"), 0).unwrap_err();
         assert!(err.starts_with("expressionType SQL92"), "{err}");
+    }
+
+    fn subscriptions(entries: &[(&str, &str, i64)]) -> BTreeMap<String, SubscriptionData> {
+        entries
+            .iter()
+            .map(|&(topic, sub, version)| {
+                let data = SubscriptionData::build(topic, sub, None, version).unwrap();
+                (topic.to_owned(), data)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn members_heartbeating_in_turn_never_step_the_subscription_back() {
+        let mut info = ConsumerGroupInfo::default();
+        assert!(info.update_subscription(subscriptions(&[("T", "a", 5)])));
+        // Another member, whose last rebalance was earlier, heartbeats after it.
+        assert!(!info.update_subscription(subscriptions(&[("T", "b", 3)])));
+        assert_eq!(info.subscriptions["T"].sub_version, 5);
+        assert_eq!(info.subscriptions["T"].sub_string, "a");
+        // A newer version replaces it, without news for the group.
+        assert!(!info.update_subscription(subscriptions(&[("T", "b", 7)])));
+        assert_eq!(info.subscriptions["T"].sub_string, "b");
+        // A topic added or dropped is news.
+        assert!(info.update_subscription(subscriptions(&[("T", "b", 7), ("U", "*", 1)])));
+        assert!(info.update_subscription(subscriptions(&[("U", "*", 1)])));
+        assert_eq!(info.subscriptions.keys().collect::<Vec<_>>(), ["U"]);
     }
 
     #[test]
