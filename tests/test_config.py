@@ -123,6 +123,26 @@ def test_consume_side_keys_load_and_are_checked(tmp_path: Path) -> None:
         BrokerConfig(access_message_in_memory_max_ratio=101)
 
 
+def test_pull_transfer_limits_load_with_rocketmqs_defaults_and_are_checked(tmp_path: Path) -> None:
+    c = BrokerConfig.load(write_conf(tmp_path / "b.conf", maxTransferCountOnMessageInMemory=1024))
+    assert c.ignored_keys == {}
+    assert c.max_transfer_count_on_message_in_memory == 1024
+    d = BrokerConfig()
+    assert (
+        d.max_transfer_bytes_on_message_in_memory,
+        d.max_transfer_count_on_message_in_memory,
+    ) == (
+        256 * 1024,
+        32,
+    )
+    assert (d.max_transfer_bytes_on_message_in_disk, d.max_transfer_count_on_message_in_disk) == (
+        64 * 1024,
+        8,
+    )
+    with pytest.raises(ConfigError, match="maxTransferBytesOnMessageInDisk: must be positive"):
+        BrokerConfig(max_transfer_bytes_on_message_in_disk=0)
+
+
 def test_store_path_commit_log_reaches_the_store(tmp_path: Path) -> None:
     conf = BrokerConfig(
         store_path_root_dir=str(tmp_path / "store"),

@@ -4,13 +4,23 @@ Kafka's offset options, data loss rule and exact streaming restarts."""
 from __future__ import annotations
 
 import json
+import struct
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import broker_pair, create_topic, served, topic_brokers, wait_for
-from rocketha import Broker, Message, MessageExt, MessageStore, NameServer, Producer
-from rocketha._core import MQClientAPI
+import rocketha.spark
+from helpers import (
+    RemotingSocket,
+    broker_pair,
+    create_topic,
+    routed,
+    served,
+    topic_brokers,
+    wait_for,
+)
+from rocketha import Broker, BrokerConfig, Message, MessageExt, MessageStore, NameServer, Producer
+from rocketha._core import MQClientAPI, RecordFilter
 from rocketha.exceptions import ConfigError
 from rocketha.spark._network import QueueState, partitions
 from rocketha.spark._options import parse
@@ -20,6 +30,8 @@ pytestmark = pytest.mark.spark
 TOPICS = ("orders", "payments")
 #: ``ResponseCode.TOPIC_NOT_EXIST``.
 TOPIC_NOT_EXIST = 17
+#: ``RequestCode.PULL_MESSAGE``.
+PULL_MESSAGE = 11
 
 
 def _produce(
@@ -46,7 +58,7 @@ def _wait_served(slave: Broker, topics: tuple[str, ...]) -> None:
     api = MQClientAPI()
 
     def served(topic: str) -> bool:
-        _bodies, _next, refused = api.pull_range(
+        _rows, _next, refused = api.pull_range(
             slave.listen_address,
             consumer_group="spark-network-test",
             topic=topic,
@@ -58,6 +70,7 @@ def _wait_served(slave: Broker, topics: tuple[str, ...]) -> None:
             max_rows=1,
             sys_flag=0x4,
             subscription="*",
+            filter=RecordFilter(),
             timeout=5.0,
         )
         return refused is None or refused[0] != TOPIC_NOT_EXIST
@@ -142,6 +155,55 @@ def test_starting_and_ending_offsets_select_queue_ranges(spark: Any, spark_clust
     wrong = json.dumps({"orders": {"broker-z:0": 1}})
     with pytest.raises(Exception, match="broker-z:0"):
         _network(spark, namesrv, topics="orders", startingOffsets=wrong).count()
+
+
+def _records(body: bytes) -> int:
+    """Records in a pull answer's body (each opens with its TOTALSIZE)."""
+    count = at = 0
+    while at < len(body):
+        at += struct.unpack_from(">i", body, at)[0]
+        count += 1
+    return count
+
+
+def test_a_brokers_transfer_limit_bounds_its_pulls_and_the_source_reads_past_it(
+    spark: Any, tmp_path: Path
+) -> None:
+    config = BrokerConfig(
+        store_path_root_dir=str(tmp_path / "store"),
+        listen_port=0,
+        ha_listen_port=0,
+        ha_listen_address="127.0.0.1",
+        max_transfer_count_on_message_in_memory=3,
+    )
+    rocketha.spark.register(spark)
+    with NameServer("127.0.0.1:0") as ns:
+        config.namesrv_addr = ns.listen_address
+        with Broker(config) as broker, Producer(ns.listen_address, "transfer-test") as producer:
+            producer.send_batch([Message("few", b"m%d" % i) for i in range(50)], queue_id=0)
+            wait_for(lambda: routed(ns.listen_address, "few"), what="the topic's route")
+            sock = RemotingSocket(broker.listen_address)
+            try:
+                response, body = sock.invoke(
+                    PULL_MESSAGE,
+                    {
+                        "consumerGroup": "transfer-test",
+                        "topic": "few",
+                        "queueId": "0",
+                        "queueOffset": "0",
+                        "maxMsgNums": "32",
+                        "sysFlag": "4",
+                        "commitOffset": "0",
+                        "suspendTimeoutMillis": "0",
+                        "subscription": "*",
+                        "subVersion": "0",
+                    },
+                )
+            finally:
+                sock.close()
+            assert (response["code"], _records(body)) == (0, 3)
+            rows = _network(spark, ns.listen_address, topics="few").select("body").collect()
+            assert sorted(r.body for r in rows) == sorted(b"m%d" % i for i in range(50))
 
 
 @pytest.mark.parametrize(
@@ -257,8 +319,6 @@ def test_one_job_reads_two_broker_groups_from_their_slaves_and_writes_an_aggrega
 ) -> None:
     """One name server, broker-a and broker-b each a SYNC_MASTER and its SLAVE, a topic over
     both groups: the job reads it from both slaves and sends per-user counts into another."""
-    import rocketha.spark
-
     rocketha.spark.register(spark)
     with (
         NameServer("127.0.0.1:0") as ns,

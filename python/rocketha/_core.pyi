@@ -320,6 +320,10 @@ class BrokerController:
         access_message_in_memory_max_ratio: int | None = None,
         long_polling_enable: bool | None = None,
         auto_create_subscription_group: bool | None = None,
+        max_transfer_bytes_on_message_in_memory: int | None = None,
+        max_transfer_count_on_message_in_memory: int | None = None,
+        max_transfer_bytes_on_message_in_disk: int | None = None,
+        max_transfer_count_on_message_in_disk: int | None = None,
         flush_consumer_offset_interval_ms: int | None = None,
         slave_sync_interval_ms: int | None = None,
         acl_file: str | os.PathLike[str] | None = None,
@@ -428,8 +432,9 @@ class MQClientAPI:
         max_rows: int,
         sys_flag: int,
         subscription: str,
+        filter: RecordFilter,
         timeout: float,
-    ) -> tuple[list[bytes], int, tuple[int, str | None, int, int] | None]: ...
+    ) -> tuple[ColumnarBatch, int, tuple[int, str | None, int, int] | None]: ...
     def next_pulled(
         self, timeout: float
     ) -> list[
@@ -525,4 +530,3 @@ def admit(
     max_bytes: int,
 ) -> int: ...
 def split_points(store: MessageStore, start: int, end: int, min_parts: int) -> list[int]: ...
-def decode_pulled(bodies: list[bytes], filter: RecordFilter) -> ColumnarBatch: ...

@@ -61,10 +61,6 @@ IGNORED_KEYS = frozenset(
         "destroyMapedFileIntervalForcibly",
         "redeleteHangedFileInterval",
         "checkCRCOnRecover",
-        "maxTransferBytesOnMessageInMemory",
-        "maxTransferCountOnMessageInMemory",
-        "maxTransferBytesOnMessageInDisk",
-        "maxTransferCountOnMessageInDisk",
         "messageIndexEnable",
         "maxHashSlotNum",
         "maxIndexNum",
@@ -207,6 +203,14 @@ class BrokerConfig:
     flush_consumer_offset_interval: int = 5000
     #: Consumer groups are created on first use; off, an unknown group is refused.
     auto_create_subscription_group: bool = True
+    #: The most one pull answers with while its records are in memory (within
+    #: ``accessMessageInMemoryMaxRatio`` of the head): bytes, and messages. A bulk reader such
+    #: as the Spark source pulls faster with more messages a pull (see the README).
+    max_transfer_bytes_on_message_in_memory: int = 256 * 1024
+    max_transfer_count_on_message_in_memory: int = 32
+    #: The same for a consumer so far behind that its records are read from disk.
+    max_transfer_bytes_on_message_in_disk: int = 64 * 1024
+    max_transfer_count_on_message_in_disk: int = 8
     #: rocketha, slave: milliseconds between fetches of the master's topics, consumer offsets
     #: and subscription groups (RocketMQ's fixed 60 s).
     slave_sync_interval: int = 60000
@@ -362,6 +366,11 @@ class BrokerConfig:
             raise self._fail("max_message_size", "must be in (0, 4 MiB]")
         if not 0 <= self.access_message_in_memory_max_ratio <= 100:
             raise self._fail("access_message_in_memory_max_ratio", "must be a percentage")
+        for where in ("memory", "disk"):
+            for what in ("bytes", "count"):
+                name = f"max_transfer_{what}_on_message_in_{where}"
+                if getattr(self, name) <= 0:
+                    raise self._fail(name, "must be positive (at 0 no pull could carry a message)")
         if self.tls_server_mode.lower() not in ("disabled", "permissive", "enforcing"):
             raise self._fail("tls_server_mode", "must be disabled, permissive or enforcing")
         if self.tls_server_need_client_auth.lower() not in ("none", "optional", "require"):

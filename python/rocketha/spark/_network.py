@@ -50,8 +50,10 @@ log = logging.getLogger("rocketha.spark")
 _FLAG_SUBSCRIPTION = 0x4
 #: The consumer group pulls name when ``groupId`` is not set (the broker needs one).
 DEFAULT_GROUP = "rocketha-spark-reader"
-#: Messages one pull asks for: the broker's ``maxTransferCountOnMessageInMemory``.
-_PULL_BATCH = 32
+#: Messages one pull asks for: the most RocketMQ's consumers may (``pullBatchSize``). The broker
+#: answers with fewer, up to its ``maxTransferCountOnMessageInMemory`` (32 by default) and
+#: ``maxTransferBytesOnMessageInMemory``, and the rest of the slot is asked for again.
+_PULL_BATCH = 1024
 #: Pulls in flight per read task: enough to cover a loopback or LAN round trip.
 _WINDOW = 16
 _TIMEOUT = 10.0
@@ -296,7 +298,7 @@ def _read_range(opts: ReadOptions, part: QueueRange) -> Iterator[pa.RecordBatch]
     at = part.start
     while at < part.end:
         try:
-            bodies, at_next, refused = client.pull_range(
+            rows, at_next, refused = client.pull_range(
                 addr,
                 consumer_group=_group(opts),
                 topic=part.topic,
@@ -308,6 +310,7 @@ def _read_range(opts: ReadOptions, part: QueueRange) -> Iterator[pa.RecordBatch]
                 max_rows=BATCH_ROWS,
                 sys_flag=_FLAG_SUBSCRIPTION,
                 subscription="*",
+                filter=bounds,
                 timeout=_TIMEOUT,
             )
         except RemotingConnectError:
@@ -315,8 +318,8 @@ def _read_range(opts: ReadOptions, part: QueueRange) -> Iterator[pa.RecordBatch]
                 raise
             addr = _fall_back(order, addr, "unreachable")
             continue
-        if bodies:
-            yield to_record_batch(_core.decode_pulled(bodies, bounds), part.broker_name)
+        if rows.num_rows:
+            yield to_record_batch(rows, part.broker_name)
         at = at_next
         if refused is None:
             continue

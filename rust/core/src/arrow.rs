@@ -411,13 +411,14 @@ pub fn decode_pulled<'a>(
     bodies: impl IntoIterator<Item = &'a [u8]>,
     filter: &RecordFilter,
 ) -> Result<ColumnBatch, RecordError> {
-    let mut batch = ColumnBatch::with_capacity(0);
+    let mut records = Vec::new();
     for body in bodies {
-        for r in crate::client::decode_pulled(body)? {
-            if filter.accepts(&r) {
-                batch.push(&r);
-            }
-        }
+        records.extend(crate::client::decode_pulled(body)?);
+    }
+    records.retain(|r| filter.accepts(r));
+    let mut batch = ColumnBatch::with_capacity(records.len());
+    for r in &records {
+        batch.push(r);
     }
     Ok(batch)
 }

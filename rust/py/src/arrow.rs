@@ -8,18 +8,17 @@ use std::sync::Arc;
 
 use pyo3::exceptions::PyIndexError;
 use pyo3::prelude::*;
-use pyo3::pybacked::PyBackedBytes;
 use rocketha_core::arrow::{self, ColumnBatch, Limits};
 use rocketha_core::MessageStore;
 
 use crate::buffer::fill_readonly_buffer;
-use crate::errors::{to_py, CommitLogCorrupted};
+use crate::errors::to_py;
 use crate::store::PyMessageStore;
 
 /// Which records to keep: a topic list (`None`: all) and queue offset bounds
 /// `(topic, queue_id, from, to)`, `to` exclusive.
 #[pyclass(frozen, module = "rocketha._core")]
-pub struct RecordFilter(arrow::RecordFilter);
+pub struct RecordFilter(pub(crate) arrow::RecordFilter);
 
 #[pymethods]
 impl RecordFilter {
@@ -33,7 +32,7 @@ impl RecordFilter {
 /// One decoded batch. `buffers()` lists its Arrow buffers in the order documented on
 /// `rocketha_core::arrow::ColumnBatch::buffers`.
 #[pyclass(frozen, module = "rocketha._core")]
-pub struct ColumnarBatch(Arc<ColumnBatch>);
+pub struct ColumnarBatch(pub(crate) Arc<ColumnBatch>);
 
 #[pymethods]
 impl ColumnarBatch {
@@ -211,21 +210,6 @@ fn admit(
         .map_err(to_py)
 }
 
-/// Decodes pull answers' bodies (`MQClientAPI.pull_message`) into one batch, GIL released:
-/// the network source's rows come out of the same decoder as a store's.
-#[pyfunction]
-fn decode_pulled(
-    py: Python<'_>,
-    bodies: Vec<PyBackedBytes>,
-    filter: PyRef<'_, RecordFilter>,
-) -> PyResult<ColumnarBatch> {
-    let filter = &filter.0;
-    let batch = py
-        .detach(|| arrow::decode_pulled(bodies.iter().map(|b| &b[..]), filter))
-        .map_err(|e| CommitLogCorrupted::new_err(format!("a pulled record is broken: {e}")))?;
-    Ok(ColumnarBatch(Arc::new(batch)))
-}
-
 /// Record-aligned partition boundaries of `[start, end)`: every segment start, more when
 /// `min_parts` asks. Includes `start` and `end`.
 #[pyfunction]
@@ -248,6 +232,5 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ArrowReader>()?;
     m.add_function(wrap_pyfunction!(admit, m)?)?;
     m.add_function(wrap_pyfunction!(split_points, m)?)?;
-    m.add_function(wrap_pyfunction!(decode_pulled, m)?)?;
     Ok(())
 }

@@ -61,7 +61,7 @@ impl BrokerController {
 
     /// Serves the port for `store`. Keyword arguments are RocketMQ's `BrokerConfig` keys;
     /// left out, they take the core's defaults (RocketMQ's).
-    #[pyo3(signature = (store, *, ha_master=None, ha_client=None, cluster_name=None, broker_name=None, broker_id=None, broker_role=None, broker_ip1=None, namesrv_addr=None, register_name_server_period_ms=None, ha_server_addr=None, update_master_ha_server_addr=false, auto_create_topic_enable=None, default_topic_queue_nums=None, max_message_size=None, broker_permission=None, slave_read_enable=None, which_broker_when_consume_slowly=None, access_message_in_memory_max_ratio=None, long_polling_enable=None, auto_create_subscription_group=None, flush_consumer_offset_interval_ms=None, slave_sync_interval_ms=None, acl_file=None, tls=None, client_tls=None))]
+    #[pyo3(signature = (store, *, ha_master=None, ha_client=None, cluster_name=None, broker_name=None, broker_id=None, broker_role=None, broker_ip1=None, namesrv_addr=None, register_name_server_period_ms=None, ha_server_addr=None, update_master_ha_server_addr=false, auto_create_topic_enable=None, default_topic_queue_nums=None, max_message_size=None, broker_permission=None, slave_read_enable=None, which_broker_when_consume_slowly=None, access_message_in_memory_max_ratio=None, long_polling_enable=None, auto_create_subscription_group=None, max_transfer_bytes_on_message_in_memory=None, max_transfer_count_on_message_in_memory=None, max_transfer_bytes_on_message_in_disk=None, max_transfer_count_on_message_in_disk=None, flush_consumer_offset_interval_ms=None, slave_sync_interval_ms=None, acl_file=None, tls=None, client_tls=None))]
     #[allow(clippy::too_many_arguments)]
     fn start(
         &self,
@@ -87,6 +87,10 @@ impl BrokerController {
         access_message_in_memory_max_ratio: Option<i32>,
         long_polling_enable: Option<bool>,
         auto_create_subscription_group: Option<bool>,
+        max_transfer_bytes_on_message_in_memory: Option<usize>,
+        max_transfer_count_on_message_in_memory: Option<usize>,
+        max_transfer_bytes_on_message_in_disk: Option<usize>,
+        max_transfer_count_on_message_in_disk: Option<usize>,
         flush_consumer_offset_interval_ms: Option<u64>,
         slave_sync_interval_ms: Option<u64>,
         acl_file: Option<std::path::PathBuf>,
@@ -114,6 +118,11 @@ impl BrokerController {
         s.long_polling_enable = long_polling_enable.unwrap_or(s.long_polling_enable);
         s.auto_create_subscription_group =
             auto_create_subscription_group.unwrap_or(s.auto_create_subscription_group);
+        let (memory, disk) = (&mut s.max_transfer_in_memory, &mut s.max_transfer_in_disk);
+        memory.bytes = max_transfer_bytes_on_message_in_memory.unwrap_or(memory.bytes);
+        memory.count = max_transfer_count_on_message_in_memory.unwrap_or(memory.count);
+        disk.bytes = max_transfer_bytes_on_message_in_disk.unwrap_or(disk.bytes);
+        disk.count = max_transfer_count_on_message_in_disk.unwrap_or(disk.count);
         if let Some(role) = broker_role {
             s.is_slave = role == "SLAVE";
             config.broker_role = role;

@@ -8,6 +8,7 @@ use std::time::Duration;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use rocketha_core::acl::SessionCredentials;
+use rocketha_core::arrow;
 use rocketha_core::client::{
     ConsumerData, MqClientApi, OutgoingMessage, PullReply, SendError, SendOutcome, SendTarget,
     SubscriptionData,
@@ -17,17 +18,17 @@ use rocketha_core::remoting::header::{
     PullMessageRequestHeader, QueryConsumerOffsetRequestHeader, UpdateConsumerOffsetRequestHeader,
 };
 
+use crate::arrow::{ColumnarBatch, RecordFilter};
 use crate::consumer::{pull_tuple, subscription_error};
-use crate::errors::{ForkGuard, InvalidMessageError, RemotingConnectError, SendStatusUnknownError};
+use crate::errors::{
+    CommitLogCorrupted, ForkGuard, InvalidMessageError, RemotingConnectError,
+    SendStatusUnknownError,
+};
 use crate::message::Message;
 use crate::tls::ClientTls;
 
-/// `(bodies, next_offset, (code, remark, min_offset, max_offset) of a refusal)`.
-type PulledTuple<'py> = (
-    Vec<Bound<'py, PyBytes>>,
-    i64,
-    Option<(i32, Option<String>, i64, i64)>,
-);
+/// `(rows, next_offset, (code, remark, min_offset, max_offset) of a refusal)`.
+type PulledTuple = (ColumnarBatch, i64, Option<(i32, Option<String>, i64, i64)>);
 
 /// `(code, remark, offset_msg_id, queue_id, queue_offset, uniq_ids)`.
 type SendTuple = (i32, Option<String>, String, i32, i64, Vec<String>);
@@ -386,15 +387,16 @@ impl MQClientAPI {
     }
 
     /// PULL_MESSAGE over queue offsets `[queue_offset, end)`, `window` pulls of
-    /// `max_msg_nums` in flight, until about `max_rows` offsets are covered: `(bodies,
-    /// next_offset, refused)`, the bodies the FOUND answers' raw records (for
-    /// `decode_pulled`), `refused` the first other answer as `(code, remark, min_offset,
-    /// max_offset)` or None. Without the suspend flag the broker answers at once.
-    #[pyo3(signature = (addr, *, consumer_group, topic, queue_id, queue_offset, end, max_msg_nums, window, max_rows, sys_flag, subscription, timeout))]
+    /// `max_msg_nums` in flight, until about `max_rows` offsets are covered: `(rows,
+    /// next_offset, refused)`, the rows the FOUND answers' records that `filter` accepts,
+    /// decoded to Arrow (body CRCs checked) with the GIL released and no copy through Python;
+    /// `refused` the first other answer as `(code, remark, min_offset, max_offset)` or None.
+    /// Without the suspend flag the broker answers at once.
+    #[pyo3(signature = (addr, *, consumer_group, topic, queue_id, queue_offset, end, max_msg_nums, window, max_rows, sys_flag, subscription, filter, timeout))]
     #[allow(clippy::too_many_arguments)]
-    fn pull_range<'py>(
+    fn pull_range(
         &self,
-        py: Python<'py>,
+        py: Python<'_>,
         addr: &str,
         consumer_group: String,
         topic: String,
@@ -406,8 +408,9 @@ impl MQClientAPI {
         max_rows: i64,
         sys_flag: i32,
         subscription: String,
+        filter: PyRef<'_, RecordFilter>,
         timeout: f64,
-    ) -> PyResult<PulledTuple<'py>> {
+    ) -> PyResult<PulledTuple> {
         self.guard.check()?;
         let header = PullMessageRequestHeader {
             consumer_group,
@@ -423,16 +426,22 @@ impl MQClientAPI {
             expression_type: Some("TAG".to_owned()),
             max_msg_bytes: None,
         };
-        let api = &self.inner;
-        let range = py
-            .detach(|| api.pull_range(addr, &header, end, window, max_rows, secs(timeout)))
-            .map_err(send_error)?;
-        let bodies = range.bodies.iter().map(|b| PyBytes::new(py, b)).collect();
+        let (api, filter) = (&self.inner, &filter.0);
+        let (range, rows) = py.detach(|| {
+            let range = api
+                .pull_range(addr, &header, end, window, max_rows, secs(timeout))
+                .map_err(send_error)?;
+            let rows = arrow::decode_pulled(range.bodies.iter().map(Vec::as_slice), filter)
+                .map_err(|e| {
+                    CommitLogCorrupted::new_err(format!("a pulled record is broken: {e}"))
+                })?;
+            Ok::<_, PyErr>((range, rows))
+        })?;
         let refused = range.refused.map(|r| {
             let (min, max) = r.header.map_or((-1, -1), |h| (h.min_offset, h.max_offset));
             (r.code, r.remark, min, max)
         });
-        Ok((bodies, range.next_offset, refused))
+        Ok((ColumnarBatch(Arc::new(rows)), range.next_offset, refused))
     }
 
     /// Answers of `pull_message_async` tickets, waiting up to `timeout` seconds (GIL

@@ -51,6 +51,19 @@ pub struct BrokerSettings {
     pub long_polling_enable: bool,
     /// `autoCreateSubscriptionGroup`.
     pub auto_create_subscription_group: bool,
+    /// `maxTransferBytesOnMessageInMemory` / `maxTransferCountOnMessageInMemory`: one pull's
+    /// bounds while its records are (likely) in the page cache.
+    pub max_transfer_in_memory: TransferLimit,
+    /// `maxTransferBytesOnMessageInDisk` / `maxTransferCountOnMessageInDisk`: smaller bounds
+    /// for a consumer so far behind that its records are read from disk.
+    pub max_transfer_in_disk: TransferLimit,
+}
+
+/// The most one pull answers with: whichever of the two is reached first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TransferLimit {
+    pub bytes: usize,
+    pub count: usize,
 }
 
 impl Default for BrokerSettings {
@@ -70,6 +83,14 @@ impl Default for BrokerSettings {
             access_message_in_memory_max_ratio: 40,
             long_polling_enable: true,
             auto_create_subscription_group: true,
+            max_transfer_in_memory: TransferLimit {
+                bytes: 256 * 1024,
+                count: 32,
+            },
+            max_transfer_in_disk: TransferLimit {
+                bytes: 64 * 1024,
+                count: 8,
+            },
         }
     }
 }

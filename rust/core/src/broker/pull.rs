@@ -20,20 +20,12 @@ use super::consumer_offset::ConsumerOffsetManager;
 use super::store_stats::StoreStatsService;
 use super::subscription_group::SubscriptionGroupManager;
 use super::topic_config::TopicConfigManager;
-use super::BrokerSettings;
+use super::{BrokerSettings, TransferLimit};
 use crate::namesrv::{perm, MASTER_ID};
 use crate::remoting::header::{pull_sys_flag, PullMessageRequestHeader, PullMessageResponseHeader};
 use crate::remoting::{response_code, RemotingCommand, Responder};
 use crate::store::MessageStore;
 
-/// `maxTransferCountOnMessageInMemory` / `maxTransferBytesOnMessageInMemory`: the batch bounds
-/// when the records are (likely) in the page cache.
-const MAX_TRANSFER_COUNT_IN_MEMORY: usize = 32;
-const MAX_TRANSFER_BYTES_IN_MEMORY: usize = 256 * 1024;
-/// `maxTransferCountOnMessageInDisk` / `maxTransferBytesOnMessageInDisk`: smaller batches for
-/// a consumer so far behind that its records are read from disk.
-const MAX_TRANSFER_COUNT_IN_DISK: usize = 8;
-const MAX_TRANSFER_BYTES_IN_DISK: usize = 64 * 1024;
 /// Consume queue entries one pull looks at, for filtered subscriptions
 /// (`maxFilterMessageCount` = 16000 bytes of entries).
 const MAX_FILTER_ENTRIES: usize = 16_000 / crate::consume_queue::CQ_ENTRY_SIZE;
@@ -473,7 +465,12 @@ impl PullMessageProcessor {
                 continue;
             }
             let in_disk = max_offset_py.saturating_sub(offset_py) > self.memory_bytes;
-            if batch_full(size, max_msgs, max_bytes, result, in_disk) {
+            let limit = if in_disk {
+                self.settings.max_transfer_in_disk
+            } else {
+                self.settings.max_transfer_in_memory
+            };
+            if batch_full(size, max_msgs, max_bytes, result, limit) {
                 break;
             }
             max_py_pulling = Some(offset_py);
@@ -510,27 +507,19 @@ impl PullMessageProcessor {
     }
 }
 
-/// `isTheBatchFull`.
+/// `isTheBatchFull`: the pull's own bounds, then the broker's for where the records are.
 fn batch_full(
     size: usize,
     max_msgs: usize,
     max_bytes: usize,
     result: &GetMessageResult,
-    in_disk: bool,
+    limit: TransferLimit,
 ) -> bool {
     let (total, count) = (result.body.len(), result.count);
     if total == 0 || count == 0 {
         return false;
     }
-    if count >= max_msgs || total + size > max_bytes {
-        return true;
-    }
-    let (bytes, msgs) = if in_disk {
-        (MAX_TRANSFER_BYTES_IN_DISK, MAX_TRANSFER_COUNT_IN_DISK)
-    } else {
-        (MAX_TRANSFER_BYTES_IN_MEMORY, MAX_TRANSFER_COUNT_IN_MEMORY)
-    };
-    total + size > bytes || count >= msgs
+    count >= max_msgs.min(limit.count) || total + size > max_bytes.min(limit.bytes)
 }
 
 /// `TotalPhysicalMemorySize`.

@@ -205,11 +205,15 @@ impl MqClientApi {
     }
 
     /// PULL_MESSAGE over a known range of queue offsets, `window` pulls in flight at once
-    /// (each asks `header.max_msg_nums` messages at consecutive offsets, the suspend flag off),
-    /// until about `max_rows` offsets from `header.queue_offset` are covered, `end` is reached
-    /// or an answer is not FOUND. A range reader knows which offsets exist, so it need not wait
-    /// for one answer's `nextBeginOffset` before asking for the next: one round trip per
-    /// window rather than per pull.
+    /// (the suspend flag off), until about `max_rows` offsets from `header.queue_offset` are
+    /// covered, `end` is reached or an answer is not FOUND. A range reader knows which offsets
+    /// exist, so it need not wait for one answer's `nextBeginOffset` before asking for the
+    /// next: one round trip per window rather than per pull.
+    ///
+    /// Each pull asks for up to `header.max_msg_nums` messages; the broker answers with at most
+    /// its `maxTransfer*OnMessageInMemory`. The first pull goes alone and its answer's size
+    /// sets the size of the rest (a pull the broker would cut short costs a second round
+    /// trip); what an answer leaves out anyway is asked for first, in pulls of that size.
     pub fn pull_range(
         &self,
         addr: &str,
@@ -220,18 +224,22 @@ impl MqClientApi {
         timeout: Duration,
     ) -> Result<PulledRange, SendError> {
         let (tx, rx) = mpsc::channel();
-        let batch = i64::from(header.max_msg_nums.max(1));
+        let mut batch = i64::from(header.max_msg_nums.max(1));
         let stop = end.min(header.queue_offset.saturating_add(max_rows.max(1)));
         let mut out = PulledRange {
             bodies: Vec::new(),
             next_offset: header.queue_offset,
             refused: None,
         };
-        // Pulls sent: start offset -> the offset it asked up to.
+        // Pulls in flight: start offset -> the offset it asked up to.
         let mut asked: BTreeMap<i64, i64> = BTreeMap::new();
-        let mut answers: BTreeMap<i64, PullReply> = BTreeMap::new();
+        // Offsets answers left out, not asked for again yet: start -> end.
+        let mut left: BTreeMap<i64, i64> = BTreeMap::new();
+        // Answers by start offset, with the offset they reach (a refusal reaches its start).
+        let mut answers: BTreeMap<i64, (PullReply, i64)> = BTreeMap::new();
+        let mut learned = false;
         let mut next = header.queue_offset;
-        let send = |from: i64, to: i64| {
+        let send = |asked: &mut BTreeMap<i64, i64>, from: i64, to: i64| {
             let mut h = header.clone();
             h.queue_offset = from;
             h.max_msg_nums = i32::try_from(to - from).unwrap_or(i32::MAX);
@@ -239,34 +247,56 @@ impl MqClientApi {
             self.pull_message_async(addr, &h, timeout, move |r| {
                 // The receiver is gone only when the range stopped early: nothing to tell.
                 let _ = tx.send((from, r));
-            })
+            })?;
+            asked.insert(from, to);
+            Ok::<_, SendError>(())
         };
         while out.next_offset < stop {
-            while asked.len() < window.max(1) && next < stop {
-                let to = stop.min(next + batch);
-                send(next, to)?;
-                asked.insert(next, to);
-                next = to;
+            let room = if learned { window.max(1) } else { 1 };
+            while asked.len() < room {
+                let (from, to) = match left.pop_first() {
+                    Some(range) => range,
+                    None if next < stop => (next, stop),
+                    None => break,
+                };
+                let piece = to.min(from + batch);
+                if to == stop && from == next {
+                    next = piece;
+                } else if piece < to {
+                    left.insert(piece, to);
+                }
+                send(&mut asked, from, piece)?;
             }
             let (from, reply) = rx
                 .recv_timeout(timeout)
                 .map_err(|_| SendError::Unknown(format!("{addr}: no answer to a pull")))?;
-            answers.insert(from, reply?);
-            while let Some(reply) = answers.remove(&out.next_offset) {
-                let from = out.next_offset;
-                let to = asked.remove(&from).unwrap_or(from);
-                let next_begin = reply.header.as_ref().map_or(from, |h| h.next_begin_offset);
-                if reply.code != response_code::SUCCESS || next_begin <= from {
+            let reply = reply?;
+            let to = asked.remove(&from).unwrap_or(from);
+            let next_begin = reply.header.as_ref().map_or(from, |h| h.next_begin_offset);
+            let reached = if reply.code == response_code::SUCCESS && next_begin > from {
+                next_begin.min(to)
+            } else {
+                from
+            };
+            if reached > from && reached < to {
+                // Cut short by the broker's transfer limits: the rest is asked for next, and
+                // no pull asks for more than it answers.
+                left.insert(reached, to);
+                batch = if learned {
+                    batch.max(reached - from)
+                } else {
+                    reached - from
+                };
+            }
+            learned = true;
+            answers.insert(from, (reply, reached));
+            while let Some((reply, reached)) = answers.remove(&out.next_offset) {
+                if reached == out.next_offset {
                     out.refused = Some(reply);
                     return Ok(out);
                 }
                 out.bodies.push(reply.body);
-                out.next_offset = next_begin.min(to);
-                if out.next_offset < to {
-                    // A short answer (the broker's byte bound): ask again for the rest.
-                    send(out.next_offset, to)?;
-                    asked.insert(out.next_offset, to);
-                }
+                out.next_offset = reached;
             }
         }
         Ok(out)

@@ -123,6 +123,104 @@ fn a_pull_answers_the_matching_records_raw_and_where_to_go_next() {
 }
 
 #[test]
+fn the_brokers_transfer_limits_bound_a_pull_below_its_max_msg_nums() {
+    let b = broker_with(BrokerSettings {
+        max_transfer_in_memory: TransferLimit {
+            bytes: 256 * 1024,
+            count: 3,
+        },
+        ..BrokerSettings::default()
+    });
+    let mut c = client(b.controller.local_addr());
+    let at: Vec<u64> = (0..5)
+        .map(|_| send_tagged(&mut c, "orders", "a", &[b'x'; 100]))
+        .collect();
+    let r = c
+        .invoke(pull("orders", 0, 0, 32, 0, Some("*")), TIMEOUT)
+        .unwrap();
+    assert_eq!(
+        header(&r).next_begin_offset,
+        3,
+        "maxTransferCountOnMessageInMemory"
+    );
+    // The byte limit: room for the first record and not the second.
+    let one = record_bytes(&b.store, at[0]).len();
+    let b = broker_with(BrokerSettings {
+        max_transfer_in_memory: TransferLimit {
+            bytes: one + 1,
+            count: 32,
+        },
+        ..BrokerSettings::default()
+    });
+    let mut c = client(b.controller.local_addr());
+    for _ in 0..5 {
+        send_tagged(&mut c, "orders", "a", &[b'x'; 100]);
+    }
+    let r = c
+        .invoke(pull("orders", 0, 0, 32, 0, Some("*")), TIMEOUT)
+        .unwrap();
+    assert_eq!(
+        header(&r).next_begin_offset,
+        1,
+        "maxTransferBytesOnMessageInMemory"
+    );
+}
+
+/// `MqClientApi::pull_range` of `[from, end)` on `broker`, asking `ask` a pull, 4 in flight:
+/// the queue offsets of the records it got, where it stopped, and its refusal's code.
+fn pull_range(broker: &Broker, from: i64, end: i64, ask: i32) -> (Vec<i64>, i64, Option<i32>) {
+    let api = crate::client::MqClientApi::new(None, None).unwrap();
+    let addr = broker.controller.local_addr().to_string();
+    let header = PullMessageRequestHeader {
+        consumer_group: "cg".into(),
+        topic: "orders".into(),
+        queue_id: 0,
+        queue_offset: from,
+        max_msg_nums: ask,
+        sys_flag: pull_sys_flag::FLAG_SUBSCRIPTION,
+        commit_offset: 0,
+        suspend_timeout_millis: 0,
+        subscription: Some("*".into()),
+        sub_version: 0,
+        expression_type: Some("TAG".into()),
+        max_msg_bytes: None,
+    };
+    let got = api
+        .pull_range(&addr, &header, end, 4, 1_000, TIMEOUT)
+        .unwrap();
+    let offsets = got
+        .bodies
+        .iter()
+        .flat_map(|b| crate::client::decode_pulled(b).unwrap())
+        .map(|r| r.queue_offset)
+        .collect();
+    (offsets, got.next_offset, got.refused.map(|r| r.code))
+}
+
+#[test]
+fn a_range_read_asks_again_for_what_the_brokers_limits_cut_short() {
+    let b = broker_with(BrokerSettings {
+        max_transfer_in_memory: TransferLimit {
+            bytes: 256 * 1024,
+            count: 3,
+        },
+        ..BrokerSettings::default()
+    });
+    let mut c = client(b.controller.local_addr());
+    for _ in 0..40 {
+        send_tagged(&mut c, "orders", "a", b"x");
+    }
+    // Every offset once, in order, though each answer carries 3 of the 1024 asked.
+    let (offsets, next, refused) = pull_range(&b, 2, 40, 1024);
+    assert_eq!(offsets, (2..40).collect::<Vec<_>>());
+    assert_eq!((next, refused), (40, None));
+    // Past the queue's end: what exists, then the refusal where it stopped.
+    let (offsets, next, refused) = pull_range(&b, 35, 50, 1024);
+    assert_eq!(offsets, (35..40).collect::<Vec<_>>());
+    assert_eq!((next, refused), (40, Some(response_code::PULL_NOT_FOUND)));
+}
+
+#[test]
 fn store_statuses_map_onto_rocketmqs_pull_codes() {
     let b = broker_with(BrokerSettings::default());
     let mut c = client(b.controller.local_addr());
