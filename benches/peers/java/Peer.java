@@ -76,6 +76,13 @@ public final class Peer {
     static final int QUEUES = 4;
     static final int DELAY_LEVEL = 4;
     static final long ROUTE_TIMEOUT_MS = 30000;
+    /**
+     * A group member's route refresh (pollNameServerInterval, 30 s by default): the name
+     * server drops a dead master's route at once, but a member only stops pulling from it
+     * (a 3 s back-off after each refused pull) once it refreshes, and only finds a returned
+     * master then. Tests kill and restart masters; their members need not wait 30 s for it.
+     */
+    static final int ROUTE_POLL_MS = 1000;
 
     private Peer() {
     }
@@ -480,6 +487,7 @@ public final class Peer {
             DefaultLitePullConsumer consumer = new DefaultLitePullConsumer(group);
             consumer.setNamesrvAddr(namesrv);
             consumer.setInstanceName(instance);
+            consumer.setPollNameServerInterval(ROUTE_POLL_MS);
             consumer.setAutoCommit(false);
             consumer.setAllocateMessageQueueStrategy(new Reporting());
             consumer.subscribe(topic, "*");
@@ -504,6 +512,7 @@ public final class Peer {
             DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(group);
             consumer.setNamesrvAddr(namesrv);
             consumer.setInstanceName(instance);
+            consumer.setPollNameServerInterval(ROUTE_POLL_MS);
             consumer.subscribe(topic, "*");
             consumer.setAllocateMessageQueueStrategy(new Reporting());
             // Messages handed to the listener finish (and commit) before shutdown persists.
