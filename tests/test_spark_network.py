@@ -24,6 +24,7 @@ from rocketha._core import MQClientAPI, RecordFilter
 from rocketha.exceptions import ConfigError
 from rocketha.spark._network import QueueState, partitions
 from rocketha.spark._options import parse
+from test_acl import GOOD, PLAIN_ACL, acl_config
 
 pytestmark = pytest.mark.spark
 
@@ -204,6 +205,25 @@ def test_a_brokers_transfer_limit_bounds_its_pulls_and_the_source_reads_past_it(
             assert (response["code"], _records(body)) == (0, 3)
             rows = _network(spark, ns.listen_address, topics="few").select("body").collect()
             assert sorted(r.body for r in rows) == sorted(b"m%d" % i for i in range(50))
+
+
+def test_the_source_signs_for_a_broker_with_acl(spark: Any, tmp_path: Path) -> None:
+    """``accessKey``/``secretKey`` sign the planning's queries and the executors' pulls; a wrong
+    secret fails the read with the broker's reason."""
+    acl = tmp_path / "plain_acl.yml"
+    acl.write_text(PLAIN_ACL)
+    rocketha.spark.register(spark)
+    with NameServer("127.0.0.1:0") as ns:
+        config = acl_config(tmp_path, ns.listen_address, acl_enable=True, acl_plain_file=acl)
+        with Broker(config), Producer(ns.listen_address, "p", credentials=GOOD) as producer:
+            for i in range(20):
+                wait_for(lambda i=i: producer.send(Message("topicB", b"b%d" % i)), what="a send")
+            wait_for(lambda: routed(ns.listen_address, "topicB"), what="the topic's route")
+            keys = {"topics": "topicB", "accessKey": GOOD.access_key}
+            rows = _network(spark, ns.listen_address, secretKey=GOOD.secret_key, **keys).collect()
+            assert sorted(r.body for r in rows) == sorted(b"b%d" % i for i in range(20))
+            with pytest.raises(Exception, match="Check signature failed for accessKey=RocketMQ"):
+                _network(spark, ns.listen_address, secretKey="not-the-secret", **keys).count()
 
 
 @pytest.mark.parametrize(
