@@ -122,15 +122,17 @@ fn a_pull_answers_the_matching_records_raw_and_where_to_go_next() {
     assert_eq!(header(&r).next_begin_offset, 2);
 }
 
+/// A broker whose pulls carry at most `bytes` and `count` messages (in memory).
+fn broker_within(bytes: usize, count: usize) -> Broker {
+    broker_with(BrokerSettings {
+        max_transfer_in_memory: TransferLimit { bytes, count },
+        ..BrokerSettings::default()
+    })
+}
+
 #[test]
 fn the_brokers_transfer_limits_bound_a_pull_below_its_max_msg_nums() {
-    let b = broker_with(BrokerSettings {
-        max_transfer_in_memory: TransferLimit {
-            bytes: 256 * 1024,
-            count: 3,
-        },
-        ..BrokerSettings::default()
-    });
+    let b = broker_within(256 * 1024, 3);
     let mut c = client(b.controller.local_addr());
     let at: Vec<u64> = (0..5)
         .map(|_| send_tagged(&mut c, "orders", "a", &[b'x'; 100]))
@@ -145,13 +147,7 @@ fn the_brokers_transfer_limits_bound_a_pull_below_its_max_msg_nums() {
     );
     // The byte limit: room for the first record and not the second.
     let one = record_bytes(&b.store, at[0]).len();
-    let b = broker_with(BrokerSettings {
-        max_transfer_in_memory: TransferLimit {
-            bytes: one + 1,
-            count: 32,
-        },
-        ..BrokerSettings::default()
-    });
+    let b = broker_within(one + 1, 32);
     let mut c = client(b.controller.local_addr());
     for _ in 0..5 {
         send_tagged(&mut c, "orders", "a", &[b'x'; 100]);
@@ -199,13 +195,7 @@ fn pull_range(broker: &Broker, from: i64, end: i64, ask: i32) -> (Vec<i64>, i64,
 
 #[test]
 fn a_range_read_asks_again_for_what_the_brokers_limits_cut_short() {
-    let b = broker_with(BrokerSettings {
-        max_transfer_in_memory: TransferLimit {
-            bytes: 256 * 1024,
-            count: 3,
-        },
-        ..BrokerSettings::default()
-    });
+    let b = broker_within(256 * 1024, 3);
     let mut c = client(b.controller.local_addr());
     for _ in 0..40 {
         send_tagged(&mut c, "orders", "a", b"x");
