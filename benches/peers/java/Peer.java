@@ -83,6 +83,15 @@ public final class Peer {
      * master then. Tests kill and restart masters; their members need not wait 30 s for it.
      */
     static final int ROUTE_POLL_MS = 1000;
+    /**
+     * A group member's heartbeat (heartbeatBrokerInterval, 30 s by default). A rebalance that
+     * changes a member's queues gives its subscription a new subVersion and sends a heartbeat
+     * only if no other is under way (tryLock); when the scheduled one holds the lock, the
+     * broker keeps the old version and answers the member's pulls SUBSCRIPTION_NOT_LATEST
+     * until the next heartbeat. A RocketMQ client race, the same against RocketMQ's broker;
+     * tests need not wait 30 s for it.
+     */
+    static final int HEARTBEAT_MS = 1000;
 
     private Peer() {
     }
@@ -488,6 +497,7 @@ public final class Peer {
             consumer.setNamesrvAddr(namesrv);
             consumer.setInstanceName(instance);
             consumer.setPollNameServerInterval(ROUTE_POLL_MS);
+            consumer.setHeartbeatBrokerInterval(HEARTBEAT_MS);
             consumer.setAutoCommit(false);
             consumer.setAllocateMessageQueueStrategy(new Reporting());
             consumer.subscribe(topic, "*");
@@ -513,6 +523,7 @@ public final class Peer {
             consumer.setNamesrvAddr(namesrv);
             consumer.setInstanceName(instance);
             consumer.setPollNameServerInterval(ROUTE_POLL_MS);
+            consumer.setHeartbeatBrokerInterval(HEARTBEAT_MS);
             consumer.subscribe(topic, "*");
             consumer.setAllocateMessageQueueStrategy(new Reporting());
             // Messages handed to the listener finish (and commit) before shutdown persists.
