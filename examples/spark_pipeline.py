@@ -72,6 +72,8 @@ def demo_cluster(root: str) -> Iterator[str]:
                 slave_read_enable=True,
                 # It serves a new topic once it has its master's config.
                 slave_sync_interval=500,
+                # Spark reads it: more than RocketMQ's 32 messages a pull (see the README).
+                max_transfer_count_on_message_in_memory=1024,
                 **common,
             )
             with Broker(slave_conf):
