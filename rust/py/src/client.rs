@@ -365,18 +365,18 @@ impl MQClientAPI {
     ) -> PyResult<u64> {
         self.guard.check()?;
         let header = PullMessageRequestHeader {
-            consumer_group,
-            topic,
-            queue_id,
-            queue_offset,
-            max_msg_nums,
-            sys_flag,
             commit_offset,
             suspend_timeout_millis,
-            subscription: Some(subscription),
             sub_version,
-            expression_type: Some("TAG".to_owned()),
-            max_msg_bytes: None,
+            ..PullMessageRequestHeader::tag(
+                consumer_group,
+                topic,
+                queue_id,
+                queue_offset,
+                max_msg_nums,
+                sys_flag,
+                subscription,
+            )
         };
         let api = &self.inner;
         let (ticket, done) = self.pulls.ticket();
@@ -412,20 +412,15 @@ impl MQClientAPI {
         timeout: f64,
     ) -> PyResult<PulledTuple> {
         self.guard.check()?;
-        let header = PullMessageRequestHeader {
+        let header = PullMessageRequestHeader::tag(
             consumer_group,
             topic,
             queue_id,
             queue_offset,
             max_msg_nums,
             sys_flag,
-            commit_offset: 0,
-            suspend_timeout_millis: 0,
-            subscription: Some(subscription),
-            sub_version: 0,
-            expression_type: Some("TAG".to_owned()),
-            max_msg_bytes: None,
-        };
+            subscription,
+        );
         let (api, filter) = (&self.inner, &filter.0);
         let (range, rows) = py.detach(|| {
             let range = api

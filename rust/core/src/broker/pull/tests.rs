@@ -167,20 +167,15 @@ fn the_brokers_transfer_limits_bound_a_pull_below_its_max_msg_nums() {
 fn pull_range(broker: &Broker, from: i64, end: i64, ask: i32) -> (Vec<i64>, i64, Option<i32>) {
     let api = crate::client::MqClientApi::new(None, None).unwrap();
     let addr = broker.controller.local_addr().to_string();
-    let header = PullMessageRequestHeader {
-        consumer_group: "cg".into(),
-        topic: "orders".into(),
-        queue_id: 0,
-        queue_offset: from,
-        max_msg_nums: ask,
-        sys_flag: pull_sys_flag::FLAG_SUBSCRIPTION,
-        commit_offset: 0,
-        suspend_timeout_millis: 0,
-        subscription: Some("*".into()),
-        sub_version: 0,
-        expression_type: Some("TAG".into()),
-        max_msg_bytes: None,
-    };
+    let header = PullMessageRequestHeader::tag(
+        "cg".into(),
+        "orders".into(),
+        0,
+        from,
+        ask,
+        pull_sys_flag::FLAG_SUBSCRIPTION,
+        "*".into(),
+    );
     let got = api
         .pull_range(&addr, &header, end, 4, 1_000, TIMEOUT)
         .unwrap();

@@ -22,6 +22,36 @@ pub struct PullMessageRequestHeader {
     pub max_msg_bytes: Option<i32>,
 }
 
+impl PullMessageRequestHeader {
+    /// A pull of a TAG subscription (`*` or `a || b`) from `queue_offset`: no offset to
+    /// commit, not held (`suspendTimeoutMillis` 0), `subVersion` 0, no byte bound; set those
+    /// fields on the result when a pull needs them.
+    pub fn tag(
+        consumer_group: String,
+        topic: String,
+        queue_id: i32,
+        queue_offset: i64,
+        max_msg_nums: i32,
+        sys_flag: i32,
+        subscription: String,
+    ) -> Self {
+        Self {
+            consumer_group,
+            topic,
+            queue_id,
+            queue_offset,
+            max_msg_nums,
+            sys_flag,
+            commit_offset: 0,
+            suspend_timeout_millis: 0,
+            subscription: Some(subscription),
+            sub_version: 0,
+            expression_type: Some("TAG".to_owned()),
+            max_msg_bytes: None,
+        }
+    }
+}
+
 /// `PullSysFlag`.
 pub mod pull_sys_flag {
     pub const FLAG_COMMIT_OFFSET: i32 = 0x1;
