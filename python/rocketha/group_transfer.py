@@ -38,6 +38,9 @@ class GroupTransferService:
         self._thread: threading.Thread | None = None
 
     def start(self) -> GroupTransferService:
+        """Starts the thread; a second call is the same service."""
+        if self._thread is not None:
+            return self
         self._running = True
         self._thread = threading.Thread(
             target=self._run, name="rocketha-group-transfer", daemon=True

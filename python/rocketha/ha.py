@@ -71,6 +71,10 @@ class HAService:
     # -- lifecycle -------------------------------------------------------------------------
 
     def start(self) -> HAService:
+        """Listens (master) or connects (slave); a second call (``with`` after ``start()``)
+        is the same service."""
+        if self._running:
+            return self
         if self.is_master:
             self.master = _core.HAMaster(self.store, self._listen, **self._options)
             log.info("HA master listening on %s", self.master.listen_address)

@@ -48,6 +48,10 @@ class BrokerMetrics(Collector):
         self.put_latency.labels(status.name).observe(time.perf_counter() - started)
 
     def serve(self, port: int, address: str = "127.0.0.1") -> BrokerMetrics:
+        """Serves ``/metrics`` and ``/status`` on ``address:port`` (0 picks a free port); a
+        second call while serving is the same server."""
+        if self._server is not None:
+            return self
         metrics = make_wsgi_app(self.registry)
 
         def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
@@ -70,6 +74,7 @@ class BrokerMetrics(Collector):
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
+            self._server = None
 
     def collect(self) -> Iterator[Metric]:
         status = self.broker.ha_status()
