@@ -17,6 +17,7 @@ import pytest
 # (``benches.peers``), which tests share.
 sys.path[:0] = [str(Path(__file__).parent), str(Path(__file__).parents[1])]
 
+from default_ports import hold  # noqa: E402
 from helpers import broker_pair  # noqa: E402
 from rocketha import Broker, NameServer  # noqa: E402
 
@@ -37,6 +38,16 @@ def spark() -> Iterator[object]:
     )
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def default_ports_held() -> Iterator[None]:
+    """RocketMQ's default ports are taken for the whole session (see ``default_ports.py``): a
+    test that binds one by accident fails here as it would beside a user's running broker."""
+    held = hold()
+    yield
+    for sock in held:
+        sock.close()
 
 
 @pytest.fixture(autouse=True)

@@ -291,6 +291,7 @@ def test_slave_stops_on_a_record_that_keeps_failing_validation(
             ha_master_address=master.ha_address,
             ha_listen_address="127.0.0.1",
             ha_listen_port=0,
+            listen_port=0,
             **kw,
         )
 

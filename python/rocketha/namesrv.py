@@ -42,6 +42,9 @@ class NameServer:
         self._pump: EventPump[tuple[str, str, str, bool]] | None = None
 
     def start(self) -> NameServer:
+        """Listens and serves; a second call (``with`` after ``start()``) is the same server."""
+        if self._handle is not None:
+            return self
         self._handle = _core.NameServer(
             self._listen, broker_channel_expired_time_ms=self._expired_time_ms, tls=self._tls
         )
@@ -55,6 +58,7 @@ class NameServer:
         self._handle.shutdown()
         self._pump.stop()
         self._pump = None
+        self._handle = None
 
     def __enter__(self) -> NameServer:
         return self.start()

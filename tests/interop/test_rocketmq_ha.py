@@ -88,6 +88,7 @@ def rocketha_slave(store: Path, master: str, cq_bytes: int = CQ_BYTES, **keys: o
             ha_master_address=master,
             mapped_file_size_commit_log=SEG,
             mapped_file_size_consume_queue=cq_bytes,
+            listen_port=0,
             **keys,  # type: ignore[arg-type]
         )
     ).start()
@@ -430,6 +431,7 @@ def test_rocketha_master_to_rocketmq_slave(
         mapped_file_size_consume_queue=CQ_BYTES,
         ha_listen_address="127.0.0.1",
         ha_listen_port=0,
+        listen_port=0,
         sync_from_last_file=from_last_file,
         **(FAST_HA_OURS if from_last_file else {}),  # type: ignore[arg-type]
     )
