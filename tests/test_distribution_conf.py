@@ -134,3 +134,52 @@ def test_bad_overrides_are_named() -> None:
     done = rocketha_broker("-p", "--set", "listenPrt=1")
     assert done.returncode == 2
     assert "unknown key 'listenPrt'; did you mean 'listenPort'?" in done.stderr
+
+
+def test_a_slave_refuses_another_groups_master(
+    tmp_path: Path, namesrv_process: NamesrvProcess
+) -> None:
+    """broker-b's slave given broker-a's master as haMasterAddress (what the shipped slave
+    files once said) replicates nothing and says why, naming both; told its own master's
+    address, the one the name server confirms, it replicates."""
+    _, namesrv = namesrv_process
+    brokers = [start(tmp_path, "2m-2s-sync", name, namesrv) for name in ("broker-a", "broker-b")]
+    a_ha, b_ha = (f"127.0.0.1:{b.started['ha_listen_port']}" for b in brokers)
+    conf = tmp_path / "broker-b-s.properties"
+    shutil.copyfile(FIXTURES / "2m-2s-sync" / conf.name, conf)
+
+    def slave(ha_master: str, store: str) -> BrokerProcess:
+        sets = [f"storePathRootDir={tmp_path / store}", "listenPort=0"]
+        sets.append(f"haMasterAddress={ha_master}")
+        return BrokerProcess(conf, "-n", namesrv, *(f"--set={kv}" for kv in sets))
+
+    try:
+        for master in brokers:
+            create_topic(master.started["listen_address"], "OwnTopic")
+        with Producer(namesrv, "identity-producer") as producer:
+            wait_for(lambda: topic_brokers(namesrv, "OwnTopic") == 2, what="OwnTopic's route")
+            for i in range(20):
+                producer.send(Message("OwnTopic", b"m%d" % i))
+        wrong = slave(a_ha, "wrong")
+        try:
+            refusal = wait_for(
+                lambda: "refusing to replicate" in wrong.stderr() and wrong.stderr(),
+                what="the slave's refusal",
+            )
+            assert f"haMasterAddress={a_ha} is not the master of this slave's group broker-b" in (
+                refusal
+            )
+            assert f"the name server names {b_ha} as broker broker-b's master" in refusal
+        finally:
+            wrong.stop()
+        assert bodies(tmp_path / "wrong") == set(), "no byte of broker-a's log on broker-b's slave"
+        right = slave(b_ha, "right")
+        try:
+            wait_for(lambda: len(bodies(tmp_path / "right")) > 0, what="broker-b's log replicated")
+            assert "is broker broker-b's master, as the name server confirms" in right.stderr()
+        finally:
+            right.stop()
+        assert bodies(tmp_path / "right") == bodies(tmp_path / "broker-b")
+    finally:
+        for broker in reversed(brokers):
+            broker.stop()

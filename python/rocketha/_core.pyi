@@ -311,6 +311,7 @@ class BrokerController:
         register_name_server_period_ms: int | None = None,
         ha_server_addr: str | None = None,
         update_master_ha_server_addr: bool = False,
+        check_master_ha_server_addr: str | None = None,
         auto_create_topic_enable: bool | None = None,
         default_topic_queue_nums: int | None = None,
         max_message_size: int | None = None,

@@ -30,6 +30,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 import os
+import shutil
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -69,6 +70,14 @@ def _physical_memory() -> int:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError):
         return 8 << 30
+
+
+def _first_missing(path: Path) -> Path:
+    """The outermost directory of ``path`` that does not exist yet: what opening it creates."""
+    path = path.absolute()
+    while not path.parent.exists():
+        path = path.parent
+    return path
 
 
 class Broker:
@@ -121,10 +130,19 @@ class Broker:
         # Bound first: the store records brokerIP1:listenPort in every message.
         self._controller = BrokerController(f"{c.listen_address}:{c.listen_port}")
         store_host = f"{c.broker_ip1}:{self._controller.listen_port}"
+        # A start that fails leaves no empty store behind to be mistaken for a broker's data;
+        # a directory that existed before is never touched.
+        created = [
+            _first_missing(Path(d))
+            for d in (c.store_path_root_dir, c.store_path_commit_log)
+            if d is not None and not os.path.exists(d)
+        ]
         try:
             self._open(secret, acl_file, store_host, tls)
         except BaseException:
             self._close_parts()
+            for directory in created:
+                shutil.rmtree(directory, ignore_errors=True)
             raise
         self._started = True
         log.info(
@@ -169,11 +187,14 @@ class Broker:
             ha_options.update(
                 frame_crc=c.ha_transfer_crc, accept_zero_body_crc=c.ha_accept_zero_body_crc
             )
+        # A slave with name servers replicates from its haMasterAddress only once they confirm
+        # it is this group's master (the controller checks at each registration).
+        check_master = c.ha_master_address if c.namesrv_addr and not self.role.is_master else None
         self.ha = HAService(
             self._store,
             master=self.role.is_master,
             listen=f"{c.ha_listen_address}:{c.ha_listen_port}",
-            master_address=c.ha_master_address,
+            master_address=None if check_master else c.ha_master_address,
             slave_id=c.broker_id,
             **ha_options,
         ).start()
@@ -182,7 +203,13 @@ class Broker:
         if c.metrics_port is not None:
             from rocketha.metrics import BrokerMetrics
 
-            self._metrics = BrokerMetrics(self).serve(c.metrics_port, c.metrics_address)
+            try:
+                self._metrics = BrokerMetrics(self).serve(c.metrics_port, c.metrics_address)
+            except OSError as e:
+                raise ConfigError(
+                    f"{c.source}: metricsPort: cannot serve metrics on "
+                    f"{c.metrics_address}:{c.metrics_port}: {e.strerror or e}"
+                ) from e
         assert self._controller is not None and self.ha is not None
         self._controller.start(
             self._store,
@@ -197,6 +224,7 @@ class Broker:
             register_name_server_period_ms=c.register_name_server_period,
             ha_server_addr=self._advertised_ha_address() if self.role.is_master else "",
             update_master_ha_server_addr=not self.role.is_master and not c.ha_master_address,
+            check_master_ha_server_addr=check_master,
             auto_create_topic_enable=c.auto_create_topic_enable,
             default_topic_queue_nums=c.default_topic_queue_nums,
             max_message_size=c.max_message_size,

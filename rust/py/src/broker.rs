@@ -61,7 +61,7 @@ impl BrokerController {
 
     /// Serves the port for `store`. Keyword arguments are RocketMQ's `BrokerConfig` keys;
     /// left out, they take the core's defaults (RocketMQ's).
-    #[pyo3(signature = (store, *, ha_master=None, ha_client=None, cluster_name=None, broker_name=None, broker_id=None, broker_role=None, broker_ip1=None, namesrv_addr=None, register_name_server_period_ms=None, ha_server_addr=None, update_master_ha_server_addr=false, auto_create_topic_enable=None, default_topic_queue_nums=None, max_message_size=None, broker_permission=None, slave_read_enable=None, which_broker_when_consume_slowly=None, access_message_in_memory_max_ratio=None, long_polling_enable=None, auto_create_subscription_group=None, max_transfer_bytes_on_message_in_memory=None, max_transfer_count_on_message_in_memory=None, max_transfer_bytes_on_message_in_disk=None, max_transfer_count_on_message_in_disk=None, flush_consumer_offset_interval_ms=None, slave_sync_interval_ms=None, acl_file=None, tls=None, client_tls=None))]
+    #[pyo3(signature = (store, *, ha_master=None, ha_client=None, cluster_name=None, broker_name=None, broker_id=None, broker_role=None, broker_ip1=None, namesrv_addr=None, register_name_server_period_ms=None, ha_server_addr=None, update_master_ha_server_addr=false, check_master_ha_server_addr=None, auto_create_topic_enable=None, default_topic_queue_nums=None, max_message_size=None, broker_permission=None, slave_read_enable=None, which_broker_when_consume_slowly=None, access_message_in_memory_max_ratio=None, long_polling_enable=None, auto_create_subscription_group=None, max_transfer_bytes_on_message_in_memory=None, max_transfer_count_on_message_in_memory=None, max_transfer_bytes_on_message_in_disk=None, max_transfer_count_on_message_in_disk=None, flush_consumer_offset_interval_ms=None, slave_sync_interval_ms=None, acl_file=None, tls=None, client_tls=None))]
     #[allow(clippy::too_many_arguments)]
     fn start(
         &self,
@@ -78,6 +78,7 @@ impl BrokerController {
         register_name_server_period_ms: Option<u64>,
         ha_server_addr: Option<String>,
         update_master_ha_server_addr: bool,
+        check_master_ha_server_addr: Option<String>,
         auto_create_topic_enable: Option<bool>,
         default_topic_queue_nums: Option<i32>,
         max_message_size: Option<usize>,
@@ -140,6 +141,7 @@ impl BrokerController {
         }
         config.ha_server_addr = ha_server_addr.unwrap_or_default();
         config.update_master_ha_server_addr_periodically = update_master_ha_server_addr;
+        config.check_master_ha_server_addr = check_master_ha_server_addr;
         config.server.tls = tls.and_then(|t| t.inner.clone());
         config.client_tls = client_tls.map(|t| t.inner.clone());
         config.acl_file = acl_file;

@@ -58,6 +58,9 @@ pub struct BrokerControllerConfig {
     pub ha_server_addr: String,
     /// A slave without `haMasterAddress`: follow the master HA address the name servers give.
     pub update_master_ha_server_addr_periodically: bool,
+    /// A slave's `haMasterAddress` when it also has name servers: its HA client starts with no
+    /// master and replicates from this address once a name server confirms it is the group's.
+    pub check_master_ha_server_addr: Option<String>,
     /// `flushConsumerOffsetInterval` (5 s): how often committed offsets reach the file.
     pub flush_consumer_offset_interval: Duration,
     /// `slaveSyncInterval` (rocketha's key; RocketMQ's is fixed at 60 s): how often a slave
@@ -81,6 +84,7 @@ impl Default for BrokerControllerConfig {
             register_name_server_period: Duration::from_millis(30_000),
             ha_server_addr: String::new(),
             update_master_ha_server_addr_periodically: false,
+            check_master_ha_server_addr: None,
             flush_consumer_offset_interval: Duration::from_millis(5000),
             slave_sync_interval: Duration::from_millis(60_000),
             acl_file: None,
@@ -182,7 +186,11 @@ impl BrokerController {
                 ha_server_addr: config.ha_server_addr.clone(),
             },
             topics,
-            ha_client.filter(|_| config.update_master_ha_server_addr_periodically),
+            ha_client.filter(|_| {
+                config.update_master_ha_server_addr_periodically
+                    || config.check_master_ha_server_addr.is_some()
+            }),
+            config.check_master_ha_server_addr.clone(),
             slave_sync.clone().map(|s| (s, housekeeping.clone())),
             events.clone(),
             config.client_tls.clone(),

@@ -2,7 +2,10 @@
 //! `registerNameServerPeriod`, and at once when a topic changes) and UNREGISTER_BROKER at
 //! shutdown. A name server that is down is reported and tried again next period; it never
 //! holds the broker up. A slave without `haMasterAddress` follows the master's HA address the
-//! name servers answer with (`updateMasterHAServerAddrPeriodically`, seed 004).
+//! name servers answer with (`updateMasterHAServerAddrPeriodically`, seed 004). A slave with
+//! both `haMasterAddress` and name servers replicates only once a name server confirms that
+//! address is its own group's master: RocketMQ would silently copy whatever log it points at,
+//! another group's included.
 
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::{Arc, Condvar, Mutex};
@@ -97,12 +100,30 @@ struct NameServerLink {
     client: Option<RemotingClient>,
 }
 
+/// What the name servers said of a configured `haMasterAddress`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum MasterCheck {
+    Confirmed,
+    /// The name server names this other address as the group's master.
+    Refused(String),
+    /// No master of the group is registered yet.
+    NoMaster,
+    /// No name server answered: replicating unchecked.
+    Unchecked,
+}
+
 pub(crate) struct BrokerOuterApi {
     links: Mutex<Vec<NameServerLink>>,
     me: Registration,
     topics: Arc<TopicConfigManager>,
     /// The slave's HA client to point at the master the name servers name.
     follow: Option<Arc<HaClient>>,
+    /// A slave's configured `haMasterAddress`, which `follow` takes only once a name server
+    /// names it as this group's master (see [`Self::check_master`]).
+    configured_master: Option<String>,
+    /// The last verdict on `configured_master` reported, so each is logged once, not every
+    /// registration period.
+    master_check: Mutex<Option<MasterCheck>>,
     /// A slave's metadata sync, told the master's client address the name servers name, and
     /// the signal that runs it at once when that address changes.
     slave_sync: Option<(Arc<SlaveSynchronize>, Arc<RegisterSignal>)>,
@@ -113,11 +134,13 @@ pub(crate) struct BrokerOuterApi {
 
 impl BrokerOuterApi {
     /// `namesrv_addr` is RocketMQ's `namesrvAddr`: addresses separated by `;`.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         namesrv_addr: &str,
         me: Registration,
         topics: Arc<TopicConfigManager>,
         follow: Option<Arc<HaClient>>,
+        configured_master: Option<String>,
         slave_sync: Option<(Arc<SlaveSynchronize>, Arc<RegisterSignal>)>,
         events: Arc<ServerEvents>,
         tls: Option<ClientTls>,
@@ -136,6 +159,8 @@ impl BrokerOuterApi {
             me,
             topics,
             follow,
+            configured_master,
+            master_check: Mutex::new(None),
             slave_sync,
             events,
             tls,
@@ -197,13 +222,17 @@ impl BrokerOuterApi {
             zone_name: None,
         };
         let mut links = lock(&self.links);
+        let mut answered = false;
         for link in links.iter_mut() {
             let mut request = RemotingCommand::request(request_code::REGISTER_BROKER, 0);
             request.version = mq_version::V5_0_0;
             request.write_custom_header(&header);
             request.body = body.clone();
             match self.invoke(link, request) {
-                Ok(r) if r.code == response_code::SUCCESS => self.registered(&link.addr, &r),
+                Ok(r) if r.code == response_code::SUCCESS => {
+                    answered = true;
+                    self.registered(&link.addr, &r)
+                }
                 Ok(r) => self.report(
                     &link.addr,
                     "REGISTER_FAILED",
@@ -219,6 +248,94 @@ impl BrokerOuterApi {
                     format!("{e}; trying again next period"),
                 ),
             }
+        }
+        if !answered && !links.is_empty() {
+            self.unchecked_master();
+        }
+    }
+
+    /// No name server could say who the group's master is: a slave that is not replicating yet
+    /// takes its configured `haMasterAddress` unchecked, as RocketMQ would, and says so.
+    fn unchecked_master(&self) {
+        let (Some(ha), Some(configured)) = (&self.follow, &self.configured_master) else {
+            return;
+        };
+        if ha.master_address().is_some() {
+            return;
+        }
+        self.set_master(
+            "-",
+            configured,
+            MasterCheck::Unchecked,
+            format!(
+                "no name server answered, so haMasterAddress={configured} cannot be checked \
+                 against broker {}'s registered master; replicating from it unchecked",
+                self.me.broker_name
+            ),
+        );
+    }
+
+    /// Points the HA client at `master` (when it is not there already) and reports why once.
+    fn set_master(&self, namesrv: &str, master: &str, check: MasterCheck, why: String) {
+        let Some(ha) = &self.follow else { return };
+        if ha.master_address().as_deref() != Some(master) {
+            if let Err(e) = ha.update_master_address(Some(master.to_owned())) {
+                return self.report(namesrv, "MASTER_HA_ADDRESS", e.to_string());
+            }
+        }
+        self.note_check(namesrv, check, why, false);
+    }
+
+    /// Reports a verdict on the configured master the first time it is reached.
+    fn note_check(&self, namesrv: &str, check: MasterCheck, why: String, problem: bool) {
+        let mut last = lock(&self.master_check);
+        if last.as_ref() != Some(&check) {
+            *last = Some(check);
+            let kind = ServerEventKind::Processor("MASTER_HA_ADDRESS");
+            self.events.push(namesrv, kind, why, problem);
+        }
+    }
+
+    /// `haMasterAddress` against the group's master the name server named (`named`, empty
+    /// when the group has none registered): replicate when they agree, stop and say so when
+    /// they do not.
+    fn check_master(&self, namesrv: &str, configured: &str, named: Option<String>) {
+        let Some(ha) = &self.follow else { return };
+        let group = &self.me.broker_name;
+        match named {
+            Some(named) if same_address(&named, configured) => self.set_master(
+                namesrv,
+                configured,
+                MasterCheck::Confirmed,
+                format!(
+                    "haMasterAddress={configured} is broker {group}'s master, as the name \
+                     server confirms; replicating from it"
+                ),
+            ),
+            Some(named) => {
+                if ha.master_address().is_some() {
+                    if let Err(e) = ha.update_master_address(None) {
+                        self.report(namesrv, "MASTER_HA_ADDRESS", e.to_string());
+                    }
+                }
+                let why = format!(
+                    "refusing to replicate: haMasterAddress={configured} is not the master of \
+                     this slave's group {group}: the name server names {named} as broker \
+                     {group}'s master, so {configured} serves another broker group's log. \
+                     Remove haMasterAddress (a slave learns its master from the name server) \
+                     or set it to {named}"
+                );
+                self.note_check(namesrv, MasterCheck::Refused(named), why, true);
+            }
+            None if ha.master_address().is_none() => {
+                let why = format!(
+                    "waiting for broker {group}'s master to register before replicating from \
+                     haMasterAddress={configured}: the name server names no master of the \
+                     group yet, so the address cannot be checked"
+                );
+                self.note_check(namesrv, MasterCheck::NoMaster, why, true);
+            }
+            None => {}
         }
     }
 
@@ -243,7 +360,11 @@ impl BrokerOuterApi {
             }
         }
         let Some(ha) = &self.follow else { return };
-        let Some(master) = header.ha_server_addr.filter(|a| !a.is_empty()) else {
+        let named = header.ha_server_addr.filter(|a| !a.is_empty());
+        if let Some(configured) = &self.configured_master {
+            return self.check_master(namesrv, configured, named);
+        }
+        let Some(master) = named else {
             return;
         };
         if ha.master_address().as_deref() == Some(master.as_str()) {
@@ -298,4 +419,19 @@ impl BrokerOuterApi {
             link.client = None;
         }
     }
+}
+
+/// Whether two `host:port` addresses reach the same socket: equal as written, or resolving to
+/// a common address (`localhost:10912` is `127.0.0.1:10912`).
+fn same_address(a: &str, b: &str) -> bool {
+    if a == b {
+        return true;
+    }
+    let resolve = |s: &str| -> Vec<SocketAddr> {
+        s.to_socket_addrs()
+            .map(|addrs| addrs.collect())
+            .unwrap_or_default()
+    };
+    let theirs = resolve(b);
+    resolve(a).iter().any(|x| theirs.contains(x))
 }
