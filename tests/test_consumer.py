@@ -292,9 +292,22 @@ def test_seek_and_tag_filter(cluster: Cluster) -> None:
         assert set(again) <= set(got)
 
 
+def test_a_topic_created_later_is_waited_for(
+    cluster: Cluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    """As Java's and Kafka's consumers: no route yet is a wait (said once), not an error."""
+    with (
+        caplog.at_level(logging.INFO, logger="rocketha.consumer"),
+        PullConsumer(cluster.namesrv, "g-later", "Later", rebalance_interval=0.2) as c,
+    ):
+        assert c.poll(0.5) == []
+        send(cluster.namesrv, "Later", [b"a", b"b"])
+        assert sorted(drain(c, 2)) == [b"a", b"b"]
+    waits = [r for r in caplog.records if "know no topic 'Later' yet" in r.getMessage()]
+    assert len(waits) == 1 and waits[0].levelno == logging.WARNING
+
+
 def test_bad_input_names_the_field(cluster: Cluster) -> None:
-    with pytest.raises(MQClientError, match="topics: the name server knows no topic 'Nope'"):
-        PullConsumer(cluster.namesrv, "g7", "Nope")
     send(cluster.namesrv, "T7", [b"x"])
     with pytest.raises(MQClientError, match=r"subscription: .*names no tag"):
         PullConsumer(cluster.namesrv, "g7", "T7", subscription="||")

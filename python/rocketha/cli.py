@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import base64
 import contextlib
 import functools
 import hashlib
@@ -21,7 +22,7 @@ import time
 import urllib.error
 import urllib.request
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -123,14 +124,7 @@ def cmd_consume(args: argparse.Namespace) -> int:
     of what was printed are committed on the way out."""
     from rocketha.consumer import ConsumeFromWhere, PullConsumer
 
-    stop = threading.Event()
-
-    def on_signal(signum: int, _frame: object) -> None:
-        log.info("signal %d: committing and stopping", signum)
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    stop = _StopSignals().stop
     where = (
         ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
         if args.from_beginning
@@ -159,28 +153,95 @@ def cmd_consume(args: argparse.Namespace) -> int:
                         "tags": msg.tags,
                         "keys": msg.keys,
                         "store_timestamp": msg.store_timestamp,
-                        "body": msg.body.decode("utf-8", "replace"),
+                        **_json_body(msg.body),
                     }
                     print(json.dumps(line), flush=True)
                 elif not args.count_only:
-                    print(msg.body.decode("utf-8", "replace"), flush=True)
+                    print(_printable_body(msg.body), flush=True)
         sources = consumer.consumed_from()
     by = ", ".join(f"broker id {k}: {v}" for k, v in sorted(sources.items())) or "none"
     print(f"consumed {count} messages of {args.topic} ({by})", file=sys.stderr)
     return 0
 
 
+def _json_body(body: bytes) -> dict[str, str]:
+    """Lossless in JSON: ``body`` when it is UTF-8 text, else ``body_base64``."""
+    try:
+        return {"body": body.decode("utf-8")}
+    except UnicodeDecodeError:
+        return {"body_base64": base64.b64encode(body).decode("ascii")}
+
+
+def _printable_body(body: bytes) -> str:
+    """Text as text; anything else (not UTF-8, or control characters that would drive the
+    terminal) marked and escaped, ``\\xNN`` for each byte that is not text."""
+    text = body.decode("utf-8", "backslashreplace")
+    if text.encode("utf-8") == body and all(c.isprintable() or c in "\t\n" for c in text):
+        return text
+    escaped = "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
+    return f"(binary, {len(body)} bytes) {escaped}"
+
+
 class _Stopped(Exception):
     """Raised by the SIGINT/SIGTERM handler to leave a blocking stdin read."""
+
+
+#: SIGINT and SIGTERM: a long-running command stops on either and exits 0.
+_STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+
+
+class _StopSignals:
+    """SIGINT and SIGTERM end a long-running command cleanly. The handler only sets
+    :attr:`stop`, which the main thread waits on; it raises :class:`_Stopped` only inside
+    :meth:`interruptible` (a blocking stdin read), and only for the first signal. So no signal
+    cuts a start or a shutdown short: a native thread left running at exit is killed while it
+    unwinds through the binding, which glibc reports as ``FATAL: exception not rethrown``."""
+
+    def __init__(self) -> None:
+        self.stop = threading.Event()
+        self._interruptible = False
+        for signum in _STOP_SIGNALS:
+            signal.signal(signum, self._on_signal)
+
+    def _on_signal(self, signum: int, _frame: object) -> None:
+        first = not self.stop.is_set()
+        self.stop.set()
+        log.info("signal %d: %s", signum, "stopping" if first else "already stopping")
+        if first and self._interruptible:
+            self._interruptible = False
+            raise _Stopped
+
+    @contextlib.contextmanager
+    def interruptible(self) -> Iterator[None]:
+        """A block a stop signal leaves at once, as if it had ended."""
+        if self.stop.is_set():
+            return
+        self._interruptible = True
+        try:
+            yield
+        except _Stopped:
+            pass
+        finally:
+            self._interruptible = False
+
+    @contextlib.contextmanager
+    def starting(self) -> Iterator[None]:
+        """Threads started in the block inherit a mask with the stop signals blocked, so the
+        kernel delivers those to the main thread, the only one that runs Python handlers (a
+        signal landing on another thread would leave the main thread asleep)."""
+        signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+        try:
+            yield
+        finally:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
 
 
 def broker_config(args: argparse.Namespace) -> BrokerConfig:
     """``mqbroker``'s precedence: ``-n`` and ``--set`` over the file, the file over the
     ``NAMESRV_ADDR`` environment variable."""
     properties = dict(parse_key_value(kv) for kv in args.set)
-    if args.namesrv_addr is not None:
-        properties["namesrvAddr"] = args.namesrv_addr
-    return BrokerConfig.load(args.config, properties)
+    overrides = {} if args.namesrv_addr is None else {"namesrv_addr": args.namesrv_addr}
+    return BrokerConfig.load(args.config, properties, properties_source="--set", **overrides)
 
 
 def cmd_broker(args: argparse.Namespace) -> int:
@@ -191,34 +252,17 @@ def cmd_broker(args: argparse.Namespace) -> int:
             print(f"# not used by rocketha: {key}={value}")
         return 0
 
-    def on_signal(signum: int, _frame: object) -> None:
-        log.info("signal %d: shutting down", signum)
-        raise _Stopped
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    with contextlib.suppress(_Stopped):
-        _serve(config, args)
+    _serve(config, args, _StopSignals())
     print(json.dumps({"stopped": True}), flush=True)
     return 0
 
 
-_STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
-
-
-def _serve(config: BrokerConfig, args: argparse.Namespace) -> None:
-    """Runs until a signal; the ``with`` block flushes and closes on the way out.
-
-    The broker's threads (Rust event loops, flusher, group transfer) are started with SIGINT and
-    SIGTERM blocked, so they inherit that mask and the kernel delivers those signals to the main
-    thread, the only one that can run a Python handler; a signal landing on another thread
-    would leave the main thread asleep.
-    """
-    signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
-    try:
-        broker = Broker(config).start()
-    finally:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
+def _serve(config: BrokerConfig, args: argparse.Namespace, signals: _StopSignals) -> None:
+    """Runs until a stop signal, or with ``--produce-stdin`` until stdin ends; the ``with``
+    block flushes and closes on the way out."""
+    broker = Broker(config)
+    with signals.starting():
+        broker.start()
     with broker:
         info: dict[str, str | int] = {
             "role": config.broker_role.value,
@@ -236,11 +280,13 @@ def _serve(config: BrokerConfig, args: argparse.Namespace) -> None:
                     f"--wait-for-slave: no slave connected within {args.wait_for_slave:g} s; "
                     "nothing was put"
                 )
-            for line in sys.stdin:
-                r = broker.put(Message(args.topic, line.rstrip("\n").encode()))
-                put = {"msgId": r.msg_id, "offset": r.offset, "status": r.status.name}
-                print(json.dumps(put), flush=True)
-        threading.Event().wait()
+            with signals.interruptible():
+                for line in sys.stdin:
+                    r = broker.put(Message(args.topic, line.rstrip("\n").encode()))
+                    put = {"msgId": r.msg_id, "offset": r.offset, "status": r.status.name}
+                    print(json.dumps(put), flush=True)
+            return
+        signals.stop.wait()
 
 
 def _wait_for_slave(broker: Broker, seconds: float) -> bool:
@@ -273,42 +319,52 @@ def cmd_namesrv(args: argparse.Namespace) -> int:
         return 2
     tls = server_tls_from_properties(dict(parse_key_value(kv) for kv in args.set), "--set")
 
-    def on_signal(signum: int, _frame: object) -> None:
-        log.info("signal %d: shutting down", signum)
-        raise _Stopped
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    # The server's threads inherit a mask with the stop signals blocked, so the kernel delivers
-    # them to the main thread, the one that runs Python handlers (see _serve).
-    signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
-    try:
-        namesrv = NameServer(args.listen, tls=tls).start()
-    finally:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
-    with contextlib.suppress(_Stopped), namesrv:
+    signals = _StopSignals()
+    namesrv = NameServer(args.listen, tls=tls)
+    with signals.starting():
+        namesrv.start()
+    with namesrv:
         print(json.dumps({"started": {"listen": namesrv.listen_address}}), flush=True)
-        threading.Event().wait()
+        signals.stop.wait()
     print(json.dumps({"stopped": True}), flush=True)
     return 0
 
 
 def cmd_produce(args: argparse.Namespace) -> int:
-    """Sends the lines of stdin (or ``--count`` generated messages) through the name server."""
-    from rocketha.client import Producer, SendStatus
+    """Sends the lines of stdin (or ``--count`` generated messages) through the name server.
+    A line that fails is reported (stderr, and a JSON line with ``--json``) and the rest are
+    still sent; the exit status is 1 if any failed or was not SEND_OK. SIGINT or SIGTERM stop
+    the reading; what was read is reported as usual."""
+    from rocketha.client import Producer, SendStatus, check_topic
 
+    # The topic is the same for every line: a bad one fails once, before anything is read.
+    check_topic(args.topic)
     if args.count is not None:
         bodies = (os.urandom(args.size) for _ in range(args.count))
     else:
         bodies = (line.rstrip("\n").encode() for line in sys.stdin)
+    signals = _StopSignals()
     statuses: dict[str, int] = {}
+    failed = 0
     started = time.perf_counter()
-    with Producer(args.namesrv, args.group, credentials=_credentials(args)) as producer:
-        for body in bodies:
-            r = producer.send(Message(args.topic, body))
+    with (
+        Producer(args.namesrv, args.group, credentials=_credentials(args)) as producer,
+        signals.interruptible(),
+    ):
+        for number, body in enumerate(bodies, 1):
+            try:
+                r = producer.send(Message(args.topic, body))
+            except RocketHAError as e:
+                failed += 1
+                why = f"{type(e).__name__}: {e}"
+                print(f"rocketha produce: line {number}: {why}", file=sys.stderr, flush=True)
+                if args.json:
+                    print(json.dumps({"line": number, "error": why}), flush=True)
+                continue
             statuses[r.status.value] = statuses.get(r.status.value, 0) + 1
             if args.json:
                 line = {
+                    "line": number,
                     "status": r.status.value,
                     "msg_id": r.msg_id,
                     "offset_msg_id": r.offset_msg_id,
@@ -322,14 +378,16 @@ def cmd_produce(args: argparse.Namespace) -> int:
     if not args.json:
         rate = total / elapsed if elapsed > 0 else 0.0
         counts = ", ".join(f"{k} {v}" for k, v in sorted(statuses.items())) or "nothing sent"
+        if failed:
+            counts += f"; {failed} failed (see above)"
         print(f"sent {total} messages to {args.topic} in {elapsed:.2f} s ({rate:.0f}/s): {counts}")
-    return 0 if statuses.get(SendStatus.SEND_OK.value, 0) == total else 1
+    return 0 if not failed and statuses.get(SendStatus.SEND_OK.value, 0) == total else 1
 
 
 def cmd_status(args: argparse.Namespace) -> int:
     """A broker's replication state from its metrics port: a summary, JSON, or a summary
     redrawn every ``--watch`` seconds."""
-    url = args.url.rstrip("/").removesuffix("/metrics").removesuffix("/status") + "/status"
+    url = _status_url(args.url)
     while True:
         try:
             with urllib.request.urlopen(url, timeout=10) as resp:
@@ -344,6 +402,13 @@ def cmd_status(args: argparse.Namespace) -> int:
         # Clear the screen and redraw in place, like `watch`.
         print("\x1b[H\x1b[2J" + text, flush=True)
         time.sleep(args.watch)
+
+
+def _status_url(where: str) -> str:
+    """The ``/status`` URL of ``http://host:port[/metrics]``, or of a bare ``host:port``."""
+    if "://" not in where:
+        where = f"http://{where}"
+    return where.rstrip("/").removesuffix("/metrics").removesuffix("/status") + "/status"
 
 
 def _ago(now: float, then: float | None) -> str:
@@ -367,6 +432,9 @@ def _status_summary(s: dict[str, Any]) -> str:
         for c in conns:
             who = f"slave id {c['slave_id']}" if c.get("slave_id") is not None else "slave"
             lag = c.get("lag_seconds")
+            # Right after a reconnect no ack has timed a record yet; nothing to send is no lag.
+            if lag is None and c["lag_bytes"] == 0:
+                lag = 0.0
             lag_time = "unknown" if lag is None else f"{lag:.1f} s"
             lines.append(
                 f"  {who} at {c['address']}: {c['state']} since {_ago(now, c['since'])}, "
@@ -548,9 +616,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
             f"rocketha bench: no benches/ in {where}: run it from a rocketha repository "
             "checkout, or set ROCKETHA_BENCHES to the checkout's root"
             + ("; `rocketha bench --help` there lists the scenarios" if asked_help else ""),
-            file=sys.stdout if asked_help else sys.stderr,
+            file=sys.stderr,
         )
-        return 0 if asked_help else 2
+        # An error, --help or not: the scenarios cannot be listed from here.
+        return 2
     path = os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))
     env = {**os.environ, "PYTHONPATH": path}
     return subprocess.call([sys.executable, "-m", "benches", *args.bench_args], env=env)
@@ -578,12 +647,19 @@ def _parser() -> argparse.ArgumentParser:
     add = functools.partial(sub.add_parser, parents=[logs])
 
     demo = add("demo", help="name server, master, slave, producers and a consumer on loopback")
-    demo.add_argument("-n", "--messages", type=int, default=20_000)
+    demo.add_argument(
+        "-n", "--messages", type=int, default=20_000, help="messages to send (default 20000)"
+    )
     demo.add_argument("--size", type=int, default=1024, help="body bytes")
-    demo.add_argument("--topic", default="DemoTopic")
+    demo.add_argument("--topic", default="DemoTopic", help="topic (default DemoTopic)")
     demo.add_argument("--store", help="directory for both stores, kept (default: a temp dir)")
     demo.add_argument("--keep", action="store_true", help="keep the temporary store")
-    demo.add_argument("--segment-size", type=int, default=16 << 20)
+    demo.add_argument(
+        "--segment-size",
+        type=int,
+        default=16 << 20,
+        help="commit log segment bytes, mappedFileSizeCommitLog (default 16 MiB)",
+    )
     demo.add_argument("--json", action="store_true", help="print the summary as JSON")
     demo.set_defaults(func=cmd_demo)
 
@@ -628,8 +704,14 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="print the effective config (file, -n, --set) as broker.conf lines and exit",
     )
-    broker.add_argument("--produce-stdin", action="store_true", help="put one message per line")
-    broker.add_argument("--topic", default="StdinTopic")
+    broker.add_argument(
+        "--produce-stdin",
+        action="store_true",
+        help="on a master: put one message per line of stdin, then stop at its end",
+    )
+    broker.add_argument(
+        "--topic", default="StdinTopic", help="with --produce-stdin: the topic (StdinTopic)"
+    )
     broker.add_argument(
         "--wait-for-slave",
         type=float,
@@ -640,11 +722,15 @@ def _parser() -> argparse.ArgumentParser:
 
     produce = add("produce", help="send messages through a name server's routes")
     produce.add_argument("--namesrv", required=True, help="name server host:port (';' for more)")
-    produce.add_argument("--topic", required=True)
+    produce.add_argument("--topic", required=True, help="topic to send to")
     produce.add_argument("--group", default="rocketha-cli-producer", help="producer group")
     produce.add_argument("--count", type=int, help="send N generated messages, not stdin's lines")
     produce.add_argument("--size", type=int, default=128, help="bytes per generated message")
-    produce.add_argument("--json", action="store_true", help="one JSON line per message")
+    produce.add_argument(
+        "--json",
+        action="store_true",
+        help="one JSON line per message: its line number and send result, or its error",
+    )
     produce.set_defaults(func=cmd_produce)
     signing = f"sign requests for a broker with aclEnable=true (secret key: ${SECRET_KEY_ENV})"
     produce.add_argument("--access-key", metavar="KEY", help=signing)
@@ -652,22 +738,33 @@ def _parser() -> argparse.ArgumentParser:
     consume = add("consume", help="print a topic's messages as a consumer group member")
     consume.add_argument("--namesrv", required=True, help="name server host:port (';' for more)")
     consume.add_argument("--group", required=True, help="consumer group")
-    consume.add_argument("--topic", required=True)
+    consume.add_argument(
+        "--topic", required=True, help="topic to read (waited for if it does not exist yet)"
+    )
     consume.add_argument("--subscription", default="*", help='tags: "*" or "tagA || tagB"')
     consume.add_argument("--count", type=int, help="stop after N messages")
     out = consume.add_mutually_exclusive_group()
-    out.add_argument("--json", action="store_true", help="one JSON line per message")
+    out.add_argument(
+        "--json",
+        action="store_true",
+        help='one JSON line per message; the body is lossless: "body" when it is UTF-8 '
+        'text, else "body_base64" (without --json, a body that is not text is printed '
+        'escaped after a "(binary, N bytes)" mark)',
+    )
     out.add_argument("--count-only", action="store_true", help="print only the total")
     consume.add_argument(
         "--from-beginning",
         action="store_true",
-        help="a group with no committed offset starts at the first message, not the last",
+        help="a group with no committed offset starts at the first message of each queue "
+        "(CONSUME_FROM_FIRST_OFFSET). Without it, RocketMQ's CONSUME_FROM_LAST_OFFSET: at the "
+        "end of each queue, except a queue whose first message is still in the broker's "
+        "memory (a new topic), which is read from its start",
     )
     consume.add_argument("--access-key", metavar="KEY", help=signing)
     consume.set_defaults(func=cmd_consume)
 
     status = add("status", help="a broker's replication state, from its metricsPort")
-    status.add_argument("url", help="http://host:metricsPort")
+    status.add_argument("url", help="the broker's metricsPort: host:port or http://host:port")
     status.add_argument("--json", action="store_true", help="the whole state as JSON")
     status.add_argument(
         "--watch",
@@ -680,7 +777,7 @@ def _parser() -> argparse.ArgumentParser:
     status.set_defaults(func=cmd_status)
 
     inspect = add("inspect", help="list segments and records, verify CRCs")
-    inspect.add_argument("store")
+    inspect.add_argument("store", help="the store directory (storePathRootDir)")
     inspect.add_argument("--records", action="store_true", help="print every record")
     inspect.add_argument(
         "--accept-zero-body-crc",
@@ -690,7 +787,7 @@ def _parser() -> argparse.ArgumentParser:
     inspect.set_defaults(func=cmd_inspect)
 
     repair = add("repair", help="repair a divergent replica or mid-log corruption, explicitly")
-    repair.add_argument("store")
+    repair.add_argument("store", help="the store directory (storePathRootDir)")
     action = repair.add_mutually_exclusive_group()
     action.add_argument(
         "--truncate-to-common-prefix",

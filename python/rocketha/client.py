@@ -27,11 +27,12 @@ import itertools
 import json
 import logging
 import os
+import re
 import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 from typing import TypedDict
 
 from rocketha._async_send import AsyncSendService, SendTuple
@@ -60,11 +61,68 @@ _RETRY_ELSEWHERE = {2, 14}
 #: Seconds a looked-up route is used before asking the name server again
 #: (``pollNameServerInterval``).
 _ROUTE_TTL = 30.0
+#: ``Validators``: the characters and length of a topic name, and the default most bytes of
+#: a body (``DefaultMQProducer.maxMessageSize``, the broker's own default limit too).
+_TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+TOPIC_MAX_LENGTH = 127
+MAX_MESSAGE_SIZE = 4 * 1024 * 1024
+#: ``TopicValidator``'s system topics a producer may not send to, the template included.
+NOT_ALLOWED_SEND_TOPICS = frozenset(
+    [
+        AUTO_CREATE_TOPIC_KEY_TOPIC,
+        "SCHEDULE_TOPIC_XXXX",
+        "RMQ_SYS_TRANS_HALF_TOPIC",
+        "RMQ_SYS_TRACE_TOPIC",
+        "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+        "TRANS_CHECK_MAX_TIME_TOPIC",
+        "SELF_TEST_TOPIC",
+        "OFFSET_MOVED_EVENT",
+    ]
+)
 
 
-class SendStatus(Enum):
+def check_topic(topic: str) -> None:
+    """``Validators.checkTopic`` and ``isNotAllowedSendTopic``: a bad name is refused here,
+    as the Java client does, before anything travels to a broker."""
+    if not topic or not topic.strip():
+        raise MQClientError("the topic name is blank")
+    if len(topic) > TOPIC_MAX_LENGTH:
+        raise MQClientError(
+            f"topic {topic[:32]!r}...: {len(topic)} characters, longer than the most, "
+            f"{TOPIC_MAX_LENGTH}"
+        )
+    if not _TOPIC_PATTERN.match(topic):
+        raise MQClientError(
+            f"topic {topic!r} contains characters other than letters, digits, '%', '|', '_' and '-'"
+        )
+    if topic in NOT_ALLOWED_SEND_TOPICS:
+        raise MQClientError(f"topic {topic!r} is a system topic; producers may not send to it")
+
+
+def check_messages(msgs: Sequence[Message], max_message_size: int = MAX_MESSAGE_SIZE) -> None:
+    """``Validators.checkMessage`` for each message (its topic; a body neither empty nor over
+    ``max_message_size`` bytes), and a batch's bodies together under the same limit."""
+    for msg in msgs:
+        check_topic(msg.topic)
+        size = len(msg.body)
+        if size == 0:
+            raise MQClientError(f"topic {msg.topic}: the message body is empty")
+        if size > max_message_size:
+            raise MQClientError(
+                f"topic {msg.topic}: the message body is {size} bytes, over the most, "
+                f"{max_message_size} (maxMessageSize)"
+            )
+    total = sum(len(m.body) for m in msgs)
+    if len(msgs) > 1 and total > max_message_size:
+        raise MQClientError(
+            f"the batch's bodies are {total} bytes together, over the most, {max_message_size} "
+            "(maxMessageSize): send it in smaller batches"
+        )
+
+
+class SendStatus(StrEnum):
     """RocketMQ's ``SendStatus``: the message is stored in every case; the others say which
-    wait fell short."""
+    wait fell short. ``str()`` is the bare name (``SEND_OK``), as for ``PutStatus``."""
 
     SEND_OK = "SEND_OK"
     FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
@@ -142,6 +200,7 @@ class Producer:
         send_timeout: float = 3.0,
         retry_times_when_send_failed: int = 2,
         default_topic_queue_nums: int = 4,
+        max_message_size: int = MAX_MESSAGE_SIZE,
         client_ip: str = "127.0.0.1",
         heartbeat_broker_interval: float = 30.0,
         use_tls: bool = False,
@@ -158,6 +217,9 @@ class Producer:
         self.send_timeout = send_timeout
         self.retry_times_when_send_failed = retry_times_when_send_failed
         self.default_topic_queue_nums = default_topic_queue_nums
+        #: ``maxMessageSize``: bigger bodies are refused before they are sent (a broker
+        #: refuses what is over its own ``maxMessageSize``).
+        self.max_message_size = max_message_size
         self.heartbeat_broker_interval = heartbeat_broker_interval
         #: ``ClientConfig.buildMQClientId``: ip@instanceName, the instance named after the pid
         #: and a clock as ``changeInstanceNameToPID`` does.
@@ -340,6 +402,7 @@ class Producer:
         answer; hundreds of sends can be in flight on one connection. A route not cached yet
         is looked up in a worker thread."""
         msgs = [msg]
+        check_messages(msgs, self.max_message_size)
         topic = msg.topic
         last_broker: str | None = None
         last_error: Exception | None = None
@@ -364,6 +427,7 @@ class Producer:
     def send_oneway(self, msg: Message) -> None:
         """``sendOneway``: the request is written and never answered; nothing says whether
         the broker stored it. One attempt, as RocketMQ makes."""
+        check_messages([msg], self.max_message_size)
         _, mq, addr = self._route(msg.topic, None)
         self._api.send_message_oneway(addr, [msg], **self._send_args(mq))
 
@@ -441,6 +505,7 @@ class Producer:
         return error
 
     def _send(self, msgs: list[Message], queue_id: int | None = None) -> SendResult:
+        check_messages(msgs, self.max_message_size)
         topic = msgs[0].topic
         last_broker: str | None = None
         last_error: Exception | None = None
@@ -488,8 +553,12 @@ def _parse_route(topic: str, raw: bytes, from_template: bool, default_nums: int)
 
 __all__ = [
     "AUTO_CREATE_TOPIC_KEY_TOPIC",
+    "MAX_MESSAGE_SIZE",
+    "TOPIC_MAX_LENGTH",
     "MessageQueue",
     "Producer",
     "SendResult",
     "SendStatus",
+    "check_messages",
+    "check_topic",
 ]

@@ -174,8 +174,10 @@ class BrokerConfig:
     #: 6 = read and write; 4 = read only (sends refused); 2 = write only.
     broker_permission: int = 6
     ha_listen_port: int = 10912
-    #: rocketha: the interface the HA port binds (RocketMQ binds all of them).
-    ha_listen_address: str = "0.0.0.0"
+    #: rocketha: the interface the HA port binds (RocketMQ binds all of them). Loopback, as
+    #: ``listenAddress``, so a minimal conf starts; slaves on other hosts need it opened up
+    #: (``haListenAddress=0.0.0.0`` with ``haAuthSecret``).
+    ha_listen_address: str = "127.0.0.1"
     ha_master_address: str | None = None
     ha_send_heartbeat_interval: int = _DEFAULTS["haSendHeartbeatInterval"]
     ha_housekeeping_interval: int = _DEFAULTS["haHousekeepingInterval"]
@@ -409,22 +411,34 @@ class BrokerConfig:
         cls,
         path: str | os.PathLike[str],
         properties: dict[str, str] | None = None,
+        *,
+        properties_source: str = "properties",
         **overrides: Any,
     ) -> BrokerConfig:
         """Reads a RocketMQ properties file. ``properties`` (RocketMQ keys, as on the command
-        line) and ``overrides`` (snake_case) win over the file. Without ``namesrvAddr`` the
-        ``NAMESRV_ADDR`` environment variable names the name servers, as for RocketMQ."""
+        line) and ``overrides`` (snake_case) win over the file; an error in one of
+        ``properties`` names ``properties_source`` (``--set`` for the CLI), not the file.
+        Without ``namesrvAddr`` the ``NAMESRV_ADDR`` environment variable names the name
+        servers, as for RocketMQ."""
         text = Path(path).read_text(encoding="utf-8")
         props = {**_parse_properties(text, str(path)), **(properties or {})}
         env = os.environ.get("NAMESRV_ADDR")
         if "namesrvAddr" not in props and env:
             props["namesrvAddr"] = env
-        return cls.from_properties(props, source=str(path), **overrides)
+        origins = dict.fromkeys(properties or {}, properties_source)
+        return cls.from_properties(props, source=str(path), origins=origins, **overrides)
 
     @classmethod
     def from_properties(
-        cls, props: dict[str, str], *, source: str = "<properties>", **overrides: Any
+        cls,
+        props: dict[str, str],
+        *,
+        source: str = "<properties>",
+        origins: dict[str, str] | None = None,
+        **overrides: Any,
     ) -> BrokerConfig:
+        """``origins``: where a key came from when not from ``source``, for its errors."""
+        origins = origins or {}
         known = {_camel(n): n for n in _FIELD_TYPES}
         kwargs: dict[str, Any] = {}
         ignored: dict[str, str] = {}
@@ -436,11 +450,26 @@ class BrokerConfig:
             else:
                 close = difflib.get_close_matches(key, [*known, *IGNORED_KEYS], n=1, cutoff=0.7)
                 hint = f"; did you mean {close[0]!r}?" if close else ""
-                raise ConfigError(f"{source}: unknown key {key!r}{hint}")
+                raise ConfigError(f"{origins.get(key, source)}: unknown key {key!r}{hint}")
         kwargs.update(overrides)
-        config = cls(**kwargs, ignored_keys=ignored, source=source)
+        try:
+            config = cls(**kwargs, ignored_keys=ignored, source=source)
+        except ConfigError as e:
+            # A bad value from the command line is named as given there, not as the file's.
+            for key, origin in origins.items():
+                prefix = f"{source}: {key}: "
+                if str(e).startswith(prefix):
+                    raise ConfigError(
+                        f"{origin} {key}={props[key]}: {str(e)[len(prefix) :]}"
+                    ) from None
+            raise
         if ignored:
-            log.info("%s: keys rocketha ignores: %s", source, ", ".join(sorted(ignored)))
+            # A warning, not INFO: a key the operator set that changes nothing is worth seeing.
+            log.warning(
+                "%s: keys rocketha does not act on: %s",
+                source,
+                ", ".join(f"{k}={v}" for k, v in sorted(ignored.items())),
+            )
         return config
 
     # -- derived ---------------------------------------------------------------------------

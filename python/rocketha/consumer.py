@@ -218,9 +218,11 @@ class PullConsumer:
         self._members: list[str] = []
         self._closed = threading.Event()
 
+        #: Topics the name servers had no route for at the last look: waited for, as the Java
+        #: consumer waits, and logged once each.
+        self._unrouted: set[str] = set()
         try:
-            for topic in self.topics:
-                self._routes[topic] = self._fetch_route(topic)
+            self._refresh_routes()
             self._heartbeat()
             self._rebalance()
         except BaseException:
@@ -581,7 +583,8 @@ class PullConsumer:
             except (RemotingConnectError, SendStatusUnknownError) as e:
                 log.info("heartbeat to %s failed: %s", addr, e)
 
-    def _fetch_route(self, topic: str) -> SubscribeInfo:
+    def _fetch_route(self, topic: str) -> SubscribeInfo | None:
+        """The topic's route, or None when the name servers know no such topic (yet)."""
         error: Exception | None = None
         for addr in self.namesrv_addrs:
             try:
@@ -590,18 +593,38 @@ class PullConsumer:
                 error = e
                 continue
             if raw is None:
-                raise MQClientError(f"topics: the name server knows no topic {topic!r}")
+                return None
             info = parse_subscribe_route(topic, raw)
             if not info.queues:
                 raise MQClientError(f"topics: topic {topic!r} has no readable queue")
             return info
         raise MQClientError(f"no name server answered for topic {topic}: {error}")
 
-    def _refresh_and_rebalance(self) -> None:
+    def _refresh_routes(self) -> None:
+        """``updateTopicRouteInfoFromNameServer``. A topic with no route yet is waited for,
+        as RocketMQ's consumers do: it gets no queues until a producer or an admin creates
+        it, and is picked up at the next refresh (every ``rebalance_interval`` seconds)."""
         for topic in self.topics:
             info = self._fetch_route(topic)
+            if info is None:
+                if topic not in self._unrouted:
+                    self._unrouted.add(topic)
+                    log.warning(
+                        "group %s: the name servers know no topic %r yet; waiting for it "
+                        "(checked again every %g s)",
+                        self.group,
+                        topic,
+                        self.rebalance_interval,
+                    )
+                info = SubscribeInfo([], {})
+            elif topic in self._unrouted:
+                self._unrouted.discard(topic)
+                log.info("group %s: topic %r has a route now", self.group, topic)
             with self._lock:
                 self._routes[topic] = info
+
+    def _refresh_and_rebalance(self) -> None:
+        self._refresh_routes()
         self._heartbeat()
         self._rebalance()
 
@@ -621,11 +644,15 @@ class PullConsumer:
     def _check_members(self) -> None:
         """Rebalances as soon as the group's members change, where RocketMQ's broker would
         send ``NOTIFY_CONSUMER_IDS_CHANGED``: one small request a second."""
+        if not self._all_addrs():
+            return  # no topic has a route yet: no broker to ask
         if sorted(self._consumer_ids()) != self._members:
             self._rebalance()
 
     def _rebalance(self) -> None:
         """``RebalanceImpl.rebalanceByTopic`` (clustering) for every topic."""
+        if not self._all_addrs():
+            return  # no topic has a route yet: nothing to divide
         cids = self._consumer_ids()
         if self.client_id not in cids:
             # A broker that has not had this member's heartbeat (a slave just started, say)
