@@ -149,7 +149,7 @@ def test_a_slave_refuses_another_groups_master(
     shutil.copyfile(FIXTURES / "2m-2s-sync" / conf.name, conf)
 
     def slave(ha_master: str, store: str) -> BrokerProcess:
-        sets = [f"storePathRootDir={tmp_path / store}", "listenPort=0"]
+        sets = [f"storePathRootDir={tmp_path / store}", "listenPort=0", "metricsPort=0"]
         sets.append(f"haMasterAddress={ha_master}")
         return BrokerProcess(conf, "-n", namesrv, *(f"--set={kv}" for kv in sets))
 
@@ -170,6 +170,14 @@ def test_a_slave_refuses_another_groups_master(
                 refusal
             )
             assert f"the name server names {b_ha} as broker broker-b's master" in refusal
+            url = f"http://127.0.0.1:{wrong.started['metrics_port']}"
+            status = subprocess.run(
+                [sys.executable, "-m", "rocketha", "status", url],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
+            assert "not replicating" in status and "refusing to replicate" in status, status
         finally:
             wrong.stop()
         assert bodies(tmp_path / "wrong") == set(), "no byte of broker-a's log on broker-b's slave"

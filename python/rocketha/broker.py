@@ -276,6 +276,8 @@ class Broker:
             for addr, event, reason, problem in controller.next_events(0.5):
                 level = logging.WARNING if problem else logging.INFO
                 log.log(level, "remoting %s %s: %s", addr, event, reason)
+                if problem and event == "MASTER_HA_ADDRESS" and self.ha is not None:
+                    self.ha.report_problem(reason)
 
     def _advertised_ha_address(self) -> str:
         """What the name servers hand this master's slaves: the HA port on a reachable host."""
@@ -444,6 +446,8 @@ class Broker:
             "max_offset": self.store.max_offset,
             "time": time.time(),
         }
+        if not self.role.is_master:
+            status["slave_read_enable"] = self.config.slave_read_enable
         if self.ha is not None:
             status.update(self.ha.status())
         return status

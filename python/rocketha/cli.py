@@ -14,7 +14,6 @@ import logging
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import threading
@@ -26,7 +25,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from rocketha import Message, MessageStore, __version__
+from rocketha import Message, MessageStore, __version__, _children
 from rocketha.acl import SessionCredentials
 from rocketha.broker import Broker
 from rocketha.config import BrokerConfig, parse_key_value
@@ -65,8 +64,16 @@ def cmd_demo(args: argparse.Namespace) -> int:
     store is removed at the end unless ``--keep``; ``--store`` is always kept."""
     from rocketha import demo
 
+    # SIGTERM unwinds like Ctrl-C: the brokers are stopped and the temp store removed.
+    _children.on_stop_signals()
     keep = bool(args.keep or args.store)
-    root = Path(args.store) if args.store else Path(tempfile.mkdtemp(prefix="rocketha-demo-"))
+    if args.store:
+        root = Path(args.store)
+    elif keep:
+        root = Path(tempfile.mkdtemp(prefix="rocketha-demo-"))
+    else:
+        # Under the runs' root: if this process is killed, the next run removes it.
+        root = _children.run_dir("demo")
     try:
         summary = demo.run(
             root,
@@ -452,6 +459,11 @@ def _status_summary(s: dict[str, Any]) -> str:
         error = s.get("last_error")
         if error is not None:
             lines.append(f"  last error {_ago(now, error['at'])}: {error['reason']}")
+        if s.get("slave_read_enable") is False:
+            lines.append(
+                "  serves no messages to consumers (slaveReadEnable=false, RocketMQ's default): "
+                "while the master is down its consumers wait for it"
+            )
         stop = s.get("stopped")
         if stop is not None:
             lines.append(
@@ -622,7 +634,22 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return 2
     path = os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))
     env = {**os.environ, "PYTHONPATH": path}
-    return subprocess.call([sys.executable, "-m", "benches", *args.bench_args], env=env)
+    harness = _children.spawn([sys.executable, "-m", "benches", *args.bench_args], env=env)
+
+    # The harness has a process group of its own: SIGTERM and Ctrl-C reach it through us,
+    # and it stops its peers before it exits, which we wait for.
+    def forward(signum: int, _frame: object) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            harness.send_signal(signum)
+
+    previous = {s: signal.signal(s, forward) for s in _STOP_SIGNALS}
+    try:
+        code = harness.wait()
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        _children.stop(harness)
+    return 128 - code if code < 0 else code
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -836,6 +863,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         # One line a person can act on (the path and the reason), not a traceback.
         print(f"rocketha: {e}", file=sys.stderr)
         return 2
+    except _children.StopSignal as e:
+        print(f"rocketha: {e}", file=sys.stderr)
+        return 128 + e.signum
 
 
 if __name__ == "__main__":

@@ -210,6 +210,9 @@ class PullConsumer:
         self._tickets: dict[int, _Pull] = {}
         #: Address -> monotonic time before which it is not tried (it refused a connection).
         self._down_until: dict[str, float] = {}
+        #: Broker groups whose master is down while their slave serves no reads: their queues
+        #: wait for the master (said once per outage).
+        self._waiting_for_master: set[str] = set()
         self._consumed_from: dict[int, int] = {}
         self._error: RocketHAError | None = None
         self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
@@ -486,6 +489,11 @@ class PullConsumer:
                 return
             # PullAPIWrapper.updatePullFromWhichNode: the next pull goes where this one says.
             pq.broker_id = suggest
+            if code == _RETRY_IMMEDIATELY and suggest == MASTER_ID != pull.broker_id:
+                self._slave_refuses_reads(pq, pull.addr)
+            elif pull.broker_id == MASTER_ID and pq.mq.broker_name in self._waiting_for_master:
+                self._waiting_for_master.discard(pq.mq.broker_name)
+                log.warning("group %s: %s's master answers again", self.group, pq.mq.broker_name)
             if code == _OFFSET_MOVED:
                 log.warning(
                     "offset %d of %s is not stored on %s; moving to %d",
@@ -506,6 +514,39 @@ class PullConsumer:
             elif code == _FOUND and not pq.cache:
                 # Every message was filtered out: nothing to deliver up to next_begin.
                 pq.consumed = next_begin
+
+    def _slave_refuses_reads(self, pq: _ProcessQueue, slave: str) -> None:
+        """A slave with ``slaveReadEnable=false`` (RocketMQ's default) serves no messages and
+        sends the consumer back to the master: while the master is down the queue waits for it,
+        as RocketMQ's consumers do, trying again when the master is due, not in a busy loop.
+        Called with the lock held."""
+        group = pq.mq.broker_name
+        master = self._routes[pq.mq.topic].broker_addrs.get(group, {}).get(MASTER_ID)
+        now = time.monotonic()
+        if master is not None and self._usable(master, now):
+            return  # the next pull goes to the master, which is up
+        due = self._down_until.get(master, now) if master else now + self.master_retry_interval
+        pq.not_before = max(due, now + min(1.0, self.master_retry_interval))
+        if group in self._waiting_for_master:
+            return
+        self._waiting_for_master.add(group)
+        where = f"is down ({master})" if master else "is not in the route"
+        log.warning(
+            "group %s: consuming %s's queues waits for its master: the master %s and the slave "
+            "%s serves no messages (slaveReadEnable=false on it, RocketMQ's default). Set "
+            "slaveReadEnable=true on the master and the slave to consume from the slave while "
+            "the master is down",
+            self.group,
+            group,
+            where,
+            slave,
+        )
+
+    def waiting_for_master(self) -> set[str]:
+        """Broker groups whose queues wait for their master: it is down and the slave serves
+        no reads (``slaveReadEnable=false``)."""
+        with self._lock:
+            return set(self._waiting_for_master)
 
     def _pull_failed(self, pull: _Pull, e: BaseException) -> None:
         if isinstance(e, RemotingConnectError | SendStatusUnknownError):

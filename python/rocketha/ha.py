@@ -132,6 +132,12 @@ class HAService:
             except Exception:
                 log.exception("HA state callback %r failed", callback)
 
+    def report_problem(self, reason: str) -> None:
+        """A problem found outside the HA client that keeps the slave from replicating (its
+        haMasterAddress refused by the name servers): shown by ``status`` as the last error."""
+        with self._changed:
+            self._last_problem = (reason, time.time())
+
     def wait_for_state(self, address: str | None, state: str, timeout: float) -> bool:
         """Waits until the connection with ``address`` (any connection if None; the master's
         address on a slave) reaches ``state``. False on timeout."""

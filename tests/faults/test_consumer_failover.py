@@ -5,6 +5,7 @@ duplicates (RocketMQ's at-least-once) are counted."""
 
 from __future__ import annotations
 
+import logging
 import random
 import signal
 from collections import Counter
@@ -12,7 +13,15 @@ from pathlib import Path
 
 import pytest
 from common import HA_TIMERS, FaultReport, converges
-from helpers import BrokerProcess, offsets, runtime_info, start_master, start_slave, wait_for
+from helpers import (
+    BrokerProcess,
+    offsets,
+    routed,
+    runtime_info,
+    start_master,
+    start_slave,
+    wait_for,
+)
 from rocketha import NameServer
 
 from benches.clients import ConsumerClient, ProducerClient
@@ -121,3 +130,54 @@ def test_consumers_follow_the_master_down_and_back_without_skipping(
     trial: int, tmp_path: Path, fault_report: FaultReport
 ) -> None:
     failover_trial(tmp_path / f"trial{trial}", random.Random(), fault_report)
+
+
+def test_a_slave_without_slave_read_enable_makes_consumers_wait_and_says_why(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """RocketMQ's default, slaveReadEnable=false: the slave serves no messages, so while the
+    master is down a consumer gets nothing. It says so once, naming the setting, and asks the
+    slave again only when the master is due (no busy loop), instead of a silent stall."""
+    from rocketha import Broker, BrokerConfig, Message, Producer, PullConsumer
+    from rocketha.consumer import ConsumeFromWhere
+
+    with NameServer("127.0.0.1:0") as ns:
+        common = {"namesrv_addr": ns.listen_address, "listen_port": 0}
+        master = Broker(
+            BrokerConfig(
+                broker_role="ASYNC_MASTER",
+                store_path_root_dir=str(tmp_path / "m"),
+                ha_listen_address="127.0.0.1",
+                ha_listen_port=0,
+                **common,  # type: ignore[arg-type]
+            )
+        ).start()
+        slave_conf = BrokerConfig(
+            broker_role="SLAVE",
+            broker_id=1,
+            store_path_root_dir=str(tmp_path / "s"),
+            slave_sync_interval=100,
+            **common,  # type: ignore[arg-type]
+        )
+        with Broker(slave_conf) as slave:
+            with Producer(ns.listen_address, "p") as producer:
+                for i in range(10):
+                    producer.send(Message(TOPIC, b"m%d" % i))
+            wait_for(lambda: slave.max_offset == master.max_offset, 60, "replication")
+            master.shutdown()
+            # The slave alone routes the topic once its sync has it.
+            wait_for(lambda: routed(ns.listen_address, TOPIC), 60, "the slave's route")
+            caplog.set_level(logging.INFO, logger="rocketha.consumer")
+            with PullConsumer(
+                ns.listen_address,
+                GROUP,
+                [TOPIC],
+                consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+                master_retry_interval=0.5,
+            ) as consumer:
+                wait_for(consumer.waiting_for_master, 60, "the consumer to say it waits")
+                assert consumer.poll(1.0) == []
+                assert consumer.waiting_for_master() == {"broker-a"}
+            said = [r.getMessage() for r in caplog.records if "slaveReadEnable" in r.getMessage()]
+            assert len(said) == 1, said
+            assert "waits for its master" in said[0] and slave.listen_address in said[0]
