@@ -189,3 +189,13 @@ def test_broker_produce_stdin_stops_at_the_end_of_stdin(tmp_path: Path) -> None:
     assert [line.get("status") for line in lines[1:3]] == ["PUT_OK", "PUT_OK"]
     assert lines[-1] == {"stopped": True}
     assert not (store / "abort").exists(), "stopped cleanly"
+
+
+def test_consume_prints_text_as_text_and_marks_binary() -> None:
+    from rocketha.cli import _json_body, _printable_body
+
+    assert _printable_body("héllo\tworld".encode()) == "héllo\tworld"
+    assert _printable_body(b"\xff\x00ab") == "(binary, 4 bytes) \\xff\\x00ab"
+    assert _printable_body(b"\x1b[2Jx") == "(binary, 5 bytes) \\x1b[2Jx"
+    assert _json_body("é".encode()) == {"body": "é"}
+    assert _json_body(b"\xff\x00") == {"body_base64": "/wA="}

@@ -234,9 +234,11 @@ class MessageStore(_core.MessageStore):
                     records,
                     size,
                 )
-        if checked and not crashed:
-            log.debug(
-                "recovered %s: checked %d records from offset %d, max offset %d",
+        if checked and not crashed and cut_at is None:
+            # INFO (``rocketha -v``): after a clean stop an operator still asks what was kept.
+            log.info(
+                "%s: recovered after a clean shutdown: checked %d records from offset %d, "
+                "truncated nothing; max offset %d",
                 self.path,
                 checked,
                 scanned_from,
