@@ -11,6 +11,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from rocketha import _children
 from tqdm import tqdm
 
 from benches.common import SKIPPED_FIGURES, Figure, Skipped, print_table, write_results
@@ -105,4 +106,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # SIGTERM (`timeout`, a CI runner) unwinds like Ctrl-C: every scenario's `with` blocks stop
+    # its brokers and JVMs and remove its temp dirs before the harness exits 128 + signal.
+    _children.on_stop_signals()
+    try:
+        sys.exit(main())
+    except _children.StopSignal as e:
+        print(f"\nbench: {e}", file=sys.stderr)
+        sys.exit(128 + e.signum)

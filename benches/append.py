@@ -9,12 +9,11 @@
 
 from __future__ import annotations
 
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from rocketha import Message, MessageStore
+from rocketha import Message, MessageStore, _children
 
 from benches.common import Figure, native_baselines, run_threads
 
@@ -32,7 +31,7 @@ def run(quick: bool, runs: int) -> list[Figure]:
     n_put = 200_000 if quick else 1_000_000
 
     def batch_throughput(size: int) -> tuple[float, float]:
-        with tempfile.TemporaryDirectory() as d:
+        with _children.temp_run_dir("bench-append") as d:
             msgs = [Message("BenchTopic", b"x" * size) for _ in range(1000)]
             with _store(Path(d)) as store:
                 started = time.perf_counter()
@@ -59,7 +58,7 @@ def run(quick: bool, runs: int) -> list[Figure]:
         )
 
     def single_puts() -> tuple[float, float]:
-        with tempfile.TemporaryDirectory() as d:
+        with _children.temp_run_dir("bench-append") as d:
             with _store(Path(d)) as store:
                 msg = Message("BenchTopic", b"x" * 100)
                 put = store.put
@@ -88,7 +87,7 @@ def run(quick: bool, runs: int) -> list[Figure]:
         per_thread = 500 if quick else 2000
         msg = Message("BenchTopic", b"x" * 1024)
         with (
-            tempfile.TemporaryDirectory() as d,
+            _children.temp_run_dir("bench-append") as d,
             _store(Path(d), flush_disk_type=flush_disk_type) as store,
         ):
 

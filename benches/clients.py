@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from rocketha import ConsumeFromWhere, Message, Producer, PullConsumer, RocketHAError
+from rocketha import ConsumeFromWhere, Message, Producer, PullConsumer, RocketHAError, _children
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -45,7 +45,7 @@ class _Client:
             "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
         }
         with log.open("a") as err:
-            self.proc = subprocess.Popen(
+            self.proc = _children.spawn(
                 [sys.executable, "-m", "benches.clients", *args],
                 cwd=REPO,
                 env=env,
@@ -84,8 +84,7 @@ class _Client:
         try:
             self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+            _children.kill(self.proc)
             raise RuntimeError(
                 f"{self.proc.args} ignored stop; its log: {self.log.read_text()}"
             ) from None

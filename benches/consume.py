@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -28,6 +27,7 @@ from rocketha import (
     NameServer,
     Producer,
     PullConsumer,
+    _children,
 )
 from rocketha._core import MQClientAPI
 
@@ -191,7 +191,7 @@ def run(quick: bool, runs: int) -> list[Figure]:
     ping: dict[float, list[float]] = {0.5: [], 0.99: []}
     for _ in range(runs):
         # A name server per part: the first part's brokers leave nothing in the second's routes.
-        with tempfile.TemporaryDirectory() as d:
+        with _children.temp_run_dir("bench-consume") as d:
             with NameServer("127.0.0.1:0") as ns:
                 c, p = _drain(Path(d), ns, total)
             catch_up.append(c)

@@ -17,12 +17,11 @@ import socket
 import struct
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-from rocketha import Broker, BrokerConfig, BrokerRole, Message, NameServer, Producer
+from rocketha import Broker, BrokerConfig, BrokerRole, Message, NameServer, Producer, _children
 
 from benches.common import Figure, cdf_points, percentile
 
@@ -129,7 +128,7 @@ def _latencies(producer: Producer, seconds: float) -> list[float]:
 
 
 def _with_attack(broker: str, namesrv: str, measure: Callable[[], list[float]]) -> list[float]:
-    attacker = subprocess.Popen(
+    attacker = _children.spawn(
         [sys.executable, "-m", "benches.hostile", "ATTACK", broker, namesrv],
         cwd=Path(__file__).resolve().parents[1],
         stdout=subprocess.PIPE,
@@ -143,8 +142,7 @@ def _with_attack(broker: str, namesrv: str, measure: Callable[[], list[float]]) 
             raise RuntimeError(f"the hostile process died: {attacker.stderr.read()[-2000:]}")
         return measure()
     finally:
-        attacker.kill()
-        attacker.wait()
+        _children.kill(attacker)
         attacker.stdout.close()
         attacker.stderr.close()
 
@@ -155,7 +153,7 @@ def run(quick: bool, runs: int) -> list[Figure]:
     loud: dict[str, list[float]] = {q: [] for q in QUANTILES}
     samples: tuple[list[float], list[float]] = ([], [])
     for _ in range(runs):
-        with tempfile.TemporaryDirectory() as d, NameServer("127.0.0.1:0") as ns:
+        with _children.temp_run_dir("bench-hostile") as d, NameServer("127.0.0.1:0") as ns:
             broker = Broker(
                 BrokerConfig(
                     namesrv_addr=ns.listen_address,

@@ -13,12 +13,11 @@ loopback TCP copy, to show how hard the load pushed.
 from __future__ import annotations
 
 import shutil
-import tempfile
 import threading
 import time
 from pathlib import Path
 
-from rocketha import Message
+from rocketha import Message, _children
 
 from benches.common import Figure, broker_pair, native_baselines, percentile
 
@@ -35,7 +34,7 @@ def run(quick: bool, runs: int) -> list[Figure]:
     t_s: list[float] = []
     heads: list[int] = []
     lag_bytes: list[int] = []
-    with tempfile.TemporaryDirectory() as d:
+    with _children.temp_run_dir("bench-lag") as d:
         budget = shutil.disk_usage(d).free // 4
         master, slave = broker_pair(Path(d), "ASYNC_MASTER")
         assert master.ha is not None

@@ -17,12 +17,11 @@ import os
 import shutil
 import socket
 import subprocess
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from rocketha import Broker, Message, PutStatus
+from rocketha import Broker, Message, PutStatus, _children
 
 from benches.common import Figure, Skipped, broker_pair, cdf_points, percentile
 
@@ -125,7 +124,7 @@ def redis_pair(binary: str, root: Path) -> Iterator[Resp]:
             args += ["--save", "", "--appendonly", "no", "--logfile", str(d / "log")]
             if i:
                 args += ["--replicaof", "127.0.0.1", str(ports[0])]
-            servers.append(subprocess.Popen(args, stdout=subprocess.DEVNULL))
+            servers.append(_children.spawn(args, stdout=subprocess.DEVNULL))
             clients.append(_connect(port, servers[-1], d / "log"))
         deadline = time.monotonic() + 15
         while True:
@@ -140,8 +139,7 @@ def redis_pair(binary: str, root: Path) -> Iterator[Resp]:
         for client in clients:
             client.close()
         for server in servers:
-            server.terminate()
-            server.wait(10)
+            _children.stop(server, 10)
 
 
 def _redis_puts(r: Resp, n: int) -> list[float]:
@@ -196,7 +194,7 @@ def run(quick: bool, runs: int) -> list[Figure]:
     batches = 20 if quick else 200
     ours: dict[str, list[float]] = {}
     theirs: dict[str, list[float]] = {}
-    with tempfile.TemporaryDirectory() as d, redis_pair(binary, Path(d)) as redis:
+    with _children.temp_run_dir("bench-peer-redis") as d, redis_pair(binary, Path(d)) as redis:
         master, slave = broker_pair(Path(d), "SYNC_MASTER")
         try:
             for _ in range(runs):

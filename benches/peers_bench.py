@@ -28,14 +28,13 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from rocketha import ConsumeFromWhere, PullConsumer
+from rocketha import ConsumeFromWhere, PullConsumer, _children
 
 from benches import remoting
 from benches.common import Figure, Skipped, skip_figure
@@ -389,7 +388,7 @@ def run(quick: bool, runs: int) -> list[Figure]:
             peer = system.split()[0]
             if peer in failed:
                 continue
-            with tempfile.TemporaryDirectory() as d:
+            with _children.temp_run_dir("bench-peers-bench") as d:
                 try:
                     with _system(system, Path(d), loadgen, rmq, kfk, seconds) as load:
                         # A JVM's first seconds run interpreted and C1 code (Kafka's 1-connection
@@ -418,7 +417,7 @@ def run(quick: bool, runs: int) -> list[Figure]:
         for system in ("rocketha", "RocketMQ", "Kafka"):
             if system in failed or system in replica_failed:
                 continue
-            with tempfile.TemporaryDirectory() as d:
+            with _children.temp_run_dir("bench-peers-bench") as d:
                 try:
                     got = _replicas(system, Path(d), loadgen, rmq, kfk, size, drain)
                 except Exception as e:

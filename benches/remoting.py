@@ -19,18 +19,17 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import shutil
-import signal
 import socket
 import struct
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
+
+from rocketha import _children
 
 from benches.common import Figure, Skipped, native_baselines, percentile
 from benches.peers import rocketmq
@@ -60,13 +59,12 @@ class _Process:
     def __init__(self, log: Path, *args: str) -> None:
         self.log = log
         with log.open("a") as err:
-            self.proc = subprocess.Popen(
+            self.proc = _children.spawn(
                 [sys.executable, "-m", "rocketha", *args],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=err,
                 text=True,
-                start_new_session=True,
             )
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
@@ -76,15 +74,7 @@ class _Process:
         self.started: dict[str, Any] = json.loads(line)["started"]
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(timeout=30)
+        _children.stop(self.proc, timeout=30)
         if self.proc.stdout is not None:
             self.proc.stdout.close()
 
@@ -205,7 +195,7 @@ def _rocketmq_pair(
 def _echo(loadgen: Path, root: Path) -> Iterator[Servers]:
     """``rocketha-loadgen echo`` on an OS-chosen port."""
     with (root / "echo.log").open("a") as err:
-        proc = subprocess.Popen(
+        proc = _children.spawn(
             [str(loadgen), "echo"], stdout=subprocess.PIPE, stderr=err, text=True
         )
     try:
@@ -217,8 +207,7 @@ def _echo(loadgen: Path, root: Path) -> Iterator[Servers]:
             )
         yield Servers("", json.loads(line)["listen"], {"server": proc.pid})
     finally:
-        proc.kill()
-        proc.wait(timeout=30)
+        _children.kill(proc)
         if proc.stdout is not None:
             proc.stdout.close()
 
@@ -231,7 +220,7 @@ def loadgen_binary() -> Path:
             "the load generator is Rust (benches/loadgen): needs cargo on PATH (https://rustup.rs)"
         )
     build = ["cargo", "build", "--release", "--quiet", "-p", "rocketha-loadgen"]
-    if subprocess.run(build, cwd=REPO).returncode != 0:
+    if _children.run(build, cwd=REPO).returncode != 0:
         raise RuntimeError(f"{' '.join(build)} failed (see cargo's output)")
     meta = subprocess.run(
         ["cargo", "metadata", "--no-deps", "--format-version", "1"],
@@ -263,7 +252,7 @@ def _load(
         command.append("--create-topic")
     for name, pid in at.pids.items():
         command += ["--watch", f"{name}={pid}"]
-    proc = subprocess.run(command, capture_output=True, text=True, timeout=seconds + 180)
+    proc = _children.run(command, capture_output=True, text=True, timeout=seconds + 180)
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(command)} failed: {proc.stderr[-3000:]}")
     r: dict[str, Any] = json.loads(proc.stdout)
@@ -300,7 +289,7 @@ def run(quick: bool, runs: int) -> list[Figure]:
         for system in systems:
             if system == peer and peer_failed:
                 continue
-            with tempfile.TemporaryDirectory() as d:
+            with _children.temp_run_dir("bench-remoting") as d:
                 root = Path(d)
                 try:
                     if system == "echo":

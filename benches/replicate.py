@@ -9,11 +9,10 @@ filling a new file's pages as it must for any writer."""
 
 from __future__ import annotations
 
-import tempfile
 import time
 from pathlib import Path
 
-from rocketha import Message, MessageStore
+from rocketha import Message, MessageStore, _children
 from rocketha.ha import HAService
 
 from benches.common import Figure, native_baselines, percentile
@@ -35,7 +34,7 @@ def run(quick: bool, runs: int) -> list[Figure]:
     ping_pong_p: dict[float, list[float]] = {0.5: [], 0.99: []}
     msgs = [Message("BenchTopic", b"r" * (1024 - 101)) for _ in range(1000)]  # 1 KiB records
     for _ in range(runs):
-        with tempfile.TemporaryDirectory() as d:
+        with _children.temp_run_dir("bench-replicate") as d:
             root = Path(d)
             master = MessageStore(root / "m", mapped_file_size_commit_log=SEGMENT)
             with HAService(master, master=True) as ha:

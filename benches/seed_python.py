@@ -21,12 +21,11 @@ import multiprocessing
 import selectors
 import socket
 import struct
-import tempfile
 import time
 from multiprocessing.connection import Connection
 from pathlib import Path
 
-from rocketha import Message, MessageStore
+from rocketha import Message, MessageStore, _children
 from rocketha.ha import HAService
 
 from benches.common import Figure
@@ -163,7 +162,7 @@ def run(quick: bool, runs: int) -> list[Figure]:
     total = (64 if quick else 256) << 20
     ours, seed = [], []
     msgs = [Message("BenchTopic", b"p" * (1024 - 101)) for _ in range(1000)]  # 1 KiB records
-    with tempfile.TemporaryDirectory() as d:
+    with _children.temp_run_dir("bench-seed-python") as d:
         root = Path(d)
         with MessageStore(root / "m", mapped_file_size_commit_log=SEGMENT) as master:
             while master.max_offset < total:

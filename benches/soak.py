@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+
+from rocketha import _children
 
 from benches.clients import ConsumerClient, ProducerClient
 from benches.common import Figure, percentile
@@ -86,7 +87,7 @@ def run(
 ) -> list[Figure]:
     duration = duration or (30.0 if quick else 600.0)
     warmup = max(5.0, duration / 6)
-    root = Path(tempfile.mkdtemp(prefix="rocketha-soak-"))
+    root = _children.run_dir("bench-soak")
     try:
         with rocketha_pair(root, "SYNC_MASTER") as servers:
             peak = _peak(root, servers.namesrv, 3.0 if quick else 10.0)

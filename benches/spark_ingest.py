@@ -35,7 +35,6 @@ import itertools
 import os
 import shutil
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 
@@ -44,7 +43,16 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
-from rocketha import Broker, BrokerConfig, Message, MessageStore, NameServer, Producer, _core
+from rocketha import (
+    Broker,
+    BrokerConfig,
+    Message,
+    MessageStore,
+    NameServer,
+    Producer,
+    _children,
+    _core,
+)
 from rocketha.spark import BATCH_ROWS, SCHEMA, RangePartition
 from rocketha.spark._arrow import to_record_batch
 
@@ -189,7 +197,7 @@ def measure(
 ) -> tuple[int, dict[tuple[str, str], list[float]]]:
     """Rows in the store, and rows/s of every repetition per (source, query)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    work = tempfile.mkdtemp(prefix="rocketha-bench-")
+    work = str(_children.run_dir("bench-spark-ingest"))
     store_dir = store or os.path.join(work, "store")
     if not os.path.isdir(os.path.join(store_dir, "commitlog")):
         fill(store_dir, messages, body_size)

@@ -13,11 +13,10 @@ is given too."""
 
 from __future__ import annotations
 
-import tempfile
 import time
 from pathlib import Path
 
-from rocketha import Broker, Message, PutStatus
+from rocketha import Broker, Message, PutStatus, _children
 
 from benches.common import (
     Figure,
@@ -96,7 +95,7 @@ def run(quick: bool, runs: int) -> list[Figure]:
         rtt_runs.append(percentile(baseline.tcp_ping_pong(5000), 0.5) * 1e6)
         ceiling_runs.append(_blocking_call_ceiling(8, total))
         for role in ("SYNC_MASTER", "ASYNC_MASTER"):
-            with tempfile.TemporaryDirectory() as d:
+            with _children.temp_run_dir("bench-sync-put") as d:
                 master, slave = broker_pair(Path(d), role)
                 try:
                     rate = _produce_async(master, 8, total // 8)

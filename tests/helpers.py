@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rocketha import Broker, BrokerConfig
+from rocketha import Broker, BrokerConfig, _children
 from rocketha.cli import segment_checksums
 
 SEGMENT = 64 * 1024
@@ -52,7 +52,7 @@ class BrokerProcess:
         self.conf = conf
         self.log = conf.with_suffix(".log")
         with self.log.open("a") as log:
-            self.proc = subprocess.Popen(
+            self.proc = _children.spawn(
                 [sys.executable, "-m", "rocketha", "-v", "broker", "-c", str(conf), *extra],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
@@ -263,7 +263,7 @@ def spawn_rocketha_namesrv(log: Path, *extra: str) -> Iterator[RochaNamesrv]:
     """``rocketha namesrv`` on an OS-chosen port with ``extra`` arguments, killed at the end;
     its log goes to ``log`` (an undrained pipe would block it)."""
     with log.open("w") as stderr:
-        proc = subprocess.Popen(
+        proc = _children.spawn(
             [sys.executable, "-m", "rocketha", "-v", "namesrv", "--listen", "127.0.0.1:0", *extra],
             stdout=subprocess.PIPE,
             stderr=stderr,
@@ -275,8 +275,7 @@ def spawn_rocketha_namesrv(log: Path, *extra: str) -> Iterator[RochaNamesrv]:
         assert line, f"namesrv failed to start: {log.read_text()}"
         yield RochaNamesrv(proc, json.loads(line)["started"]["listen"], log)
     finally:
-        proc.kill()
-        proc.wait(timeout=30)
+        _children.kill(proc)
         if proc.stdout is not None:
             proc.stdout.close()
 

@@ -24,6 +24,7 @@ from rocketha import (
     MQClientError,
     Producer,
     PullConsumer,
+    _children,
 )
 from rocketha._core import MQClientAPI
 from rocketha.client import MessageQueue
@@ -381,7 +382,7 @@ def test_consume_cli_commits_on_sigterm(cluster: Cluster) -> None:
     send(cluster.namesrv, "T11", [b.encode() for b in bodies])
     args = [sys.executable, "-m", "rocketha", "consume", "--namesrv", cluster.namesrv]
     args += ["--group", "g11", "--topic", "T11", "--from-beginning"]
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = _children.spawn(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     first = [proc.stdout.readline().strip() for _ in range(40)]
     proc.send_signal(signal.SIGTERM)

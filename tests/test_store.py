@@ -19,7 +19,7 @@ import rocketha
 from helpers import SEGMENT
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from rocketha import InvalidMessageError, Message, MessageStore, PutStatus
+from rocketha import InvalidMessageError, Message, MessageStore, PutStatus, _children
 from rocketha.store import existing_file_sizes
 
 
@@ -406,7 +406,7 @@ CHILD = textwrap.dedent(
 def test_sigkill_mid_append_recovers_a_valid_prefix(tmp_path: Path, trial: int) -> None:
     rng = random.Random(trial)
     for round_ in range(2):
-        proc = subprocess.Popen(
+        proc = _children.spawn(
             [sys.executable, "-c", CHILD.format(segment=SEGMENT), str(tmp_path)],
             stdout=subprocess.PIPE,
             text=True,
@@ -484,7 +484,7 @@ def test_read_only_store_follows_a_writer_in_another_process(tmp_path: Path) -> 
     """A reader in another process sees what the writer adds after the open, through the
     consume queues as well as the commit log: new entries, new queue files (64 entries each
     here), new topics."""
-    writer = subprocess.Popen(
+    writer = _children.spawn(
         [sys.executable, "-c", WRITER, str(tmp_path), str(SEGMENT)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,

@@ -22,12 +22,13 @@ import base64
 import contextlib
 import json
 import os
-import subprocess
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from rocketha import _children
 
 from benches.peers.rocketmq import (
     CACHE,
@@ -119,7 +120,7 @@ class Kafka:
     def _java(self, home: Path, main: str, args: Sequence[str], timeout: float) -> str:
         """Runs a short-lived tool JVM; its stdout, or RuntimeError with what it printed."""
         home.mkdir(parents=True, exist_ok=True)
-        proc = subprocess.run(
+        proc = _children.run(
             [
                 "java",
                 "-Xms256m",

@@ -17,14 +17,12 @@ is stopped (SIGTERM, then SIGKILL) when its ``with`` block ends, whatever happen
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import fcntl
 import hashlib
 import json
 import os
 import shutil
-import signal
 import socket
 import struct
 import subprocess
@@ -34,6 +32,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from rocketha import _children
 
 #: The pinned versions: the last 4.9 on Maven Central (4.9.8 was never published there) and
 #: the newest 5.x whose jars all resolve (5.5.1's broker pom is there, its other jars are not).
@@ -111,7 +111,7 @@ def maven_classpath(pom: Path, properties: dict[str, str], cache: Path) -> str:
             cp = out.read_text().strip()
             if cp and all(Path(j).is_file() for j in cp.split(os.pathsep)):
                 return cp
-        proc = subprocess.run(
+        proc = _children.run(
             [
                 "mvn",
                 "-q",
@@ -144,7 +144,7 @@ def compile_java(files: Sequence[Path], classpath: str, cache: Path) -> Path:
             tmp = out.with_name(out.name + ".tmp")
             shutil.rmtree(tmp, ignore_errors=True)
             tmp.mkdir(parents=True)
-            proc = subprocess.run(
+            proc = _children.run(
                 ["javac", "-nowarn", "-cp", classpath, "-d", str(tmp), *map(str, files)],
                 capture_output=True,
                 text=True,
@@ -210,17 +210,6 @@ def rocketmq_home(home: Path) -> dict[str, str]:
     return {**os.environ, "ROCKETMQ_HOME": str(home), "HOME": str(home)}
 
 
-_live: set[JavaProcess] = set()
-
-
-@atexit.register
-def _kill_leftovers() -> None:
-    """A JVM must not outlive the Python process that started it (it runs in a session of
-    its own, so a Ctrl-C at the terminal does not reach it)."""
-    for process in list(_live):
-        process.kill()
-
-
 class JavaProcess:
     """A peer's JVM (RocketMQ's, or Kafka's in ``kafka.py``) running ``main`` on ``classpath``
     with ``jvm`` flags; ``stdout.log`` in its home collects what it prints. The RocketMQ
@@ -253,17 +242,16 @@ class JavaProcess:
             main,
             *args,
         ]
+        # `java` itself, not a script around it: the parent-death signal reaches the JVM.
         with self.stdout.open("ab") as out:
-            self.proc = subprocess.Popen(
+            self.proc = _children.spawn(
                 command,
                 cwd=home,
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
-                start_new_session=True,
             )
-        _live.add(self)
 
     def wait_ready(self, port: int, line: str = "", timeout: float = 90.0) -> None:
         """Until ``port`` accepts connections and the process printed ``line`` (if given)."""
@@ -305,25 +293,11 @@ class JavaProcess:
     def kill(self) -> int:
         """SIGKILL: for a process whose store is read afterwards only through its files (mmap'd
         writes are in the page cache already), skipping RocketMQ's slow graceful shutdown."""
-        if self.proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, signal.SIGKILL)
-        _live.discard(self)
-        return self.proc.wait(timeout=30)
+        return _children.kill(self.proc)
 
     def stop(self, timeout: float = 30.0) -> int:
         """SIGTERM (RocketMQ's shutdown hook flushes and unmaps), SIGKILL after ``timeout``."""
-        if self.proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(timeout=30)
-        _live.discard(self)
-        return self.proc.returncode
+        return _children.stop(self.proc, timeout)
 
     def __enter__(self) -> Any:
         return self
@@ -571,7 +545,7 @@ class RocketMQ:
     def _client(
         self, home: Path, args: Sequence[str], timeout: float, jvm: Sequence[str] = ()
     ) -> list[str]:
-        proc = subprocess.run(
+        proc = _children.run(
             self._peer_command(home, args, jvm),
             cwd=home,
             capture_output=True,
@@ -592,7 +566,7 @@ class RocketMQ:
         exits 0 even when a command fails (it prints the exception), so callers check the
         output."""
         env = rocketmq_home(home)
-        proc = subprocess.run(
+        proc = _children.run(
             [
                 "java",
                 "-Xmx128m",
@@ -666,7 +640,7 @@ class RocketMQ:
         """A bench client (``Load``, ``Drain``) on a JVM with its JIT and a parallel GC, unlike
         the tests' quick-starting one; its last JSON line."""
         home.mkdir(parents=True, exist_ok=True)
-        proc = subprocess.run(
+        proc = _children.run(
             [
                 "java",
                 "-Xms256m",
@@ -888,7 +862,7 @@ class GroupMember:
         self.home = home
         self.lines: list[str] = []
         with (home / "peer-group.err").open("w") as err:
-            self.proc = subprocess.Popen(
+            self.proc = _children.spawn(
                 command,
                 cwd=home,
                 stdin=subprocess.PIPE,
@@ -921,8 +895,7 @@ class GroupMember:
         try:
             code = self.proc.wait(timeout=timeout)
         finally:
-            if self.proc.poll() is None:
-                self.proc.kill()
+            _children.kill(self.proc)
         self._reader.join(timeout)
         (self.home / "peer-group.out").write_text("\n".join(self.lines))
         if code != 0 or not any(line.startswith("DONE ") for line in self.lines):

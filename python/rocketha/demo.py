@@ -23,6 +23,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import IO, Any
 
+from rocketha import _children
 from rocketha.cli import segment_checksums
 from rocketha.consumer import MASTER_ID, ConsumeFromWhere, PullConsumer
 from rocketha.exceptions import RocketHAError
@@ -38,7 +39,7 @@ class _Process:
 
     def __init__(self, args: list[str], log: Path) -> None:
         with log.open("a") as err:
-            self.proc = subprocess.Popen(
+            self.proc = _children.spawn(
                 [sys.executable, "-m", "rocketha", "-v", *args],
                 stdout=subprocess.PIPE,
                 stderr=err,
@@ -54,9 +55,7 @@ class _Process:
 
     def stop(self) -> None:
         """SIGTERM, and wait: the process flushes and closes its store."""
-        if self.proc.poll() is None:
-            self.proc.terminate()
-        self.proc.wait()
+        _children.stop(self.proc, timeout=60)
         if self.proc.stdout is not None:
             self.proc.stdout.close()
 
@@ -215,7 +214,7 @@ def _produce(ns: str, topic: str, messages: int, size: int, logs: Path) -> list[
         args = ["produce", "--namesrv", ns, "--topic", topic, "--count", str(count)]
         with (logs / f"producer-{p}.log").open("a") as err:
             procs.append(
-                subprocess.Popen(
+                _children.spawn(
                     [sys.executable, "-m", "rocketha", *args, "--size", str(size), "--json"],
                     stdout=subprocess.PIPE,
                     stderr=err,
@@ -223,9 +222,13 @@ def _produce(ns: str, topic: str, messages: int, size: int, logs: Path) -> list[
                 )
             )
     sent = []
-    for proc in procs:
-        out, _ = proc.communicate()
-        sent += [(r["status"], r["msg_id"]) for r in map(json.loads, out.splitlines())]
+    try:
+        for proc in procs:
+            out, _ = proc.communicate()
+            sent += [(r["status"], r["msg_id"]) for r in map(json.loads, out.splitlines())]
+    finally:
+        for proc in procs:
+            _children.stop(proc)
     return sent
 
 

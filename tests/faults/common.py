@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from helpers import SEGMENT, wait_for
-from rocketha import CommitLogCorrupted, MessageStore
+from rocketha import CommitLogCorrupted, MessageStore, _children
 
 PRODUCER = Path(__file__).with_name("producer.py")
 #: Small HA timers so stalls and reconnects play out in a second or two.
@@ -71,7 +71,7 @@ class ProducerProcess:
         self.log = store.parent / f"{store.name}.log"
         store.parent.mkdir(parents=True, exist_ok=True)
         with self.log.open("a") as log:
-            self.proc = subprocess.Popen(
+            self.proc = _children.spawn(
                 [sys.executable, PRODUCER, f"--store={store}", f"--role={role}", f"-t{threads}"],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,

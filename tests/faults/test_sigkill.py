@@ -23,7 +23,7 @@ from common import (
     replica_max_offset,
 )
 from helpers import same_log, start_master, start_slave
-from rocketha import MessageStore, NameServer
+from rocketha import MessageStore, NameServer, _children
 
 from benches.peers.rocketmq import VERSION_5, RocketMQ, Unavailable, missing_tools
 
@@ -148,7 +148,7 @@ def networked_master_kill_trial(
         master = start_master(d, "broker-a", ns.listen_address, **HA_TIMERS)
         ha = f"127.0.0.1:{master.started['ha_listen_port']}"
         slave = start_slave(d, "s", ha, **HA_TIMERS)
-        producer = subprocess.Popen(
+        producer = _children.spawn(
             command(ns.listen_address),
             cwd=d,
             stdout=subprocess.PIPE,
@@ -167,8 +167,7 @@ def networked_master_kill_trial(
                     master.kill()
             # What the producer printed after the kill, it was answered before the kill.
         finally:
-            producer.kill()
-            producer.wait()
+            _children.kill(producer)
             producer.stdout.close()
             master.kill()
             slave.stop()

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from helpers import RochaNamesrv, spawn_rocketha_namesrv
+from rocketha import _children
 
 from benches.peers.rocketmq import (
     VERSION_5,
@@ -31,8 +32,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(scope="session")
 def interop_root() -> Iterator[Path]:
     """Stores, logs and homes of every RocketMQ process of the session, removed at the end
-    whatever happened (set ROCKETHA_KEEP_INTEROP=1 to keep them for a post-mortem)."""
-    root = Path(tempfile.mkdtemp(prefix="rocketha-interop-"))
+    whatever happened (set ROCKETHA_KEEP_INTEROP=1 to keep them for a post-mortem). Under the
+    runs' root, so a session killed before its teardown has them removed by the next run."""
+    if os.environ.get("ROCKETHA_KEEP_INTEROP"):
+        root = Path(tempfile.mkdtemp(prefix="rocketha-interop-"))
+    else:
+        root = _children.run_dir("interop")
     yield root
     if os.environ.get("ROCKETHA_KEEP_INTEROP"):
         print(f"\ninterop files kept in {root}")
