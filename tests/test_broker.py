@@ -175,7 +175,13 @@ def test_slave_refuses_puts_and_serves_reads(tmp_path: Path) -> None:
 
 
 def test_insecure_listen_address_is_refused(tmp_path: Path) -> None:
-    conf = BrokerConfig(store_path_root_dir=str(tmp_path), ha_listen_port=0, listen_port=0)
+    # The default haListenAddress is loopback: opening it up needs a secret or the opt-in.
+    conf = BrokerConfig(
+        store_path_root_dir=str(tmp_path),
+        ha_listen_port=0,
+        listen_port=0,
+        ha_listen_address="0.0.0.0",
+    )
     with pytest.raises(ConfigError, match="haAllowInsecure"):
         Broker(conf).start()
     Broker(
@@ -183,6 +189,7 @@ def test_insecure_listen_address_is_refused(tmp_path: Path) -> None:
             store_path_root_dir=str(tmp_path),
             ha_listen_port=0,
             listen_port=0,
+            ha_listen_address="0.0.0.0",
             ha_allow_insecure=True,
         )
     ).start().shutdown()

@@ -8,6 +8,8 @@ have no ``start``; their ``with`` returns the object itself and starts no thread
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -106,3 +108,25 @@ def test_clients_with_returns_the_started_client(cluster: str) -> None:
     with consumer as entered_consumer:
         assert entered_consumer is consumer
         assert _threads() == threads
+
+
+def test_services_left_running_stop_at_exit(tmp_path: Path) -> None:
+    """A script that exits with its services running: they are shut down before the interpreter
+    finalizes (a daemon thread back from a native call during finalization aborted the process
+    with ``FATAL: exception not rethrown``), and the broker's store closes cleanly."""
+    store = tmp_path / "store"
+    script = f"""
+import os
+import sys
+from rocketha import Broker, BrokerConfig, NameServer
+ns = NameServer("127.0.0.1:0").start()
+conf = BrokerConfig(broker_name="exit", store_path_root_dir={str(store)!r}, listen_port=0,
+                    ha_listen_port=0, namesrv_addr=ns.listen_address)
+broker = Broker(conf).start()
+assert os.path.exists(broker.config.store_path_root_dir + "/abort")  # running
+sys.exit(3)
+"""
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 3, r.stderr
+    assert "FATAL" not in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert store.is_dir() and not (store / "abort").exists(), "the broker was shut down cleanly"

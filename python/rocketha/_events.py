@@ -4,6 +4,7 @@ Rust with the GIL released until there is something, and hands each event to a h
 
 from __future__ import annotations
 
+import atexit
 import threading
 from collections.abc import Callable
 from typing import Generic, TypeVar
@@ -40,4 +41,18 @@ class EventPump(Generic[E]):
         self.drain(0)
 
 
-__all__ = ["EventPump"]
+def stop_at_exit(stop: Callable[[], None]) -> None:
+    """Runs ``stop``, a service's shutdown, at interpreter exit unless
+    :func:`cancel_stop_at_exit` said it ran. A daemon thread that comes back from a native call
+    (GIL released) while the interpreter finalizes is ended with ``pthread_exit``, whose forced
+    unwind through the binding's frames aborts the process (glibc's ``FATAL: exception not
+    rethrown``); ``atexit`` runs before finalization, so the service's threads end first."""
+    atexit.register(stop)
+
+
+def cancel_stop_at_exit(stop: Callable[[], None]) -> None:
+    """The service stopped: nothing left for exit (see :func:`stop_at_exit`)."""
+    atexit.unregister(stop)
+
+
+__all__ = ["EventPump", "cancel_stop_at_exit", "stop_at_exit"]

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from rocketha._core import BrokerController, ClientTls, Message, MessageExt, PutResult, ServerTls
+from rocketha._events import cancel_stop_at_exit, stop_at_exit
 from rocketha.config import BrokerConfig
 from rocketha.exceptions import ConfigError, NotMasterError, OffsetTooSmallError
 from rocketha.group_transfer import GroupTransferService
@@ -145,6 +146,7 @@ class Broker:
                 shutil.rmtree(directory, ignore_errors=True)
             raise
         self._started = True
+        stop_at_exit(self.shutdown)
         log.info(
             "broker %s (id %d, %s) started on %s, max offset %d, clients at %s",
             c.broker_name,
@@ -307,6 +309,7 @@ class Broker:
         """Stops replication, flushes and closes the store (no abort marker left)."""
         if not self._started:
             return
+        cancel_stop_at_exit(self.shutdown)
         self._started = False
         self._close_parts()
         log.info("broker %s stopped", self.config.broker_name)

@@ -37,6 +37,7 @@ from typing import TypedDict
 
 from rocketha._async_send import AsyncSendService, SendTuple
 from rocketha._core import Message
+from rocketha._events import cancel_stop_at_exit, stop_at_exit
 from rocketha.acl import SessionCredentials, mq_client_api
 from rocketha.exceptions import (
     MQBrokerError,
@@ -245,6 +246,7 @@ class Producer:
         self._async: AsyncSendService | None = None
         self._heartbeat: threading.Thread | None = None
         self._closed = threading.Event()
+        stop_at_exit(self.shutdown)
 
     def __enter__(self) -> Producer:
         return self
@@ -255,6 +257,7 @@ class Producer:
     def shutdown(self) -> None:
         """Unregisters from every broker (``UNREGISTER_CLIENT``), closes the connections
         (sends in flight fail) and stops. A producer is not used after this."""
+        cancel_stop_at_exit(self.shutdown)
         self._closed.set()
         with self._lock:
             self._routes.clear()

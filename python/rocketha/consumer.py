@@ -46,6 +46,7 @@ from enum import Enum
 
 from rocketha import _core
 from rocketha._core import MessageExt
+from rocketha._events import cancel_stop_at_exit, stop_at_exit
 from rocketha.acl import SessionCredentials, mq_client_api
 from rocketha.client import MessageQueue
 from rocketha.exceptions import (
@@ -237,6 +238,7 @@ class PullConsumer:
         )
         self._puller.start()
         self._service.start()
+        stop_at_exit(self.close)
 
     # -- public API ------------------------------------------------------------------------
 
@@ -326,6 +328,7 @@ class PullConsumer:
         """Commits, unregisters from every broker and closes the connections. Idempotent."""
         if self._closed.is_set():
             return
+        cancel_stop_at_exit(self.close)
         self._closed.set()
         self._api.wake_pulled()
         self._service.join()

@@ -16,6 +16,7 @@ import threading
 from concurrent.futures import Future
 
 from rocketha._core import Message, PutResult
+from rocketha._events import cancel_stop_at_exit, stop_at_exit
 from rocketha.roles import PutStatus
 from rocketha.store import MessageStore
 
@@ -46,6 +47,7 @@ class GroupTransferService:
             target=self._run, name="rocketha-group-transfer", daemon=True
         )
         self._thread.start()
+        stop_at_exit(self.shutdown)
         return self
 
     def put(self, msg: Message) -> Future[PutResult]:
@@ -74,6 +76,7 @@ class GroupTransferService:
         the store closed: closing settles every put still waiting (as timed out)."""
         if self._thread is None:
             return
+        cancel_stop_at_exit(self.shutdown)
         self._running = False
         self._store.wake_completed()
         self._thread.join(timeout=5)

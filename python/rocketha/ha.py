@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from rocketha import _core
-from rocketha._events import EventPump
+from rocketha._events import EventPump, cancel_stop_at_exit, stop_at_exit
 from rocketha.exceptions import RocketHAError
 from rocketha.store import MessageStore
 
@@ -90,11 +90,13 @@ class HAService:
         handle = self.master or self.client
         assert handle is not None
         self._pump = EventPump("rocketha-ha-events", handle.next_events, self._on_event)
+        stop_at_exit(self.shutdown)
         return self
 
     def shutdown(self) -> None:
         if not self._running:
             return
+        cancel_stop_at_exit(self.shutdown)
         self._running = False
         handle = self.master or self.client
         if handle is not None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 
 from rocketha import _core
-from rocketha._events import EventPump
+from rocketha._events import EventPump, cancel_stop_at_exit, stop_at_exit
 
 log = logging.getLogger("rocketha.namesrv")
 
@@ -50,11 +50,13 @@ class NameServer:
         )
         log.info("name server listening on %s", self._handle.listen_address)
         self._pump = EventPump("rocketha-namesrv-events", self._handle.next_events, _log_event)
+        stop_at_exit(self.shutdown)
         return self
 
     def shutdown(self) -> None:
         if self._pump is None or self._handle is None:
             return
+        cancel_stop_at_exit(self.shutdown)
         self._handle.shutdown()
         self._pump.stop()
         self._pump = None
