@@ -82,7 +82,7 @@ def demo_cluster(root: str) -> Iterator[str]:
                 with Producer(ns.listen_address, "pipeline-demo") as producer:
                     for i in range(2000):
                         topic = DEMO_TOPICS.split(",")[i % 2]
-                        producer.send(Message(topic, b"x" * (i % 100)))
+                        producer.send(Message(topic, b"x" * (1 + i % 100)))
                 yield ns.listen_address
 
 
