@@ -16,6 +16,8 @@ lint:
 	$(PYTHON) -m ruff format --check .
 	$(PYTHON) -m mypy
 	$(PYTHON) -m mypy.stubtest rocketha._core --allowlist stubtest-allowlist.txt
+	# No dependency cycle between the modules of rust/core or of the Python package.
+	$(PYTHON) tools/module_cycles.py
 
 # The API reference from the docstrings (mkdocs.yml): strict, so a reference to a class or
 # method that does not exist fails the build.

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from rocketha import Broker, BrokerConfig, _children
-from rocketha.cli import segment_checksums
+from rocketha.store import segment_checksums
 
 SEGMENT = 64 * 1024
 #: A RocketMQ 5 client's ``MQVersion`` ordinal: it gets routes as standard JSON.

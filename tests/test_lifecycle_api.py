@@ -84,7 +84,7 @@ def test_ha_service_and_group_transfer_start_once(tmp_path: Path) -> None:
 
 def test_metrics_serve_twice_is_one_server(tmp_path: Path) -> None:
     with Broker(_config(tmp_path / "store")) as broker:
-        metrics = BrokerMetrics(broker).serve(0)
+        metrics = BrokerMetrics(broker.ha_status).serve(0)
         port = metrics.port
         try:
             assert metrics.serve(0) is metrics and metrics.port == port

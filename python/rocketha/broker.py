@@ -206,7 +206,8 @@ class Broker:
             from rocketha.metrics import BrokerMetrics
 
             try:
-                self._metrics = BrokerMetrics(self).serve(c.metrics_port, c.metrics_address)
+                metrics = BrokerMetrics(self.ha_status)
+                self._metrics = metrics.serve(c.metrics_port, c.metrics_address)
             except OSError as e:
                 raise ConfigError(
                     f"{c.source}: metricsPort: cannot serve metrics on "

@@ -7,7 +7,6 @@ import argparse
 import base64
 import contextlib
 import functools
-import hashlib
 import ipaddress
 import json
 import logging
@@ -34,23 +33,6 @@ from rocketha.namesrv import NameServer
 from rocketha.tls import server_tls_from_properties
 
 log = logging.getLogger("rocketha.cli")
-
-
-def segment_checksums(store_dir: str | os.PathLike[str]) -> dict[str, str]:
-    """SHA-256 of the used bytes of every commit log segment, by file name."""
-    with MessageStore(store_dir, read_only=True) as store:
-        out = {}
-        for path, start, used in store.segments():
-            digest = hashlib.sha256()
-            offset = start
-            while offset < start + used:
-                chunk = store.read_raw(offset, 1 << 20)
-                if not len(chunk):
-                    break
-                digest.update(chunk)
-                offset += len(chunk)
-            out[Path(path).name] = digest.hexdigest()
-        return out
 
 
 def _percentile(sorted_values: Sequence[float], q: float) -> float:

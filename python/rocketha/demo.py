@@ -24,10 +24,9 @@ from pathlib import Path
 from typing import IO, Any
 
 from rocketha import _children
-from rocketha.cli import segment_checksums
 from rocketha.consumer import MASTER_ID, ConsumeFromWhere, PullConsumer
 from rocketha.exceptions import RocketHAError
-from rocketha.store import MessageStore
+from rocketha.store import MessageStore, segment_checksums
 
 #: Producer processes started side by side.
 PRODUCERS = 2

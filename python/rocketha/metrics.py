@@ -16,7 +16,6 @@ from prometheus_client.exposition import ThreadingWSGIServer
 from prometheus_client.registry import Collector
 
 if TYPE_CHECKING:
-    from rocketha.broker import Broker
     from rocketha.roles import PutStatus
 
 
@@ -28,8 +27,11 @@ class _QuietHandler(WSGIRequestHandler):
 
 
 class BrokerMetrics(Collector):
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    """Serves what ``status`` returns (a broker's :meth:`~rocketha.Broker.ha_status`) at
+    ``/status`` and as Prometheus gauges at ``/metrics``, read at each request."""
+
+    def __init__(self, status: Callable[[], dict[str, Any]]) -> None:
+        self.status = status
         self.registry = CollectorRegistry()
         self.put_latency = Histogram(
             "rocketha_put_latency_seconds",
@@ -57,7 +59,7 @@ class BrokerMetrics(Collector):
         def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
             if environ.get("PATH_INFO") != "/status":
                 return metrics(environ, start_response)  # type: ignore[no-any-return]
-            body = json.dumps(self.broker.ha_status()).encode()
+            body = json.dumps(self.status()).encode()
             start_response("200 OK", [("Content-Type", "application/json")])
             return [body]
 
@@ -77,7 +79,7 @@ class BrokerMetrics(Collector):
             self._server = None
 
     def collect(self) -> Iterator[Metric]:
-        status = self.broker.ha_status()
+        status = self.status()
         labels = ["broker", "role"]
         base = [status["broker_name"], status["role"]]
         for name, doc in (("max_offset", "Commit log max offset"), ("min_offset", "Min offset")):

@@ -117,8 +117,9 @@ def python_client() -> Client:
         return [sys.executable, "-m", "rocketha", *produce, "--count", "1000000", "--size", "100"]
 
     def acked(line: str) -> str | None:
+        # A send that failed (the master died under it) is a line with "error", not "status".
         r = json.loads(line)
-        return str(r["msg_id"]) if r["status"] == "SEND_OK" else None
+        return str(r["msg_id"]) if r.get("status") == "SEND_OK" else None
 
     return command, acked
 

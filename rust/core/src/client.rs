@@ -9,11 +9,12 @@
 
 use std::io;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use crate::acl::{AclClientRpcHook, SessionCredentials};
-use crate::commitlog::record::body_crc;
+use crate::protocol::{body_crc, now_millis};
+use crate::remoting::client::RpcHook;
 use crate::remoting::header::{
     GetRouteInfoRequestHeader, SendMessageRequestHeader, SendMessageRequestHeaderV2,
     SendMessageResponseHeader, UnregisterClientRequestHeader,
@@ -22,7 +23,6 @@ use crate::remoting::{
     request_code, response_code, ClientConfig, ClientError, ClientTls, NettyRemotingClient,
     RemotingCommand,
 };
-use crate::store::now_millis;
 
 mod consumer;
 pub use consumer::{decode_pulled, ConsumerData, PullReply, PulledRange, SubscriptionData};
@@ -75,7 +75,9 @@ impl MqClientApi {
     ) -> io::Result<Self> {
         Ok(Self {
             remoting: NettyRemotingClient::start(ClientConfig {
-                rpc_hook: credentials.map(|credentials| AclClientRpcHook { credentials }),
+                rpc_hook: credentials.map(|credentials| {
+                    Arc::new(AclClientRpcHook { credentials }) as Arc<dyn RpcHook>
+                }),
                 tls,
                 ..ClientConfig::default()
             })?,

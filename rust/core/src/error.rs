@@ -97,7 +97,7 @@ pub enum CommitLogError {
         reason: RecordError,
     },
     #[error(transparent)]
-    MidLogCorruption(Box<crate::commitlog::recover::MidLogCorruption>),
+    MidLogCorruption(Box<MidLogCorruption>),
     #[error("store {path} is already open by another process (lock held on {path}/lock)")]
     Locked { path: PathBuf },
     /// A setting out of range, naming the key.
@@ -145,4 +145,31 @@ pub enum HaError {
     Frame(#[from] FrameError),
     #[error("invalid master address {0:?}: expected host:port")]
     BadAddress(String),
+}
+
+/// An invalid record with valid records after it: corruption in the middle of the log, which
+/// recovery refuses to cut on its own.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error(
+    "commit log corrupted in the middle, not a torn tail: {path}: invalid record at offset \
+     {offset} ({reason}), and {valid_records} valid records ({valid_bytes} bytes) follow from \
+     offset {next_valid}; nothing was truncated. Look with `rocketha inspect {store}`, then \
+     choose: `rocketha repair --truncate-at-corruption {store}` cuts the log at offset {offset} \
+     and drops those records; `rocketha repair --accept-zero-body-crc {store}` keeps them where \
+     the only problem is a BODYCRC of 0 (a peer that never fills it in; then set \
+     haAcceptZeroBodyCrc=true)",
+    path = .path.display(),
+    store = .store.display()
+)]
+pub struct MidLogCorruption {
+    pub offset: u64,
+    pub path: PathBuf,
+    pub reason: RecordError,
+    /// The store directory, for the commands the message suggests.
+    pub store: PathBuf,
+    /// The first record after `offset` that is valid (or valid but for a BODYCRC of 0).
+    pub next_valid: u64,
+    /// Such records from `next_valid` on, and their bytes.
+    pub valid_records: u64,
+    pub valid_bytes: u64,
 }

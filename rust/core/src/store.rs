@@ -2,6 +2,7 @@
 //! layout (`commitlog/`, `consumequeue/<topic>/<queueId>/`, `abort`, `checkpoint`, `lock`).
 
 mod clean;
+pub mod group_transfer;
 
 pub use clean::{CleanConfig, CleanEvent, CleanEvents, CleanReport};
 
@@ -14,23 +15,24 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use rustc_hash::FxHashMap;
 
 use crate::commitlog::flush::{FlushDiskType, FlushService, FlushStats};
 use crate::commitlog::record::{self, MessageDraft, RecordView};
-use crate::commitlog::recover::{MidLogCorruption, RecoveryReport};
+use crate::commitlog::recover::RecoveryReport;
 use crate::commitlog::{
     AppendResult, CommitLog, LogSlice, OwnedRecord, RecordIter, DEFAULT_MAPPED_FILE_SIZE,
 };
 use crate::consume_queue::{
     ConsumeQueue, ConsumeQueueTable, CqEntry, CQ_ENTRY_SIZE, DEFAULT_CQ_ENTRIES_PER_FILE,
 };
-use crate::error::CommitLogError;
-use crate::ha::group_transfer::{Completion, GroupTransferService, PutStatus, WaitPolicy};
+use crate::error::{CommitLogError, MidLogCorruption};
+pub use crate::protocol::now_millis;
 use crate::sync::{lock, read, write};
 use clean::Retention;
+use group_transfer::{Completion, GroupTransferService, PutStatus, WaitPolicy};
 
 #[derive(Debug, Clone)]
 pub struct StoreConfig {
@@ -170,12 +172,6 @@ pub struct MessageStore {
     /// CleanCommitLogService and CleanConsumeQueueService (writable stores only).
     retention: OnceLock<Arc<Retention>>,
     clean_thread: Mutex<Option<JoinHandle<()>>>,
-}
-
-pub fn now_millis() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
 }
 
 fn lock_store(root: &Path) -> Result<File, CommitLogError> {

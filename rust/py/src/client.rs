@@ -13,10 +13,10 @@ use rocketha_core::client::{
     ConsumerData, MqClientApi, OutgoingMessage, PullReply, SendError, SendOutcome, SendTarget,
     SubscriptionData,
 };
-use rocketha_core::ha::group_transfer::Verdicts;
 use rocketha_core::remoting::header::{
     PullMessageRequestHeader, QueryConsumerOffsetRequestHeader, UpdateConsumerOffsetRequestHeader,
 };
+use rocketha_core::store::group_transfer::Verdicts;
 
 use crate::arrow::{ColumnarBatch, RecordFilter};
 use crate::consumer::{pull_tuple, subscription_error};

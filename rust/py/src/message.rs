@@ -10,7 +10,7 @@ use rocketha_core::commitlog::record::{
     self, RecordView, KEY_SEPARATOR, PROPERTY_KEYS, PROPERTY_TAGS,
 };
 use rocketha_core::commitlog::AppendResult;
-use rocketha_core::ha::group_transfer::PutStatus;
+use rocketha_core::store::group_transfer::PutStatus;
 
 use crate::errors::InvalidMessageError;
 

@@ -11,7 +11,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList};
 use rocketha_core::commitlog::record::MessageDraft;
 use rocketha_core::commitlog::OwnedRecord;
-use rocketha_core::ha::group_transfer::{PutStatus, Verdicts};
+use rocketha_core::store::group_transfer::{PutStatus, Verdicts};
 use rocketha_core::store::{now_millis, MessageStore, StoreConfig};
 use rocketha_core::FlushDiskType;
 

@@ -3,6 +3,7 @@
 use super::acl_utils::{
     cal_signature, combine_request_content, ACCESS_KEY, SECURITY_TOKEN, SIGNATURE,
 };
+use crate::remoting::client::RpcHook;
 use crate::remoting::RemotingCommand;
 
 /// An account of the broker's `plain_acl.yml`.
@@ -29,10 +30,10 @@ pub struct AclClientRpcHook {
     pub credentials: SessionCredentials,
 }
 
-impl AclClientRpcHook {
+impl RpcHook for AclClientRpcHook {
     /// `doBeforeRequest`: adds the access key (and security token), then the signature over
     /// every other ext field and the body. Run it last, once the request is complete.
-    pub fn do_before_request(&self, request: &mut RemotingCommand) {
+    fn do_before_request(&self, request: &mut RemotingCommand) {
         let c = &self.credentials;
         request
             .ext_fields

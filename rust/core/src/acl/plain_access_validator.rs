@@ -8,8 +8,8 @@ use std::net::IpAddr;
 use super::acl_utils::{combine_request_content, ACCESS_KEY, SIGNATURE, UNIQUE_MSG_QUERY_FLAG};
 use super::permission::{PUB, SUB};
 use super::PlainPermissionManager;
-use crate::broker::processor::HeartbeatData;
-use crate::namesrv::parse_lenient;
+use crate::protocol::heartbeat::HeartbeatData;
+use crate::protocol::json::parse_lenient;
 use crate::remoting::{request_code, RemotingCommand};
 
 /// `MixAll.RETRY_GROUP_TOPIC_PREFIX`: a group's permissions are kept under its retry topic.

@@ -10,9 +10,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use serde::Deserialize;
-
 use crate::commitlog::record::tags_hash_code;
+pub(crate) use crate::protocol::heartbeat::ConsumerData;
 use crate::remoting::{request_code, RemotingCommand, Responder};
 use crate::sync::lock;
 
@@ -20,26 +19,6 @@ use crate::sync::lock;
 pub(crate) const CHANNEL_EXPIRED_TIMEOUT: Duration = Duration::from_secs(120);
 /// `SubscriptionData.SUB_ALL`.
 const SUB_ALL: &str = "*";
-
-/// `ConsumerData` of a heartbeat, the parts the broker keeps.
-#[derive(Debug, Default, Deserialize)]
-#[serde(default, rename_all = "camelCase")]
-pub(crate) struct ConsumerData {
-    pub(crate) group_name: String,
-    pub(crate) consume_type: String,
-    pub(crate) message_model: String,
-    pub(crate) subscription_data_set: Vec<SubscriptionWire>,
-}
-
-/// `SubscriptionData` as a heartbeat carries it.
-#[derive(Debug, Default, Deserialize)]
-#[serde(default, rename_all = "camelCase")]
-pub(crate) struct SubscriptionWire {
-    pub(crate) topic: String,
-    pub(crate) sub_string: String,
-    pub(crate) sub_version: i64,
-    pub(crate) expression_type: Option<String>,
-}
 
 /// A subscription the broker filters by: RocketMQ's `SubscriptionData` for TAG expressions,
 /// matched against the consume queue's tag hash (`codeSet`).
@@ -267,6 +246,7 @@ impl ConsumerManager {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::heartbeat::SubscriptionWire;
 
     fn consumer(group: &str, topic: &str, sub: &str) -> ConsumerData {
         ConsumerData {

@@ -13,7 +13,7 @@ use std::sync::Mutex;
 use serde::{Deserialize, Serialize};
 
 use super::topic_config::{remove_stale_temporaries, write_atomically};
-use crate::namesrv::parse_lenient;
+use crate::protocol::json::parse_lenient;
 use crate::sync::lock;
 
 /// `TOPIC_GROUP_SEPARATOR`.

@@ -77,7 +77,8 @@ impl Default for BrokerSettings {
             auto_create_topic: true,
             default_topic_queue_nums: 8,
             max_message_size: 4 << 20,
-            broker_permission: crate::namesrv::perm::PERM_READ | crate::namesrv::perm::PERM_WRITE,
+            broker_permission: crate::protocol::body::perm::PERM_READ
+                | crate::protocol::body::perm::PERM_WRITE,
             slave_read_enable: false,
             which_broker_when_consume_slowly: 1,
             access_message_in_memory_max_ratio: 40,

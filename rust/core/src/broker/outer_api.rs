@@ -13,9 +13,9 @@ use std::time::Duration;
 
 use super::slave_sync::SlaveSynchronize;
 use super::topic_config::TopicConfigManager;
-use crate::commitlog::record::body_crc;
 use crate::ha::client::HaClient;
-use crate::namesrv::{mq_version, RegisterBrokerBody};
+use crate::protocol::body::{mq_version, RegisterBrokerBody};
+use crate::protocol::body_crc;
 use crate::remoting::header::{
     RegisterBrokerRequestHeader, RegisterBrokerResponseHeader, UnRegisterBrokerRequestHeader,
 };

@@ -10,11 +10,9 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
-use serde::Deserialize;
-
 use super::admin;
 use super::consumer_manage::ConsumerManageProcessor;
-use super::consumer_manager::{ConsumerData, ConsumerManager};
+use super::consumer_manager::ConsumerManager;
 use super::consumer_offset::ConsumerOffsetManager;
 use super::outer_api::RegisterSignal;
 use super::pull::PullMessageProcessor;
@@ -26,7 +24,9 @@ use super::BrokerSettings;
 use crate::acl::plain_access_validator::PlainAccessValidator;
 use crate::ha::client::HaClient;
 use crate::ha::master::HaMaster;
-use crate::namesrv::{parse_lenient, TopicConfig};
+use crate::protocol::body::TopicConfig;
+use crate::protocol::heartbeat::HeartbeatData;
+use crate::protocol::json::parse_lenient;
 use crate::remoting::header::{CreateTopicRequestHeader, UnregisterClientRequestHeader};
 use crate::remoting::{
     not_supported, request_code, response_code, RemotingCommand, RequestContext, RequestProcessor,
@@ -44,25 +44,6 @@ pub struct ClientChannel {
     pub client_id: String,
     pub producer_groups: BTreeSet<String>,
     pub consumer_groups: BTreeSet<String>,
-}
-
-/// `HeartbeatData`, the parts the broker keeps.
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-pub(crate) struct HeartbeatData {
-    #[serde(rename = "clientID")]
-    client_id: String,
-    #[serde(rename = "producerDataSet")]
-    producer_data_set: Vec<GroupData>,
-    #[serde(rename = "consumerDataSet")]
-    pub(crate) consumer_data_set: Vec<ConsumerData>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-struct GroupData {
-    #[serde(rename = "groupName")]
-    group_name: String,
 }
 
 /// What GET_BROKER_RUNTIME_INFO reports besides the store.

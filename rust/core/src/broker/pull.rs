@@ -21,7 +21,7 @@ use super::store_stats::StoreStatsService;
 use super::subscription_group::SubscriptionGroupManager;
 use super::topic_config::TopicConfigManager;
 use super::{BrokerSettings, TransferLimit};
-use crate::namesrv::{perm, MASTER_ID};
+use crate::protocol::body::{perm, MASTER_ID};
 use crate::remoting::header::{pull_sys_flag, PullMessageRequestHeader, PullMessageResponseHeader};
 use crate::remoting::{response_code, RemotingCommand, Responder};
 use crate::store::MessageStore;

@@ -14,10 +14,10 @@ use crate::client::uniq_key;
 use crate::commitlog::record::{self, MessageDraft};
 use crate::commitlog::AppendResult;
 use crate::error::CommitLogError;
-use crate::ha::group_transfer::PutStatus;
-use crate::namesrv::{perm, TopicConfig};
+use crate::protocol::body::{perm, TopicConfig};
 use crate::remoting::header::SendMessageRequestHeader;
 use crate::remoting::{request_code, response_code, RemotingCommand};
+use crate::store::group_transfer::PutStatus;
 use crate::store::MessageStore;
 
 /// `MessageConst.PROPERTY_CLUSTER`: the broker stamps every message with its cluster.

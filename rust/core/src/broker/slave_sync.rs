@@ -15,7 +15,8 @@ use std::time::Duration;
 use super::consumer_offset::{ConsumerOffsetManager, ConsumerOffsetSerializeWrapper};
 use super::subscription_group::{SubscriptionGroupManager, SubscriptionGroupWrapper};
 use super::topic_config::TopicConfigManager;
-use crate::namesrv::{parse_lenient, TopicConfigSerializeWrapper};
+use crate::protocol::body::TopicConfigSerializeWrapper;
+use crate::protocol::json::parse_lenient;
 use crate::remoting::{request_code, response_code, ClientTls, RemotingClient, RemotingCommand};
 use crate::sync::lock;
 

@@ -10,8 +10,9 @@ use std::sync::Mutex;
 use serde::{Deserialize, Serialize};
 
 use super::topic_config::{remove_stale_temporaries, write_atomically};
-use crate::namesrv::{parse_lenient, DataVersion};
-use crate::store::now_millis;
+use crate::protocol::body::DataVersion;
+use crate::protocol::json::parse_lenient;
+use crate::protocol::now_millis;
 use crate::sync::lock;
 
 /// `SubscriptionGroupConfig`, Java's defaults for whatever a file leaves out; fields of newer

@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use crate::namesrv::{perm, DataVersion, TopicConfig, TopicConfigSerializeWrapper};
-use crate::store::now_millis;
+use crate::protocol::body::{perm, DataVersion, TopicConfig, TopicConfigSerializeWrapper};
+use crate::protocol::now_millis;
 use crate::sync::lock;
 
 /// `TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC`: the template a producer names as

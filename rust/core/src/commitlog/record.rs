@@ -46,11 +46,7 @@ const SYSFLAG_AT: usize = 36;
 const BORNTIMESTAMP_AT: usize = 40;
 const BORNHOST_AT: usize = 48;
 
-/// RocketMQ's `UtilAll.crc32`: CRC32 of the body with the sign bit cleared.
-#[inline]
-pub fn body_crc(body: &[u8]) -> i32 {
-    (crc32fast::hash(body) & 0x7FFF_FFFF) as i32
-}
+pub use crate::protocol::body_crc;
 
 /// Java's `String.hashCode()` over UTF-16 code units: the tag hash a consume queue stores.
 pub(crate) fn tags_hash_code(tags: &str) -> i64 {

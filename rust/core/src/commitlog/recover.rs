@@ -9,7 +9,7 @@
 //! after it. An invalid record with valid records after it is something else (a flipped disk
 //! block, a peer that wrote a bad record), and cutting there would silently drop every record
 //! behind it. So where the scan stops at an invalid record, it looks ahead for a valid one:
-//! found, the open fails with a [`MidLogCorruption`] unless the caller explicitly asked to cut.
+//! found, the open fails with a [`MidLogCorruption`](crate::error::MidLogCorruption) unless the caller explicitly asked to cut.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -18,7 +18,7 @@ use super::mapped_file::MappedFile;
 
 use super::record::{self, Peeked, MAGIC_V1};
 use super::CommitLog;
-use crate::error::{CommitLogError, RecordError};
+use crate::error::{CommitLogError, MidLogCorruption, RecordError};
 
 /// What recovery found and did, for the store to log.
 #[derive(Debug, Default, Clone)]
@@ -35,33 +35,6 @@ pub struct RecoveryReport {
     /// Mid-log corruption that was cut because the caller asked for it
     /// ([`CommitLog::recover`]'s `truncate_at_corruption`), with what the cut dropped.
     pub cut_corruption: Option<MidLogCorruption>,
-}
-
-/// An invalid record with valid records after it: corruption in the middle of the log, which
-/// recovery refuses to cut on its own.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error(
-    "commit log corrupted in the middle, not a torn tail: {path}: invalid record at offset \
-     {offset} ({reason}), and {valid_records} valid records ({valid_bytes} bytes) follow from \
-     offset {next_valid}; nothing was truncated. Look with `rocketha inspect {store}`, then \
-     choose: `rocketha repair --truncate-at-corruption {store}` cuts the log at offset {offset} \
-     and drops those records; `rocketha repair --accept-zero-body-crc {store}` keeps them where \
-     the only problem is a BODYCRC of 0 (a peer that never fills it in; then set \
-     haAcceptZeroBodyCrc=true)",
-    path = .path.display(),
-    store = .store.display()
-)]
-pub struct MidLogCorruption {
-    pub offset: u64,
-    pub path: PathBuf,
-    pub reason: RecordError,
-    /// The store directory, for the commands the message suggests.
-    pub store: PathBuf,
-    /// The first record after `offset` that is valid (or valid but for a BODYCRC of 0).
-    pub next_valid: u64,
-    /// Such records from `next_valid` on, and their bytes.
-    pub valid_records: u64,
-    pub valid_bytes: u64,
 }
 
 /// Validates a record found at `offset` during recovery beyond what the decoder checks.

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::group_transfer::GroupTransferService;
+use crate::store::group_transfer::GroupTransferService;
 use crate::sync::lock;
 
 pub struct AckTable {
@@ -77,7 +77,7 @@ impl AckTable {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ha::group_transfer::WaitPolicy;
+    use crate::store::group_transfer::WaitPolicy;
 
     #[test]
     fn distinct_slaves_are_counted_once() {

@@ -14,7 +14,6 @@ mod connection;
 pub mod dispatch;
 mod flow;
 pub mod frame;
-pub mod group_transfer;
 pub mod master;
 mod prefix_check;
 

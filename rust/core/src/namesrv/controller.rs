@@ -104,11 +104,11 @@ mod tests {
     use std::time::Instant;
 
     use super::*;
-    use crate::commitlog::record::body_crc;
-    use crate::namesrv::{
+    use crate::protocol::body::{
         ClusterInfo, DataVersion, RegisterBrokerBody, TopicConfig, TopicConfigSerializeWrapper,
         TopicRouteData,
     };
+    use crate::protocol::body_crc;
     use crate::remoting::codes::{request_code, response_code};
     use crate::remoting::header::{
         GetRouteInfoRequestHeader, QueryDataVersionRequestHeader, QueryDataVersionResponseHeader,
@@ -282,16 +282,16 @@ mod tests {
                 cluster_name: "DefaultCluster".into(),
                 broker_id: 0,
             });
-            query.body = crate::namesrv::to_json(
+            query.body = crate::protocol::json::to_json(
                 &data_version(counter),
-                crate::namesrv::JsonStyle::Fastjson,
+                crate::protocol::json::JsonStyle::Fastjson,
             )
             .into_bytes();
             let response = c.invoke(query, TIMEOUT).unwrap();
             let header: QueryDataVersionResponseHeader = response.decode_custom_header().unwrap();
             assert_eq!(header.changed, changed);
             assert_eq!(
-                crate::namesrv::parse_lenient::<DataVersion>(&response.body, "DataVersion")
+                crate::protocol::json::parse_lenient::<DataVersion>(&response.body, "DataVersion")
                     .unwrap(),
                 data_version(1)
             );

@@ -13,7 +13,9 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use super::route_info::{BrokerAddrInfo, RouteInfoManager};
-use super::{parse_lenient, to_json, DataVersion, JsonStyle, NamesrvError, RegisterBrokerBody};
+use crate::protocol::body::{BodyError, DataVersion, RegisterBrokerBody};
+use crate::protocol::json::{parse_lenient, to_json, JsonStyle};
+use crate::protocol::now_millis;
 use crate::remoting::codes::{request_code, response_code};
 use crate::remoting::header::{
     GetRouteInfoRequestHeader, QueryDataVersionRequestHeader, QueryDataVersionResponseHeader,
@@ -23,7 +25,6 @@ use crate::remoting::{
     not_supported, HeaderError, RemotingCommand, RequestContext, RequestProcessor, ServerEventKind,
     ServerEvents,
 };
-use crate::store::now_millis;
 use crate::sync::{deadline_after, lock, wait_until};
 
 /// `FAQUrl.suggestTodo(FAQUrl.APPLY_TOPIC_URL)`, the tail of TOPIC_NOT_EXIST's remark.
@@ -37,7 +38,7 @@ enum RequestError {
     #[error(transparent)]
     Header(#[from] HeaderError),
     #[error(transparent)]
-    Body(#[from] NamesrvError),
+    Body(#[from] BodyError),
 }
 
 /// The route table and what the processor keeps beside it, under one lock: requests (loop
@@ -163,7 +164,7 @@ impl DefaultRequestProcessor {
             .heartbeat_timeout_millis
             .get_or_insert(self.broker_channel_expired_time_ms);
         // Brokers before 3.0.11 send no filter server list.
-        let filter_servers = (request.version >= super::mq_version::V3_0_11)
+        let filter_servers = (request.version >= crate::protocol::body::mq_version::V3_0_11)
             .then_some(body.filter_server_list.as_slice());
         let info = BrokerAddrInfo {
             cluster_name: header.cluster_name.clone(),
@@ -289,7 +290,8 @@ impl DefaultRequestProcessor {
         request: &RemotingCommand,
     ) -> Result<RemotingCommand, RequestError> {
         let header: QueryDataVersionRequestHeader = request.decode_custom_header()?;
-        let data_version: DataVersion = parse_lenient(&request.body, "DataVersion")?;
+        let data_version: DataVersion =
+            parse_lenient(&request.body, "DataVersion").map_err(BodyError::from)?;
         let (changed, current) = {
             let mut routes = lock(&self.routes);
             let table = &mut routes.table;

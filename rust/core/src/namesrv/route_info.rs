@@ -14,7 +14,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use super::{
+use crate::protocol::body::{
     perm, BrokerData, ClusterInfo, DataVersion, QueueData, TopicConfig,
     TopicConfigSerializeWrapper, TopicRouteData, MASTER_ID,
 };
@@ -486,7 +486,7 @@ impl RouteInfoManager {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::namesrv::mq_version;
+    use crate::protocol::body::mq_version;
 
     const T0: i64 = 1_700_000_000_000;
 

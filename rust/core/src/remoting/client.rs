@@ -29,7 +29,6 @@ use std::time::Duration;
 use super::frame::{RemotingFrameError, DEFAULT_MAX_FRAME_SIZE};
 use super::header::{CommandError, RemotingCommand};
 use super::tls::ClientTls;
-use crate::acl::AclClientRpcHook;
 use crate::event_loop::{EventLoop, LoopThread};
 use crate::sync::lock;
 use connections::{Liveness, Op, Request, Shared};
@@ -112,6 +111,12 @@ pub type InvokeResult = Result<RemotingCommand, ClientError>;
 pub type InvokeCallback = Box<dyn FnOnce(InvokeResult) + Send>;
 
 /// Limits of a client, RocketMQ's `NettyClientConfig` defaults, and its `RPCHook`.
+/// RocketMQ's `RPCHook`, defined here so that remoting knows nothing of what a hook does (the
+/// ACL implements it): `doBeforeRequest` runs on every request once it is complete.
+pub trait RpcHook: std::fmt::Debug + Send + Sync {
+    fn do_before_request(&self, request: &mut RemotingCommand);
+}
+
 #[derive(Debug, Clone)]
 pub struct ClientConfig {
     /// `connectTimeoutMillis`.
@@ -121,8 +126,9 @@ pub struct ClientConfig {
     /// TLS on every connection, to name servers and brokers alike (`useTLS`); `None` is plain
     /// TCP.
     pub tls: Option<ClientTls>,
-    /// Signs every request for a broker with `aclEnable=true`.
-    pub rpc_hook: Option<AclClientRpcHook>,
+    /// Runs on every request before it is written: the ACL's signature for a broker with
+    /// `aclEnable=true`.
+    pub rpc_hook: Option<Arc<dyn RpcHook>>,
 }
 
 impl Default for ClientConfig {

@@ -3,6 +3,7 @@ use std::net::IpAddr;
 use super::*;
 use crate::acl::plain_access_validator::{parse, PlainAccessValidator};
 use crate::acl::{AclClientRpcHook, SessionCredentials};
+use crate::remoting::client::RpcHook;
 use crate::remoting::header::{SendMessageRequestHeader, SendMessageRequestHeaderV2};
 use crate::remoting::{request_code, RemotingCommand};
 

@@ -7,7 +7,8 @@ use std::time::Instant;
 use super::*;
 use crate::commitlog::record;
 use crate::ha::HaConfig;
-use crate::namesrv::{NameServer, NamesrvConfig, TopicRouteData};
+use crate::namesrv::{NameServer, NamesrvConfig};
+use crate::protocol::body::TopicRouteData;
 use crate::remoting::header::{
     CreateTopicRequestHeader, GetRouteInfoRequestHeader, SendMessageResponseHeader,
 };

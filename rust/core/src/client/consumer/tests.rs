@@ -63,7 +63,7 @@ fn hand_written_record() -> Vec<u8> {
     let mut r = Vec::new();
     r.extend_from_slice(&(total as i32).to_be_bytes());
     r.extend_from_slice(&0xDAA3_20A7u32.to_be_bytes()); // magic V1
-    r.extend_from_slice(&crate::commitlog::record::body_crc(body).to_be_bytes());
+    r.extend_from_slice(&crate::protocol::body_crc(body).to_be_bytes());
     r.extend_from_slice(&3i32.to_be_bytes()); // queue id
     r.extend_from_slice(&0i32.to_be_bytes()); // flag
     r.extend_from_slice(&42i64.to_be_bytes()); // queue offset

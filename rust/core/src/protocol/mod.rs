@@ -1,0 +1,28 @@
+//! What every network layer shares, as RocketMQ's `common` and `remoting.protocol` packages:
+//! the bodies ([`body`]), the heartbeat ([`heartbeat`]), the fastjson-compatible JSON
+//! ([`json`]), the length-prefixed byte reader ([`reader`]), and the clock and checksum that
+//! records and registrations carry. It depends on nothing else in the crate, so the store,
+//! remoting, the name server, the broker, the ACL and the clients all build on it.
+
+pub(crate) mod body;
+pub(crate) mod heartbeat;
+pub(crate) mod json;
+pub(crate) mod reader;
+
+pub use reader::ReadError;
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Wall-clock milliseconds since the epoch, as Java's `System.currentTimeMillis()`: what
+/// records store as born and store timestamps, and what heartbeats and registrations carry.
+pub fn now_millis() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// `UtilAll.crc32` as RocketMQ stores it: CRC-32 with the sign bit cleared, over a message
+/// body (a record's BODYCRC) or a register body (`bodyCrc32`).
+pub fn body_crc(body: &[u8]) -> i32 {
+    (crc32fast::hash(body) & 0x7FFF_FFFF) as i32
+}
