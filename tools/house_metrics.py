@@ -66,7 +66,12 @@ def rust(root: Path) -> dict[str, object]:
         for line in text.split("\n"):
             pub += bool(_PUB.match(line))
             pub_crate += bool(_PUB_CRATE.match(line))
-    return {"long_files": long_files, "long_functions": long_fns, "pub": pub, "pub_crate": pub_crate}
+    return {
+        "long_files": long_files,
+        "long_functions": long_fns,
+        "pub": pub,
+        "pub_crate": pub_crate,
+    }
 
 
 def python(root: Path) -> dict[str, object]:
