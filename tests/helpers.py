@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import shutil
 import signal
 import socket
 import struct
@@ -392,3 +393,26 @@ def broker_pair(root: Path, name: str, namesrv: str) -> Iterator[tuple[Broker, B
             assert master.ha is not None
             assert master.ha.wait_for_state(None, "TRANSFER", timeout=60)
             yield master, slave
+
+
+def default_ports_namespace(*argv: str) -> list[str]:
+    """``argv`` run in network and PID namespaces of its own, with loopback up: RocketMQ's
+    default ports are free there (the suite holds them on the host, ``default_ports.py``) and
+    nothing it binds reaches the host. Started with :func:`rocketha._children.spawn`, the whole
+    namespace dies with the test: ``unshare`` dies with its parent, and its child, PID 1 of the
+    namespace, with it (``--kill-child``), which takes every process in it along, background
+    jobs and orphans included."""
+    return [
+        *("unshare", "--net", "--pid", "--fork", "--kill-child", "--"),
+        *("sh", "-c", 'ip link set lo up && exec "$0" "$@"', *argv),
+    ]
+
+
+def namespace_refusal() -> str | None:
+    """Why :func:`default_ports_namespace` cannot run here, or None."""
+    if shutil.which("unshare") is None or shutil.which("ip") is None:
+        return "needs unshare(1) and ip(8) to make a network namespace"
+    probe = subprocess.run(default_ports_namespace("true"), capture_output=True, text=True)
+    if probe.returncode != 0:
+        return f"cannot make network and PID namespaces (unshare): {probe.stderr.strip()}"
+    return None

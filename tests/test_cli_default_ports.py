@@ -13,11 +13,12 @@ The scenario is ``_DRIVER`` below, run as a script in the namespace; it raises
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from helpers import default_ports_namespace, namespace_refusal
+from rocketha import _children
 
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "examples" / "conf" / "2m-2s-sync"
@@ -159,40 +160,16 @@ print("OK", flush=True)
 '''
 
 
-def _unshare_works() -> str | None:
-    """Why a network namespace cannot be made here, or None."""
-    try:
-        r = subprocess.run(
-            ["unshare", "-n", "sh", "-c", "ip link set lo up"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-    except FileNotFoundError as e:
-        return f"unshare or ip is not installed: {e}"
-    return None if r.returncode == 0 else f"unshare -n is not permitted: {r.stderr.strip()}"
-
-
 def test_the_cli_on_the_default_ports(tmp_path: Path) -> None:
-    why = _unshare_works()
+    why = namespace_refusal()
     if why is not None:
         pytest.skip(why)
     driver = tmp_path / "driver.py"
     driver.write_text(_DRIVER)
     data = tmp_path / "data"
     data.mkdir()
-    r = subprocess.run(
-        [
-            "unshare",
-            "-n",
-            "sh",
-            "-c",
-            'ip link set lo up && exec "$0" "$@"',
-            sys.executable,
-            str(driver),
-            str(data),
-            str(CONF),
-        ],
+    r = _children.run(
+        default_ports_namespace(sys.executable, str(driver), str(data), str(CONF)),
         capture_output=True,
         text=True,
         timeout=900,

@@ -433,3 +433,11 @@ def test_an_offset_past_the_end_moves_to_where_the_broker_says(
         c.commit_sync()
         assert c.committed(mq) == end
         assert c.poll(0.3) == []
+
+
+def test_a_bad_topic_name_is_refused_before_any_connection() -> None:
+    """As the Java client's ``Validators.checkTopic``: the name is checked first (the name
+    server address here listens nowhere, so reaching it would fail differently)."""
+    for bad, why in [("bad topic!", "characters other than"), ("t" * 128, "longer than")]:
+        with pytest.raises(MQClientError, match=why):
+            PullConsumer("127.0.0.1:1", "g", [bad])

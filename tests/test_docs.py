@@ -27,13 +27,14 @@ import os
 import re
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from helpers import default_ports_namespace, namespace_refusal
+from rocketha import _children
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -178,18 +179,6 @@ def script(case: Case) -> str:
     return "\n".join(parts) + "\n"
 
 
-def _unshare_refusal() -> str | None:
-    """Why a network namespace cannot be made here, or None."""
-    if shutil.which("unshare") is None or shutil.which("ip") is None:
-        return "needs unshare(1) and ip(8) to make a network namespace"
-    probe = subprocess.run(
-        ["unshare", "-n", "--", "ip", "link", "set", "lo", "up"], capture_output=True, text=True
-    )
-    if probe.returncode != 0:
-        return f"cannot make a network namespace (unshare -n): {probe.stderr.strip()}"
-    return None
-
-
 def _env(home: Path) -> dict[str, str]:
     """The user's environment, with this interpreter's ``python`` and ``rocketha`` first on
     PATH and a HOME of the case's own (RocketMQ's default store is ``~/store``); settings that
@@ -237,27 +226,26 @@ def test_documented_commands(case: Case, tmp_path: Path) -> None:
             pytest.skip("needs pyspark (the spark extra)")
         if shutil.which("java") is None:
             pytest.skip("needs Java for PySpark")
-    refusal = _unshare_refusal()
+    refusal = namespace_refusal()
     if refusal is not None:
         pytest.skip(refusal)
     cwd = tmp_path / "cwd"
     cwd.mkdir()
     (cwd / "examples").symlink_to(ROOT / "examples")
     (tmp_path / "script.sh").write_text(script(case))
-    proc = subprocess.Popen(
-        ["unshare", "-n", "--", "sh", "-c", 'ip link set lo up && exec bash "$0"', "../script.sh"],
+    proc = _children.spawn(
+        default_ports_namespace("bash", "../script.sh"),
         cwd=cwd,
         env=_env(tmp_path),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
-        start_new_session=True,
     )
     try:
         output, _ = proc.communicate(timeout=TIMEOUT)
     except subprocess.TimeoutExpired:
-        # The background servers share the session's process group: stop them all.
-        os.killpg(proc.pid, signal.SIGKILL)
+        # Every server of the session dies with the namespace.
+        _children.kill(proc)
         output, _ = proc.communicate()
         pytest.fail(f"{case.id}: not done in {TIMEOUT} s\n{output[-6000:]}\n{_logs(cwd)}")
     missing = [text for text in (t for b in case.blocks for t in b.expect) if text not in output]

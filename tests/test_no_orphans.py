@@ -119,6 +119,18 @@ def _java(argv: list[str]) -> bool:
     return bool(argv) and Path(argv[0]).name == "java"
 
 
+def _java_peer(argv: list[str]) -> bool:
+    """A JVM of RocketMQ's (a broker, a name server or its client), not Maven resolving jars."""
+    return _java(argv) and not any("plexus" in a for a in argv)
+
+
+#: Only where Java and Maven are: the JVM runs need them.
+_NEEDS_JAVA = [
+    pytest.mark.interop,
+    pytest.mark.skipif(bool(missing_tools()), reason=f"interop: {missing_tools()}"),
+]
+
+
 RUNS = {
     # The CLI forwards the signal to the harness, which stops the soak's brokers and clients.
     "bench": Run(
@@ -129,6 +141,19 @@ RUNS = {
         _rocketha_broker,
         on_sigterm=128 + signal.SIGTERM,
     ),
+    # The harness with a JVM: `remoting` runs RocketMQ's own Java producer against a rocketha
+    # SYNC_MASTER, then Apache RocketMQ's name server and brokers (first: the load generator's
+    # cargo build and Maven's resolve, hence the long start).
+    "bench-jvm": Run(
+        lambda out: [
+            *(sys.executable, "-m", "rocketha", "bench", "remoting", "--quick", "--runs", "1"),
+            *("--out", str(out / "results")),
+        ],
+        _java_peer,
+        on_sigterm=128 + signal.SIGTERM,
+        up_within=900.0,
+        marks=_NEEDS_JAVA,
+    ),
     # RocketMQ's name server (a session fixture, a JVM), a rocketha broker and a Java client.
     "pytest-interop": Run(
         lambda out: [
@@ -138,10 +163,7 @@ RUNS = {
         _java,
         on_sigterm=int(pytest.ExitCode.INTERRUPTED),
         up_within=900.0,
-        marks=[
-            pytest.mark.interop,
-            pytest.mark.skipif(bool(missing_tools()), reason=f"interop: {missing_tools()}"),
-        ],
+        marks=_NEEDS_JAVA,
     ),
     "demo": Run(
         lambda out: [sys.executable, "-m", "rocketha", "demo", "--messages", "200000"],

@@ -85,6 +85,14 @@ NOT_ALLOWED_SEND_TOPICS = frozenset(
 def check_topic(topic: str) -> None:
     """``Validators.checkTopic`` and ``isNotAllowedSendTopic``: a bad name is refused here,
     as the Java client does, before anything travels to a broker."""
+    check_topic_name(topic)
+    if topic in NOT_ALLOWED_SEND_TOPICS:
+        raise MQClientError(f"topic {topic!r} is a system topic; producers may not send to it")
+
+
+def check_topic_name(topic: str) -> None:
+    """``Validators.checkTopic``: a name a broker can hold (a consumer may still read a system
+    topic, which :func:`check_topic` refuses to a producer)."""
     if not topic or not topic.strip():
         raise MQClientError("the topic name is blank")
     if len(topic) > TOPIC_MAX_LENGTH:
@@ -96,8 +104,6 @@ def check_topic(topic: str) -> None:
         raise MQClientError(
             f"topic {topic!r} contains characters other than letters, digits, '%', '|', '_' and '-'"
         )
-    if topic in NOT_ALLOWED_SEND_TOPICS:
-        raise MQClientError(f"topic {topic!r} is a system topic; producers may not send to it")
 
 
 def check_messages(msgs: Sequence[Message], max_message_size: int = MAX_MESSAGE_SIZE) -> None:

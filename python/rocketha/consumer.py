@@ -48,7 +48,7 @@ from rocketha import _core
 from rocketha._core import MessageExt
 from rocketha._events import cancel_stop_at_exit, stop_at_exit
 from rocketha.acl import SessionCredentials, mq_client_api
-from rocketha.client import MessageQueue
+from rocketha.client import MessageQueue, check_topic_name
 from rocketha.exceptions import (
     MQBrokerError,
     MQClientError,
@@ -162,8 +162,10 @@ class PullConsumer:
         if not group:
             raise MQClientError("group: a consumer group name is required")
         self.topics = [topics] if isinstance(topics, str) else list(topics)
-        if not self.topics or not all(self.topics):
-            raise MQClientError(f"topics: at least one non-empty topic name, got {topics!r}")
+        if not self.topics:
+            raise MQClientError(f"topics: at least one topic name, got {topics!r}")
+        for topic in self.topics:
+            check_topic_name(topic)
         if pull_batch_size < 1 or pull_threshold_for_queue < pull_batch_size:
             raise MQClientError(
                 f"pull_batch_size ({pull_batch_size}) must be >= 1 and at most "
