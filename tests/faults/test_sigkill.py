@@ -160,12 +160,18 @@ def networked_master_kill_trial(
         acked: list[str] = []
         try:
             kill_after = rng.randint(1, 300)
+            killed = False
             for line in producer.stdout:
                 key = acked_key(line)
                 if key is not None:
                     acked.append(key)
-                if len(acked) == kill_after:
+                elif killed:
+                    # The first failed send after the kill: with no master nothing more is
+                    # acked (a producer that reads on after a failure would go on forever).
+                    break
+                if len(acked) == kill_after and not killed:
                     master.kill()
+                    killed = True
             # What the producer printed after the kill, it was answered before the kill.
         finally:
             _children.kill(producer)
