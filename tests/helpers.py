@@ -401,9 +401,10 @@ def default_ports_namespace(*argv: str) -> list[str]:
     nothing it binds reaches the host. Started with :func:`rocketha._children.spawn`, the whole
     namespace dies with the test: ``unshare`` dies with its parent, and its child, PID 1 of the
     namespace, with it (``--kill-child``), which takes every process in it along, background
-    jobs and orphans included."""
+    jobs and orphans included. ``/proc`` is the namespace's own (PySpark's daemon finds its
+    workers by the pids it sees)."""
     return [
-        *("unshare", "--net", "--pid", "--fork", "--kill-child", "--"),
+        *("unshare", "--net", "--pid", "--fork", "--kill-child", "--mount-proc", "--"),
         *("sh", "-c", 'ip link set lo up && exec "$0" "$@"', *argv),
     ]
 
