@@ -26,8 +26,8 @@ use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
+use super::command::{CommandError, RemotingCommand};
 use super::frame::{RemotingFrameError, DEFAULT_MAX_FRAME_SIZE};
-use super::header::{CommandError, RemotingCommand};
 use super::tls::ClientTls;
 use crate::event_loop::{EventLoop, LoopThread};
 use crate::sync::lock;

@@ -14,6 +14,7 @@
 
 pub mod client;
 pub mod codes;
+pub mod command;
 pub mod frame;
 pub mod header;
 pub mod server;
@@ -23,8 +24,9 @@ pub use client::{
     ClientConfig, ClientError, InvokeCallback, InvokeResult, NettyRemotingClient, RemotingClient,
 };
 pub use codes::{request_code, response_code, LanguageCode, SerializeType};
+pub use command::{CommandError, ExtFields, RemotingCommand};
 pub use frame::{decode_frame, encode_frame, Decoded, RawFrame, RemotingFrameError};
-pub use header::{CommandError, CustomHeader, ExtFields, HeaderError, RemotingCommand};
+pub use header::{CustomHeader, HeaderError};
 pub use server::{
     not_supported, RemotingServer, RequestContext, RequestProcessor, Responder, ServerConfig,
     ServerEvent, ServerEventKind, ServerEvents,

@@ -30,8 +30,8 @@ use mio::unix::SourceFd;
 use mio::{Events, Interest, Token};
 
 use super::codes::{response_code, SerializeType};
+use super::command::RemotingCommand;
 use super::frame::{decode_frame, Decoded, DEFAULT_MAX_FRAME_SIZE};
-use super::header::RemotingCommand;
 use super::tls::{self, ServerTls, TlsMode, HANDSHAKE_RECORD};
 use crate::event_loop::{EventLoop as Poller, LoopThread, Signal, WAKER};
 use crate::sync::{lock, EventQueue};
