@@ -115,7 +115,7 @@ impl RemotingCommand {
         self.flag & FLAG_ONEWAY != 0
     }
 
-    pub fn mark_response(&mut self) {
+    pub(crate) fn mark_response(&mut self) {
         self.flag |= FLAG_RESPONSE;
     }
 
@@ -165,7 +165,7 @@ impl RemotingCommand {
 
     /// The JSON header as fastjson writes `RemotingCommand`: getters in alphabetical order,
     /// nulls left out. `extFields` keys are sorted so the bytes are reproducible.
-    pub fn encode_json_header(&self) -> String {
+    pub(crate) fn encode_json_header(&self) -> String {
         let mut out = String::with_capacity(128);
         out.push_str("{\"code\":");
         out.push_str(&self.code.to_string());
@@ -203,7 +203,7 @@ impl RemotingCommand {
 
     /// The ROCKETMQ binary header. An empty remark or value goes out as length 0, which the
     /// peer reads as null, as Java's encoder does.
-    pub fn encode_rocketmq_header(&self) -> Result<Vec<u8>, CommandError> {
+    pub(crate) fn encode_rocketmq_header(&self) -> Result<Vec<u8>, CommandError> {
         let code = i16::try_from(self.code).map_err(|_| CommandError::OutOfRange {
             field: "code",
             value: self.code,
@@ -238,7 +238,7 @@ impl RemotingCommand {
     }
 
     /// Decodes this command's `extFields` as a typed custom header.
-    pub fn decode_custom_header<H: CustomHeader>(&self) -> Result<H, HeaderError> {
+    pub(crate) fn decode_custom_header<H: CustomHeader>(&self) -> Result<H, HeaderError> {
         H::from_ext_fields(&self.ext_fields)
     }
 

@@ -22,7 +22,7 @@ custom_header! {
 custom_header! {
     /// `UnregisterClientRequestHeader` (UNREGISTER_CLIENT).
     #[derive(Debug, Clone, PartialEq, Eq)]
-    pub struct UnregisterClientRequestHeader("UNREGISTER_CLIENT") {
+    pub(crate) struct UnregisterClientRequestHeader("UNREGISTER_CLIENT") {
         pub client_id: String = "clientID",
         pub producer_group: Option<String> = "producerGroup",
         pub consumer_group: Option<String> = "consumerGroup",

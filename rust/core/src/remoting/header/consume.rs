@@ -52,13 +52,11 @@ impl PullMessageRequestHeader {
     }
 }
 
-/// `PullSysFlag`.
-pub mod pull_sys_flag {
-    pub const FLAG_COMMIT_OFFSET: i32 = 0x1;
-    pub const FLAG_SUSPEND: i32 = 0x1 << 1;
-    pub const FLAG_SUBSCRIPTION: i32 = 0x1 << 2;
-    pub const FLAG_CLASS_FILTER: i32 = 0x1 << 3;
-    pub const FLAG_LITE_PULL_MESSAGE: i32 = 0x1 << 4;
+/// `PullSysFlag`'s bits, those rocketha sets or reads.
+pub(crate) mod pull_sys_flag {
+    pub(crate) const FLAG_COMMIT_OFFSET: i32 = 0x1;
+    pub(crate) const FLAG_SUSPEND: i32 = 0x1 << 1;
+    pub(crate) const FLAG_SUBSCRIPTION: i32 = 0x1 << 2;
 }
 
 custom_header! {
@@ -101,7 +99,7 @@ custom_header! {
     /// optional `committed` to the first, which a store without a dispatch lag can ignore).
     /// Errors name the request at hand ([`super::CustomHeader::read_ext_fields`]).
     #[derive(Debug, Clone, PartialEq, Eq)]
-    pub struct QueueRequestHeader("queue request") {
+    pub(crate) struct QueueRequestHeader("queue request") {
         pub topic: String = "topic",
         pub queue_id: i32 = "queueId",
     }
@@ -110,7 +108,7 @@ custom_header! {
 custom_header! {
     /// `SearchOffsetRequestHeader` (SEARCH_OFFSET_BY_TIMESTAMP).
     #[derive(Debug, Clone, PartialEq, Eq)]
-    pub struct SearchOffsetRequestHeader("SEARCH_OFFSET_BY_TIMESTAMP") {
+    pub(crate) struct SearchOffsetRequestHeader("SEARCH_OFFSET_BY_TIMESTAMP") {
         pub topic: String = "topic",
         pub queue_id: i32 = "queueId",
         pub timestamp: i64 = "timestamp",
@@ -124,7 +122,7 @@ custom_header! {
     /// `GetMaxOffsetResponseHeader`, `GetMinOffsetResponseHeader` and
     /// `SearchOffsetResponseHeader`.
     #[derive(Debug, Clone, PartialEq, Eq)]
-    pub struct OffsetResponseHeader("offset response") {
+    pub(crate) struct OffsetResponseHeader("offset response") {
         pub offset: i64 = "offset",
     }
 }
@@ -132,7 +130,7 @@ custom_header! {
 custom_header! {
     /// `GetEarliestMsgStoretimeResponseHeader`.
     #[derive(Debug, Clone, PartialEq, Eq)]
-    pub struct GetEarliestMsgStoretimeResponseHeader("GET_EARLIEST_MSG_STORETIME response") {
+    pub(crate) struct GetEarliestMsgStoretimeResponseHeader("GET_EARLIEST_MSG_STORETIME response") {
         pub timestamp: i64 = "timestamp",
     }
 }
@@ -140,7 +138,7 @@ custom_header! {
 custom_header! {
     /// `ViewMessageRequestHeader` (VIEW_MESSAGE_BY_ID): the commit log offset the msg id names.
     #[derive(Debug, Clone, PartialEq, Eq)]
-    pub struct ViewMessageRequestHeader("VIEW_MESSAGE_BY_ID") {
+    pub(crate) struct ViewMessageRequestHeader("VIEW_MESSAGE_BY_ID") {
         pub offset: i64 = "offset",
         /// RocketMQ 5 names the topic too; checked against the record when present.
         pub topic: Option<String> = "topic",
@@ -150,7 +148,7 @@ custom_header! {
 custom_header! {
     /// `GetConsumerListByGroupRequestHeader` (GET_CONSUMER_LIST_BY_GROUP).
     #[derive(Debug, Clone, PartialEq, Eq)]
-    pub struct GetConsumerListByGroupRequestHeader("GET_CONSUMER_LIST_BY_GROUP") {
+    pub(crate) struct GetConsumerListByGroupRequestHeader("GET_CONSUMER_LIST_BY_GROUP") {
         pub consumer_group: String = "consumerGroup",
     }
 }

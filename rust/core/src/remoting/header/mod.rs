@@ -132,17 +132,20 @@ mod consume;
 mod namesrv;
 mod send;
 
-pub use admin::{CreateTopicRequestHeader, UnregisterClientRequestHeader};
-pub use consume::{
+pub use admin::CreateTopicRequestHeader;
+pub(crate) use admin::UnregisterClientRequestHeader;
+pub(crate) use consume::{
     pull_sys_flag, GetConsumerListByGroupRequestHeader, GetEarliestMsgStoretimeResponseHeader,
-    OffsetResponseHeader, PullMessageRequestHeader, PullMessageResponseHeader,
-    QueryConsumerOffsetRequestHeader, QueueRequestHeader, SearchOffsetRequestHeader,
-    UpdateConsumerOffsetRequestHeader, ViewMessageRequestHeader,
+    OffsetResponseHeader, QueueRequestHeader, SearchOffsetRequestHeader, ViewMessageRequestHeader,
 };
+pub use consume::{
+    PullMessageRequestHeader, PullMessageResponseHeader, QueryConsumerOffsetRequestHeader,
+    UpdateConsumerOffsetRequestHeader,
+};
+pub(crate) use namesrv::QueryDataVersionResponseHeader;
 pub use namesrv::{
-    GetRouteInfoRequestHeader, QueryDataVersionRequestHeader, QueryDataVersionResponseHeader,
-    RegisterBrokerRequestHeader, RegisterBrokerResponseHeader, UnRegisterBrokerRequestHeader,
-    ZONE_NAME_FIELD,
+    GetRouteInfoRequestHeader, QueryDataVersionRequestHeader, RegisterBrokerRequestHeader,
+    RegisterBrokerResponseHeader, UnRegisterBrokerRequestHeader,
 };
 pub use send::{SendMessageRequestHeader, SendMessageRequestHeaderV2, SendMessageResponseHeader};
 

@@ -2,7 +2,7 @@
 //! version check, and a client's route lookup.
 
 /// RocketMQ's `MixAll.ZONE_NAME`: the register request's zone travels as a bare extField.
-pub const ZONE_NAME_FIELD: &str = "__ZONE_NAME";
+pub(crate) const ZONE_NAME_FIELD: &str = "__ZONE_NAME";
 
 custom_header! {
     /// `RegisterBrokerRequestHeader` (REGISTER_BROKER), plus the zone name the processor reads
@@ -28,7 +28,7 @@ custom_header! {
 
 impl RegisterBrokerRequestHeader {
     /// The name server's `checksum`: a nonzero `bodyCrc32` must match the body.
-    pub fn body_crc_matches(&self, body: &[u8]) -> bool {
+    pub(crate) fn body_crc_matches(&self, body: &[u8]) -> bool {
         self.body_crc32 == 0 || self.body_crc32 == crate::protocol::body_crc(body)
     }
 }
@@ -68,7 +68,7 @@ custom_header! {
 custom_header! {
     /// `QueryDataVersionResponseHeader`.
     #[derive(Debug, Clone, PartialEq, Eq)]
-    pub struct QueryDataVersionResponseHeader("QUERY_DATA_VERSION response") {
+    pub(crate) struct QueryDataVersionResponseHeader("QUERY_DATA_VERSION response") {
         pub changed: bool = "changed",
     }
 }

@@ -44,7 +44,7 @@ pub struct ServerEvent {
 pub struct ServerEvents(EventQueue<ServerEvent>);
 
 impl ServerEvents {
-    pub fn push(
+    pub(crate) fn push(
         &self,
         addr: impl Into<String>,
         kind: ServerEventKind,
@@ -65,7 +65,7 @@ impl ServerEvents {
     }
 
     /// Wakes drainers early, and keeps them from waiting from now on (on shutdown).
-    pub fn wake(&self) {
+    pub(crate) fn wake(&self) {
         self.0.close();
     }
 }

@@ -118,7 +118,7 @@ impl RemotingServer {
     }
 
     /// [`RemotingServer::start`] reporting into `events`, which the processor may share.
-    pub fn start_with_events(
+    pub(crate) fn start_with_events(
         listen: SocketAddr,
         processor: Arc<dyn RequestProcessor>,
         config: ServerConfig,
@@ -130,7 +130,7 @@ impl RemotingServer {
 
     /// Serves a listener bound beforehand: a broker binds its port first, so the messages it
     /// stores carry the real port (`listenPort=0`) in their store host.
-    pub fn start_on(
+    pub(crate) fn start_on(
         std_listener: std::net::TcpListener,
         processor: Arc<dyn RequestProcessor>,
         config: ServerConfig,

@@ -41,7 +41,7 @@ impl Responder {
     /// Sends a oneway request of the server's own on this request's connection, as RocketMQ's
     /// broker `invokeOneway`s NOTIFY_CONSUMER_IDS_CHANGED to a group's consumers. Thread-safe;
     /// dropped silently if the connection is gone; written like [`Self::send`]'s responses.
-    pub fn send_oneway_request(&self, mut request: RemotingCommand) {
+    pub(crate) fn send_oneway_request(&self, mut request: RemotingCommand) {
         request.mark_oneway();
         self.queue(request);
     }
@@ -86,7 +86,7 @@ pub struct RequestContext {
 }
 
 impl RequestContext {
-    pub fn remote(&self) -> SocketAddr {
+    pub(crate) fn remote(&self) -> SocketAddr {
         self.remote
     }
 
