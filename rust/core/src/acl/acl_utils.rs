@@ -4,7 +4,7 @@ use base64::Engine as _;
 use hmac::{Hmac, Mac};
 use sha1::Sha1;
 
-use crate::remoting::header::ExtFields;
+use crate::remoting::ExtFields;
 
 /// `SessionCredentials.ACCESS_KEY`.
 pub(crate) const ACCESS_KEY: &str = "AccessKey";

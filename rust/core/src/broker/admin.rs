@@ -6,9 +6,10 @@
 
 use crate::commitlog::record::{self, Peeked};
 use crate::remoting::header::{
-    OffsetResponseHeader, QueueRequestHeader, SearchOffsetRequestHeader, ViewMessageRequestHeader,
+    GetEarliestMsgStoretimeResponseHeader, OffsetResponseHeader, QueueRequestHeader,
+    SearchOffsetRequestHeader, ViewMessageRequestHeader,
 };
-use crate::remoting::{request_code, response_code, RemotingCommand};
+use crate::remoting::{request_code, response_code, CustomHeader, RemotingCommand};
 use crate::store::MessageStore;
 
 /// The raw record at commit log offset `offset` and its store timestamp, if one starts there.
@@ -23,9 +24,9 @@ pub(crate) fn record_at(store: &MessageStore, offset: u64) -> Option<(Vec<u8>, i
     }
 }
 
-fn success_with(request: &RemotingCommand, header: OffsetResponseHeader) -> RemotingCommand {
+fn success_with<H: CustomHeader>(request: &RemotingCommand, header: &H) -> RemotingCommand {
     let mut r = RemotingCommand::response_to(request, response_code::SUCCESS, None);
-    r.write_custom_header(&header);
+    r.write_custom_header(header);
     r
 }
 
@@ -41,25 +42,31 @@ pub(crate) fn queue_offset(store: &MessageStore, request: &RemotingCommand) -> R
         request_code::GET_MIN_OFFSET => "GET_MIN_OFFSET",
         _ => "GET_EARLIEST_MSG_STORETIME",
     };
-    let h = match QueueRequestHeader::parse(&request.ext_fields, name) {
+    let h = match QueueRequestHeader::read_ext_fields(&request.ext_fields, name) {
         Ok(h) => h,
         Err(e) => return bad_header(request, e),
     };
     let cq = store.consume_queue(&h.topic, h.queue_id);
-    let header = match request.code {
+    match request.code {
         request_code::GET_MAX_OFFSET => {
-            OffsetResponseHeader::offset(cq.map_or(0, |q| q.max_queue_offset()))
+            let offset = cq.map_or(0, |q| q.max_queue_offset());
+            success_with(request, &OffsetResponseHeader { offset })
         }
         request_code::GET_MIN_OFFSET => {
-            OffsetResponseHeader::offset(cq.map_or(0, |q| q.min_queue_offset()))
+            let offset = cq.map_or(0, |q| q.min_queue_offset());
+            success_with(request, &OffsetResponseHeader { offset })
         }
-        _ => OffsetResponseHeader::timestamp(
-            cq.and_then(|q| q.get(q.min_queue_offset(), 1).into_iter().next())
+        _ => {
+            let timestamp = cq
+                .and_then(|q| q.get(q.min_queue_offset(), 1).into_iter().next())
                 .and_then(|(_, e)| record_at(store, e.commitlog_offset as u64))
-                .map_or(-1, |(_, t)| t),
-        ),
-    };
-    success_with(request, header)
+                .map_or(-1, |(_, t)| t);
+            success_with(
+                request,
+                &GetEarliestMsgStoretimeResponseHeader { timestamp },
+            )
+        }
+    }
 }
 
 /// SEARCH_OFFSET_BY_TIMESTAMP: the first queue offset whose message was stored at or after
@@ -74,7 +81,7 @@ pub(crate) fn search_offset_by_timestamp(
         Err(e) => return bad_header(request, e),
     };
     let Some(cq) = store.consume_queue(&h.topic, h.queue_id) else {
-        return success_with(request, OffsetResponseHeader::offset(0));
+        return success_with(request, &OffsetResponseHeader { offset: 0 });
     };
     let stored_at = |qo: i64| {
         cq.get(qo, 1)
@@ -103,7 +110,7 @@ pub(crate) fn search_offset_by_timestamp(
     } else {
         lo
     };
-    success_with(request, OffsetResponseHeader::offset(offset))
+    success_with(request, &OffsetResponseHeader { offset })
 }
 
 /// VIEW_MESSAGE_BY_ID: the record at the commit log offset the offset msg id names

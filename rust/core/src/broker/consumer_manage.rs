@@ -63,7 +63,7 @@ impl ConsumerManageProcessor {
         match found {
             Some(offset) => {
                 let mut r = RemotingCommand::response_to(request, response_code::SUCCESS, None);
-                r.write_custom_header(&OffsetResponseHeader::offset(offset));
+                r.write_custom_header(&OffsetResponseHeader { offset });
                 r
             }
             None => answer(

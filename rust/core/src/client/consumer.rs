@@ -175,7 +175,7 @@ fn offset_of(addr: &str, what: &str, response: RemotingCommand) -> Result<i64, S
     let header: OffsetResponseHeader = response
         .decode_custom_header()
         .map_err(|e| SendError::Unknown(format!("{addr} answered {what}: {e}")))?;
-    Ok(header.value)
+    Ok(header.offset)
 }
 
 fn request<H: CustomHeader>(code: i32, header: &H) -> RemotingCommand {

@@ -26,8 +26,8 @@ use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
+use super::command::{CommandError, RemotingCommand};
 use super::frame::{RemotingFrameError, DEFAULT_MAX_FRAME_SIZE};
-use super::header::{CommandError, RemotingCommand};
 use super::tls::ClientTls;
 use crate::event_loop::{EventLoop, LoopThread};
 use crate::sync::lock;
@@ -108,7 +108,7 @@ impl ClientError {
 /// What a request's callback gets, on the loop thread.
 pub type InvokeResult = Result<RemotingCommand, ClientError>;
 /// Called once per request; must not block (it runs on the loop thread).
-pub type InvokeCallback = Box<dyn FnOnce(InvokeResult) + Send>;
+pub(crate) type InvokeCallback = Box<dyn FnOnce(InvokeResult) + Send>;
 
 /// Limits of a client, RocketMQ's `NettyClientConfig` defaults, and its `RPCHook`.
 /// RocketMQ's `RPCHook`, defined here so that remoting knows nothing of what a hook does (the
@@ -215,7 +215,7 @@ impl NettyRemotingClient {
 
     /// Queues `request` marked oneway: no response comes, and a failure after this returns is
     /// only logged (`invokeOneway`).
-    pub fn invoke_oneway(
+    pub(crate) fn invoke_oneway(
         &self,
         addr: &str,
         mut request: RemotingCommand,
@@ -226,7 +226,7 @@ impl NettyRemotingClient {
     }
 
     /// Closes every connection; what was pending on them fails, and later calls reconnect.
-    pub fn close_channels(&self) {
+    pub(crate) fn close_channels(&self) {
         lock(&self.channels).clear();
         // After shutdown there is nothing left to close.
         let _ = self.shared.push(Op::CloseAll);
@@ -391,7 +391,7 @@ impl RemotingClient {
     }
 
     /// [`Self::connect`], over TLS when `tls` is given.
-    pub fn connect_with(
+    pub(crate) fn connect_with(
         addr: SocketAddr,
         timeout: Duration,
         tls: Option<ClientTls>,
@@ -408,10 +408,6 @@ impl RemotingClient {
         })?;
         client.channel(&addr.to_string())?;
         Ok(Self { addr, client })
-    }
-
-    pub fn addr(&self) -> SocketAddr {
-        self.addr
     }
 
     /// Sends `request` and waits up to `timeout` for its response. `&mut`: this shape serves

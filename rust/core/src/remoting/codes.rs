@@ -8,56 +8,56 @@
 
 /// Request codes (`RequestCode.java`), only those rocketha serves or sends.
 pub mod request_code {
-    pub const SEND_MESSAGE: i32 = 10;
-    pub const PULL_MESSAGE: i32 = 11;
-    pub const QUERY_MESSAGE: i32 = 12;
-    pub const QUERY_CONSUMER_OFFSET: i32 = 14;
-    pub const UPDATE_CONSUMER_OFFSET: i32 = 15;
+    pub(crate) const SEND_MESSAGE: i32 = 10;
+    pub(crate) const PULL_MESSAGE: i32 = 11;
+    pub(crate) const QUERY_MESSAGE: i32 = 12;
+    pub(crate) const QUERY_CONSUMER_OFFSET: i32 = 14;
+    pub(crate) const UPDATE_CONSUMER_OFFSET: i32 = 15;
     pub const UPDATE_AND_CREATE_TOPIC: i32 = 17;
-    pub const GET_ALL_TOPIC_CONFIG: i32 = 21;
-    pub const UPDATE_BROKER_CONFIG: i32 = 25;
-    pub const GET_BROKER_CONFIG: i32 = 26;
-    pub const GET_BROKER_RUNTIME_INFO: i32 = 28;
-    pub const SEARCH_OFFSET_BY_TIMESTAMP: i32 = 29;
-    pub const GET_MAX_OFFSET: i32 = 30;
-    pub const GET_MIN_OFFSET: i32 = 31;
-    pub const GET_EARLIEST_MSG_STORETIME: i32 = 32;
-    pub const VIEW_MESSAGE_BY_ID: i32 = 33;
-    pub const HEART_BEAT: i32 = 34;
-    pub const UNREGISTER_CLIENT: i32 = 35;
-    pub const CONSUMER_SEND_MSG_BACK: i32 = 36;
-    pub const END_TRANSACTION: i32 = 37;
-    pub const GET_CONSUMER_LIST_BY_GROUP: i32 = 38;
+    pub(crate) const GET_ALL_TOPIC_CONFIG: i32 = 21;
+    pub(crate) const UPDATE_BROKER_CONFIG: i32 = 25;
+    pub(crate) const GET_BROKER_CONFIG: i32 = 26;
+    pub(crate) const GET_BROKER_RUNTIME_INFO: i32 = 28;
+    pub(crate) const SEARCH_OFFSET_BY_TIMESTAMP: i32 = 29;
+    pub(crate) const GET_MAX_OFFSET: i32 = 30;
+    pub(crate) const GET_MIN_OFFSET: i32 = 31;
+    pub(crate) const GET_EARLIEST_MSG_STORETIME: i32 = 32;
+    pub(crate) const VIEW_MESSAGE_BY_ID: i32 = 33;
+    pub(crate) const HEART_BEAT: i32 = 34;
+    pub(crate) const UNREGISTER_CLIENT: i32 = 35;
+    pub(crate) const CONSUMER_SEND_MSG_BACK: i32 = 36;
+    pub(crate) const END_TRANSACTION: i32 = 37;
+    pub(crate) const GET_CONSUMER_LIST_BY_GROUP: i32 = 38;
     /// Broker to consumer, oneway: the group's members changed, rebalance now.
-    pub const NOTIFY_CONSUMER_IDS_CHANGED: i32 = 40;
-    pub const LOCK_BATCH_MQ: i32 = 41;
-    pub const UNLOCK_BATCH_MQ: i32 = 42;
-    pub const GET_ALL_CONSUMER_OFFSET: i32 = 43;
-    pub const GET_ALL_DELAY_OFFSET: i32 = 45;
-    pub const CHECK_CLIENT_CONFIG: i32 = 46;
-    pub const PUT_KV_CONFIG: i32 = 100;
-    pub const REGISTER_BROKER: i32 = 103;
-    pub const UNREGISTER_BROKER: i32 = 104;
-    pub const GET_ROUTEINFO_BY_TOPIC: i32 = 105;
-    pub const GET_BROKER_CLUSTER_INFO: i32 = 106;
-    pub const UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: i32 = 200;
-    pub const GET_ALL_SUBSCRIPTIONGROUP_CONFIG: i32 = 201;
-    pub const GET_TOPIC_STATS_INFO: i32 = 202;
-    pub const GET_CONSUMER_CONNECTION_LIST: i32 = 203;
-    pub const GET_PRODUCER_CONNECTION_LIST: i32 = 204;
-    pub const GET_ALL_TOPIC_LIST_FROM_NAMESERVER: i32 = 206;
-    pub const GET_TOPICS_BY_CLUSTER: i32 = 224;
+    pub(crate) const NOTIFY_CONSUMER_IDS_CHANGED: i32 = 40;
+    pub(crate) const LOCK_BATCH_MQ: i32 = 41;
+    pub(crate) const UNLOCK_BATCH_MQ: i32 = 42;
+    pub(crate) const GET_ALL_CONSUMER_OFFSET: i32 = 43;
+    pub(crate) const GET_ALL_DELAY_OFFSET: i32 = 45;
+    pub(crate) const CHECK_CLIENT_CONFIG: i32 = 46;
+    pub(crate) const PUT_KV_CONFIG: i32 = 100;
+    pub(crate) const REGISTER_BROKER: i32 = 103;
+    pub(crate) const UNREGISTER_BROKER: i32 = 104;
+    pub(crate) const GET_ROUTEINFO_BY_TOPIC: i32 = 105;
+    pub(crate) const GET_BROKER_CLUSTER_INFO: i32 = 106;
+    pub(crate) const UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: i32 = 200;
+    pub(crate) const GET_ALL_SUBSCRIPTIONGROUP_CONFIG: i32 = 201;
+    pub(crate) const GET_TOPIC_STATS_INFO: i32 = 202;
+    pub(crate) const GET_CONSUMER_CONNECTION_LIST: i32 = 203;
+    pub(crate) const GET_PRODUCER_CONNECTION_LIST: i32 = 204;
+    pub(crate) const GET_ALL_TOPIC_LIST_FROM_NAMESERVER: i32 = 206;
+    pub(crate) const GET_TOPICS_BY_CLUSTER: i32 = 224;
     pub const SEND_MESSAGE_V2: i32 = 310;
-    pub const SEND_BATCH_MESSAGE: i32 = 320;
-    pub const QUERY_DATA_VERSION: i32 = 322;
-    pub const SEND_REPLY_MESSAGE: i32 = 324;
-    pub const SEND_REPLY_MESSAGE_V2: i32 = 325;
-    pub const GET_SUBSCRIPTIONGROUP_CONFIG: i32 = 352;
+    pub(crate) const SEND_BATCH_MESSAGE: i32 = 320;
+    pub(crate) const QUERY_DATA_VERSION: i32 = 322;
+    pub(crate) const SEND_REPLY_MESSAGE: i32 = 324;
+    pub(crate) const SEND_REPLY_MESSAGE_V2: i32 = 325;
+    pub(crate) const GET_SUBSCRIPTIONGROUP_CONFIG: i32 = 352;
     /// RocketMQ 5's `DefaultLitePullConsumer` pulls under this code, same header and answer.
-    pub const LITE_PULL_MESSAGE: i32 = 361;
+    pub(crate) const LITE_PULL_MESSAGE: i32 = 361;
 
     /// RocketMQ's name of a request code, for logs and error messages.
-    pub fn name(code: i32) -> Option<&'static str> {
+    pub(crate) fn name(code: i32) -> Option<&'static str> {
         Some(match code {
             SEND_MESSAGE => "SEND_MESSAGE",
             PULL_MESSAGE => "PULL_MESSAGE",
@@ -109,85 +109,35 @@ pub mod request_code {
     }
 }
 
-/// Response codes: `RemotingSysResponseCode` (0..=4) and `ResponseCode` which extends it.
+/// Response codes (`RemotingSysResponseCode`, 0..=4, and `ResponseCode`, which extends it),
+/// only those rocketha answers or acts on.
 pub mod response_code {
     pub const SUCCESS: i32 = 0;
     pub const SYSTEM_ERROR: i32 = 1;
-    pub const SYSTEM_BUSY: i32 = 2;
     pub const REQUEST_CODE_NOT_SUPPORTED: i32 = 3;
-    pub const TRANSACTION_FAILED: i32 = 4;
-    pub const FLUSH_DISK_TIMEOUT: i32 = 10;
-    pub const SLAVE_NOT_AVAILABLE: i32 = 11;
-    pub const FLUSH_SLAVE_TIMEOUT: i32 = 12;
-    pub const MESSAGE_ILLEGAL: i32 = 13;
-    pub const SERVICE_NOT_AVAILABLE: i32 = 14;
-    pub const VERSION_NOT_SUPPORTED: i32 = 15;
-    pub const NO_PERMISSION: i32 = 16;
-    pub const TOPIC_NOT_EXIST: i32 = 17;
-    pub const TOPIC_EXIST_ALREADY: i32 = 18;
-    pub const PULL_NOT_FOUND: i32 = 19;
-    pub const PULL_RETRY_IMMEDIATELY: i32 = 20;
-    pub const PULL_OFFSET_MOVED: i32 = 21;
-    pub const QUERY_NOT_FOUND: i32 = 22;
-    pub const SUBSCRIPTION_PARSE_FAILED: i32 = 23;
-    pub const SUBSCRIPTION_NOT_EXIST: i32 = 24;
-    pub const SUBSCRIPTION_NOT_LATEST: i32 = 25;
-    pub const SUBSCRIPTION_GROUP_NOT_EXIST: i32 = 26;
-    pub const FILTER_DATA_NOT_EXIST: i32 = 27;
-    pub const FILTER_DATA_NOT_LATEST: i32 = 28;
-    pub const INVALID_PARAMETER: i32 = 29;
-    pub const CONSUMER_NOT_ONLINE: i32 = 206;
-    pub const CONSUME_MSG_TIMEOUT: i32 = 207;
-    pub const NO_MESSAGE: i32 = 208;
-    pub const BROKER_NOT_EXIST: i32 = 211;
-    pub const FLOW_CONTROL: i32 = 215;
-    pub const ILLEGAL_OPERATION: i32 = 604;
+    pub(crate) const FLUSH_DISK_TIMEOUT: i32 = 10;
+    pub(crate) const SLAVE_NOT_AVAILABLE: i32 = 11;
+    pub(crate) const FLUSH_SLAVE_TIMEOUT: i32 = 12;
+    pub(crate) const MESSAGE_ILLEGAL: i32 = 13;
+    pub(crate) const SERVICE_NOT_AVAILABLE: i32 = 14;
+    pub(crate) const NO_PERMISSION: i32 = 16;
+    pub(crate) const TOPIC_NOT_EXIST: i32 = 17;
+    pub(crate) const PULL_NOT_FOUND: i32 = 19;
+    pub(crate) const PULL_RETRY_IMMEDIATELY: i32 = 20;
+    pub(crate) const PULL_OFFSET_MOVED: i32 = 21;
+    pub(crate) const QUERY_NOT_FOUND: i32 = 22;
+    pub(crate) const SUBSCRIPTION_PARSE_FAILED: i32 = 23;
+    pub(crate) const SUBSCRIPTION_NOT_EXIST: i32 = 24;
+    pub(crate) const SUBSCRIPTION_NOT_LATEST: i32 = 25;
+    pub(crate) const SUBSCRIPTION_GROUP_NOT_EXIST: i32 = 26;
 
-    /// RocketMQ's name of a response code, for logs and error messages.
     /// A send answered with this code stored its message: the waits that fell short
     /// (`FLUSH_*_TIMEOUT`, `SLAVE_NOT_AVAILABLE`) still leave it in the master's log.
-    pub fn send_stored(code: i32) -> bool {
+    pub(crate) fn send_stored(code: i32) -> bool {
         matches!(
             code,
             SUCCESS | FLUSH_DISK_TIMEOUT | FLUSH_SLAVE_TIMEOUT | SLAVE_NOT_AVAILABLE
         )
-    }
-
-    pub fn name(code: i32) -> Option<&'static str> {
-        Some(match code {
-            SUCCESS => "SUCCESS",
-            SYSTEM_ERROR => "SYSTEM_ERROR",
-            SYSTEM_BUSY => "SYSTEM_BUSY",
-            REQUEST_CODE_NOT_SUPPORTED => "REQUEST_CODE_NOT_SUPPORTED",
-            TRANSACTION_FAILED => "TRANSACTION_FAILED",
-            FLUSH_DISK_TIMEOUT => "FLUSH_DISK_TIMEOUT",
-            SLAVE_NOT_AVAILABLE => "SLAVE_NOT_AVAILABLE",
-            FLUSH_SLAVE_TIMEOUT => "FLUSH_SLAVE_TIMEOUT",
-            MESSAGE_ILLEGAL => "MESSAGE_ILLEGAL",
-            SERVICE_NOT_AVAILABLE => "SERVICE_NOT_AVAILABLE",
-            VERSION_NOT_SUPPORTED => "VERSION_NOT_SUPPORTED",
-            NO_PERMISSION => "NO_PERMISSION",
-            TOPIC_NOT_EXIST => "TOPIC_NOT_EXIST",
-            TOPIC_EXIST_ALREADY => "TOPIC_EXIST_ALREADY",
-            PULL_NOT_FOUND => "PULL_NOT_FOUND",
-            PULL_RETRY_IMMEDIATELY => "PULL_RETRY_IMMEDIATELY",
-            PULL_OFFSET_MOVED => "PULL_OFFSET_MOVED",
-            QUERY_NOT_FOUND => "QUERY_NOT_FOUND",
-            SUBSCRIPTION_PARSE_FAILED => "SUBSCRIPTION_PARSE_FAILED",
-            SUBSCRIPTION_NOT_EXIST => "SUBSCRIPTION_NOT_EXIST",
-            SUBSCRIPTION_NOT_LATEST => "SUBSCRIPTION_NOT_LATEST",
-            SUBSCRIPTION_GROUP_NOT_EXIST => "SUBSCRIPTION_GROUP_NOT_EXIST",
-            FILTER_DATA_NOT_EXIST => "FILTER_DATA_NOT_EXIST",
-            FILTER_DATA_NOT_LATEST => "FILTER_DATA_NOT_LATEST",
-            INVALID_PARAMETER => "INVALID_PARAMETER",
-            CONSUMER_NOT_ONLINE => "CONSUMER_NOT_ONLINE",
-            CONSUME_MSG_TIMEOUT => "CONSUME_MSG_TIMEOUT",
-            NO_MESSAGE => "NO_MESSAGE",
-            BROKER_NOT_EXIST => "BROKER_NOT_EXIST",
-            FLOW_CONTROL => "FLOW_CONTROL",
-            ILLEGAL_OPERATION => "ILLEGAL_OPERATION",
-            _ => return None,
-        })
     }
 }
 
@@ -212,7 +162,7 @@ pub enum LanguageCode {
 }
 
 impl LanguageCode {
-    pub const ALL: [LanguageCode; 14] = [
+    pub(crate) const ALL: [LanguageCode; 14] = [
         LanguageCode::Java,
         LanguageCode::Cpp,
         LanguageCode::Dotnet,
@@ -229,7 +179,7 @@ impl LanguageCode {
         LanguageCode::NodeJs,
     ];
 
-    pub fn code(self) -> u8 {
+    pub(crate) fn code(self) -> u8 {
         match self {
             LanguageCode::Java => 0,
             LanguageCode::Cpp => 1,
@@ -249,7 +199,7 @@ impl LanguageCode {
     }
 
     /// The Java enum constant's name, as fastjson writes it.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             LanguageCode::Java => "JAVA",
             LanguageCode::Cpp => "CPP",
@@ -268,11 +218,11 @@ impl LanguageCode {
         }
     }
 
-    pub fn from_code(code: u8) -> Option<LanguageCode> {
+    pub(crate) fn from_code(code: u8) -> Option<LanguageCode> {
         LanguageCode::ALL.into_iter().find(|l| l.code() == code)
     }
 
-    pub fn from_name(name: &str) -> Option<LanguageCode> {
+    pub(crate) fn from_name(name: &str) -> Option<LanguageCode> {
         LanguageCode::ALL.into_iter().find(|l| l.name() == name)
     }
 }
@@ -285,14 +235,14 @@ pub enum SerializeType {
 }
 
 impl SerializeType {
-    pub fn code(self) -> u8 {
+    pub(crate) fn code(self) -> u8 {
         match self {
             SerializeType::Json => 0,
             SerializeType::RocketMq => 1,
         }
     }
 
-    pub fn from_code(code: u8) -> Option<SerializeType> {
+    pub(crate) fn from_code(code: u8) -> Option<SerializeType> {
         match code {
             0 => Some(SerializeType::Json),
             1 => Some(SerializeType::RocketMq),
@@ -301,7 +251,7 @@ impl SerializeType {
     }
 
     /// The Java enum constant's name (`serializeTypeCurrentRPC` in a JSON header).
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             SerializeType::Json => "JSON",
             SerializeType::RocketMq => "ROCKETMQ",
@@ -334,11 +284,6 @@ mod tests {
         assert_eq!(request_code::name(310), Some("SEND_MESSAGE_V2"));
         assert_eq!(request_code::name(105), Some("GET_ROUTEINFO_BY_TOPIC"));
         assert_eq!(request_code::name(9999), None);
-        assert_eq!(
-            response_code::name(26),
-            Some("SUBSCRIPTION_GROUP_NOT_EXIST")
-        );
-        assert_eq!(response_code::name(3), Some("REQUEST_CODE_NOT_SUPPORTED"));
         assert_eq!(SerializeType::from_code(1), Some(SerializeType::RocketMq));
         assert_eq!(SerializeType::from_code(2), None);
     }

@@ -14,7 +14,7 @@ use super::codes::SerializeType;
 /// (`com.rocketmq.remoting.frameMaxLength`), counting the 4-byte length field too.
 pub const DEFAULT_MAX_FRAME_SIZE: usize = 16 * 1024 * 1024;
 /// The header length has 24 bits of the second word.
-pub const MAX_HEADER_LEN: usize = 0x00FF_FFFF;
+pub(crate) const MAX_HEADER_LEN: usize = 0x00FF_FFFF;
 /// The two leading words.
 pub const PREFIX_LEN: usize = 8;
 

@@ -18,8 +18,8 @@ use mio::{Events, Interest, Token};
 
 use super::{ClientConfig, ClientError, InvokeCallback, InvokeResult};
 use crate::event_loop::{EventLoop, Signal, WAKER};
+use crate::remoting::command::RemotingCommand;
 use crate::remoting::frame::{decode_frame, Decoded};
-use crate::remoting::header::RemotingCommand;
 use crate::remoting::tls;
 use crate::sync::{deadline_after, lock};
 

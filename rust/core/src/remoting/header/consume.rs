@@ -1,25 +1,25 @@
 //! The consume side's custom headers, under RocketMQ's class and field names: pulls, consumer
 //! offsets, queue offsets and message lookups.
 
-use super::{CustomHeader, ExtFields, Fields, FieldsOut, HeaderError};
-
-/// `PullMessageRequestHeader` (PULL_MESSAGE).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PullMessageRequestHeader {
-    pub consumer_group: String,
-    pub topic: String,
-    pub queue_id: i32,
-    pub queue_offset: i64,
-    pub max_msg_nums: i32,
-    /// `PullSysFlag` bits: commit offset, suspend, subscription, class filter, lite pull.
-    pub sys_flag: i32,
-    pub commit_offset: i64,
-    pub suspend_timeout_millis: i64,
-    pub subscription: Option<String>,
-    pub sub_version: i64,
-    pub expression_type: Option<String>,
-    /// RocketMQ 5: a byte bound on the answer.
-    pub max_msg_bytes: Option<i32>,
+custom_header! {
+    /// `PullMessageRequestHeader` (PULL_MESSAGE).
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct PullMessageRequestHeader("PULL_MESSAGE") {
+        pub consumer_group: String = "consumerGroup",
+        pub topic: String = "topic",
+        pub queue_id: i32 = "queueId",
+        pub queue_offset: i64 = "queueOffset",
+        pub max_msg_nums: i32 = "maxMsgNums",
+        /// `PullSysFlag` bits: commit offset, suspend, subscription, class filter, lite pull.
+        pub sys_flag: i32 = "sysFlag",
+        pub commit_offset: i64 = "commitOffset",
+        pub suspend_timeout_millis: i64 = "suspendTimeoutMillis",
+        pub subscription: Option<String> = "subscription",
+        pub sub_version: i64 = "subVersion",
+        pub expression_type: Option<String> = "expressionType",
+        /// RocketMQ 5: a byte bound on the answer.
+        pub max_msg_bytes: Option<i32> = "maxMsgBytes",
+    }
 }
 
 impl PullMessageRequestHeader {
@@ -52,317 +52,111 @@ impl PullMessageRequestHeader {
     }
 }
 
-/// `PullSysFlag`.
-pub mod pull_sys_flag {
-    pub const FLAG_COMMIT_OFFSET: i32 = 0x1;
-    pub const FLAG_SUSPEND: i32 = 0x1 << 1;
-    pub const FLAG_SUBSCRIPTION: i32 = 0x1 << 2;
-    pub const FLAG_CLASS_FILTER: i32 = 0x1 << 3;
-    pub const FLAG_LITE_PULL_MESSAGE: i32 = 0x1 << 4;
+/// `PullSysFlag`'s bits, those rocketha sets or reads.
+pub(crate) mod pull_sys_flag {
+    pub(crate) const FLAG_COMMIT_OFFSET: i32 = 0x1;
+    pub(crate) const FLAG_SUSPEND: i32 = 0x1 << 1;
+    pub(crate) const FLAG_SUBSCRIPTION: i32 = 0x1 << 2;
 }
 
-impl CustomHeader for PullMessageRequestHeader {
-    fn from_ext_fields(map: &ExtFields) -> Result<Self, HeaderError> {
-        let f = Fields {
-            map,
-            header: "PULL_MESSAGE",
-        };
-        Ok(PullMessageRequestHeader {
-            consumer_group: f.str("consumerGroup")?,
-            topic: f.str("topic")?,
-            queue_id: f.int("queueId")?,
-            queue_offset: f.int("queueOffset")?,
-            max_msg_nums: f.int("maxMsgNums")?,
-            sys_flag: f.int("sysFlag")?,
-            commit_offset: f.int("commitOffset")?,
-            suspend_timeout_millis: f.int("suspendTimeoutMillis")?,
-            subscription: f.opt_str("subscription"),
-            sub_version: f.int("subVersion")?,
-            expression_type: f.opt_str("expressionType"),
-            max_msg_bytes: f.opt_int("maxMsgBytes")?,
-        })
-    }
-
-    fn to_ext_fields(&self) -> ExtFields {
-        FieldsOut::default()
-            .put("consumerGroup", &self.consumer_group)
-            .put("topic", &self.topic)
-            .put("queueId", self.queue_id)
-            .put("queueOffset", self.queue_offset)
-            .put("maxMsgNums", self.max_msg_nums)
-            .put("sysFlag", self.sys_flag)
-            .put("commitOffset", self.commit_offset)
-            .put("suspendTimeoutMillis", self.suspend_timeout_millis)
-            .opt("subscription", &self.subscription)
-            .put("subVersion", self.sub_version)
-            .opt("expressionType", &self.expression_type)
-            .opt("maxMsgBytes", &self.max_msg_bytes)
-            .done()
+custom_header! {
+    /// `PullMessageResponseHeader`.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct PullMessageResponseHeader("PULL_MESSAGE response") {
+        pub suggest_which_broker_id: i64 = "suggestWhichBrokerId",
+        pub next_begin_offset: i64 = "nextBeginOffset",
+        pub min_offset: i64 = "minOffset",
+        pub max_offset: i64 = "maxOffset",
     }
 }
 
-/// `PullMessageResponseHeader`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PullMessageResponseHeader {
-    pub suggest_which_broker_id: i64,
-    pub next_begin_offset: i64,
-    pub min_offset: i64,
-    pub max_offset: i64,
-}
-
-impl CustomHeader for PullMessageResponseHeader {
-    fn from_ext_fields(map: &ExtFields) -> Result<Self, HeaderError> {
-        let f = Fields {
-            map,
-            header: "PULL_MESSAGE response",
-        };
-        Ok(PullMessageResponseHeader {
-            suggest_which_broker_id: f.int("suggestWhichBrokerId")?,
-            next_begin_offset: f.int("nextBeginOffset")?,
-            min_offset: f.int("minOffset")?,
-            max_offset: f.int("maxOffset")?,
-        })
-    }
-
-    fn to_ext_fields(&self) -> ExtFields {
-        FieldsOut::default()
-            .put("suggestWhichBrokerId", self.suggest_which_broker_id)
-            .put("nextBeginOffset", self.next_begin_offset)
-            .put("minOffset", self.min_offset)
-            .put("maxOffset", self.max_offset)
-            .done()
+custom_header! {
+    /// `QueryConsumerOffsetRequestHeader` (QUERY_CONSUMER_OFFSET).
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct QueryConsumerOffsetRequestHeader("QUERY_CONSUMER_OFFSET") {
+        pub consumer_group: String = "consumerGroup",
+        pub topic: String = "topic",
+        pub queue_id: i32 = "queueId",
+        /// RocketMQ 5: answer 0 rather than QUERY_NOT_FOUND for a queue nobody committed.
+        pub set_zero_if_not_found: Option<bool> = "setZeroIfNotFound",
     }
 }
 
-/// `QueryConsumerOffsetRequestHeader` (QUERY_CONSUMER_OFFSET).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct QueryConsumerOffsetRequestHeader {
-    pub consumer_group: String,
-    pub topic: String,
-    pub queue_id: i32,
-    /// RocketMQ 5: answer 0 rather than QUERY_NOT_FOUND for a queue nobody committed.
-    pub set_zero_if_not_found: Option<bool>,
-}
-
-impl CustomHeader for QueryConsumerOffsetRequestHeader {
-    fn from_ext_fields(map: &ExtFields) -> Result<Self, HeaderError> {
-        let f = Fields {
-            map,
-            header: "QUERY_CONSUMER_OFFSET",
-        };
-        Ok(QueryConsumerOffsetRequestHeader {
-            consumer_group: f.str("consumerGroup")?,
-            topic: f.str("topic")?,
-            queue_id: f.int("queueId")?,
-            set_zero_if_not_found: f.opt_bool("setZeroIfNotFound"),
-        })
-    }
-
-    fn to_ext_fields(&self) -> ExtFields {
-        FieldsOut::default()
-            .put("consumerGroup", &self.consumer_group)
-            .put("topic", &self.topic)
-            .put("queueId", self.queue_id)
-            .opt("setZeroIfNotFound", &self.set_zero_if_not_found)
-            .done()
+custom_header! {
+    /// `UpdateConsumerOffsetRequestHeader` (UPDATE_CONSUMER_OFFSET).
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct UpdateConsumerOffsetRequestHeader("UPDATE_CONSUMER_OFFSET") {
+        pub consumer_group: String = "consumerGroup",
+        pub topic: String = "topic",
+        pub queue_id: i32 = "queueId",
+        pub commit_offset: i64 = "commitOffset",
     }
 }
 
-/// `UpdateConsumerOffsetRequestHeader` (UPDATE_CONSUMER_OFFSET).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UpdateConsumerOffsetRequestHeader {
-    pub consumer_group: String,
-    pub topic: String,
-    pub queue_id: i32,
-    pub commit_offset: i64,
-}
-
-impl CustomHeader for UpdateConsumerOffsetRequestHeader {
-    fn from_ext_fields(map: &ExtFields) -> Result<Self, HeaderError> {
-        let f = Fields {
-            map,
-            header: "UPDATE_CONSUMER_OFFSET",
-        };
-        Ok(UpdateConsumerOffsetRequestHeader {
-            consumer_group: f.str("consumerGroup")?,
-            topic: f.str("topic")?,
-            queue_id: f.int("queueId")?,
-            commit_offset: f.int("commitOffset")?,
-        })
-    }
-
-    fn to_ext_fields(&self) -> ExtFields {
-        FieldsOut::default()
-            .put("consumerGroup", &self.consumer_group)
-            .put("topic", &self.topic)
-            .put("queueId", self.queue_id)
-            .put("commitOffset", self.commit_offset)
-            .done()
+custom_header! {
+    /// One queue of a topic: `GetMaxOffsetRequestHeader`, `GetMinOffsetRequestHeader` and
+    /// `GetEarliestMsgStoretimeRequestHeader` carry just these two fields (RocketMQ 5 adds an
+    /// optional `committed` to the first, which a store without a dispatch lag can ignore).
+    /// Errors name the request at hand ([`super::CustomHeader::read_ext_fields`]).
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub(crate) struct QueueRequestHeader("queue request") {
+        pub topic: String = "topic",
+        pub queue_id: i32 = "queueId",
     }
 }
 
-/// One queue of a topic: `GetMaxOffsetRequestHeader`, `GetMinOffsetRequestHeader` and
-/// `GetEarliestMsgStoretimeRequestHeader` carry just these two fields (RocketMQ 5 adds an
-/// optional `committed` to the first, which a store without a dispatch lag can ignore).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct QueueRequestHeader {
-    pub topic: String,
-    pub queue_id: i32,
-}
-
-impl QueueRequestHeader {
-    pub fn parse(map: &ExtFields, header: &'static str) -> Result<Self, HeaderError> {
-        let f = Fields { map, header };
-        Ok(QueueRequestHeader {
-            topic: f.str("topic")?,
-            queue_id: f.int("queueId")?,
-        })
+custom_header! {
+    /// `SearchOffsetRequestHeader` (SEARCH_OFFSET_BY_TIMESTAMP).
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub(crate) struct SearchOffsetRequestHeader("SEARCH_OFFSET_BY_TIMESTAMP") {
+        pub topic: String = "topic",
+        pub queue_id: i32 = "queueId",
+        pub timestamp: i64 = "timestamp",
+        /// RocketMQ 5's `BoundaryType`: LOWER (default) or UPPER.
+        pub boundary_type: Option<String> = "boundaryType",
     }
 }
 
-impl CustomHeader for QueueRequestHeader {
-    fn from_ext_fields(map: &ExtFields) -> Result<Self, HeaderError> {
-        Self::parse(map, "queue request")
-    }
-
-    fn to_ext_fields(&self) -> ExtFields {
-        FieldsOut::default()
-            .put("topic", &self.topic)
-            .put("queueId", self.queue_id)
-            .done()
+custom_header! {
+    /// The one-offset answers: `QueryConsumerOffsetResponseHeader`,
+    /// `GetMaxOffsetResponseHeader`, `GetMinOffsetResponseHeader` and
+    /// `SearchOffsetResponseHeader`.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub(crate) struct OffsetResponseHeader("offset response") {
+        pub offset: i64 = "offset",
     }
 }
 
-/// `SearchOffsetRequestHeader` (SEARCH_OFFSET_BY_TIMESTAMP).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SearchOffsetRequestHeader {
-    pub topic: String,
-    pub queue_id: i32,
-    pub timestamp: i64,
-    /// RocketMQ 5's `BoundaryType`: LOWER (default) or UPPER.
-    pub boundary_type: Option<String>,
-}
-
-impl CustomHeader for SearchOffsetRequestHeader {
-    fn from_ext_fields(map: &ExtFields) -> Result<Self, HeaderError> {
-        let f = Fields {
-            map,
-            header: "SEARCH_OFFSET_BY_TIMESTAMP",
-        };
-        Ok(SearchOffsetRequestHeader {
-            topic: f.str("topic")?,
-            queue_id: f.int("queueId")?,
-            timestamp: f.int("timestamp")?,
-            boundary_type: f.opt_str("boundaryType"),
-        })
-    }
-
-    fn to_ext_fields(&self) -> ExtFields {
-        FieldsOut::default()
-            .put("topic", &self.topic)
-            .put("queueId", self.queue_id)
-            .put("timestamp", self.timestamp)
-            .opt("boundaryType", &self.boundary_type)
-            .done()
+custom_header! {
+    /// `GetEarliestMsgStoretimeResponseHeader`.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub(crate) struct GetEarliestMsgStoretimeResponseHeader("GET_EARLIEST_MSG_STORETIME response") {
+        pub timestamp: i64 = "timestamp",
     }
 }
 
-/// The one-field answers: `QueryConsumerOffsetResponseHeader`, `GetMaxOffsetResponseHeader`,
-/// `GetMinOffsetResponseHeader`, `SearchOffsetResponseHeader` (`offset`) and
-/// `GetEarliestMsgStoretimeResponseHeader` (`timestamp`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OffsetResponseHeader {
-    pub field: &'static str,
-    pub value: i64,
-}
-
-impl OffsetResponseHeader {
-    pub fn offset(value: i64) -> Self {
-        Self {
-            field: "offset",
-            value,
-        }
-    }
-
-    pub fn timestamp(value: i64) -> Self {
-        Self {
-            field: "timestamp",
-            value,
-        }
+custom_header! {
+    /// `ViewMessageRequestHeader` (VIEW_MESSAGE_BY_ID): the commit log offset the msg id names.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub(crate) struct ViewMessageRequestHeader("VIEW_MESSAGE_BY_ID") {
+        pub offset: i64 = "offset",
+        /// RocketMQ 5 names the topic too; checked against the record when present.
+        pub topic: Option<String> = "topic",
     }
 }
 
-impl CustomHeader for OffsetResponseHeader {
-    /// Reads `offset` (the common one).
-    fn from_ext_fields(map: &ExtFields) -> Result<Self, HeaderError> {
-        let f = Fields {
-            map,
-            header: "offset response",
-        };
-        f.int("offset").map(Self::offset)
-    }
-
-    fn to_ext_fields(&self) -> ExtFields {
-        FieldsOut::default().put(self.field, self.value).done()
-    }
-}
-
-/// `ViewMessageRequestHeader` (VIEW_MESSAGE_BY_ID): the commit log offset the msg id names.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ViewMessageRequestHeader {
-    pub offset: i64,
-    /// RocketMQ 5 names the topic too; checked against the record when present.
-    pub topic: Option<String>,
-}
-
-impl CustomHeader for ViewMessageRequestHeader {
-    fn from_ext_fields(map: &ExtFields) -> Result<Self, HeaderError> {
-        let f = Fields {
-            map,
-            header: "VIEW_MESSAGE_BY_ID",
-        };
-        Ok(ViewMessageRequestHeader {
-            offset: f.int("offset")?,
-            topic: f.opt_str("topic"),
-        })
-    }
-
-    fn to_ext_fields(&self) -> ExtFields {
-        FieldsOut::default()
-            .put("offset", self.offset)
-            .opt("topic", &self.topic)
-            .done()
-    }
-}
-
-/// `GetConsumerListByGroupRequestHeader` (GET_CONSUMER_LIST_BY_GROUP).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GetConsumerListByGroupRequestHeader {
-    pub consumer_group: String,
-}
-
-impl CustomHeader for GetConsumerListByGroupRequestHeader {
-    fn from_ext_fields(map: &ExtFields) -> Result<Self, HeaderError> {
-        let f = Fields {
-            map,
-            header: "GET_CONSUMER_LIST_BY_GROUP",
-        };
-        Ok(GetConsumerListByGroupRequestHeader {
-            consumer_group: f.str("consumerGroup")?,
-        })
-    }
-
-    fn to_ext_fields(&self) -> ExtFields {
-        FieldsOut::default()
-            .put("consumerGroup", &self.consumer_group)
-            .done()
+custom_header! {
+    /// `GetConsumerListByGroupRequestHeader` (GET_CONSUMER_LIST_BY_GROUP).
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub(crate) struct GetConsumerListByGroupRequestHeader("GET_CONSUMER_LIST_BY_GROUP") {
+        pub consumer_group: String = "consumerGroup",
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::remoting::{RemotingCommand, SerializeType};
+    use crate::remoting::{CustomHeader, ExtFields, RemotingCommand, SerializeType};
 
     /// A PULL_MESSAGE as RocketMQ 4.9's `PullAPIWrapper` sends it from a push consumer, each
     /// field written here by hand in the ROCKETMQ serialize type.
@@ -484,9 +278,9 @@ mod tests {
         assert_eq!((u.queue_id, u.commit_offset), (2, 17));
         let q = QueryConsumerOffsetRequestHeader::from_ext_fields(&ext).unwrap();
         assert_eq!(q.set_zero_if_not_found, None);
-        let out = OffsetResponseHeader::offset(5).to_ext_fields();
+        let out = OffsetResponseHeader { offset: 5 }.to_ext_fields();
         assert_eq!(out.get("offset").map(String::as_str), Some("5"));
-        let out = OffsetResponseHeader::timestamp(6).to_ext_fields();
+        let out = GetEarliestMsgStoretimeResponseHeader { timestamp: 6 }.to_ext_fields();
         assert_eq!(out.get("timestamp").map(String::as_str), Some("6"));
     }
 }

@@ -1,0 +1,78 @@
+//! The broker's administration and client-management headers: a topic's creation and a
+//! client's unregistration.
+
+custom_header! {
+    /// `CreateTopicRequestHeader` (UPDATE_AND_CREATE_TOPIC).
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct CreateTopicRequestHeader("UPDATE_AND_CREATE_TOPIC") {
+        pub topic: String = "topic",
+        pub default_topic: String = "defaultTopic",
+        pub read_queue_nums: i32 = "readQueueNums",
+        pub write_queue_nums: i32 = "writeQueueNums",
+        pub perm: i32 = "perm",
+        pub topic_filter_type: String = "topicFilterType",
+        pub topic_sys_flag: Option<i32> = "topicSysFlag",
+        /// A Java primitive boolean: absent reads as false.
+        pub order: bool = "order" or false,
+        /// RocketMQ 5's `+key=value` attributes, as JSON text; kept, not acted on.
+        pub attributes: Option<String> = "attributes",
+    }
+}
+
+custom_header! {
+    /// `UnregisterClientRequestHeader` (UNREGISTER_CLIENT).
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub(crate) struct UnregisterClientRequestHeader("UNREGISTER_CLIENT") {
+        pub client_id: String = "clientID",
+        pub producer_group: Option<String> = "producerGroup",
+        pub consumer_group: Option<String> = "consumerGroup",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::remoting::CustomHeader;
+
+    #[test]
+    fn create_topic_reads_java_primitives_and_writes_every_one() {
+        let header = CreateTopicRequestHeader {
+            topic: "T".into(),
+            default_topic: "TBW102".into(),
+            read_queue_nums: 8,
+            write_queue_nums: 8,
+            perm: 6,
+            topic_filter_type: "SINGLE_TAG".into(),
+            topic_sys_flag: None,
+            order: false,
+            attributes: None,
+        };
+        let mut fields = header.to_ext_fields();
+        assert_eq!(fields["order"], "false");
+        assert_eq!(fields.len(), 7);
+        assert_eq!(
+            CreateTopicRequestHeader::from_ext_fields(&fields),
+            Ok(header)
+        );
+        // A Java primitive boolean: absent reads as false; "TRUE" is Boolean.parseBoolean's true.
+        fields.remove("order");
+        assert!(
+            !CreateTopicRequestHeader::from_ext_fields(&fields)
+                .unwrap()
+                .order
+        );
+        fields.insert("order".into(), "TRUE".into());
+        assert!(
+            CreateTopicRequestHeader::from_ext_fields(&fields)
+                .unwrap()
+                .order
+        );
+        fields.remove("perm");
+        assert_eq!(
+            CreateTopicRequestHeader::from_ext_fields(&fields)
+                .unwrap_err()
+                .to_string(),
+            "UPDATE_AND_CREATE_TOPIC header: field `perm` is missing"
+        );
+    }
+}
