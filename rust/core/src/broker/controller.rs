@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use super::consumer_manager::ConsumerManager;
 use super::consumer_offset::ConsumerOffsetManager;
-use super::outer_api::{BrokerOuterApi, Registration};
+use super::outer_api::{persist_topics, BrokerOuterApi, Registration};
 use super::processor::{BrokerProcessor, ClientChannel, ConsumeTables, RuntimeView};
 use super::slave_sync::SlaveSynchronize;
 use super::store_stats::StoreStatsService;
@@ -101,6 +101,8 @@ pub struct BrokerController {
     register: Arc<ServiceThread>,
     /// The housekeeping thread, woken when a slave learns its master.
     housekeeping: Arc<ServiceThread>,
+    /// Persisted at shutdown: the topics sends created since the register loop last did.
+    topics: Arc<TopicConfigManager>,
     slave_sync: Option<Arc<SlaveSynchronize>>,
 }
 
@@ -184,7 +186,7 @@ impl BrokerController {
                 broker_addr,
                 ha_server_addr: config.ha_server_addr.clone(),
             },
-            topics,
+            topics.clone(),
             ha_client.filter(|_| {
                 config.update_master_ha_server_addr_periodically
                     || config.check_master_ha_server_addr.is_some()
@@ -214,6 +216,7 @@ impl BrokerController {
             processor,
             register,
             housekeeping,
+            topics,
             slave_sync,
         })
     }
@@ -252,6 +255,7 @@ impl BrokerController {
     pub fn shutdown(&self) {
         self.register.shutdown();
         self.server.shutdown();
+        persist_topics(&self.topics, self.server.events());
         self.processor.pull().hold_service().shutdown();
         self.housekeeping.shutdown();
     }

@@ -116,12 +116,21 @@ impl BrokerOuterApi {
     }
 
     /// Registers again every `period` or when signalled, until stopped; unregisters last.
-    /// The first registration is the broker's start's (see `BrokerController::start`).
+    /// The first registration is the broker's start's (see `BrokerController::start`). Topics
+    /// sends created are persisted first: woken by their creation, this thread keeps the fsync
+    /// off the remoting loop, and a route the name servers hand out is on disk. The last ones
+    /// are persisted by `BrokerController::shutdown`, once no send can come.
     pub(crate) fn run(&self, waiter: &ServiceWaiter, period: Duration) {
         while waiter.wait_for_running(deadline_after(period)) != Woke::Stopped {
+            self.persist_topics();
             self.register_broker_all();
         }
         self.unregister_broker_all();
+    }
+
+    /// [`TopicConfigManager::persist_unsaved`], a failure reported (and tried again next time).
+    fn persist_topics(&self) {
+        persist_topics(&self.topics, &self.events);
     }
 
     fn invoke(
@@ -371,6 +380,18 @@ impl BrokerOuterApi {
 
 /// Whether two `host:port` addresses reach the same socket: equal as written, or resolving to
 /// a common address (`localhost:10912` is `127.0.0.1:10912`).
+/// [`TopicConfigManager::persist_unsaved`], a failure reported (and tried again next time).
+pub(crate) fn persist_topics(topics: &TopicConfigManager, events: &ServerEvents) {
+    if let Err(e) = topics.persist_unsaved() {
+        events.push(
+            "topics",
+            ServerEventKind::Processor("TOPIC_CONFIG_PERSIST_FAILED"),
+            e.to_string(),
+            true,
+        );
+    }
+}
+
 fn same_address(a: &str, b: &str) -> bool {
     if a == b {
         return true;
