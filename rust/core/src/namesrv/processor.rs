@@ -184,13 +184,11 @@ impl DefaultRequestProcessor {
             .is_some();
         if live {
             routes.channels.insert(info.clone(), ctx.connection_id());
+            self.housekeeping.wakeup();
         } else {
             routes.channels.remove(&info);
         }
         drop(routes);
-        if live {
-            self.housekeeping.wakeup();
-        }
 
         let Some(result) = result else {
             return Ok(RemotingCommand::response_to(
