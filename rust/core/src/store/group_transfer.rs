@@ -331,7 +331,8 @@ impl Slot {
 /// its own thread or by the finisher already running, never lost, never before an earlier one.
 /// So a later ack never completes its puts before an earlier ack's, and since a higher offset
 /// is acked only after every lower one, no put is answered before one below it that the same
-/// acks settled.
+/// acks settled. (A request settled when submitted completes on its submitter at once: its
+/// verdict needed no event, so there is nothing to order it after.)
 #[must_use = "the completions run only in Completions::run"]
 pub(crate) struct Completions<'a>(&'a Mutex<State>);
 
@@ -461,9 +462,11 @@ impl GroupTransferService {
             request.time_out();
         }
         if request.settled() {
-            st.finish(vec![request]);
+            // Settled by acks and flushes already applied: completed here at once, not queued
+            // behind a finisher busy with other puts (a put that needs no wait never waits).
             drop(st);
-            return Completions(&self.state).run();
+            let status = request.status();
+            return (request.done)(status);
         }
         let due = [request.flush, request.replication]
             .into_iter()
