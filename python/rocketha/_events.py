@@ -14,11 +14,15 @@ E = TypeVar("E")
 
 class EventPump(Generic[E]):
     """Runs ``handle(event)`` for every event ``next_events(timeout)`` returns, on a daemon
-    thread, until :meth:`stop`. The native service's shutdown closes its queue, which returns a
-    waiting ``next_events`` at once."""
+    thread, until :meth:`stop`, or until ``next_events`` returns None (a queue that says it is
+    closed and drained). The native service's shutdown closes its queue, which returns a waiting
+    ``next_events`` at once."""
 
     def __init__(
-        self, name: str, next_events: Callable[[float], list[E]], handle: Callable[[E], None]
+        self,
+        name: str,
+        next_events: Callable[[float], list[E] | None],
+        handle: Callable[[E], None],
     ) -> None:
         self._next_events = next_events
         self._handle = handle
@@ -27,12 +31,20 @@ class EventPump(Generic[E]):
         self._thread.start()
 
     def _run(self) -> None:
-        while self._running:
-            self.drain(3600)
+        while self._running and self.drain(3600):
+            pass
 
-    def drain(self, timeout: float) -> None:
-        for event in self._next_events(timeout):
+    def drain(self, timeout: float) -> bool:
+        """Handles what comes within ``timeout``; False once the queue said it is closed."""
+        events = self._next_events(timeout)
+        if events is None:
+            return False
+        for event in events:
             self._handle(event)
+        return True
+
+    def is_alive(self) -> bool:
+        return self._thread.is_alive()
 
     def stop(self) -> None:
         """Call after the native service shut down; handles what it queued last."""

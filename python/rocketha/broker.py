@@ -31,7 +31,6 @@ import ipaddress
 import logging
 import os
 import shutil
-import threading
 import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future
@@ -40,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from rocketha._core import BrokerController, ClientTls, Message, MessageExt, PutResult, ServerTls
-from rocketha._events import cancel_stop_at_exit, stop_at_exit
+from rocketha._events import EventPump, cancel_stop_at_exit, stop_at_exit
 from rocketha.config import BrokerConfig
 from rocketha.exceptions import ConfigError, NotMasterError, OffsetTooSmallError
 from rocketha.group_transfer import GroupTransferService
@@ -93,7 +92,7 @@ class Broker:
         self.group_transfer: GroupTransferService | None = None
         self._metrics: Any = None
         self._controller: BrokerController | None = None
-        self._events: threading.Thread | None = None
+        self._events: EventPump[tuple[str, str, str, bool]] | None = None
         self._started = False
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -247,13 +246,9 @@ class Broker:
             client_tls=tls[1],
             acl_file=acl_file,
         )
-        self._events = threading.Thread(
-            target=self._log_events,
-            args=(self._controller,),
-            name="rocketha-broker-events",
-            daemon=True,
+        self._events = EventPump(
+            "rocketha-broker-events", self._controller.next_events, self._log_event
         )
-        self._events.start()
 
     def _open_store(self, store_host: str) -> MessageStore:
         c = self.config
@@ -273,14 +268,13 @@ class Broker:
             **c.retention_options(),
         )
 
-    def _log_events(self, controller: BrokerController) -> None:
-        """Connections and registrations, logged with their reasons until shutdown."""
-        while self._controller is controller:
-            for addr, event, reason, problem in controller.next_events(0.5):
-                level = logging.WARNING if problem else logging.INFO
-                log.log(level, "remoting %s %s: %s", addr, event, reason)
-                if problem and event == "MASTER_HA_ADDRESS" and self.ha is not None:
-                    self.ha.report_problem(reason)
+    def _log_event(self, event: tuple[str, str, str, bool]) -> None:
+        """A connection or registration, logged with its reason."""
+        addr, kind, reason, problem = event
+        level = logging.WARNING if problem else logging.INFO
+        log.log(level, "remoting %s %s: %s", addr, kind, reason)
+        if problem and kind == "MASTER_HA_ADDRESS" and self.ha is not None:
+            self.ha.report_problem(reason)
 
     def _advertised_ha_address(self) -> str:
         """What the name servers hand this master's slaves: the HA port on a reachable host."""
@@ -294,7 +288,7 @@ class Broker:
             # First: no send arrives while the rest closes; unregisters from the name servers.
             controller.shutdown()
         if self._events is not None:
-            self._events.join()
+            self._events.stop()
             self._events = None
         if self.ha is not None:
             self.ha.shutdown()

@@ -157,7 +157,9 @@ class HAService:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return False
-                self._changed.wait(min(left, 0.1) if self.client is not None else left)
+                # Every state change of the client is set before its event is queued, and the
+                # event's handler notifies here: waking on events sees every change, no poll.
+                self._changed.wait(left)
         return True
 
     # -- master side -----------------------------------------------------------------------

@@ -30,6 +30,7 @@ from typing import Never, Self
 
 from rocketha import _core
 from rocketha._core import Message, MessageExt, PutResult
+from rocketha._events import EventPump
 from rocketha.roles import FlushDiskType
 
 log = logging.getLogger("rocketha.store")
@@ -185,12 +186,11 @@ class MessageStore(_core.MessageStore):
             # Retention's deletions and disk-full refusals, logged as they happen. The thread
             # holds only the event queue, so a store nobody closes still closes when dropped,
             # and the thread ends with it.
-            thread = threading.Thread(
-                target=_log_clean_events, args=(events,), name="rocketha-clean-events", daemon=True
-            )
             with _clean_loggers_lock:
-                _clean_loggers[thread] = events
-            thread.start()
+                for ended in [p for p in _clean_loggers if not p.is_alive()]:
+                    del _clean_loggers[ended]
+                pump = EventPump("rocketha-clean-events", events.next, _log_clean_event)
+                _clean_loggers[pump] = events
         return self
 
     def _log_recovery(self, read_only: bool) -> None:
@@ -275,19 +275,15 @@ class MessageStore(_core.MessageStore):
         )
 
 
-#: The threads logging retention's events, with their queues: ended at interpreter exit.
-_clean_loggers: dict[threading.Thread, _core.CleanEventQueue] = {}
+#: The pumps logging retention's events, with their queues: ended at interpreter exit. A pump
+#: ends by itself once its store closed; the next store's open forgets it.
+_clean_loggers: dict[EventPump[tuple[bool, str]], _core.CleanEventQueue] = {}
 _clean_loggers_lock = threading.Lock()
 
 
-def _log_clean_events(events: _core.CleanEventQueue) -> None:
-    try:
-        while (batch := events.next(3600)) is not None:
-            for problem, text in batch:
-                log.log(logging.WARNING if problem else logging.INFO, "%s", text)
-    finally:
-        with _clean_loggers_lock:
-            _clean_loggers.pop(threading.current_thread(), None)
+def _log_clean_event(event: tuple[bool, str]) -> None:
+    problem, text = event
+    log.log(logging.WARNING if problem else logging.INFO, "%s", text)
 
 
 @atexit.register
@@ -297,11 +293,11 @@ def _end_clean_loggers() -> None:
     first."""
     with _clean_loggers_lock:
         loggers = list(_clean_loggers.items())
-    for thread, events in loggers:
+    for pump, events in loggers:
         # Not alive in a forked child (Spark's workers): its queue belongs to the parent.
-        if thread.is_alive():
+        if pump.is_alive():
             events.close()
-            thread.join(timeout=5)
+            pump.stop()
 
 
 def segment_checksums(store_dir: str | os.PathLike[str]) -> dict[str, str]:

@@ -14,7 +14,6 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use rustc_hash::FxHashMap;
@@ -171,7 +170,6 @@ pub struct MessageStore {
     closed: AtomicBool,
     /// CleanCommitLogService and CleanConsumeQueueService (writable stores only).
     retention: OnceLock<Arc<Retention>>,
-    clean_thread: Mutex<Option<JoinHandle<()>>>,
 }
 
 fn lock_store(root: &Path) -> Result<File, CommitLogError> {
@@ -269,7 +267,6 @@ impl MessageStore {
             lock_file: Mutex::new(Some(lock_file)),
             closed: AtomicBool::new(false),
             retention: OnceLock::new(),
-            clean_thread: Mutex::new(None),
             config,
         };
         {
@@ -295,8 +292,7 @@ impl MessageStore {
             self.config.clean.clone(),
             self.config.commit_log_dir(),
         ));
-        *lock(&self.clean_thread) =
-            retention.start(self.commit_log.clone(), self.consume_queues.clone());
+        retention.start(self.commit_log.clone(), self.consume_queues.clone());
         let _ = self.retention.set(retention);
         let flushed = self.commit_log.max_offset();
         let root = self.config.root.clone();
@@ -380,7 +376,6 @@ impl MessageStore {
             lock_file: Mutex::new(None),
             closed: AtomicBool::new(false),
             retention: OnceLock::new(),
-            clean_thread: Mutex::new(None),
             config,
         };
         store.scan(true)?;
@@ -848,9 +843,6 @@ impl MessageStore {
         let _st = self.lock_put();
         if let Some(r) = self.retention.get() {
             r.stop();
-        }
-        if let Some(t) = lock(&self.clean_thread).take() {
-            let _ = t.join();
         }
         if let Some(f) = self.flush.get() {
             f.stop();

@@ -1,9 +1,11 @@
 //! The locking helpers every thread of the core shares: a poison-tolerant lock, the one condvar
-//! wait with a deadline that every timed wait (flush, group transfer, events) uses, and the
-//! bounded event queue the event loops report through.
+//! wait with a deadline that every timed wait (flush, group transfer, events) uses, the
+//! [`ServiceThread`] every background service runs on, and the bounded event queue the event
+//! loops report through.
 
 use std::collections::VecDeque;
-use std::sync::{Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// Locks `m`, taking the data even if a thread panicked while holding it: every guarded state
@@ -54,6 +56,124 @@ pub(crate) fn wait_until<'a, T>(
 /// an overflow panic.
 pub(crate) fn deadline_after(timeout: Duration) -> Option<Instant> {
     Instant::now().checked_add(timeout)
+}
+
+/// Why a [`ServiceWaiter::wait_for_running`] returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Woke {
+    /// [`ServiceThread::shutdown`]: the service does its last work and returns.
+    Stopped,
+    /// [`ServiceThread::wakeup`], now or before the wait began.
+    Notified,
+    /// The deadline passed.
+    Timeout,
+}
+
+#[derive(Default)]
+struct Flags {
+    /// RocketMQ's `hasNotified`: a wake-up that comes while the service works is kept for its
+    /// next wait instead of being lost.
+    notified: bool,
+    stopped: bool,
+}
+
+#[derive(Default)]
+struct Control {
+    flags: Mutex<Flags>,
+    cv: Condvar,
+}
+
+/// RocketMQ's `ServiceThread`: a named thread that sleeps in [`ServiceWaiter::wait_for_running`]
+/// until woken, a deadline, or stop, and is stopped and joined by [`Self::shutdown`] or on drop.
+/// It provides only the wake, the deadline and the stop: the service keeps its own state and
+/// decides on waking what there is to do, so a signal never depends on how the state is locked.
+pub(crate) struct ServiceThread {
+    name: &'static str,
+    control: Arc<Control>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+/// The service thread's side of a [`ServiceThread`], handed to its body.
+pub(crate) struct ServiceWaiter(Arc<Control>);
+
+impl ServiceWaiter {
+    /// RocketMQ's `waitForRunning`: returns at once when woken since the last wait (taking the
+    /// wake-up) or stopped, else sleeps until either or `deadline` (`None`: none).
+    pub(crate) fn wait_for_running(&self, deadline: Option<Instant>) -> Woke {
+        let (mut flags, _) = wait_until(&self.0.cv, lock(&self.0.flags), deadline, |f| {
+            f.stopped || f.notified
+        });
+        let notified = std::mem::take(&mut flags.notified);
+        if flags.stopped {
+            Woke::Stopped
+        } else if notified {
+            Woke::Notified
+        } else {
+            Woke::Timeout
+        }
+    }
+
+    pub(crate) fn is_stopped(&self) -> bool {
+        lock(&self.0.flags).stopped
+    }
+}
+
+impl ServiceThread {
+    /// A service not started yet: wake-ups are kept for its first wait, a shutdown ends it
+    /// before it begins.
+    pub(crate) fn new(name: &'static str) -> Self {
+        Self {
+            name,
+            control: Arc::default(),
+            thread: Mutex::new(None),
+        }
+    }
+
+    /// Runs `body` on the service's thread; it returns once its waiter says [`Woke::Stopped`].
+    pub(crate) fn start(
+        &self,
+        body: impl FnOnce(ServiceWaiter) + Send + 'static,
+    ) -> std::io::Result<()> {
+        let waiter = ServiceWaiter(self.control.clone());
+        let thread = std::thread::Builder::new()
+            .name(format!("rocketha-{}", self.name))
+            .spawn(move || body(waiter))?;
+        *lock(&self.thread) = Some(thread);
+        Ok(())
+    }
+
+    /// RocketMQ's `wakeup`: ends the current wait, or the next one if the service is busy. A
+    /// wake-up already pending costs no futex wake.
+    pub(crate) fn wakeup(&self) {
+        let mut flags = lock(&self.control.flags);
+        if !flags.notified {
+            flags.notified = true;
+            self.control.cv.notify_one();
+        }
+    }
+
+    pub(crate) fn is_stopped(&self) -> bool {
+        lock(&self.control.flags).stopped
+    }
+
+    /// Stops the service and waits for its body to return; safe to call again, and from the
+    /// service's own thread (which then is not joined: it ends when its body returns).
+    pub(crate) fn shutdown(&self) {
+        lock(&self.control.flags).stopped = true;
+        self.control.cv.notify_all();
+        let thread = lock(&self.thread).take();
+        if let Some(thread) = thread {
+            if thread.thread().id() != std::thread::current().id() {
+                let _ = thread.join();
+            }
+        }
+    }
+}
+
+impl Drop for ServiceThread {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
 }
 
 /// Enough to show the last events even if nobody drains them.
@@ -140,6 +260,66 @@ mod tests {
         setter.join().unwrap();
         let (_guard, ok) = wait_until(&state.1, lock(&state.0), Some(Instant::now()), |v| *v == 4);
         assert!(!ok, "a passed deadline returns false at once");
+    }
+
+    const LONG: Duration = Duration::from_secs(3600);
+
+    #[test]
+    fn a_wakeup_before_the_wait_is_not_lost() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+        let service = ServiceThread::new("test-service");
+        service
+            .start(move |waiter| {
+                // Woken before it waits: the wait returns at once instead of sleeping an hour.
+                let _ = go_rx.recv();
+                let _ = tx.send(waiter.wait_for_running(Instant::now().checked_add(LONG)));
+                let _ = tx.send(waiter.wait_for_running(None));
+            })
+            .unwrap();
+        service.wakeup();
+        service.wakeup();
+        go_tx.send(()).unwrap();
+        assert_eq!(rx.recv().unwrap(), Woke::Notified);
+        service.shutdown();
+        assert_eq!(
+            rx.recv().unwrap(),
+            Woke::Stopped,
+            "two wake-ups before one wait are one wake-up"
+        );
+        assert_eq!(
+            ServiceWaiter(Arc::default()).wait_for_running(Some(Instant::now())),
+            Woke::Timeout
+        );
+    }
+
+    #[test]
+    fn shutdown_and_drop_join_the_thread() {
+        let ran_last = Arc::new(Mutex::new(false));
+        let flag = ran_last.clone();
+        let service = ServiceThread::new("test-service");
+        service
+            .start(move |waiter| {
+                while waiter.wait_for_running(None) != Woke::Stopped {}
+                *lock(&flag) = true;
+            })
+            .unwrap();
+        service.shutdown();
+        assert!(*lock(&ran_last), "shutdown returned before the body ended");
+        assert!(service.is_stopped());
+        service.shutdown();
+
+        *lock(&ran_last) = false;
+        let flag = ran_last.clone();
+        let service = ServiceThread::new("test-service");
+        service
+            .start(move |waiter| {
+                while waiter.wait_for_running(None) != Woke::Stopped {}
+                *lock(&flag) = true;
+            })
+            .unwrap();
+        drop(service);
+        assert!(*lock(&ran_last), "drop returned before the body ended");
     }
 
     #[test]

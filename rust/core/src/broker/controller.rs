@@ -6,13 +6,12 @@
 
 use std::net::TcpListener;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::consumer_manager::ConsumerManager;
 use super::consumer_offset::ConsumerOffsetManager;
-use super::outer_api::{BrokerOuterApi, RegisterSignal, Registration, Woke};
+use super::outer_api::{persist_topics, BrokerOuterApi, Registration};
 use super::processor::{BrokerProcessor, ClientChannel, ConsumeTables, RuntimeView};
 use super::slave_sync::SlaveSynchronize;
 use super::store_stats::StoreStatsService;
@@ -25,7 +24,7 @@ use crate::ha::client::HaClient;
 use crate::ha::master::HaMaster;
 use crate::remoting::{ClientTls, RemotingServer, ServerConfig, ServerEvents};
 use crate::store::MessageStore;
-use crate::sync::lock;
+use crate::sync::{ServiceThread, ServiceWaiter, Woke};
 
 #[derive(Debug, thiserror::Error)]
 pub enum BrokerError {
@@ -98,10 +97,12 @@ impl Default for BrokerControllerConfig {
 pub struct BrokerController {
     server: RemotingServer,
     processor: Arc<BrokerProcessor>,
-    signal: Arc<RegisterSignal>,
-    register_thread: Mutex<Option<JoinHandle<()>>>,
-    housekeeping: Arc<RegisterSignal>,
-    housekeeping_thread: Mutex<Option<JoinHandle<()>>>,
+    /// The register loop, woken when the topics change.
+    register: Arc<ServiceThread>,
+    /// The housekeeping thread, woken when a slave learns its master.
+    housekeeping: Arc<ServiceThread>,
+    /// Persisted at shutdown: the topics sends created since the register loop last did.
+    topics: Arc<TopicConfigManager>,
     slave_sync: Option<Arc<SlaveSynchronize>>,
 }
 
@@ -145,8 +146,8 @@ impl BrokerController {
             })),
             None => None,
         };
-        let signal = Arc::new(RegisterSignal::default());
-        let housekeeping = Arc::new(RegisterSignal::default());
+        let register = Arc::new(ServiceThread::new("broker-register"));
+        let housekeeping = Arc::new(ServiceThread::new("broker-housekeeping"));
         let events = Arc::new(ServerEvents::default());
         let port = listener.local_addr()?.port();
         let broker_addr = format!("{}:{port}", config.broker_ip1);
@@ -170,7 +171,7 @@ impl BrokerController {
                 ha_client: ha_client.clone(),
                 stats: stats.clone(),
             },
-            signal.clone(),
+            register.clone(),
             &tables,
             acl.clone(),
         )?);
@@ -185,7 +186,7 @@ impl BrokerController {
                 broker_addr,
                 ha_server_addr: config.ha_server_addr.clone(),
             },
-            topics,
+            topics.clone(),
             ha_client.filter(|_| {
                 config.update_master_ha_server_addr_periodically
                     || config.check_master_ha_server_addr.is_some()
@@ -199,10 +200,7 @@ impl BrokerController {
         // a client that asks the name servers right after finds its routes.
         outer.register_broker_all();
         let period = config.register_name_server_period;
-        let worker = signal.clone();
-        let register_thread = std::thread::Builder::new()
-            .name("rocketha-broker-register".into())
-            .spawn(move || outer.run(&worker, period))?;
+        register.start(move |waiter| outer.run(&waiter, period))?;
         let keeper = Housekeeping {
             tables,
             stats,
@@ -212,24 +210,20 @@ impl BrokerController {
             sync_interval: config.slave_sync_interval,
             acl,
         };
-        let wake = housekeeping.clone();
-        let housekeeping_thread = std::thread::Builder::new()
-            .name("rocketha-broker-housekeeping".into())
-            .spawn(move || keeper.run(&wake))?;
+        housekeeping.start(move |waiter| keeper.run(&waiter))?;
         Ok(Self {
             server,
             processor,
-            signal,
-            register_thread: Mutex::new(Some(register_thread)),
+            register,
             housekeeping,
-            housekeeping_thread: Mutex::new(Some(housekeeping_thread)),
+            topics,
             slave_sync,
         })
     }
 
     /// A slave: its master's tables now, rather than at the next `slaveSyncInterval`.
     pub fn sync_from_master_now(&self) {
-        self.housekeeping.request();
+        self.housekeeping.wakeup();
     }
 
     /// A slave's master client address, once the name servers named it.
@@ -248,7 +242,7 @@ impl BrokerController {
 
     /// Registers with the name servers now rather than at the next period.
     pub fn register_now(&self) {
-        self.signal.request();
+        self.register.wakeup();
     }
 
     /// The clients that sent heartbeats, one per connection.
@@ -259,18 +253,11 @@ impl BrokerController {
     /// Unregisters from the name servers, closes the port, persists the consumer offsets;
     /// safe to call again.
     pub fn shutdown(&self) {
-        self.signal.stop();
-        let thread = lock(&self.register_thread).take();
-        if let Some(thread) = thread {
-            let _ = thread.join();
-        }
+        self.register.shutdown();
         self.server.shutdown();
+        persist_topics(&self.topics, self.server.events());
         self.processor.pull().hold_service().shutdown();
-        self.housekeeping.stop();
-        let thread = lock(&self.housekeeping_thread).take();
-        if let Some(thread) = thread {
-            let _ = thread.join();
-        }
+        self.housekeeping.shutdown();
     }
 }
 
@@ -301,7 +288,7 @@ struct Housekeeping {
 }
 
 impl Housekeeping {
-    fn run(&self, signal: &RegisterSignal) {
+    fn run(&self, waiter: &ServiceWaiter) {
         let start = Instant::now();
         let mut next_flush = start + self.flush_interval;
         let mut next_scan = start + SCAN_NOT_ACTIVE_INTERVAL;
@@ -352,10 +339,10 @@ impl Housekeeping {
             if self.acl.is_some() {
                 due = due.min(next_acl_check);
             }
-            match signal.sleep(due.saturating_duration_since(Instant::now())) {
+            match waiter.wait_for_running(Some(due)) {
                 Woke::Stopped => break,
-                Woke::Asked => next_sync = Instant::now(),
-                Woke::Period => {}
+                Woke::Notified => next_sync = Instant::now(),
+                Woke::Timeout => {}
             }
         }
         self.persist_offsets();

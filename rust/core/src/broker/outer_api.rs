@@ -8,7 +8,7 @@
 //! another group's included.
 
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::slave_sync::SlaveSynchronize;
@@ -23,7 +23,7 @@ use crate::remoting::{
     request_code, response_code, ClientTls, RemotingClient, RemotingCommand, ServerEventKind,
     ServerEvents,
 };
-use crate::sync::{deadline_after, lock, wait_until};
+use crate::sync::{deadline_after, lock, ServiceThread, ServiceWaiter, Woke};
 
 /// Connect and answer timeout of one name server call: short, so a dead name server costs a
 /// period's registration little time and shutdown waits little.
@@ -39,58 +39,6 @@ pub(crate) struct Registration {
     pub(crate) broker_addr: String,
     /// The HA address a slave of this broker connects to ("" on a slave).
     pub(crate) ha_server_addr: String,
-}
-
-#[derive(Default)]
-struct SignalState {
-    stop: bool,
-    now: bool,
-}
-
-/// Why a [`RegisterSignal::sleep`] ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Woke {
-    Stopped,
-    /// [`RegisterSignal::request`] was called.
-    Asked,
-    /// The period passed.
-    Period,
-}
-
-/// Wakes one of the broker's periodic threads (registration, housekeeping): to work now, or to
-/// stop.
-#[derive(Default)]
-pub(crate) struct RegisterSignal {
-    state: Mutex<SignalState>,
-    cv: Condvar,
-}
-
-impl RegisterSignal {
-    /// Asks for the work at once (a topic changed: register; a master learned: sync).
-    pub(crate) fn request(&self) {
-        lock(&self.state).now = true;
-        self.cv.notify_all();
-    }
-
-    pub(crate) fn stop(&self) {
-        lock(&self.state).stop = true;
-        self.cv.notify_all();
-    }
-
-    /// Sleeps until `period` passed, work is asked for, or stop.
-    pub(crate) fn sleep(&self, period: Duration) -> Woke {
-        let guard = lock(&self.state);
-        let (mut guard, _) =
-            wait_until(&self.cv, guard, deadline_after(period), |s| s.stop || s.now);
-        let asked = std::mem::take(&mut guard.now);
-        if guard.stop {
-            Woke::Stopped
-        } else if asked {
-            Woke::Asked
-        } else {
-            Woke::Period
-        }
-    }
 }
 
 /// One kept connection per name server: the name server forgets a broker whose connection
@@ -126,7 +74,7 @@ pub(crate) struct BrokerOuterApi {
     master_check: Mutex<Option<MasterCheck>>,
     /// A slave's metadata sync, told the master's client address the name servers name, and
     /// the signal that runs it at once when that address changes.
-    slave_sync: Option<(Arc<SlaveSynchronize>, Arc<RegisterSignal>)>,
+    slave_sync: Option<(Arc<SlaveSynchronize>, Arc<ServiceThread>)>,
     events: Arc<ServerEvents>,
     /// TLS to the name servers (`tls.enable`).
     tls: Option<ClientTls>,
@@ -141,7 +89,7 @@ impl BrokerOuterApi {
         topics: Arc<TopicConfigManager>,
         follow: Option<Arc<HaClient>>,
         configured_master: Option<String>,
-        slave_sync: Option<(Arc<SlaveSynchronize>, Arc<RegisterSignal>)>,
+        slave_sync: Option<(Arc<SlaveSynchronize>, Arc<ServiceThread>)>,
         events: Arc<ServerEvents>,
         tls: Option<ClientTls>,
     ) -> Self {
@@ -168,12 +116,21 @@ impl BrokerOuterApi {
     }
 
     /// Registers again every `period` or when signalled, until stopped; unregisters last.
-    /// The first registration is the broker's start's (see `BrokerController::start`).
-    pub(crate) fn run(&self, signal: &RegisterSignal, period: Duration) {
-        while signal.sleep(period) != Woke::Stopped {
+    /// The first registration is the broker's start's (see `BrokerController::start`). Topics
+    /// sends created are persisted first: woken by their creation, this thread keeps the fsync
+    /// off the remoting loop, and a route the name servers hand out is on disk. The last ones
+    /// are persisted by `BrokerController::shutdown`, once no send can come.
+    pub(crate) fn run(&self, waiter: &ServiceWaiter, period: Duration) {
+        while waiter.wait_for_running(deadline_after(period)) != Woke::Stopped {
+            self.persist_topics();
             self.register_broker_all();
         }
         self.unregister_broker_all();
+    }
+
+    /// [`TopicConfigManager::persist_unsaved`], a failure reported (and tried again next time).
+    fn persist_topics(&self) {
+        persist_topics(&self.topics, &self.events);
     }
 
     fn invoke(
@@ -356,7 +313,7 @@ impl BrokerOuterApi {
         if let Some((sync, wake)) = &self.slave_sync {
             let master = header.master_addr.clone().filter(|a| !a.is_empty());
             if master.is_some() && sync.set_master_addr(master) {
-                wake.request();
+                wake.wakeup();
             }
         }
         let Some(ha) = &self.follow else { return };
@@ -423,6 +380,18 @@ impl BrokerOuterApi {
 
 /// Whether two `host:port` addresses reach the same socket: equal as written, or resolving to
 /// a common address (`localhost:10912` is `127.0.0.1:10912`).
+/// [`TopicConfigManager::persist_unsaved`], a failure reported (and tried again next time).
+pub(crate) fn persist_topics(topics: &TopicConfigManager, events: &ServerEvents) {
+    if let Err(e) = topics.persist_unsaved() {
+        events.push(
+            "topics",
+            ServerEventKind::Processor("TOPIC_CONFIG_PERSIST_FAILED"),
+            e.to_string(),
+            true,
+        );
+    }
+}
+
 fn same_address(a: &str, b: &str) -> bool {
     if a == b {
         return true;

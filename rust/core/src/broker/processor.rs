@@ -14,7 +14,6 @@ use super::admin;
 use super::consumer_manage::ConsumerManageProcessor;
 use super::consumer_manager::ConsumerManager;
 use super::consumer_offset::ConsumerOffsetManager;
-use super::outer_api::RegisterSignal;
 use super::pull::PullMessageProcessor;
 use super::send::SendMessageProcessor;
 use super::store_stats::StoreStatsService;
@@ -33,6 +32,7 @@ use crate::remoting::{
 };
 use crate::store::MessageStore;
 use crate::sync::lock;
+use crate::sync::ServiceThread;
 
 /// `TopicValidator.TOPIC_MAX_LENGTH`.
 const TOPIC_MAX_LENGTH: usize = 127;
@@ -74,7 +74,7 @@ pub(crate) struct BrokerProcessor {
     topics: Arc<TopicConfigManager>,
     settings: Arc<BrokerSettings>,
     runtime: RuntimeView,
-    register: Arc<RegisterSignal>,
+    register: Arc<ServiceThread>,
     /// Heartbeats by connection id. A lock: heartbeats on the loop thread, reads from others.
     clients: Mutex<HashMap<u64, ClientChannel>>,
     /// `aclEnable=true`: every request is checked before it is processed.
@@ -87,7 +87,7 @@ impl BrokerProcessor {
         topics: Arc<TopicConfigManager>,
         settings: Arc<BrokerSettings>,
         runtime: RuntimeView,
-        register: Arc<RegisterSignal>,
+        register: Arc<ServiceThread>,
         tables: &ConsumeTables,
         acl: Option<Arc<PlainAccessValidator>>,
     ) -> std::io::Result<Self> {
@@ -149,7 +149,7 @@ impl BrokerProcessor {
         // A send that created its topic: the name servers learn the route at once, as
         // `createTopicInSendMessageMethod` registers.
         if self.topics.data_version() != before {
-            self.register.request();
+            self.register.wakeup();
         }
         now
     }
@@ -198,7 +198,7 @@ impl BrokerProcessor {
         if let Err(e) = self.topics.update_or_create(config) {
             return refuse(response_code::SYSTEM_ERROR, e.to_string());
         }
-        self.register.request();
+        self.register.wakeup();
         RemotingCommand::response_to(request, response_code::SUCCESS, None)
     }
 

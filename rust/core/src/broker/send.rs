@@ -206,14 +206,12 @@ impl SendMessageProcessor {
             return Ok(config);
         }
         let created = if self.settings.auto_create_topic {
-            self.topics
-                .create_in_send(
-                    &header.topic,
-                    &header.default_topic,
-                    header.default_topic_queue_nums,
-                    0,
-                )
-                .map_err(|e| Refusal(response_code::SYSTEM_ERROR, e.to_string()))?
+            self.topics.create_in_send(
+                &header.topic,
+                &header.default_topic,
+                header.default_topic_queue_nums,
+                0,
+            )
         } else {
             None
         };

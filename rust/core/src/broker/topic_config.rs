@@ -1,10 +1,14 @@
 //! RocketMQ's `TopicConfigManager`: the broker's topics with their queue counts and permissions,
 //! persisted in `STORE/config/topics.json` (written to a temporary file, synced, renamed: a
 //! crash leaves the old file or the new one, never half of one) and sent to the name server.
+//!
+//! A topic a send creates is persisted off the remoting loop thread, as RocketMQ persists it
+//! asynchronously too: by the register loop, woken by the change, before it tells the name
+//! servers (so a route they hand out is on the broker's disk), and at shutdown.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use crate::protocol::body::{perm, DataVersion, TopicConfig, TopicConfigSerializeWrapper};
@@ -37,6 +41,12 @@ pub(crate) enum TopicConfigError {
 pub(crate) struct TopicConfigManager {
     path: PathBuf,
     table: Mutex<TopicConfigSerializeWrapper>,
+    /// A send created a topic the file does not have yet ([`Self::persist_unsaved`]). Set and
+    /// cleared under the table lock, so a persist clears only what it serialized.
+    unsaved: AtomicBool,
+    /// One persist at a time, so that the file ends with the latest table serialized, not an
+    /// older one renamed last.
+    writer: Mutex<()>,
 }
 
 impl TopicConfigManager {
@@ -90,6 +100,8 @@ impl TopicConfigManager {
         Ok(Self {
             path,
             table: Mutex::new(table),
+            unsaved: AtomicBool::new(false),
+            writer: Mutex::new(()),
         })
     }
 
@@ -99,45 +111,51 @@ impl TopicConfigManager {
 
     /// `createTopicInSendMessageMethod`: a send to an unknown topic that names a template
     /// allowed to spawn topics (`PERM_INHERIT`) creates it with at most the template's queues.
-    /// `None` when the template does not exist or does not allow it.
+    /// `None` when the template does not exist or does not allow it. Not persisted here (the
+    /// loop thread would wait for an fsync): see [`Self::persist_unsaved`].
     pub(crate) fn create_in_send(
         &self,
         topic: &str,
         default_topic: &str,
         queue_nums: i32,
         topic_sys_flag: i32,
-    ) -> Result<Option<TopicConfig>, TopicConfigError> {
-        let created = {
-            let mut table = lock(&self.table);
-            if let Some(existing) = table.topic_config_table.get(topic) {
-                return Ok(Some(existing.clone()));
-            }
-            let Some(template) = table.topic_config_table.get(default_topic) else {
-                return Ok(None);
-            };
-            if template.perm & PERM_INHERIT == 0 {
-                return Ok(None);
-            }
-            let nums = queue_nums.clamp(1, template.write_queue_nums.max(1));
-            let config = TopicConfig {
-                topic_name: topic.to_owned(),
-                read_queue_nums: nums,
-                write_queue_nums: nums,
-                perm: template.perm & !PERM_INHERIT,
-                topic_sys_flag,
-                ..TopicConfig::default()
-            };
-            table
-                .topic_config_table
-                .insert(topic.to_owned(), config.clone());
-            bump(&mut table.data_version);
-            config
+    ) -> Option<TopicConfig> {
+        let mut table = lock(&self.table);
+        if let Some(existing) = table.topic_config_table.get(topic) {
+            return Some(existing.clone());
+        }
+        let template = table.topic_config_table.get(default_topic)?;
+        if template.perm & PERM_INHERIT == 0 {
+            return None;
+        }
+        let nums = queue_nums.clamp(1, template.write_queue_nums.max(1));
+        let config = TopicConfig {
+            topic_name: topic.to_owned(),
+            read_queue_nums: nums,
+            write_queue_nums: nums,
+            perm: template.perm & !PERM_INHERIT,
+            topic_sys_flag,
+            ..TopicConfig::default()
         };
-        self.persist()?;
-        Ok(Some(created))
+        table
+            .topic_config_table
+            .insert(topic.to_owned(), config.clone());
+        bump(&mut table.data_version);
+        self.unsaved.store(true, Ordering::Release);
+        Some(config)
     }
 
-    /// UPDATE_AND_CREATE_TOPIC.
+    /// Persists the topics sends created since the last persist, if any.
+    pub(crate) fn persist_unsaved(&self) -> Result<(), TopicConfigError> {
+        if self.unsaved.load(Ordering::Acquire) {
+            self.persist()
+        } else {
+            Ok(())
+        }
+    }
+
+    /// UPDATE_AND_CREATE_TOPIC. Persisted before it returns: an operator's SUCCESS means the
+    /// topic is on disk (as RocketMQ's admin processor persists it), and the request is rare.
     pub(crate) fn update_or_create(&self, config: TopicConfig) -> Result<(), TopicConfigError> {
         {
             let mut table = lock(&self.table);
@@ -176,17 +194,26 @@ impl TopicConfigManager {
     }
 
     fn persist(&self) -> Result<(), TopicConfigError> {
+        let _writer = lock(&self.writer);
         let text = {
             let table = lock(&self.table);
+            self.unsaved.store(false, Ordering::Release);
             serde_json::to_vec_pretty(&*table).map_err(|e| TopicConfigError::BadFile {
                 path: self.path.clone(),
                 reason: e.to_string(),
-            })?
+            })
         };
-        write_atomically(&self.path, &text).map_err(|source| TopicConfigError::Io {
-            path: self.path.clone(),
-            source,
-        })
+        let written = text.and_then(|text| {
+            write_atomically(&self.path, &text).map_err(|source| TopicConfigError::Io {
+                path: self.path.clone(),
+                source,
+            })
+        });
+        if written.is_err() {
+            // Tried again at the next registration or shutdown.
+            self.unsaved.store(true, Ordering::Release);
+        }
+        written
     }
 }
 
@@ -324,22 +351,23 @@ mod tests {
         assert!(topics.select("orders").is_none());
         let created = topics
             .create_in_send("orders", AUTO_CREATE_TOPIC_KEY_TOPIC, 4, 0)
-            .unwrap()
             .unwrap();
         assert_eq!((created.write_queue_nums, created.read_queue_nums), (4, 4));
         assert_eq!(created.perm & PERM_INHERIT, 0, "the child does not inherit");
         let wide = topics
             .create_in_send("wide", AUTO_CREATE_TOPIC_KEY_TOPIC, 64, 0)
-            .unwrap()
             .unwrap();
         assert_eq!(wide.write_queue_nums, 8, "at most the template's queues");
         assert!(
-            topics
-                .create_in_send("x", "orders", 4, 0)
-                .unwrap()
-                .is_none(),
+            topics.create_in_send("x", "orders", 4, 0).is_none(),
             "a topic without PERM_INHERIT is no template"
         );
+        let unsaved = TopicConfigManager::load(dir.path(), true, 8).unwrap();
+        assert!(
+            unsaved.select("orders").is_none(),
+            "not persisted by the send"
+        );
+        topics.persist_unsaved().unwrap();
         let again = TopicConfigManager::load(dir.path(), true, 8).unwrap();
         assert_eq!(again.select("orders"), Some(created));
         assert!(again.wrapper().data_version.counter >= 2);
@@ -352,7 +380,6 @@ mod tests {
         assert!(topics.select(AUTO_CREATE_TOPIC_KEY_TOPIC).is_none());
         assert!(topics
             .create_in_send("orders", AUTO_CREATE_TOPIC_KEY_TOPIC, 4, 0)
-            .unwrap()
             .is_none());
     }
 

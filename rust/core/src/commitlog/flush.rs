@@ -5,12 +5,11 @@
 //! for it in the GroupTransferService, which every msync's outcome is reported to. Requests that
 //! arrive while an msync runs are all covered by the next one: that sharing is the group commit.
 
-use std::sync::{Arc, Condvar, Mutex};
-use std::thread::JoinHandle;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::error::CommitLogError;
-use crate::sync::{lock, wait_until};
+use crate::sync::{lock, ServiceThread};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FlushDiskType {
@@ -30,13 +29,6 @@ pub struct FlushStats {
 struct State {
     requested: u64,
     stats: FlushStats,
-    stop: bool,
-}
-
-struct Shared {
-    state: Mutex<State>,
-    /// Wakes the flush thread: a sync put asked for a flush, or the service is stopping.
-    work: Condvar,
 }
 
 /// What the flush thread calls: msync everything written so far, return the new flushed end.
@@ -45,8 +37,9 @@ pub(crate) type FlushFn = Box<dyn FnMut() -> Result<u64, CommitLogError> + Send>
 pub(crate) type FlushListener = Box<dyn Fn(Result<u64, &CommitLogError>) + Send>;
 
 pub(crate) struct FlushService {
-    shared: Arc<Shared>,
-    thread: Mutex<Option<JoinHandle<()>>>,
+    state: Arc<Mutex<State>>,
+    /// Woken by a sync put that asks for a flush the last msync did not cover.
+    service: ServiceThread,
 }
 
 impl FlushService {
@@ -56,80 +49,68 @@ impl FlushService {
         flushed_offset: u64,
         listener: FlushListener,
     ) -> Self {
-        let shared = Arc::new(Shared {
-            state: Mutex::new(State {
-                stats: FlushStats {
-                    flushed_offset,
-                    ..FlushStats::default()
-                },
-                ..State::default()
-            }),
-            work: Condvar::new(),
-        });
-        let worker = shared.clone();
-        let thread = std::thread::Builder::new()
-            .name("rocketha-flush".into())
-            .spawn(move || {
-                let mut failed = false;
-                loop {
-                    let periodic = Instant::now() + interval;
-                    let stop = {
-                        let st = lock(&worker.state);
-                        // After a failure, retry at the periodic pace, not in a loop on the error.
-                        let (st, _) = wait_until(&worker.work, st, Some(periodic), |st| {
-                            st.stop || (!failed && st.requested > st.stats.flushed_offset)
-                        });
-                        st.stop
-                    };
-                    let result = flush();
-                    failed = result.is_err();
-                    if let Ok(offset) = &result {
-                        let mut st = lock(&worker.state);
-                        st.stats.msyncs += 1;
-                        st.stats.flushed_offset = st.stats.flushed_offset.max(*offset);
-                    }
-                    listener(result.as_ref().copied());
-                    if stop {
-                        // The flush above covered everything written before the stop.
-                        break;
-                    }
+        let state = Arc::new(Mutex::new(State {
+            stats: FlushStats {
+                flushed_offset,
+                ..FlushStats::default()
+            },
+            ..State::default()
+        }));
+        let worker = state.clone();
+        let service = ServiceThread::new("flush");
+        // Without its thread the store still runs; its puts then wait to their deadlines.
+        let _ = service.start(move |waiter| {
+            let mut failed = false;
+            loop {
+                let periodic = Instant::now() + interval;
+                // After a failure, retry at the periodic pace, not in a loop on the error. A
+                // request that comes after this look wakes the wait below.
+                let asked = {
+                    let st = lock(&worker);
+                    !failed && st.requested > st.stats.flushed_offset
+                };
+                if !asked {
+                    waiter.wait_for_running(Some(periodic));
                 }
-            })
-            .ok();
-        Self {
-            shared,
-            thread: Mutex::new(thread),
-        }
+                let stop = waiter.is_stopped();
+                let result = flush();
+                failed = result.is_err();
+                if let Ok(offset) = &result {
+                    let mut st = lock(&worker);
+                    st.stats.msyncs += 1;
+                    st.stats.flushed_offset = st.stats.flushed_offset.max(*offset);
+                }
+                // Outside the state lock: the listener completes puts.
+                listener(result.as_ref().copied());
+                if stop {
+                    // The flush above covered everything written before the stop.
+                    break;
+                }
+            }
+        });
+        Self { state, service }
     }
 
     /// Asks for an msync covering `offset` (SYNC_FLUSH); the outcome reaches the listener.
     pub(crate) fn request(&self, offset: u64) {
-        let mut st = lock(&self.shared.state);
-        st.stats.sync_requests += 1;
-        if offset > st.requested {
-            st.requested = offset;
-            if offset > st.stats.flushed_offset {
-                self.shared.work.notify_one();
-            }
+        let wake = {
+            let mut st = lock(&self.state);
+            st.stats.sync_requests += 1;
+            let wake = offset > st.requested && offset > st.stats.flushed_offset;
+            st.requested = st.requested.max(offset);
+            wake
+        };
+        if wake {
+            self.service.wakeup();
         }
     }
 
     pub(crate) fn stats(&self) -> FlushStats {
-        lock(&self.shared.state).stats
+        lock(&self.state).stats
     }
 
     /// Runs a last flush, then ends the thread.
     pub(crate) fn stop(&self) {
-        lock(&self.shared.state).stop = true;
-        self.shared.work.notify_all();
-        if let Some(t) = lock(&self.thread).take() {
-            let _ = t.join();
-        }
-    }
-}
-
-impl Drop for FlushService {
-    fn drop(&mut self) {
-        self.stop();
+        self.service.shutdown();
     }
 }

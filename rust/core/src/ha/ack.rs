@@ -46,15 +46,22 @@ impl AckTable {
         if prev.map(|p| p.1) != Some(offset) {
             self.push2slave_max_offset
                 .fetch_max(offset, Ordering::AcqRel);
-            // Pushed under the table lock, so the service sees the changes in their order.
-            self.group_transfer.on_acks(covered(&table));
+            // Recorded under the table lock, so the service sees the changes in their order;
+            // completed after it, so that a completion (a response written to a client, a
+            // callback that reads this table) never runs under it. `Completions` keeps the
+            // completions in the order the verdicts were reached.
+            let completions = self.group_transfer.record_acks(covered(&table));
+            drop(table);
+            completions.run();
         }
     }
 
     pub(crate) fn remove(&self, connection: u64) {
         let mut table = lock(&self.by_connection);
         if table.remove(&connection).is_some() {
-            self.group_transfer.on_acks(covered(&table));
+            let completions = self.group_transfer.record_acks(covered(&table));
+            drop(table);
+            completions.run();
         }
     }
 
@@ -93,6 +100,34 @@ mod tests {
         assert_eq!(t.push2slave_max_offset(), 70);
         t.remove(3);
         assert_eq!(t.slave_offsets(), vec![60]);
+    }
+
+    #[test]
+    fn a_completion_runs_outside_the_table_lock() {
+        let g = Arc::new(GroupTransferService::start(
+            WaitPolicy {
+                slaves: 1,
+                slave_timeout: Duration::from_secs(3600),
+                ..WaitPolicy::default()
+            },
+            0,
+        ));
+        let t = Arc::new(AckTable::new(g.clone()));
+        t.update(1, 1, 0);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let table = t.clone();
+        // Reads the ack table from inside the completion: under the table lock, a deadlock.
+        g.submit(
+            10,
+            Box::new(move |status| {
+                let _ = tx.send((status, table.slave_offsets()));
+            }),
+        );
+        t.update(1, 1, 10);
+        assert_eq!(
+            rx.recv().unwrap(),
+            (crate::store::group_transfer::PutStatus::PutOk, vec![10])
+        );
     }
 
     #[test]

@@ -3,14 +3,12 @@
 
 use std::io;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::processor::DefaultRequestProcessor;
 use super::route_info::DEFAULT_BROKER_CHANNEL_EXPIRED_TIME_MS;
 use crate::remoting::{RemotingServer, ServerConfig, ServerEvents};
-use crate::sync::lock;
 
 /// `NamesrvConfig`, the parts rocketha serves.
 #[derive(Debug, Clone)]
@@ -39,7 +37,6 @@ impl Default for NamesrvConfig {
 pub struct NameServer {
     server: RemotingServer,
     processor: Arc<DefaultRequestProcessor>,
-    housekeeping: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl NameServer {
@@ -51,25 +48,17 @@ impl NameServer {
             config.broker_channel_expired_time,
             events.clone(),
         ));
-        let worker = processor.clone();
-        let housekeeping = std::thread::Builder::new()
-            .name("rocketha-namesrv-housekeeping".into())
-            .spawn(move || worker.run_housekeeping())?;
+        processor.start_housekeeping()?;
         let server =
             RemotingServer::start_with_events(listen, processor.clone(), config.server, events);
         let server = match server {
             Ok(server) => server,
             Err(e) => {
                 processor.stop();
-                let _ = housekeeping.join();
                 return Err(e);
             }
         };
-        Ok(Self {
-            server,
-            processor,
-            housekeeping: Mutex::new(Some(housekeeping)),
-        })
+        Ok(Self { server, processor })
     }
 
     pub fn local_addr(&self) -> SocketAddr {
@@ -85,10 +74,6 @@ impl NameServer {
     pub fn shutdown(&self) {
         self.server.shutdown();
         self.processor.stop();
-        let thread = lock(&self.housekeeping).take();
-        if let Some(thread) = thread {
-            let _ = thread.join();
-        }
     }
 }
 

@@ -9,7 +9,7 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::route_info::{BrokerAddrInfo, RouteInfoManager};
@@ -25,7 +25,7 @@ use crate::remoting::{
     not_supported, HeaderError, RemotingCommand, RequestContext, RequestProcessor, ServerEventKind,
     ServerEvents,
 };
-use crate::sync::{deadline_after, lock, wait_until};
+use crate::sync::{deadline_after, lock, ServiceThread, ServiceWaiter, Woke};
 
 /// `FAQUrl.suggestTodo(FAQUrl.APPLY_TOPIC_URL)`, the tail of TOPIC_NOT_EXIST's remark.
 const APPLY_TOPIC_TIP: &str =
@@ -47,15 +47,12 @@ struct Routes {
     table: RouteInfoManager,
     /// The connection each live broker registered over (`BrokerLiveInfo.channel`).
     channels: HashMap<BrokerAddrInfo, u64>,
-    /// Bumped by every registration, so housekeeping re-reads the next expiry.
-    generation: u64,
-    stop: bool,
 }
 
 pub(crate) struct DefaultRequestProcessor {
     routes: Mutex<Routes>,
-    /// Wakes housekeeping: a registration may bring the next expiry forward; shutdown.
-    changed: Condvar,
+    /// The housekeeping thread, woken by a registration: it may bring the next expiry forward.
+    housekeeping: ServiceThread,
     events: Arc<ServerEvents>,
     /// The heartbeat timeout of a broker whose register request names none.
     broker_channel_expired_time_ms: i64,
@@ -71,34 +68,34 @@ impl DefaultRequestProcessor {
             routes: Mutex::new(Routes {
                 table: RouteInfoManager::new(support_acting_master),
                 channels: HashMap::new(),
-                generation: 0,
-                stop: false,
             }),
-            changed: Condvar::new(),
+            housekeeping: ServiceThread::new("namesrv-housekeeping"),
             events,
             broker_channel_expired_time_ms: i64::try_from(broker_channel_expired_time.as_millis())
                 .unwrap_or(i64::MAX),
         }
     }
 
-    /// `scanNotActiveBroker`, run on its own thread until [`DefaultRequestProcessor::stop`]:
-    /// sleeps until the next broker's heartbeat runs out, then drops whoever is silent.
-    pub(crate) fn run_housekeeping(&self) {
-        let mut routes = lock(&self.routes);
-        while !routes.stop {
-            let seen = routes.generation;
-            // A broker may announce any heartbeat timeout, i64::MAX included.
-            let deadline = routes.table.next_expiry_ms().and_then(|at| {
+    /// Starts `scanNotActiveBroker` on its own thread, until [`DefaultRequestProcessor::stop`].
+    pub(crate) fn start_housekeeping(self: &Arc<Self>) -> std::io::Result<()> {
+        let worker = self.clone();
+        self.housekeeping
+            .start(move |waiter| worker.run_housekeeping(&waiter))
+    }
+
+    /// Sleeps until the next broker's heartbeat runs out, then drops whoever is silent.
+    fn run_housekeeping(&self, waiter: &ServiceWaiter) {
+        loop {
+            // A broker may announce any heartbeat timeout, i64::MAX included. A registration
+            // after this look wakes the wait below.
+            let deadline = lock(&self.routes).table.next_expiry_ms().and_then(|at| {
                 let wait = u64::try_from(at.saturating_sub(now_millis())).unwrap_or(0);
                 deadline_after(Duration::from_millis(wait))
             });
-            routes = wait_until(&self.changed, routes, deadline, |r| {
-                r.stop || r.generation != seen
-            })
-            .0;
-            if routes.stop {
+            if waiter.wait_for_running(deadline) == Woke::Stopped {
                 break;
             }
+            let mut routes = lock(&self.routes);
             for info in routes.table.scan_not_active_broker(now_millis()) {
                 routes.channels.remove(&info);
                 self.events.push(
@@ -114,10 +111,9 @@ impl DefaultRequestProcessor {
         }
     }
 
-    /// Ends [`DefaultRequestProcessor::run_housekeeping`].
+    /// Ends the housekeeping thread and waits for it.
     pub(crate) fn stop(&self) {
-        lock(&self.routes).stop = true;
-        self.changed.notify_all();
+        self.housekeeping.shutdown();
     }
 
     fn handle(
@@ -188,8 +184,7 @@ impl DefaultRequestProcessor {
             .is_some();
         if live {
             routes.channels.insert(info.clone(), ctx.connection_id());
-            routes.generation += 1;
-            self.changed.notify_all();
+            self.housekeeping.wakeup();
         } else {
             routes.channels.remove(&info);
         }

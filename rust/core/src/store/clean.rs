@@ -11,14 +11,13 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
-use std::thread::JoinHandle;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use crate::commitlog::CommitLog;
 use crate::consume_queue::ConsumeQueueTable;
 use crate::error::CommitLogError;
-use crate::sync::{deadline_after, lock, wait_until, EventQueue};
+use crate::sync::{deadline_after, lock, EventQueue, ServiceThread, Woke};
 
 /// RocketMQ's retention keys, with its defaults.
 #[derive(Debug, Clone, PartialEq)]
@@ -175,8 +174,8 @@ pub(crate) struct Retention {
     last_physical_min_offset: AtomicU64,
     /// One pass at a time: the thread's and an explicit [`crate::store::MessageStore::clean_now`].
     pass: Mutex<()>,
-    stop: Mutex<bool>,
-    wake: Condvar,
+    /// CleanCommitLogService's thread: a pass every `cleanResourceInterval`.
+    service: ServiceThread,
     events: EventQueue<CleanEvent>,
 }
 
@@ -190,8 +189,7 @@ impl Retention {
             fake_ratio: AtomicU64::new(f64::NAN.to_bits()),
             last_physical_min_offset: AtomicU64::new(0),
             pass: Mutex::new(()),
-            stop: Mutex::new(false),
-            wake: Condvar::new(),
+            service: ServiceThread::new("clean"),
             events: EventQueue::default(),
         }
     }
@@ -376,31 +374,22 @@ impl Retention {
 
     /// Runs passes every `cleanResourceInterval` until [`Self::stop`]; a failed pass is
     /// logged and the next one tries again.
-    pub(crate) fn start(
-        self: &Arc<Self>,
-        log: Arc<CommitLog>,
-        queues: Arc<ConsumeQueueTable>,
-    ) -> Option<JoinHandle<()>> {
+    pub(crate) fn start(self: &Arc<Self>, log: Arc<CommitLog>, queues: Arc<ConsumeQueueTable>) {
         let me = self.clone();
-        std::thread::Builder::new()
-            .name("rocketha-clean".into())
-            .spawn(move || loop {
-                let deadline = deadline_after(me.config.clean_resource_interval);
-                let (stopped, _) = wait_until(&me.wake, lock(&me.stop), deadline, |s| *s);
-                if *stopped {
-                    return;
-                }
-                drop(stopped);
+        // Without its thread the store still runs; retention then runs only on `clean_now`.
+        let _ = self.service.start(move |waiter| {
+            let interval = me.config.clean_resource_interval;
+            while waiter.wait_for_running(deadline_after(interval)) != Woke::Stopped {
                 if let Err(e) = me.run_pass(&log, &queues) {
                     me.say(true, format!("retention pass failed: {e}"));
                 }
-            })
-            .ok()
+            }
+        });
     }
 
+    /// Ends the thread, after the pass it may be running.
     pub(crate) fn stop(&self) {
-        *lock(&self.stop) = true;
-        self.wake.notify_all();
+        self.service.shutdown();
         self.events.close();
     }
 }

@@ -10,17 +10,18 @@
 //! Requests are resolved by the events that can satisfy them, never by polling: an ack change
 //! (pushed by the HA master's ack table through [`GroupTransferService::on_acks`]) and a flush
 //! (pushed by the flush service through [`GroupTransferService::on_flushed`]). One thread only
-//! expires requests whose deadline passed, sleeping until the earliest one. Completions run
-//! outside the lock, on the thread of the event that settled them.
+//! expires requests whose deadline passed, sleeping until the earliest one.
+//!
+//! Completions run outside every lock (one may write a response to a client's socket, or call
+//! back into the store), yet in the order their verdicts were reached: see [`Completions`].
 //!
 //! ▲ RocketMQ wakes its service every 10 ms / 1 ms to re-check; here an ack that covers a
 //! request completes it at once, and a slow request never holds back the ones behind it.
 
 use std::sync::{Arc, Condvar, Mutex};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::sync::{lock, wait_until};
+use crate::sync::{lock, wait_until, ServiceThread, ServiceWaiter, Woke};
 
 /// The outcome of a put, as RocketMQ's `PutMessageStatus` names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -150,7 +151,12 @@ struct State {
     requests: Vec<Request>,
     /// The deadline the service thread sleeps until, to know when a new request must wake it.
     sleeping_until: Option<Instant>,
+    /// Shut down: a request submitted now is settled at once as timed out.
     stop: bool,
+    /// Settled requests whose completions have not run yet, in the order they were settled.
+    unfinished: Vec<Request>,
+    /// A thread is running the completions of `unfinished` (see [`Completions::run`]).
+    finishing: bool,
 }
 
 impl State {
@@ -281,9 +287,8 @@ impl<T: Send + 'static> Verdicts<T> {
 
 pub struct GroupTransferService {
     state: Arc<Mutex<State>>,
-    /// Wakes the expiry thread: a request due before its current sleep arrived, or stop.
-    timer: Arc<Condvar>,
-    thread: Mutex<Option<JoinHandle<()>>>,
+    /// The expiry thread, woken by a request due before its current sleep ends.
+    service: ServiceThread,
 }
 
 /// How long past its last deadline a blocked caller gives up on a verdict that never came.
@@ -313,10 +318,64 @@ impl Slot {
     }
 }
 
-fn complete(settled: Vec<Request>) {
-    for r in settled {
-        let status = r.status();
-        (r.done)(status);
+/// Settled requests queued under the state lock, whose completions must still run: by
+/// [`Completions::run`] once the caller released every lock it holds (the HA ack table's
+/// included).
+///
+/// Why this keeps verdicts in order without a lock around the completions: verdicts are
+/// decided only under the state lock, from acks and flushes applied in their order (the ack
+/// table applies each change under its own lock, see `AckTable::update`), and each settled
+/// batch joins `unfinished` under that same lock, lowest offset first. Exactly one thread at a
+/// time (`finishing`) runs them, taking batches in queue order, and it only gives up the role
+/// under the lock after seeing the queue empty: a batch queued by a racing ack is run either by
+/// its own thread or by the finisher already running, never lost, never before an earlier one.
+/// So a later ack never completes its puts before an earlier ack's, and since a higher offset
+/// is acked only after every lower one, no put is answered before one below it that the same
+/// acks settled. (A request settled when submitted completes on its submitter at once: its
+/// verdict needed no event, so there is nothing to order it after.)
+#[must_use = "the completions run only in Completions::run"]
+pub(crate) struct Completions<'a>(&'a Mutex<State>);
+
+impl Completions<'_> {
+    pub(crate) fn run(self) {
+        let mut st = lock(self.0);
+        if st.finishing {
+            return;
+        }
+        st.finishing = true;
+        // A completion that panics gives up the role, so that later ones still run.
+        let _role = FinisherRole(self.0);
+        loop {
+            let batch = std::mem::take(&mut st.unfinished);
+            if batch.is_empty() {
+                st.finishing = false;
+                return;
+            }
+            drop(st);
+            for r in batch {
+                let status = r.status();
+                (r.done)(status);
+            }
+            st = lock(self.0);
+        }
+    }
+}
+
+struct FinisherRole<'a>(&'a Mutex<State>);
+
+impl Drop for FinisherRole<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            lock(self.0).finishing = false;
+        }
+    }
+}
+
+impl State {
+    /// Queues `settled` for [`Completions::run`], in offset order.
+    fn finish(&mut self, mut settled: Vec<Request>) {
+        settled.sort_by_key(|r| r.next_offset);
+        self.unfinished.append(&mut settled);
     }
 }
 
@@ -328,39 +387,36 @@ impl GroupTransferService {
             flushed,
             ..State::default()
         }));
-        let timer = Arc::new(Condvar::new());
-        let (st, cv) = (state.clone(), timer.clone());
-        let thread = std::thread::Builder::new()
-            .name("rocketha-group-transfer".into())
-            .spawn(move || Self::expire_loop(&st, &cv))
-            .ok();
-        Self {
-            state,
-            timer,
-            thread: Mutex::new(thread),
-        }
+        let worker = state.clone();
+        let service = ServiceThread::new("group-transfer");
+        // Without it a blocked caller still gets its verdict from the slot's backstop.
+        let _ = service.start(move |waiter| Self::expire_loop(&worker, &waiter));
+        Self { state, service }
     }
 
-    fn expire_loop(state: &Mutex<State>, timer: &Condvar) {
-        let mut st = lock(state);
-        while !st.stop {
-            // Idle, it still sleeps only as long as the shortest timeout: a request submitted
-            // meanwhile is due later than that, so submitting never has to wake this thread
-            // (a futex wake and a context switch on every put of a lone producer).
-            let until = st
-                .earliest_deadline()
-                .unwrap_or_else(|| Instant::now() + st.policy.shortest_timeout());
-            st.sleeping_until = Some(until);
-            st = wait_until(timer, st, Some(until), |s| {
-                s.stop || s.sleeping_until != Some(until) || Instant::now() >= until
-            })
-            .0;
-            let settled = st.settle(Instant::now());
-            if !settled.is_empty() {
-                drop(st);
-                complete(settled);
-                st = lock(state);
+    fn expire_loop(state: &Mutex<State>, waiter: &ServiceWaiter) {
+        loop {
+            let until = {
+                let mut st = lock(state);
+                // Idle, it still sleeps only as long as the shortest timeout: a request
+                // submitted meanwhile is due later than that, so submitting never has to wake
+                // this thread (a futex wake and a context switch on every put of a lone
+                // producer).
+                let until = st
+                    .earliest_deadline()
+                    .unwrap_or_else(|| Instant::now() + st.policy.shortest_timeout());
+                st.sleeping_until = Some(until);
+                until
+            };
+            if waiter.wait_for_running(Some(until)) == Woke::Stopped {
+                return;
             }
+            {
+                let mut st = lock(state);
+                let settled = st.settle(Instant::now());
+                st.finish(settled);
+            }
+            Completions(state).run();
         }
     }
 
@@ -406,8 +462,11 @@ impl GroupTransferService {
             request.time_out();
         }
         if request.settled() {
+            // Settled by acks and flushes already applied: completed here at once, not queued
+            // behind a finisher busy with other puts (a put that needs no wait never waits).
             drop(st);
-            return complete(vec![request]);
+            let status = request.status();
+            return (request.done)(status);
         }
         let due = [request.flush, request.replication]
             .into_iter()
@@ -421,7 +480,8 @@ impl GroupTransferService {
         // timeouts never (see `expire_loop`), with a shorter explicit wait sometimes.
         if due.is_some() && st.sleeping_until.is_none_or(|s| due.is_some_and(|d| d < s)) {
             st.sleeping_until = due;
-            self.timer.notify_one();
+            drop(st);
+            self.service.wakeup();
         }
     }
 
@@ -468,14 +528,19 @@ impl GroupTransferService {
 
     /// The acks changed: `covered` has each distinct slave's best ack, highest first.
     pub fn on_acks(&self, covered: Vec<u64>) {
+        self.record_acks(covered).run();
+    }
+
+    /// [`Self::on_acks`] for a caller holding a lock: the verdicts are reached now, the
+    /// completions run when the caller runs the result, after releasing its lock.
+    pub(crate) fn record_acks(&self, covered: Vec<u64>) -> Completions<'_> {
         let mut st = lock(&self.state);
         st.covered = covered;
-        if st.requests.is_empty() {
-            return;
+        if !st.requests.is_empty() {
+            let settled = st.settle(Instant::now());
+            st.finish(settled);
         }
-        let settled = st.settle(Instant::now());
-        drop(st);
-        complete(settled);
+        Completions(&self.state)
     }
 
     /// The flush service made `flushed` durable, or failed (`Err`: puts needing a flush time
@@ -493,8 +558,9 @@ impl GroupTransferService {
             return;
         }
         let settled = st.settle(Instant::now());
+        st.finish(settled);
         drop(st);
-        complete(settled);
+        Completions(&self.state).run();
     }
 
     /// Pending requests, for status and tests.
@@ -504,17 +570,15 @@ impl GroupTransferService {
 
     /// Ends the expiry thread; requests still waiting are settled as timed out.
     pub fn shutdown(&self) {
-        let pending = {
+        {
             let mut st = lock(&self.state);
             st.stop = true;
             st.requests.iter_mut().for_each(Request::time_out);
-            std::mem::take(&mut st.requests)
-        };
-        self.timer.notify_all();
-        if let Some(t) = lock(&self.thread).take() {
-            let _ = t.join();
+            let pending = std::mem::take(&mut st.requests);
+            st.finish(pending);
         }
-        complete(pending);
+        self.service.shutdown();
+        Completions(&self.state).run();
     }
 }
 

@@ -11,15 +11,14 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
-use std::thread::JoinHandle;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::broker::consumer_manager::SubscriptionData;
 use crate::remoting::header::PullMessageRequestHeader;
 use crate::remoting::{RemotingCommand, Responder};
 use crate::store::MessageStore;
-use crate::sync::lock;
+use crate::sync::{lock, ServiceThread, ServiceWaiter, Woke};
 
 /// A suspended pull: the request to run again and where its answer goes.
 pub(crate) struct HeldPull {
@@ -65,18 +64,26 @@ struct HoldState {
     table: HashMap<String, HashMap<i32, Vec<HeldPull>>>,
     /// Woken or expired, for the thread to answer.
     ready: Vec<HeldPull>,
-    stop: bool,
 }
 
-#[derive(Default)]
 pub(crate) struct PullRequestHoldService {
     /// Suspends on the loop thread, arrivals on the putting or replicating thread, answers on
     /// the service's own: one lock orders a registration against an arrival.
     state: Mutex<HoldState>,
-    cv: Condvar,
     /// Pulls in `table`: an arrival with none held costs one atomic load.
     held: AtomicUsize,
-    thread: Mutex<Option<JoinHandle<()>>>,
+    /// Woken when a pull is ready to answer or a new one may expire sooner.
+    service: ServiceThread,
+}
+
+impl Default for PullRequestHoldService {
+    fn default() -> Self {
+        Self {
+            state: Mutex::default(),
+            held: AtomicUsize::new(0),
+            service: ServiceThread::new("pull-hold"),
+        }
+    }
 }
 
 impl PullRequestHoldService {
@@ -94,36 +101,34 @@ impl PullRequestHoldService {
             }
         })));
         let service = self.clone();
-        let thread = std::thread::Builder::new()
-            .name("rocketha-pull-hold".into())
-            .spawn(move || service.run(answer))?;
-        *lock(&self.thread) = Some(thread);
-        Ok(())
+        self.service
+            .start(move |waiter| service.run(&waiter, answer))
     }
 
     /// `suspendPullRequest`. The queue is looked at again under the lock arrivals take: a
     /// record dispatched since the pull read it wakes the pull at once.
     pub(crate) fn suspend(&self, pull: HeldPull, store: &MessageStore) {
-        let mut st = lock(&self.state);
-        if st.stop {
+        if self.service.is_stopped() {
             return;
         }
+        let mut st = lock(&self.state);
         let max = store
             .consume_queue(&pull.topic, pull.queue_id)
             .map_or(0, |cq| cq.max_queue_offset());
         if max > pull.pull_from {
             st.ready.push(pull);
-            self.cv.notify_all();
-            return;
+        } else {
+            st.table
+                .entry(pull.topic.clone())
+                .or_default()
+                .entry(pull.queue_id)
+                .or_default()
+                .push(pull);
+            self.held.fetch_add(1, Ordering::AcqRel);
         }
-        st.table
-            .entry(pull.topic.clone())
-            .or_default()
-            .entry(pull.queue_id)
-            .or_default()
-            .push(pull);
-        self.held.fetch_add(1, Ordering::AcqRel);
-        self.cv.notify_all();
+        drop(st);
+        // Ready to answer, or held with a deadline the thread may not sleep until yet.
+        self.service.wakeup();
     }
 
     /// Wakes the pulls of a queue a record just went to (the store's arriving listener): those
@@ -153,9 +158,10 @@ impl PullRequestHoldService {
             }
         }
         let woken = ready.len() - before;
+        drop(st);
         if woken > 0 {
             self.held.fetch_sub(woken, Ordering::AcqRel);
-            self.cv.notify_all();
+            self.service.wakeup();
         }
     }
 
@@ -180,51 +186,37 @@ impl PullRequestHoldService {
 
     /// Stops the thread; pulls still held are dropped (their connections close with the port).
     pub(crate) fn shutdown(&self) {
-        lock(&self.state).stop = true;
-        self.cv.notify_all();
-        let thread = lock(&self.thread).take();
-        if let Some(thread) = thread {
-            let _ = thread.join();
-        }
+        self.service.shutdown();
     }
 
-    fn run(&self, answer: impl Fn(HeldPull)) {
-        let mut st = lock(&self.state);
+    /// Answers what is ready, then sleeps until the nearest deadline or a wake-up: one that
+    /// comes while it answers is kept for the next wait, so nothing is checked on a timer.
+    fn run(&self, waiter: &ServiceWaiter, answer: impl Fn(HeldPull)) {
         loop {
-            if st.stop {
-                return;
-            }
-            let now = Instant::now();
-            let expired = take_expired(&mut st, now);
-            if expired > 0 {
-                self.held.fetch_sub(expired, Ordering::AcqRel);
-            }
-            if !st.ready.is_empty() {
-                let ready = std::mem::take(&mut st.ready);
-                drop(st);
-                for pull in ready {
-                    answer(pull);
+            let (ready, nearest) = {
+                let mut st = lock(&self.state);
+                let expired = take_expired(&mut st, Instant::now());
+                if expired > 0 {
+                    self.held.fetch_sub(expired, Ordering::AcqRel);
                 }
-                st = lock(&self.state);
-                continue;
-            }
-            let nearest = st
-                .table
-                .values()
-                .flat_map(|q| q.values())
-                .flatten()
-                .map(|p| p.deadline)
-                .min();
-            st = match nearest {
-                None => self.cv.wait(st).unwrap_or_else(|e| e.into_inner()),
-                Some(at) => {
-                    let wait = at.saturating_duration_since(now);
-                    self.cv
-                        .wait_timeout(st, wait)
-                        .unwrap_or_else(|e| e.into_inner())
-                        .0
-                }
+                let nearest = st
+                    .table
+                    .values()
+                    .flat_map(|q| q.values())
+                    .flatten()
+                    .map(|p| p.deadline)
+                    .min();
+                (std::mem::take(&mut st.ready), nearest)
             };
+            if ready.is_empty() {
+                if waiter.wait_for_running(nearest) == Woke::Stopped {
+                    return;
+                }
+            } else if waiter.is_stopped() {
+                return;
+            } else {
+                ready.into_iter().for_each(&answer);
+            }
         }
     }
 }
