@@ -5,6 +5,7 @@
 //! them on the client port and registers the broker with the name servers.
 
 pub(crate) mod admin;
+pub(crate) mod config;
 pub(crate) mod consumer_manage;
 pub(crate) mod consumer_manager;
 pub(crate) mod consumer_offset;
@@ -18,6 +19,9 @@ pub(crate) mod store_stats;
 pub(crate) mod subscription_group;
 pub(crate) mod topic_config;
 
+pub use config::{
+    parse_properties, BrokerConfig, BrokerRole, ConfigError, Loaded, PropertiesError, IGNORED_KEYS,
+};
 pub use controller::{BrokerController, BrokerControllerConfig, BrokerError};
 pub use processor::ClientChannel;
 
