@@ -311,3 +311,76 @@ fn empty_optional_values_unset_the_key() {
         .config;
     assert_eq!((c.namesrv_addr, c.metrics_port), (None, Some(0)));
 }
+
+#[test]
+fn services_configs_are_derived_with_the_same_defaults() {
+    let c = BrokerConfig::default();
+    let s = c.settings();
+    assert_eq!(
+        (
+            s.cluster_name.as_str(),
+            s.broker_name.as_str(),
+            s.broker_id,
+            s.is_slave
+        ),
+        ("DefaultCluster", "broker-a", 0, false)
+    );
+    assert_eq!((s.default_topic_queue_nums, s.broker_permission), (8, 6));
+    assert_eq!(
+        (s.max_message_size, s.access_message_in_memory_max_ratio),
+        (4 << 20, 40)
+    );
+    assert_eq!(
+        (
+            s.max_transfer_in_memory.bytes,
+            s.max_transfer_in_memory.count
+        ),
+        (256 * 1024, 32)
+    );
+    assert_eq!(
+        (s.max_transfer_in_disk.bytes, s.max_transfer_in_disk.count),
+        (64 * 1024, 8)
+    );
+    let controller = c.controller_config();
+    assert_eq!(controller.broker_role, "ASYNC_MASTER");
+    assert_eq!(
+        controller.register_name_server_period,
+        Duration::from_secs(30)
+    );
+    assert_eq!(controller.slave_sync_interval, Duration::from_secs(60));
+    assert!(!controller.update_master_ha_server_addr_periodically);
+    let host: SocketAddr = "127.0.0.1:1".parse().expect("address");
+    let store = c.store_config(host).expect("store config");
+    let plain = StoreConfig::new(&c.store_path_root_dir);
+    assert_eq!(store.mapped_file_size, plain.mapped_file_size);
+    assert_eq!(store.cq_entries_per_file, plain.cq_entries_per_file);
+    assert_eq!(store.clean, plain.clean);
+    assert_eq!((store.store_host, store.sync_slaves), (host, 0));
+    let ha = c.ha_config(None);
+    let plain = HaConfig::default();
+    assert_eq!(ha.transfer_batch_size, plain.transfer_batch_size);
+    assert_eq!(ha.heartbeat_interval, plain.heartbeat_interval);
+    assert_eq!(ha.max_transfer_bytes_per_second, None);
+
+    let sync = load(&[("brokerRole", "SYNC_MASTER"), ("inSyncReplicas", "3")])
+        .expect("loads")
+        .config;
+    assert_eq!(sync.store_config(host).expect("store").sync_slaves, 2);
+    let slave = load(&[
+        ("brokerRole", "SLAVE"),
+        ("brokerId", "1"),
+        ("haMasterAddress", "m:1"),
+        ("namesrvAddr", "n:1"),
+        ("haListenAddress", "0.0.0.0"),
+        ("brokerIP1", "10.0.0.1"),
+    ])
+    .expect("loads")
+    .config;
+    let controller = slave.controller_config();
+    assert!(controller.settings.is_slave);
+    assert_eq!(
+        controller.check_master_ha_server_addr.as_deref(),
+        Some("m:1")
+    );
+    assert_eq!(slave.advertised_ha_address(7), "10.0.0.1:7");
+}
