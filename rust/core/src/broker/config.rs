@@ -69,8 +69,18 @@ fn invalid(key: &'static str, problem: impl Into<String>) -> ConfigError {
     }
 }
 
+/// A key's value as its type has it (enums by RocketMQ's name), for bindings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Value {
+    Str(String),
+    Int(i64),
+    Bool(bool),
+    Unset,
+}
+
 /// One key's type: how its text is read and written back.
 pub trait ConfigValue: Sized {
+    fn value(&self) -> Value;
     /// What a bad value was expected to be, for the error.
     const EXPECTED: &'static str;
     fn parse(text: &str) -> Option<Self>;
@@ -79,6 +89,10 @@ pub trait ConfigValue: Sized {
 }
 
 impl ConfigValue for String {
+    fn value(&self) -> Value {
+        Value::Str(self.clone())
+    }
+
     const EXPECTED: &'static str = "str";
     fn parse(text: &str) -> Option<Self> {
         Some(text.to_owned())
@@ -89,6 +103,10 @@ impl ConfigValue for String {
 }
 
 impl ConfigValue for i64 {
+    fn value(&self) -> Value {
+        Value::Int(*self)
+    }
+
     const EXPECTED: &'static str = "int";
     fn parse(text: &str) -> Option<Self> {
         text.parse().ok()
@@ -99,6 +117,10 @@ impl ConfigValue for i64 {
 }
 
 impl ConfigValue for bool {
+    fn value(&self) -> Value {
+        Value::Bool(*self)
+    }
+
     const EXPECTED: &'static str = "bool";
     fn parse(text: &str) -> Option<Self> {
         match text.to_ascii_lowercase().as_str() {
@@ -114,6 +136,10 @@ impl ConfigValue for bool {
 
 /// Optional keys: an empty value unsets them.
 impl<T: ConfigValue> ConfigValue for Option<T> {
+    fn value(&self) -> Value {
+        self.as_ref().map_or(Value::Unset, T::value)
+    }
+
     const EXPECTED: &'static str = T::EXPECTED;
     fn parse(text: &str) -> Option<Self> {
         if text.is_empty() {
@@ -127,6 +153,10 @@ impl<T: ConfigValue> ConfigValue for Option<T> {
 }
 
 impl ConfigValue for BrokerRole {
+    fn value(&self) -> Value {
+        Value::Str(self.name().to_owned())
+    }
+
     const EXPECTED: &'static str = "BrokerRole (one of ASYNC_MASTER, SYNC_MASTER, SLAVE)";
     fn parse(text: &str) -> Option<Self> {
         match text.to_ascii_uppercase().as_str() {
@@ -142,6 +172,10 @@ impl ConfigValue for BrokerRole {
 }
 
 impl ConfigValue for FlushDiskType {
+    fn value(&self) -> Value {
+        self.render().map_or(Value::Unset, Value::Str)
+    }
+
     const EXPECTED: &'static str = "FlushDiskType (one of ASYNC_FLUSH, SYNC_FLUSH)";
     fn parse(text: &str) -> Option<Self> {
         match text.to_ascii_uppercase().as_str() {
@@ -202,6 +236,11 @@ macro_rules! broker_config {
                     } )*
                     _ => Ok(false),
                 }
+            }
+
+            /// `(field, value)` of every key, typed; secrets included.
+            pub fn values(&self) -> Vec<(&'static str, Value)> {
+                vec![$( (stringify!($field), ConfigValue::value(&self.$field)), )*]
             }
 
             /// `(key, value)` of every key, `None` when unset; secrets included.
@@ -542,6 +581,12 @@ impl BrokerConfig {
         Ok(Loaded { config, ignored })
     }
 
+    /// RocketMQ's key of a snake_case field.
+    pub fn key_of(field: &str) -> Option<&'static str> {
+        let index = Self::FIELDS.iter().position(|f| *f == field)?;
+        Self::KEYS.get(index).copied()
+    }
+
     /// The value of `key` as text, `None` when unset or unknown.
     pub fn get(&self, key: &str) -> Option<String> {
         self.entries()
@@ -632,7 +677,9 @@ impl BrokerConfig {
         if cq % 20 != 0 || cq < 20 {
             return Err(invalid(
                 "mappedFileSizeConsumeQueue",
-                "must be a multiple of 20",
+                format!(
+                    "{cq} must be a positive multiple of 20 (the size of a consume queue entry)"
+                ),
             ));
         }
         for (key, port) in [

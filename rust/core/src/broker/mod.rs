@@ -20,7 +20,8 @@ pub(crate) mod subscription_group;
 pub(crate) mod topic_config;
 
 pub use config::{
-    parse_properties, BrokerConfig, BrokerRole, ConfigError, Loaded, PropertiesError, IGNORED_KEYS,
+    parse_properties, BrokerConfig, BrokerRole, ConfigError, Loaded, PropertiesError, Value,
+    IGNORED_KEYS,
 };
 pub use controller::{BrokerController, BrokerControllerConfig, BrokerError};
 pub use processor::ClientChannel;
