@@ -6,6 +6,10 @@ from typing import Any, Self, final
 from rocketha.roles import PutStatus
 
 __version__: str
+#: ``TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC``: ``TBW102``.
+AUTO_CREATE_TOPIC_KEY_TOPIC: str
+#: ``DefaultMQProducer.defaultTopicQueueNums``.
+DEFAULT_TOPIC_QUEUE_NUMS: int
 #: RocketMQ keys that load but that rocketha does not act on.
 IGNORED_KEYS: list[str]
 
@@ -327,7 +331,9 @@ class MQClientAPI:
         tls: ClientTls | None = None,
     ) -> Self: ...
     def close(self) -> None: ...
-    def get_topic_route_info(self, namesrv: str, topic: str, timeout: float) -> bytes | None: ...
+    def get_topic_route_info(
+        self, namesrv_addr: str, topic: str, timeout: float
+    ) -> bytes | None: ...
     def send_message(
         self,
         addr: str,
@@ -337,7 +343,7 @@ class MQClientAPI:
         queue_id: int,
         timeout: float,
         default_topic: str = ...,
-        default_topic_queue_nums: int = 4,
+        default_topic_queue_nums: int = ...,
     ) -> tuple[int, str | None, str, int, int, list[str]]: ...
     def send_message_async(
         self,
@@ -348,7 +354,7 @@ class MQClientAPI:
         queue_id: int,
         timeout: float,
         default_topic: str = ...,
-        default_topic_queue_nums: int = 4,
+        default_topic_queue_nums: int = ...,
     ) -> int: ...
     def next_completed(
         self, timeout: float
@@ -363,7 +369,7 @@ class MQClientAPI:
         queue_id: int,
         timeout: float,
         default_topic: str = ...,
-        default_topic_queue_nums: int = 4,
+        default_topic_queue_nums: int = ...,
     ) -> list[str]: ...
     def send_heartbeat(
         self, addr: str, client_id: str, producer_group: str, timeout: float

@@ -40,6 +40,14 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<tls::ServerTls>()?;
     m.add_class::<tls::ClientTls>()?;
     m.add_function(wrap_pyfunction!(consumer::parse_subscription, m)?)?;
+    m.add(
+        "AUTO_CREATE_TOPIC_KEY_TOPIC",
+        rocketha_core::client::AUTO_CREATE_TOPIC_KEY_TOPIC,
+    )?;
+    m.add(
+        "DEFAULT_TOPIC_QUEUE_NUMS",
+        rocketha_core::client::DEFAULT_TOPIC_QUEUE_NUMS,
+    )?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }
