@@ -149,7 +149,10 @@ impl PyBrokerConfig {
     }
 
     fn __repr__(&self) -> String {
-        format!("<rocketha._core.BrokerConfig {}>", self.inner.broker_name)
+        format!(
+            "<rocketha._core.BrokerConfig {}>",
+            self.inner.get("brokerName").unwrap_or_default()
+        )
     }
 }
 

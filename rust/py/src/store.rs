@@ -122,7 +122,7 @@ impl PyMessageStore {
         let broker = config.map_or_else(BrokerConfig::default, |c| c.inner.clone());
         let host = match store_host {
             Some(host) => host.to_owned(),
-            None => format!("{}:{}", broker.broker_ip1, broker.listen_port),
+            None => broker.store_host(),
         };
         let mut config = broker
             .store_config(parse_host(&host)?)

@@ -1,3 +1,5 @@
+use std::net::SocketAddr;
+
 use super::*;
 
 fn load(pairs: &[(&str, &str)]) -> Result<Loaded, ConfigError> {
