@@ -277,7 +277,7 @@ fn send_reply(addr: &str, response: RemotingCommand) -> Result<SendReply, SendEr
 pub const DEFAULT_TOPIC_QUEUE_NUMS: i32 = 4;
 
 /// The name servers of a `namesrvAddr` (`host:port` separated by `;`), in order.
-pub fn namesrv_addrs(namesrv_addr: &str) -> impl Iterator<Item = &str> {
+pub(crate) fn namesrv_addrs(namesrv_addr: &str) -> impl Iterator<Item = &str> {
     namesrv_addr
         .split(';')
         .map(str::trim)

@@ -22,8 +22,7 @@ mod sync;
 
 pub use broker::{
     parse_properties, BrokerConfig, BrokerController, BrokerControllerConfig, BrokerError,
-    BrokerRole, BrokerSettings, ClientChannel, ConfigError, Loaded, PropertiesError, Value,
-    IGNORED_KEYS,
+    BrokerSettings, ClientChannel, ConfigError, Loaded, PropertiesError, Value, IGNORED_KEYS,
 };
 pub use commitlog::flush::FlushDiskType;
 pub use namesrv::{NameServer, NamesrvConfig};

@@ -25,14 +25,14 @@ pub use value::Value;
 
 /// `brokerRole`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BrokerRole {
+pub(crate) enum BrokerRole {
     AsyncMaster,
     SyncMaster,
     Slave,
 }
 
 impl BrokerRole {
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Self::AsyncMaster => "ASYNC_MASTER",
             Self::SyncMaster => "SYNC_MASTER",
@@ -40,7 +40,7 @@ impl BrokerRole {
         }
     }
 
-    pub fn is_master(self) -> bool {
+    pub(crate) fn is_master(self) -> bool {
         self != Self::Slave
     }
 }
@@ -125,7 +125,7 @@ macro_rules! broker_config {
             }
 
             /// `(key, value)` of every key, `None` when unset; secrets included.
-            pub fn entries(&self) -> Vec<(&'static str, Option<String>)> {
+            pub(crate) fn entries(&self) -> Vec<(&'static str, Option<String>)> {
                 vec![$( ($key, ConfigValue::render(&self.$field)), )*]
             }
         }
@@ -352,7 +352,7 @@ pub struct Loaded {
 
 impl BrokerConfig {
     /// Sets one key from its text. An unknown key fails, naming the closest known one.
-    pub fn set(&mut self, key: &str, value: &str) -> Result<(), ConfigError> {
+    pub(crate) fn set(&mut self, key: &str, value: &str) -> Result<(), ConfigError> {
         if self.set_known(key, value)? {
             return Ok(());
         }

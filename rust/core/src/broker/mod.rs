@@ -20,8 +20,7 @@ pub(crate) mod subscription_group;
 pub(crate) mod topic_config;
 
 pub use config::{
-    parse_properties, BrokerConfig, BrokerRole, ConfigError, Loaded, PropertiesError, Value,
-    IGNORED_KEYS,
+    parse_properties, BrokerConfig, ConfigError, Loaded, PropertiesError, Value, IGNORED_KEYS,
 };
 pub use controller::{BrokerController, BrokerControllerConfig, BrokerError};
 pub use processor::ClientChannel;

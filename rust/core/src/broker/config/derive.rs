@@ -64,7 +64,7 @@ impl BrokerConfig {
     }
 
     /// What the request processors need.
-    pub fn settings(&self) -> BrokerSettings {
+    pub(crate) fn settings(&self) -> BrokerSettings {
         BrokerSettings {
             cluster_name: self.broker_cluster_name.clone(),
             broker_name: self.broker_name.clone(),

@@ -24,7 +24,7 @@ fn is_host_port(text: &str) -> bool {
 
 impl BrokerConfig {
     /// Rejects values out of range and settings that contradict each other, naming the key.
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    pub(crate) fn validate(&self) -> Result<(), ConfigError> {
         self.check_role()?;
         self.check_sizes_and_ports()?;
         self.check_timing_and_limits()?;
@@ -231,7 +231,7 @@ impl BrokerConfig {
         Ok(())
     }
     /// Retention's settings, checked together as the store checks them at open.
-    pub fn clean_config(&self) -> Result<CleanConfig, ConfigError> {
+    pub(crate) fn clean_config(&self) -> Result<CleanConfig, ConfigError> {
         let retention = |problem: String| invalid("retention", problem);
         let unsigned = |key: &str, n: i64| {
             u64::try_from(n).map_err(|_| retention(format!("{key} {n} must not be negative")))
