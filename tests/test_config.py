@@ -156,3 +156,31 @@ def test_store_path_commit_log_reaches_the_store(tmp_path: Path) -> None:
     with Broker(conf) as broker:
         broker.put(Message("T", b"x"))
     assert any((tmp_path / "log").iterdir())
+
+
+def test_the_core_holds_the_config_and_the_view_states_no_default() -> None:
+    from rocketha import _core
+
+    native = _core.BrokerConfig(
+        {"brokerName": "b", "traceTopicEnable": "false"},
+        source="b.conf",
+        origins={"listenPort": "--set"},
+        broker_role=BrokerRole.SYNC_MASTER,
+    )
+    assert (native.broker_name, native.broker_role, native.in_sync_replicas) == (
+        "b",
+        "SYNC_MASTER",
+        2,
+    )
+    assert native.ignored_keys == {"traceTopicEnable": "false"}
+    assert "brokerName=b\n" in native.to_properties()
+    assert BrokerConfig().to_properties() == _core.BrokerConfig().to_properties()
+    assert BrokerConfig(broker_name="b", broker_role="SYNC_MASTER").native().values() == (
+        _core.BrokerConfig({"brokerName": "b", "brokerRole": "SYNC_MASTER"}).values()
+    )
+    with pytest.raises(ConfigError, match=r"^--set listenPort=x: bad value 'x'"):
+        _core.BrokerConfig({"listenPort": "x"}, source="b.conf", origins={"listenPort": "--set"})
+    with pytest.raises(ConfigError, match=r"^b\.conf: brokerId: "):
+        _core.BrokerConfig({"brokerId": "3"}, source="b.conf")
+    with pytest.raises(TypeError, match="no_such_field"):
+        _core.BrokerConfig(no_such_field=1)

@@ -6,21 +6,37 @@ from typing import Any, Self, final
 from rocketha.roles import PutStatus
 
 __version__: str
-#: The core's defaults by RocketMQ key (``mappedFileSizeCommitLog``, ``slaveTimeout``, ...).
-DEFAULTS: dict[str, int]
+#: ``TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC``: ``TBW102``.
+AUTO_CREATE_TOPIC_KEY_TOPIC: str
+#: ``DefaultMQProducer.defaultTopicQueueNums``.
+DEFAULT_TOPIC_QUEUE_NUMS: int
+#: RocketMQ keys that load but that rocketha does not act on.
+IGNORED_KEYS: list[str]
 
 def register_put_status(enum_class: type[PutStatus]) -> None: ...
-def check_retention(
-    *,
-    delete_when: str | None = None,
-    file_reserved_time: int | None = None,
-    file_reserved_time_unit_ms: int | None = None,
-    disk_max_used_space_ratio: int | None = None,
-    disk_space_clean_forcibly_ratio: int | None = None,
-    disk_space_warning_level_ratio: int | None = None,
-    clean_resource_interval: int | None = None,
-    delete_file_batch_max: int | None = None,
-) -> None: ...
+def broker_config_keys() -> list[tuple[str, str]]: ...
+def parse_properties(text: str, source: str) -> list[tuple[int, str, str]]: ...
+
+@final
+class BrokerConfig:
+    """The core's one broker.conf: every key with its default, typed, checked."""
+
+    def __new__(
+        cls,
+        properties: dict[str, str] | None = None,
+        *,
+        source: str | None = None,
+        origins: dict[str, str] | None = None,
+        **fields: Any,
+    ) -> Self: ...
+    def __getattr__(self, name: str) -> Any: ...
+    def values(self) -> dict[str, Any]: ...
+    @property
+    def ignored_keys(self) -> dict[str, str]: ...
+    def to_properties(self) -> str: ...
+    @property
+    def slave_acks_required(self) -> int: ...
+    def advertised_ha_address(self, port: int) -> str: ...
 
 class RocketHAError(Exception): ...
 class ConfigError(RocketHAError): ...
@@ -140,28 +156,12 @@ class MessageStore:
     def __new__(
         cls,
         path: str | os.PathLike[str],
+        config: BrokerConfig | None = None,
         *,
-        mapped_file_size_commit_log: int | None = None,
-        flush_disk_type: str | None = None,
-        flush_interval_commit_log: int | None = None,
-        sync_flush_timeout: int | None = None,
         store_host: str | None = None,
-        mapped_file_size_consume_queue: int | None = None,
         sync_slaves: int | None = None,
-        slave_timeout: int | None = None,
-        ha_max_gap_not_in_sync: int | None = None,
         read_only: bool = False,
-        ha_accept_zero_body_crc: bool = False,
         truncate_at_corruption: bool = False,
-        delete_when: str | None = None,
-        file_reserved_time: int | None = None,
-        file_reserved_time_unit_ms: int | None = None,
-        disk_max_used_space_ratio: int | None = None,
-        disk_space_clean_forcibly_ratio: int | None = None,
-        disk_space_warning_level_ratio: int | None = None,
-        clean_resource_interval: int | None = None,
-        delete_file_batch_max: int | None = None,
-        store_path_commit_log: str | os.PathLike[str] | None = None,
     ) -> Self: ...
     def put(self, msg: Message) -> PutResult: ...
     def put_async(self, msg: Message) -> tuple[PutResult, int | None]: ...
@@ -208,11 +208,12 @@ class HAMaster:
         store: MessageStore,
         listen: str,
         *,
+        config: BrokerConfig | None = None,
         transfer_batch_size: int | None = None,
         heartbeat_interval_ms: int | None = None,
         housekeeping_interval_ms: int | None = None,
         max_transfer_bytes_per_second: int | None = None,
-        sync_from_last_file: bool = False,
+        sync_from_last_file: bool | None = None,
         auth_secret: bytes | None = None,
     ) -> Self: ...
     @property
@@ -234,12 +235,13 @@ class HAClient:
         store: MessageStore,
         master_address: str | None = None,
         *,
+        config: BrokerConfig | None = None,
         slave_id: int = 1,
         heartbeat_interval_ms: int | None = None,
         housekeeping_interval_ms: int | None = None,
         auth_secret: bytes | None = None,
-        frame_crc: bool = False,
-        accept_zero_body_crc: bool = False,
+        frame_crc: bool | None = None,
+        accept_zero_body_crc: bool | None = None,
     ) -> Self: ...
     @property
     def state(self) -> str: ...
@@ -299,34 +301,10 @@ class BrokerController:
     def start(
         self,
         store: MessageStore,
+        config: BrokerConfig,
         *,
         ha_master: HAMaster | None = None,
         ha_client: HAClient | None = None,
-        cluster_name: str | None = None,
-        broker_name: str | None = None,
-        broker_id: int | None = None,
-        broker_role: str | None = None,
-        broker_ip1: str | None = None,
-        namesrv_addr: str | None = None,
-        register_name_server_period_ms: int | None = None,
-        ha_server_addr: str | None = None,
-        update_master_ha_server_addr: bool = False,
-        check_master_ha_server_addr: str | None = None,
-        auto_create_topic_enable: bool | None = None,
-        default_topic_queue_nums: int | None = None,
-        max_message_size: int | None = None,
-        broker_permission: int | None = None,
-        slave_read_enable: bool | None = None,
-        which_broker_when_consume_slowly: int | None = None,
-        access_message_in_memory_max_ratio: int | None = None,
-        long_polling_enable: bool | None = None,
-        auto_create_subscription_group: bool | None = None,
-        max_transfer_bytes_on_message_in_memory: int | None = None,
-        max_transfer_count_on_message_in_memory: int | None = None,
-        max_transfer_bytes_on_message_in_disk: int | None = None,
-        max_transfer_count_on_message_in_disk: int | None = None,
-        flush_consumer_offset_interval_ms: int | None = None,
-        slave_sync_interval_ms: int | None = None,
         acl_file: str | os.PathLike[str] | None = None,
         tls: ServerTls | None = None,
         client_tls: ClientTls | None = None,
@@ -353,7 +331,9 @@ class MQClientAPI:
         tls: ClientTls | None = None,
     ) -> Self: ...
     def close(self) -> None: ...
-    def get_topic_route_info(self, namesrv: str, topic: str, timeout: float) -> bytes | None: ...
+    def get_topic_route_info(
+        self, namesrv_addr: str, topic: str, timeout: float
+    ) -> bytes | None: ...
     def send_message(
         self,
         addr: str,
@@ -363,7 +343,7 @@ class MQClientAPI:
         queue_id: int,
         timeout: float,
         default_topic: str = ...,
-        default_topic_queue_nums: int = 4,
+        default_topic_queue_nums: int = ...,
     ) -> tuple[int, str | None, str, int, int, list[str]]: ...
     def send_message_async(
         self,
@@ -374,7 +354,7 @@ class MQClientAPI:
         queue_id: int,
         timeout: float,
         default_topic: str = ...,
-        default_topic_queue_nums: int = 4,
+        default_topic_queue_nums: int = ...,
     ) -> int: ...
     def next_completed(
         self, timeout: float
@@ -389,7 +369,7 @@ class MQClientAPI:
         queue_id: int,
         timeout: float,
         default_topic: str = ...,
-        default_topic_queue_nums: int = 4,
+        default_topic_queue_nums: int = ...,
     ) -> list[str]: ...
     def send_heartbeat(
         self, addr: str, client_id: str, producer_group: str, timeout: float

@@ -38,13 +38,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rocketha import _core
 from rocketha._core import BrokerController, ClientTls, Message, MessageExt, PutResult, ServerTls
 from rocketha._events import EventPump, cancel_stop_at_exit, stop_at_exit
 from rocketha.config import BrokerConfig
 from rocketha.exceptions import ConfigError, NotMasterError, OffsetTooSmallError
 from rocketha.group_transfer import GroupTransferService
 from rocketha.ha import HAService
-from rocketha.roles import BrokerRole
 from rocketha.store import MessageStore
 
 log = logging.getLogger("rocketha.broker")
@@ -122,6 +122,9 @@ class Broker:
         if self._started:
             return self
         c = self.config
+        # The core's config of the fields as they are now: checked, and handed whole to the
+        # store, the HA service and the client port.
+        native = c.native()
         secret = c.auth_secret()
         acl_file = c.acl_file()
         self._check_security(secret)
@@ -138,7 +141,7 @@ class Broker:
             if d is not None and not os.path.exists(d)
         ]
         try:
-            self._open(secret, acl_file, store_host, tls)
+            self._open(native, secret, acl_file, store_host, tls)
         except BaseException:
             self._close_parts()
             for directory in created:
@@ -159,6 +162,7 @@ class Broker:
 
     def _open(
         self,
+        native: _core.BrokerConfig,
         secret: bytes | None,
         acl_file: Path | None,
         store_host: str,
@@ -166,28 +170,12 @@ class Broker:
     ) -> None:
         c = self.config
         try:
-            self._store = self._open_store(store_host)
+            self._store = self._open_store(native, store_host)
         except OSError as e:
             # The store directory is the one path a broker operator chose: name the key.
             root = c.store_path_root_dir
             why = "it is a file, not a directory" if os.path.isfile(root) else str(e)
             raise ConfigError(f"storePathRootDir={root}: cannot open the store there: {why}") from e
-        ha_options: dict[str, Any] = dict(
-            heartbeat_interval_ms=c.ha_send_heartbeat_interval,
-            housekeeping_interval_ms=c.ha_housekeeping_interval,
-            auth_secret=secret,
-        )
-        if self.role.is_master:
-            flow = c.max_ha_transfer_byte_in_second if c.ha_flow_control_enable else None
-            ha_options.update(
-                transfer_batch_size=c.ha_transfer_batch_size,
-                max_transfer_bytes_per_second=flow,
-                sync_from_last_file=c.sync_from_last_file,
-            )
-        else:
-            ha_options.update(
-                frame_crc=c.ha_transfer_crc, accept_zero_body_crc=c.ha_accept_zero_body_crc
-            )
         # A slave with name servers replicates from its haMasterAddress only once they confirm
         # it is this group's master (the controller checks at each registration).
         check_master = c.ha_master_address if c.namesrv_addr and not self.role.is_master else None
@@ -197,7 +185,8 @@ class Broker:
             listen=f"{c.ha_listen_address}:{c.ha_listen_port}",
             master_address=None if check_master else c.ha_master_address,
             slave_id=c.broker_id,
-            **ha_options,
+            config=native,
+            auth_secret=secret,
         ).start()
         if self.role.is_master:
             self.group_transfer = GroupTransferService(self._store).start()
@@ -215,33 +204,9 @@ class Broker:
         assert self._controller is not None and self.ha is not None
         self._controller.start(
             self._store,
+            native,
             ha_master=self.ha.master,
             ha_client=self.ha.client,
-            cluster_name=c.broker_cluster_name,
-            broker_name=c.broker_name,
-            broker_id=c.broker_id,
-            broker_role=self.role.value,
-            broker_ip1=c.broker_ip1,
-            namesrv_addr=c.namesrv_addr,
-            register_name_server_period_ms=c.register_name_server_period,
-            ha_server_addr=self._advertised_ha_address() if self.role.is_master else "",
-            update_master_ha_server_addr=not self.role.is_master and not c.ha_master_address,
-            check_master_ha_server_addr=check_master,
-            auto_create_topic_enable=c.auto_create_topic_enable,
-            default_topic_queue_nums=c.default_topic_queue_nums,
-            max_message_size=c.max_message_size,
-            broker_permission=c.broker_permission,
-            slave_read_enable=c.slave_read_enable,
-            which_broker_when_consume_slowly=c.which_broker_when_consume_slowly,
-            access_message_in_memory_max_ratio=c.access_message_in_memory_max_ratio,
-            long_polling_enable=c.long_polling_enable,
-            auto_create_subscription_group=c.auto_create_subscription_group,
-            max_transfer_bytes_on_message_in_memory=c.max_transfer_bytes_on_message_in_memory,
-            max_transfer_count_on_message_in_memory=c.max_transfer_count_on_message_in_memory,
-            max_transfer_bytes_on_message_in_disk=c.max_transfer_bytes_on_message_in_disk,
-            max_transfer_count_on_message_in_disk=c.max_transfer_count_on_message_in_disk,
-            flush_consumer_offset_interval_ms=c.flush_consumer_offset_interval,
-            slave_sync_interval_ms=c.slave_sync_interval,
             tls=tls[0],
             client_tls=tls[1],
             acl_file=acl_file,
@@ -250,23 +215,9 @@ class Broker:
             "rocketha-broker-events", self._controller.next_events, self._log_event
         )
 
-    def _open_store(self, store_host: str) -> MessageStore:
+    def _open_store(self, native: _core.BrokerConfig, store_host: str) -> MessageStore:
         c = self.config
-        return MessageStore(
-            c.store_path_root_dir,
-            mapped_file_size_commit_log=c.mapped_file_size_commit_log,
-            mapped_file_size_consume_queue=c.mapped_file_size_consume_queue,
-            flush_disk_type=c.flush_disk_type,
-            flush_interval_commit_log=c.flush_interval_commit_log,
-            sync_flush_timeout=c.sync_flush_timeout,
-            slave_timeout=c.slave_timeout,
-            ha_max_gap_not_in_sync=c.ha_max_gap_not_in_sync,
-            ha_accept_zero_body_crc=c.ha_accept_zero_body_crc,
-            store_path_commit_log=c.store_path_commit_log,
-            store_host=store_host,
-            sync_slaves=c.slave_acks_required if self.role is BrokerRole.SYNC_MASTER else 0,
-            **c.retention_options(),
-        )
+        return MessageStore.from_config(c.store_path_root_dir, native, store_host=store_host)
 
     def _log_event(self, event: tuple[str, str, str, bool]) -> None:
         """A connection or registration, logged with its reason."""
@@ -275,12 +226,6 @@ class Broker:
         log.log(level, "remoting %s %s: %s", addr, kind, reason)
         if problem and kind == "MASTER_HA_ADDRESS" and self.ha is not None:
             self.ha.report_problem(reason)
-
-    def _advertised_ha_address(self) -> str:
-        """What the name servers hand this master's slaves: the HA port on a reachable host."""
-        host = self.config.ha_listen_address
-        host = self.config.broker_ip1 if host in ("0.0.0.0", "::") else host
-        return f"{host}:{self.ha_listen_port}"
 
     def _close_parts(self) -> None:
         controller, self._controller = self._controller, None

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TypedDict
 
+from rocketha import _core
 from rocketha._async_send import AsyncSendService, SendTuple
 from rocketha._core import Message
 from rocketha._events import cancel_stop_at_exit, stop_at_exit
@@ -49,8 +50,8 @@ from rocketha.tls import client_tls
 
 log = logging.getLogger("rocketha.client")
 
-#: ``TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC``.
-AUTO_CREATE_TOPIC_KEY_TOPIC = "TBW102"
+#: ``TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC`` (``TBW102``).
+AUTO_CREATE_TOPIC_KEY_TOPIC = _core.AUTO_CREATE_TOPIC_KEY_TOPIC
 #: ``PermName.PERM_WRITE``.
 _PERM_WRITE = 2
 #: ``MixAll.MASTER_ID``.
@@ -206,7 +207,7 @@ class Producer:
         *,
         send_timeout: float = 3.0,
         retry_times_when_send_failed: int = 2,
-        default_topic_queue_nums: int = 4,
+        default_topic_queue_nums: int = _core.DEFAULT_TOPIC_QUEUE_NUMS,
         max_message_size: int = MAX_MESSAGE_SIZE,
         client_ip: str = "127.0.0.1",
         heartbeat_broker_interval: float = 30.0,
@@ -321,13 +322,12 @@ class Producer:
     # -- routes ----------------------------------------------------------------------------
 
     def _query_route(self, topic: str) -> bytes | None:
-        error: Exception | None = None
-        for addr in self.namesrv_addrs:
-            try:
-                return self._api.get_topic_route_info(addr, topic, self.send_timeout)
-            except (RemotingConnectError, SendStatusUnknownError) as e:
-                error = e
-        raise MQClientError(f"no name server answered for topic {topic}: {error}")
+        """The route from the first name server that answers, in ``namesrvAddr``'s order."""
+        namesrv_addr = ";".join(self.namesrv_addrs)
+        try:
+            return self._api.get_topic_route_info(namesrv_addr, topic, self.send_timeout)
+        except RemotingConnectError as e:
+            raise MQClientError(str(e)) from None
 
     def _publish_info(self, topic: str) -> _PublishInfo:
         with self._lock:

@@ -9,251 +9,183 @@
 Keys RocketMQ has but rocketha does not act on (``storePathIndex``, ``traceTopicEnable``, ...)
 load and are listed in :attr:`BrokerConfig.ignored_keys`, so RocketMQ's own config files work
 unchanged.
+
+The keys, their defaults, their parsing and their checks are the core's
+(``rocketha._core.BrokerConfig``, which the broker hands to the store and its services whole):
+this class is its typed view, and states no default of its own.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import difflib
-import ipaddress
 import logging
 import os
-import re
 from dataclasses import dataclass, field, fields
-from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from rocketha._core import DEFAULTS as _DEFAULTS
-from rocketha._core import ClientTls, ServerTls, check_retention
+from rocketha import _core
+from rocketha._core import ClientTls, ServerTls
 from rocketha.exceptions import ConfigError
 from rocketha.roles import BrokerRole, FlushDiskType
-from rocketha.tls import ENCRYPTED_KEYS_UNSUPPORTED, client_tls, server_tls
+from rocketha.tls import client_tls, server_tls
 
 log = logging.getLogger("rocketha.config")
 
-MiB = 1024 * 1024
-
 #: RocketMQ broker/store keys accepted and reported as ignored.
-IGNORED_KEYS = frozenset(
-    [
-        "brokerIP2",
-        "enablePropertyFilter",
-        "storePathConsumeQueue",
-        "storePathIndex",
-        "storeCheckpoint",
-        "abortFile",
-        "sendMessageThreadPoolNums",
-        "pullMessageThreadPoolNums",
-        "flushCommitLogLeastPages",
-        "flushConsumeQueueLeastPages",
-        "flushCommitLogThoroughInterval",
-        "flushConsumeQueueThoroughInterval",
-        "flushIntervalConsumeQueue",
-        "transientStorePoolEnable",
-        "transientStorePoolSize",
-        "mapedFileSizeConsumeQueue",
-        "messageDelayLevel",
-        "traceTopicEnable",
-        "useEpollNativeSelector",
-        "warmMapedFileEnable",
-        "warmMappedFileEnable",
-        "destroyMapedFileIntervalForcibly",
-        "redeleteHangedFileInterval",
-        "checkCRCOnRecover",
-        "messageIndexEnable",
-        "maxHashSlotNum",
-        "maxIndexNum",
-        "duplicationEnable",
-        "enableDLegerCommitLog",
-        "enableControllerMode",
-        "fetchNamesrvAddrByAddressServer",
-        "rejectTransactionMessage",
-        "serverWorkerThreads",
-        "serverSelectorThreads",
-        "clientWorkerThreads",
-        "shortPollingTimeMills",
-        "notifyConsumerIdsChangedEnable",
-        "highSpeedMode",
-        "commercialEnable",
-        "osPageCacheBusyTimeOutMills",
-        "defaultQueryMaxNum",
-        "transferMsgByHeap",
-        "maxDelayTime",
-        "timerWheelEnable",
-        "enableScheduleMessageStats",
-        # rocketha checks client certificates against tls.server.trustCertPath whenever
-        # tls.server.need.client.auth asks for one, and servers' against
-        # tls.client.trustCertPath unless tls.test.mode.enable.
-        "tls.server.authClient",
-        "tls.client.authServer",
-    ]
-)
+IGNORED_KEYS = frozenset(_core.IGNORED_KEYS)
 
+#: RocketMQ's key of each field (``broker_ip1`` -> ``brokerIP1``, ``tls_enable`` -> ``tls.enable``).
+_KEYS = dict(_core.broker_config_keys())
 
-#: Keys whose RocketMQ spelling is not plain camelCase.
-_IRREGULAR = {
-    "broker_ip1": "brokerIP1",
-    # TlsSystemConfig's, read by RocketMQ as system properties or from tls.config.file.
-    "tls_server_mode": "tls.server.mode",
-    "tls_server_cert_path": "tls.server.certPath",
-    "tls_server_key_path": "tls.server.keyPath",
-    "tls_server_key_password": "tls.server.keyPassword",
-    "tls_server_need_client_auth": "tls.server.need.client.auth",
-    "tls_server_trust_cert_path": "tls.server.trustCertPath",
-    "tls_enable": "tls.enable",
-    "tls_test_mode_enable": "tls.test.mode.enable",
-    "tls_client_trust_cert_path": "tls.client.trustCertPath",
-    "tls_client_cert_path": "tls.client.certPath",
-    "tls_client_key_path": "tls.client.keyPath",
-    "tls_client_key_password": "tls.client.keyPassword",
-}
+#: The core's defaults, by field.
+_D = _core.BrokerConfig().values()
 
+_ROLE = BrokerRole(_D["broker_role"])
+_FLUSH = FlushDiskType(_D["flush_disk_type"])
 
-def _camel(name: str) -> str:
-    if name in _IRREGULAR:
-        return _IRREGULAR[name]
-    head, *rest = name.split("_")
-    return head + "".join(p[:1].upper() + p[1:] for p in rest)
+#: Fields that are not broker.conf keys.
+_OWN = ("ignored_keys", "source")
 
 
 @dataclass
 class BrokerConfig:
     """One broker's settings; field names are RocketMQ's keys in snake_case."""
 
-    broker_cluster_name: str = "DefaultCluster"
-    broker_name: str = "broker-a"
-    broker_id: int = 0
-    broker_role: BrokerRole = BrokerRole.ASYNC_MASTER
-    flush_disk_type: FlushDiskType = FlushDiskType.ASYNC_FLUSH
-    store_path_root_dir: str = field(default_factory=lambda: str(Path.home() / "store"))
-    mapped_file_size_commit_log: int = _DEFAULTS["mappedFileSizeCommitLog"]
-    mapped_file_size_consume_queue: int = _DEFAULTS["mappedFileSizeConsumeQueue"]
+    broker_cluster_name: str = _D["broker_cluster_name"]
+    broker_name: str = _D["broker_name"]
+    broker_id: int = _D["broker_id"]
+    broker_role: BrokerRole = _ROLE
+    flush_disk_type: FlushDiskType = _FLUSH
+    store_path_root_dir: str = field(
+        default_factory=lambda: _core.BrokerConfig().values()["store_path_root_dir"]
+    )
+    mapped_file_size_commit_log: int = _D["mapped_file_size_commit_log"]
+    mapped_file_size_consume_queue: int = _D["mapped_file_size_consume_queue"]
     #: With ``listenPort`` the store host recorded in every message (and in msg ids).
-    broker_ip1: str = "127.0.0.1"
+    broker_ip1: str = _D["broker_ip1"]
     #: The client port (remoting); 0 = OS-chosen, reported by ``Broker.listen_address``.
-    listen_port: int = 10911
+    listen_port: int = _D["listen_port"]
     #: rocketha: the interface the client port binds (RocketMQ binds all of them).
-    listen_address: str = "127.0.0.1"
+    listen_address: str = _D["listen_address"]
     #: rocketha: allow a client port on a non-loopback address without ``aclEnable``.
-    remoting_allow_insecure: bool = False
+    remoting_allow_insecure: bool = _D["remoting_allow_insecure"]
     #: TLS on the client port: ``disabled``, ``permissive`` (TLS and plain) or ``enforcing``.
-    tls_server_mode: str = "disabled"
+    tls_server_mode: str = _D["tls_server_mode"]
     #: The client port's certificate chain and its unencrypted private key, PEM.
-    tls_server_cert_path: str | None = None
-    tls_server_key_path: str | None = None
+    tls_server_cert_path: str | None = _D["tls_server_cert_path"]
+    tls_server_key_path: str | None = _D["tls_server_key_path"]
     #: Not supported (encrypted keys): set, the broker refuses to start.
-    tls_server_key_password: str | None = dataclasses.field(default=None, repr=False)
+    tls_server_key_password: str | None = field(default=_D["tls_server_key_password"], repr=False)
     #: Client certificates: ``none``, ``optional`` or ``require``, checked against
     #: ``tls.server.trustCertPath``.
-    tls_server_need_client_auth: str = "none"
-    tls_server_trust_cert_path: str | None = None
+    tls_server_need_client_auth: str = _D["tls_server_need_client_auth"]
+    tls_server_trust_cert_path: str | None = _D["tls_server_trust_cert_path"]
     #: TLS on the broker's own connections: to name servers, and a slave's to its master.
-    tls_enable: bool = False
+    tls_enable: bool = _D["tls_enable"]
     #: With ``tls.enable``: trust any server certificate (RocketMQ's default is true; rocketha
     #: verifies against ``tls.client.trustCertPath`` unless this is set).
-    tls_test_mode_enable: bool = False
-    tls_client_trust_cert_path: str | None = None
+    tls_test_mode_enable: bool = _D["tls_test_mode_enable"]
+    tls_client_trust_cert_path: str | None = _D["tls_client_trust_cert_path"]
     #: The broker's own certificate, for servers that ask for one.
-    tls_client_cert_path: str | None = None
-    tls_client_key_path: str | None = None
+    tls_client_cert_path: str | None = _D["tls_client_cert_path"]
+    tls_client_key_path: str | None = _D["tls_client_key_path"]
     #: Not supported (encrypted keys): set, the broker refuses to start.
-    tls_client_key_password: str | None = dataclasses.field(default=None, repr=False)
+    tls_client_key_password: str | None = field(default=_D["tls_client_key_password"], repr=False)
     #: Check every client request against ``plain_acl.yml`` (RocketMQ's ACL 1.0).
-    acl_enable: bool = False
+    acl_enable: bool = _D["acl_enable"]
     #: rocketha: the ACL file; by default ``$ROCKETMQ_HOME/conf/plain_acl.yml``, RocketMQ's.
-    acl_plain_file: str | None = None
+    acl_plain_file: str | None = _D["acl_plain_file"]
     #: Name servers to register with, ``host:port`` separated by ``;``.
-    namesrv_addr: str | None = None
+    namesrv_addr: str | None = _D["namesrv_addr"]
     #: Milliseconds between registrations with the name servers.
-    register_name_server_period: int = 30000
+    register_name_server_period: int = _D["register_name_server_period"]
     #: Sends to an unknown topic create it from ``TBW102`` (RocketMQ 4.x's default: true).
-    auto_create_topic_enable: bool = True
+    auto_create_topic_enable: bool = _D["auto_create_topic_enable"]
     #: Queues of the ``TBW102`` template, so at most this many per auto-created topic.
-    default_topic_queue_nums: int = 8
+    default_topic_queue_nums: int = _D["default_topic_queue_nums"]
     #: 6 = read and write; 4 = read only (sends refused); 2 = write only.
-    broker_permission: int = 6
-    ha_listen_port: int = 10912
+    broker_permission: int = _D["broker_permission"]
+    ha_listen_port: int = _D["ha_listen_port"]
     #: rocketha: the interface the HA port binds (RocketMQ binds all of them). Loopback, as
     #: ``listenAddress``, so a minimal conf starts; slaves on other hosts need it opened up
     #: (``haListenAddress=0.0.0.0`` with ``haAuthSecret``).
-    ha_listen_address: str = "127.0.0.1"
-    ha_master_address: str | None = None
-    ha_send_heartbeat_interval: int = _DEFAULTS["haSendHeartbeatInterval"]
-    ha_housekeeping_interval: int = _DEFAULTS["haHousekeepingInterval"]
-    ha_transfer_batch_size: int = _DEFAULTS["haTransferBatchSize"]
-    slave_timeout: int = _DEFAULTS["slaveTimeout"]
-    sync_flush_timeout: int = _DEFAULTS["syncFlushTimeout"]
+    ha_listen_address: str = _D["ha_listen_address"]
+    ha_master_address: str | None = _D["ha_master_address"]
+    ha_send_heartbeat_interval: int = _D["ha_send_heartbeat_interval"]
+    ha_housekeeping_interval: int = _D["ha_housekeeping_interval"]
+    ha_transfer_batch_size: int = _D["ha_transfer_batch_size"]
+    slave_timeout: int = _D["slave_timeout"]
+    sync_flush_timeout: int = _D["sync_flush_timeout"]
     #: Replicas, the master included, that must hold a put; defaults to 2 for SYNC_MASTER.
     in_sync_replicas: int | None = None
-    ha_max_gap_not_in_sync: int = _DEFAULTS["haMaxGapNotInSync"]
-    ha_flow_control_enable: bool = False
-    max_ha_transfer_byte_in_second: int = 100 * MiB
-    sync_from_last_file: bool = False
+    ha_max_gap_not_in_sync: int = _D["ha_max_gap_not_in_sync"]
+    ha_flow_control_enable: bool = _D["ha_flow_control_enable"]
+    max_ha_transfer_byte_in_second: int = _D["max_ha_transfer_byte_in_second"]
+    sync_from_last_file: bool = _D["sync_from_last_file"]
     #: Consumers that lag are sent to a slave, and a slave serves pulls.
-    slave_read_enable: bool = False
+    slave_read_enable: bool = _D["slave_read_enable"]
     #: Percent of RAM a consumer may lag behind the head before it counts as reading from disk
     #: (and, with ``slaveReadEnable``, is sent to ``whichBrokerWhenConsumeSlowly``); 0 sends
     #: every consumer that is behind at all.
-    access_message_in_memory_max_ratio: int = 40
+    access_message_in_memory_max_ratio: int = _D["access_message_in_memory_max_ratio"]
     #: The broker id the subscription groups this broker creates send lagging consumers to.
-    which_broker_when_consume_slowly: int = 1
+    which_broker_when_consume_slowly: int = _D["which_broker_when_consume_slowly"]
     #: A suspended pull is held for its ``suspendTimeoutMillis`` (else 1 s) until a message
     #: for its queue arrives.
-    long_polling_enable: bool = True
+    long_polling_enable: bool = _D["long_polling_enable"]
     #: Milliseconds between writes of ``config/consumerOffset.json`` (and one at shutdown).
-    flush_consumer_offset_interval: int = 5000
+    flush_consumer_offset_interval: int = _D["flush_consumer_offset_interval"]
     #: Consumer groups are created on first use; off, an unknown group is refused.
-    auto_create_subscription_group: bool = True
+    auto_create_subscription_group: bool = _D["auto_create_subscription_group"]
     #: The most one pull answers with while its records are in memory (within
     #: ``accessMessageInMemoryMaxRatio`` of the head): bytes, and messages. A bulk reader such
     #: as the Spark source pulls faster with more messages a pull (see the README).
-    max_transfer_bytes_on_message_in_memory: int = 256 * 1024
-    max_transfer_count_on_message_in_memory: int = 32
+    max_transfer_bytes_on_message_in_memory: int = _D["max_transfer_bytes_on_message_in_memory"]
+    max_transfer_count_on_message_in_memory: int = _D["max_transfer_count_on_message_in_memory"]
     #: The same for a consumer so far behind that its records are read from disk.
-    max_transfer_bytes_on_message_in_disk: int = 64 * 1024
-    max_transfer_count_on_message_in_disk: int = 8
+    max_transfer_bytes_on_message_in_disk: int = _D["max_transfer_bytes_on_message_in_disk"]
+    max_transfer_count_on_message_in_disk: int = _D["max_transfer_count_on_message_in_disk"]
     #: rocketha, slave: milliseconds between fetches of the master's topics, consumer offsets
     #: and subscription groups (RocketMQ's fixed 60 s).
-    slave_sync_interval: int = 60000
-    flush_interval_commit_log: int = _DEFAULTS["flushIntervalCommitLog"]
-    max_message_size: int = 4 * MiB
+    slave_sync_interval: int = _D["slave_sync_interval"]
+    flush_interval_commit_log: int = _D["flush_interval_commit_log"]
+    max_message_size: int = _D["max_message_size"]
     #: rocketha: shared secret for the HA handshake; or read from a file or an env variable.
-    ha_auth_secret: str | None = dataclasses.field(default=None, repr=False)
-    ha_auth_secret_file: str | None = None
-    ha_auth_secret_env: str | None = None
+    ha_auth_secret: str | None = field(default=_D["ha_auth_secret"], repr=False)
+    ha_auth_secret_file: str | None = _D["ha_auth_secret_file"]
+    ha_auth_secret_env: str | None = _D["ha_auth_secret_env"]
     #: rocketha, slave: ask the master for a CRC32 on every frame (needs haAuthSecret).
-    ha_transfer_crc: bool = False
+    ha_transfer_crc: bool = _D["ha_transfer_crc"]
     #: rocketha: take records whose BODYCRC is 0 (peers whose batch encoder never fills it in;
     #: Java RocketMQ recomputes it): on a slave, from its master; on open, in the store's own
     #: log. Only exactly 0; size, magic, position and length checks stay on. Off by default.
-    ha_accept_zero_body_crc: bool = False
+    ha_accept_zero_body_crc: bool = _D["ha_accept_zero_body_crc"]
     #: rocketha: allow an HA port on a non-loopback address without a secret.
-    ha_allow_insecure: bool = False
+    ha_allow_insecure: bool = _D["ha_allow_insecure"]
     #: rocketha: serve Prometheus metrics (``/metrics``) and the status ``rocketha status``
     #: reads (``/status``) on this port (0 = OS-chosen; None = off).
-    metrics_port: int | None = None
+    metrics_port: int | None = _D["metrics_port"]
     #: rocketha: the interface the metrics port binds; loopback unless asked.
-    metrics_address: str = "127.0.0.1"
+    metrics_address: str = _D["metrics_address"]
     #: Local hours (``04``, or ``04;10``) at which commit log segments older than
     #: ``fileReservedTime`` are deleted (RocketMQ's default: 04).
-    delete_when: str = "04"
+    delete_when: str = _D["delete_when"]
     #: Hours a commit log segment is kept after its last write.
-    file_reserved_time: int = _DEFAULTS["fileReservedTime"]
+    file_reserved_time: int = _D["file_reserved_time"]
     #: Percent of the disk used past which expired segments go at any hour.
-    disk_max_used_space_ratio: int = _DEFAULTS["diskMaxUsedSpaceRatio"]
+    disk_max_used_space_ratio: int = _D["disk_max_used_space_ratio"]
     #: Percent past which the oldest segments go even unexpired.
-    disk_space_clean_forcibly_ratio: int = _DEFAULTS["diskSpaceCleanForciblyRatio"]
+    disk_space_clean_forcibly_ratio: int = _D["disk_space_clean_forcibly_ratio"]
     #: Percent past which puts are refused (SERVICE_NOT_AVAILABLE) until cleaning catches up.
-    disk_space_warning_level_ratio: int = _DEFAULTS["diskSpaceWarningLevelRatio"]
+    disk_space_warning_level_ratio: int = _D["disk_space_warning_level_ratio"]
     #: Milliseconds between retention passes.
-    clean_resource_interval: int = _DEFAULTS["cleanResourceInterval"]
+    clean_resource_interval: int = _D["clean_resource_interval"]
     #: Most commit log segments deleted in one pass.
-    delete_file_batch_max: int = _DEFAULTS["deleteFileBatchMax"]
+    delete_file_batch_max: int = _D["delete_file_batch_max"]
     #: rocketha, for tests only: milliseconds in one ``fileReservedTime`` hour.
-    file_reserved_time_unit_ms: int = 3_600_000
+    file_reserved_time_unit_ms: int = _D["file_reserved_time_unit_ms"]
     #: The commit log's directory; by default ``storePathRootDir/commitlog``.
-    store_path_commit_log: str | None = None
+    store_path_commit_log: str | None = _D["store_path_commit_log"]
 
     #: Keys that were read but are not acted on.
     ignored_keys: dict[str, str] = field(default_factory=dict, compare=False)
@@ -261,135 +193,26 @@ class BrokerConfig:
     source: str = field(default="<code>", compare=False)
 
     def __post_init__(self) -> None:
-        for f in fields(self):
-            if f.name in ("ignored_keys", "source"):
-                continue
-            setattr(self, f.name, self._coerce(f.name, getattr(self, f.name)))
-        if self.in_sync_replicas is None:
-            self.in_sync_replicas = 2 if self.broker_role is BrokerRole.SYNC_MASTER else 1
-        self.validate()
+        # The core parses and checks every value; the fields take its typed results.
+        for name, value in self.native().values().items():
+            if name == "broker_role":
+                value = BrokerRole(value)
+            elif name == "flush_disk_type":
+                value = FlushDiskType(value)
+            setattr(self, name, value)
 
     def _fail(self, name: str, problem: str) -> ConfigError:
-        return ConfigError(f"{self.source}: {_camel(name)}: {problem}")
+        return ConfigError(f"{self.source}: {_KEYS[name]}: {problem}")
 
-    def _coerce(self, name: str, value: Any) -> Any:
-        kind = _FIELD_TYPES[name]
-        if value is None:
-            if "None" in kind:
-                return None
-            raise self._fail(name, "a value is required")
-        if isinstance(value, Enum):
-            value = value.value
-        try:
-            if "BrokerRole" in kind:
-                return BrokerRole(str(value).strip().upper())
-            if "FlushDiskType" in kind:
-                return FlushDiskType(str(value).strip().upper())
-            if kind.startswith("bool"):
-                if isinstance(value, bool):
-                    return value
-                text = str(value).strip().lower()
-                if text not in ("true", "false"):
-                    raise ValueError
-                return text == "true"
-            if kind.startswith("int"):
-                if isinstance(value, bool):
-                    raise ValueError
-                return int(str(value).strip()) if not isinstance(value, int) else value
-            return str(value).strip() if "None" not in kind or str(value).strip() else None
-        except ValueError:
-            choices = ""
-            if "BrokerRole" in kind:
-                choices = f" (one of {', '.join(r.value for r in BrokerRole)})"
-            elif "FlushDiskType" in kind:
-                choices = f" (one of {', '.join(t.value for t in FlushDiskType)})"
-            raise self._fail(name, f"bad value {value!r}, expected {kind}{choices}") from None
+    def native(self) -> _core.BrokerConfig:
+        """The core's config of these fields as they are now, checked: what the store, the HA
+        service and the broker's client port are given."""
+        values = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in _OWN}
+        return _core.BrokerConfig(source=self.source, **values)
 
     def validate(self) -> None:
         """Rejects settings that contradict each other, naming the key."""
-        role = self.broker_role
-        if role is BrokerRole.SLAVE and self.broker_id == 0:
-            raise self._fail("broker_id", "a SLAVE needs brokerId > 0 (0 is the master)")
-        if role.is_master and self.broker_id != 0:
-            raise self._fail("broker_id", f"a {role.value} must have brokerId 0")
-        if role is BrokerRole.SLAVE and not (self.ha_master_address or self.namesrv_addr):
-            raise self._fail(
-                "ha_master_address",
-                "a SLAVE needs the master's host:port, or namesrvAddr to learn it from",
-            )
-        if self.ha_master_address and not re.fullmatch(r"\S+:\d{1,5}", self.ha_master_address):
-            raise self._fail("ha_master_address", f"{self.ha_master_address!r} is not host:port")
-        if not 0 < self.ha_transfer_batch_size < 4 * MiB:
-            raise self._fail("ha_transfer_batch_size", "must be positive and below 4 MiB")
-        size = self.mapped_file_size_commit_log
-        if size <= 0 or size % 4096 or size > 2**31:
-            raise self._fail(
-                "mapped_file_size_commit_log",
-                f"{size} must be a positive multiple of 4096, at most 2 GiB",
-            )
-        if self.mapped_file_size_consume_queue % 20 or self.mapped_file_size_consume_queue < 20:
-            raise self._fail("mapped_file_size_consume_queue", "must be a multiple of 20")
-        for port in ("ha_listen_port", "listen_port"):
-            if not 0 <= getattr(self, port) <= 65535:
-                raise self._fail(port, "must be in [0, 65535]")
-        if self.namesrv_addr is not None:
-            for addr in self.namesrv_addr.split(";"):
-                if not re.fullmatch(r"\S+:\d{1,5}", addr.strip()):
-                    raise self._fail("namesrv_addr", f"{addr!r} is not host:port")
-        if self.default_topic_queue_nums < 1:
-            raise self._fail("default_topic_queue_nums", "must be at least 1")
-        if self.broker_permission & ~7:
-            raise self._fail("broker_permission", "must combine 4 (read), 2 (write), 1 (inherit)")
-        if self.in_sync_replicas is not None and self.in_sync_replicas < 1:
-            raise self._fail("in_sync_replicas", "must be at least 1 (the master itself)")
-        for name in (
-            "ha_send_heartbeat_interval",
-            "ha_housekeeping_interval",
-            "slave_timeout",
-            "sync_flush_timeout",
-            "flush_interval_commit_log",
-            "register_name_server_period",
-            "flush_consumer_offset_interval",
-            "slave_sync_interval",
-        ):
-            if getattr(self, name) <= 0:
-                raise self._fail(name, "must be a positive number of milliseconds")
-        if self.ha_housekeeping_interval <= self.ha_send_heartbeat_interval:
-            raise self._fail(
-                "ha_housekeeping_interval",
-                "must exceed haSendHeartbeatInterval, or idle links are closed between heartbeats",
-            )
-        has_secret = self.ha_auth_secret or self.ha_auth_secret_file or self.ha_auth_secret_env
-        if self.ha_transfer_crc and not has_secret:
-            raise self._fail(
-                "ha_transfer_crc", "is negotiated in the auth handshake: set haAuthSecret too"
-            )
-        if not 0 < self.max_message_size <= 4 * MiB:
-            raise self._fail("max_message_size", "must be in (0, 4 MiB]")
-        if not 0 <= self.access_message_in_memory_max_ratio <= 100:
-            raise self._fail("access_message_in_memory_max_ratio", "must be a percentage")
-        for where in ("memory", "disk"):
-            for what in ("bytes", "count"):
-                name = f"max_transfer_{what}_on_message_in_{where}"
-                if getattr(self, name) <= 0:
-                    raise self._fail(name, "must be positive (at 0 no pull could carry a message)")
-        if self.tls_server_mode.lower() not in ("disabled", "permissive", "enforcing"):
-            raise self._fail("tls_server_mode", "must be disabled, permissive or enforcing")
-        if self.tls_server_need_client_auth.lower() not in ("none", "optional", "require"):
-            raise self._fail("tls_server_need_client_auth", "must be none, optional or require")
-        for name in ("tls_server_key_password", "tls_client_key_password"):
-            if getattr(self, name):
-                raise self._fail(name, ENCRYPTED_KEYS_UNSUPPORTED)
-        for name in ("ha_listen_address", "listen_address", "metrics_address"):
-            try:
-                ipaddress.ip_address(getattr(self, name))
-            except ValueError:
-                raise self._fail(name, "must be an IP address") from None
-        try:
-            check_retention(**self.retention_options())
-        except (ConfigError, OverflowError) as e:
-            # The core names the key; negative numbers fail its unsigned conversion.
-            raise ConfigError(f"{self.source}: retention: {e}") from None
+        self.native()
 
     def retention_options(self) -> dict[str, Any]:
         """The retention keys as :class:`MessageStore` keywords."""
@@ -438,31 +261,9 @@ class BrokerConfig:
         **overrides: Any,
     ) -> BrokerConfig:
         """``origins``: where a key came from when not from ``source``, for its errors."""
-        origins = origins or {}
-        known = {_camel(n): n for n in _FIELD_TYPES}
-        kwargs: dict[str, Any] = {}
-        ignored: dict[str, str] = {}
-        for key, value in props.items():
-            if key in known:
-                kwargs[known[key]] = value
-            elif key in IGNORED_KEYS:
-                ignored[key] = value
-            else:
-                close = difflib.get_close_matches(key, [*known, *IGNORED_KEYS], n=1, cutoff=0.7)
-                hint = f"; did you mean {close[0]!r}?" if close else ""
-                raise ConfigError(f"{origins.get(key, source)}: unknown key {key!r}{hint}")
-        kwargs.update(overrides)
-        try:
-            config = cls(**kwargs, ignored_keys=ignored, source=source)
-        except ConfigError as e:
-            # A bad value from the command line is named as given there, not as the file's.
-            for key, origin in origins.items():
-                prefix = f"{source}: {key}: "
-                if str(e).startswith(prefix):
-                    raise ConfigError(
-                        f"{origin} {key}={props[key]}: {str(e)[len(prefix) :]}"
-                    ) from None
-            raise
+        native = _core.BrokerConfig(props, source=source, origins=origins or {}, **overrides)
+        ignored = native.ignored_keys
+        config = cls(**native.values(), ignored_keys=ignored, source=source)
         if ignored:
             # A warning, not INFO: a key the operator set that changes nothing is worth seeing.
             log.warning(
@@ -481,7 +282,7 @@ class BrokerConfig:
     @property
     def slave_acks_required(self) -> int:
         """Distinct slaves a SYNC_MASTER put waits for."""
-        return max(0, (self.in_sync_replicas or 1) - 1)
+        return self.native().slave_acks_required
 
     def auth_secret(self) -> bytes | None:
         """The HA secret from ``haAuthSecret``, ``haAuthSecretFile`` or ``haAuthSecretEnv``."""
@@ -550,26 +351,7 @@ class BrokerConfig:
 
     def to_properties(self) -> str:
         """The config as a broker.conf text (secrets left out)."""
-        lines = []
-        for f in fields(self):
-            if f.name in ("ignored_keys", "source", "ha_auth_secret") or f.name.endswith(
-                "key_password"
-            ):
-                continue
-            value = getattr(self, f.name)
-            if value is None:
-                continue
-            if isinstance(value, Enum):
-                value = value.value
-            elif isinstance(value, bool):
-                value = str(value).lower()
-            lines.append(f"{_camel(f.name)}={value}")
-        return "\n".join(lines) + "\n"
-
-
-_FIELD_TYPES: dict[str, str] = {
-    f.name: str(f.type) for f in fields(BrokerConfig) if f.name not in ("ignored_keys", "source")
-}
+        return self.native().to_properties()
 
 
 def parse_key_value(text: str) -> tuple[str, str]:
@@ -581,17 +363,9 @@ def parse_key_value(text: str) -> tuple[str, str]:
 
 
 def _parse_properties(text: str, source: str) -> dict[str, str]:
-    """Java properties, the subset broker.conf files use: ``key=value``, ``key = value``,
-    ``key: value``, ``#`` and ``!`` comments, blank lines."""
+    """Java properties, the subset broker.conf files use (the core's parser)."""
     props: dict[str, str] = {}
-    for number, raw in enumerate(text.splitlines(), 1):
-        line = raw.strip()
-        if not line or line[0] in "#!":
-            continue
-        m = re.match(r"([^=:\s]+)\s*[=:\s]\s*(.*)$", line)
-        if not m:
-            raise ConfigError(f"{source}:{number}: cannot parse {raw!r} (expected key=value)")
-        key, value = m.group(1), m.group(2).strip()
+    for number, key, value in _core.parse_properties(text, source):
         if key in props:
             log.warning("%s:%d: %s set twice; the last value wins", source, number, key)
         props[key] = value

@@ -631,20 +631,18 @@ class PullConsumer:
 
     def _fetch_route(self, topic: str) -> SubscribeInfo | None:
         """The topic's route, or None when the name servers know no such topic (yet)."""
-        error: Exception | None = None
-        for addr in self.namesrv_addrs:
-            try:
-                raw = self._api.get_topic_route_info(addr, topic, self.request_timeout)
-            except (RemotingConnectError, SendStatusUnknownError) as e:
-                error = e
-                continue
-            if raw is None:
-                return None
-            info = parse_subscribe_route(topic, raw)
-            if not info.queues:
-                raise MQClientError(f"topics: topic {topic!r} has no readable queue")
-            return info
-        raise MQClientError(f"no name server answered for topic {topic}: {error}")
+        # From the first name server that answers, in namesrvAddr's order.
+        namesrv_addr = ";".join(self.namesrv_addrs)
+        try:
+            raw = self._api.get_topic_route_info(namesrv_addr, topic, self.request_timeout)
+        except RemotingConnectError as e:
+            raise MQClientError(str(e)) from None
+        if raw is None:
+            return None
+        info = parse_subscribe_route(topic, raw)
+        if not info.queues:
+            raise MQClientError(f"topics: topic {topic!r} has no readable queue")
+        return info
 
     def _refresh_routes(self) -> None:
         """``updateTopicRouteInfoFromNameServer``. A topic with no route yet is waited for,

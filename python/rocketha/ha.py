@@ -45,11 +45,12 @@ class HAService:
         slave_id: int = 1,
         **options: Any,
     ) -> None:
-        """``options`` are the native loop's keywords (``transfer_batch_size``,
+        """``options`` are the native loop's keywords: ``config`` (a broker's
+        ``BrokerConfig.native()``, whose HA keys it takes), ``transfer_batch_size``,
         ``heartbeat_interval_ms``, ``housekeeping_interval_ms``, ``auth_secret``; on a master
         ``max_transfer_bytes_per_second`` and ``sync_from_last_file``, on a slave
-        ``frame_crc`` and ``accept_zero_body_crc``); left out, they take RocketMQ's defaults
-        from the core."""
+        ``frame_crc`` and ``accept_zero_body_crc``. Left out, they take ``config``'s values,
+        or RocketMQ's defaults from the core."""
         self.store = store
         self.is_master = master
         self._listen = listen

@@ -33,6 +33,10 @@ from rocketha._core import Message, MessageExt, PutResult
 from rocketha._events import EventPump
 from rocketha.roles import FlushDiskType
 
+#: The core's defaults (RocketMQ's), by BrokerConfig field.
+_D = _core.BrokerConfig().values()
+_FLUSH = FlushDiskType(_D["flush_disk_type"])
+
 log = logging.getLogger("rocketha.store")
 
 _READ_CHUNK = 1024
@@ -87,11 +91,13 @@ class MessageStore(_core.MessageStore):
     (bytes a slave may lag and still count); ``ha_accept_zero_body_crc`` takes a BODYCRC of 0
     as "never computed", for logs written by peers that leave it unset.
 
+    :meth:`from_config` opens a broker's store from its whole config instead.
+
     Keywords that are no RocketMQ key, so ``BrokerConfig`` has no field of the name: a
     broker derives them from its role and addresses, or they are how a tool opens a store.
     ``store_host`` (``brokerIP1:listenPort``) is the address recorded in each message and msgId.
     ``sync_slaves`` is the number of distinct slaves' acks a put waits for: what a SYNC_MASTER
-    broker derives from ``inSyncReplicas`` (minus itself), 0 for other roles.
+    broker derives from ``inSyncReplicas`` (minus itself), 0 for other roles (and left out).
     ``read_only=True`` opens a store another process is writing, without taking its lock (how
     Spark readers attach to a live replica). ``truncate_at_corruption`` is the repair below.
     An old name (``mapped_file_size``, ``consume_queue_entries``, ...) raises a
@@ -123,23 +129,23 @@ class MessageStore(_core.MessageStore):
         *,
         mapped_file_size_commit_log: int | None = None,
         mapped_file_size_consume_queue: int | None = None,
-        flush_disk_type: FlushDiskType | str = FlushDiskType.ASYNC_FLUSH,
-        flush_interval_commit_log: int = _core.DEFAULTS["flushIntervalCommitLog"],
-        sync_flush_timeout: int = _core.DEFAULTS["syncFlushTimeout"],
-        slave_timeout: int = _core.DEFAULTS["slaveTimeout"],
-        ha_max_gap_not_in_sync: int = _core.DEFAULTS["haMaxGapNotInSync"],
-        ha_accept_zero_body_crc: bool = False,
-        delete_when: str = "04",
-        file_reserved_time: int = _core.DEFAULTS["fileReservedTime"],
-        file_reserved_time_unit_ms: int = 3_600_000,
-        disk_max_used_space_ratio: int = _core.DEFAULTS["diskMaxUsedSpaceRatio"],
-        disk_space_clean_forcibly_ratio: int = _core.DEFAULTS["diskSpaceCleanForciblyRatio"],
-        disk_space_warning_level_ratio: int = _core.DEFAULTS["diskSpaceWarningLevelRatio"],
-        clean_resource_interval: int = _core.DEFAULTS["cleanResourceInterval"],
-        delete_file_batch_max: int = _core.DEFAULTS["deleteFileBatchMax"],
+        flush_disk_type: FlushDiskType | str = _FLUSH,
+        flush_interval_commit_log: int = _D["flush_interval_commit_log"],
+        sync_flush_timeout: int = _D["sync_flush_timeout"],
+        slave_timeout: int = _D["slave_timeout"],
+        ha_max_gap_not_in_sync: int = _D["ha_max_gap_not_in_sync"],
+        ha_accept_zero_body_crc: bool = _D["ha_accept_zero_body_crc"],
+        delete_when: str = _D["delete_when"],
+        file_reserved_time: int = _D["file_reserved_time"],
+        file_reserved_time_unit_ms: int = _D["file_reserved_time_unit_ms"],
+        disk_max_used_space_ratio: int = _D["disk_max_used_space_ratio"],
+        disk_space_clean_forcibly_ratio: int = _D["disk_space_clean_forcibly_ratio"],
+        disk_space_warning_level_ratio: int = _D["disk_space_warning_level_ratio"],
+        clean_resource_interval: int = _D["clean_resource_interval"],
+        delete_file_batch_max: int = _D["delete_file_batch_max"],
         store_path_commit_log: str | os.PathLike[str] | None = None,
         store_host: str | None = None,
-        sync_slaves: int = 0,
+        sync_slaves: int | None = None,
         read_only: bool = False,
         truncate_at_corruption: bool = False,
         # Only so that an old name fails naming the new one; typed Never, so a type checker
@@ -155,9 +161,7 @@ class MessageStore(_core.MessageStore):
             mapped_file_size_commit_log = found.get("mappedFileSizeCommitLog")
         if mapped_file_size_consume_queue is None:
             mapped_file_size_consume_queue = found.get("mappedFileSizeConsumeQueue")
-        self = super().__new__(
-            cls,
-            os.fspath(path),
+        config = _core.BrokerConfig(
             mapped_file_size_commit_log=mapped_file_size_commit_log,
             mapped_file_size_consume_queue=mapped_file_size_consume_queue,
             flush_disk_type=FlushDiskType(flush_disk_type),
@@ -174,7 +178,42 @@ class MessageStore(_core.MessageStore):
             disk_space_warning_level_ratio=disk_space_warning_level_ratio,
             clean_resource_interval=clean_resource_interval,
             delete_file_batch_max=delete_file_batch_max,
-            store_path_commit_log=store_path_commit_log,
+            store_path_commit_log=None
+            if store_path_commit_log is None
+            else os.fspath(store_path_commit_log),
+        )
+        return cls._opened(
+            path,
+            config,
+            store_host=store_host,
+            sync_slaves=sync_slaves,
+            read_only=read_only,
+            truncate_at_corruption=truncate_at_corruption,
+        )
+
+    @classmethod
+    def from_config(
+        cls, path: str | os.PathLike[str], config: _core.BrokerConfig, *, store_host: str
+    ) -> Self:
+        """The store of a broker, exactly as its config (``BrokerConfig.native()``) says;
+        ``store_host`` is ``brokerIP1`` with the client port actually bound."""
+        return cls._opened(path, config, store_host=store_host)
+
+    @classmethod
+    def _opened(
+        cls,
+        path: str | os.PathLike[str],
+        config: _core.BrokerConfig,
+        *,
+        store_host: str | None,
+        sync_slaves: int | None = None,
+        read_only: bool = False,
+        truncate_at_corruption: bool = False,
+    ) -> Self:
+        self = super().__new__(
+            cls,
+            os.fspath(path),
+            config,
             store_host=store_host,
             sync_slaves=sync_slaves,
             read_only=read_only,

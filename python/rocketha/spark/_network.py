@@ -160,13 +160,10 @@ def _queue_offsets(
 
 def _route(client: _core.MQClientAPI, namesrv_addr: str, topic: str) -> bytes | None:
     """The topic's route from the first name server that answers (None: no such topic)."""
-    errors = []
-    for namesrv in namesrv_addr.split(";"):
-        try:
-            return client.get_topic_route_info(namesrv.strip(), topic, _TIMEOUT)
-        except RocketHAError as e:
-            errors.append(f"{namesrv}: {e}")
-    raise RemotingConnectError(f"option namesrvAddr: no name server answered: {'; '.join(errors)}")
+    try:
+        return client.get_topic_route_info(namesrv_addr, topic, _TIMEOUT)
+    except RocketHAError as e:
+        raise RemotingConnectError(f"option namesrvAddr: {e}") from None
 
 
 def _named(spec: str | dict[str, dict[Any, int]], key: QueueKey) -> int | None:

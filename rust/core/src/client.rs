@@ -25,6 +25,7 @@ use crate::remoting::{
 };
 
 mod consumer;
+pub use crate::protocol::AUTO_CREATE_TOPIC_KEY_TOPIC;
 pub use consumer::{decode_pulled, ConsumerData, PullReply, PulledRange, SubscriptionData};
 
 /// `MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX`.
@@ -141,6 +142,31 @@ impl MqClientApi {
         }
     }
 
+    /// GET_ROUTEINFO_BY_TOPIC from the name servers of `namesrv_addr` (`;`-separated), each
+    /// in turn until one answers, as `MQClientAPIImpl` fails over when one is down; the error
+    /// gives every one's reason.
+    pub fn get_topic_route_info_from_any(
+        &self,
+        namesrv_addr: &str,
+        topic: &str,
+        timeout: Duration,
+    ) -> Result<Option<Vec<u8>>, SendError> {
+        let mut errors = Vec::new();
+        for namesrv in namesrv_addrs(namesrv_addr) {
+            match self.get_topic_route_info(namesrv, topic, timeout) {
+                Ok(route) => return Ok(route),
+                Err(e) => errors.push(format!("{namesrv}: {e}")),
+            }
+        }
+        if errors.is_empty() {
+            errors.push(format!("{namesrv_addr:?} names no name server"));
+        }
+        Err(SendError::NotSent(format!(
+            "no name server answered for topic {topic}: {}",
+            errors.join("; ")
+        )))
+    }
+
     /// HEART_BEAT (`MQClientInstance.sendHeartbeatToAllBroker`): tells the broker at `addr`
     /// that client `client_id` produces for `producer_group`.
     pub fn send_heartbeat(
@@ -244,6 +270,18 @@ fn send_reply(addr: &str, response: RemotingCommand) -> Result<SendReply, SendEr
         reply.queue_offset = header.queue_offset;
     }
     Ok(reply)
+}
+
+/// `DefaultMQProducer.defaultTopicQueueNums`: the queues a topic created by a send gets (at
+/// most the broker's `defaultTopicQueueNums`).
+pub const DEFAULT_TOPIC_QUEUE_NUMS: i32 = 4;
+
+/// The name servers of a `namesrvAddr` (`host:port` separated by `;`), in order.
+pub(crate) fn namesrv_addrs(namesrv_addr: &str) -> impl Iterator<Item = &str> {
+    namesrv_addr
+        .split(';')
+        .map(str::trim)
+        .filter(|a| !a.is_empty())
 }
 
 /// Where a producer's send goes and how the broker may create its topic.
@@ -432,6 +470,36 @@ fn month_start_millis(millis: i64) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn routes_come_from_the_first_name_server_that_answers() {
+        use crate::namesrv::{NameServer, NamesrvConfig};
+        let ns =
+            NameServer::start("127.0.0.1:0".parse().unwrap(), NamesrvConfig::default()).unwrap();
+        let api = MqClientApi::new(None, None).unwrap();
+        let timeout = Duration::from_secs(5);
+        // A dead name server first, blanks around the separators: the live one answers.
+        let both = format!(" 127.0.0.1:1 ; {};", ns.local_addr());
+        assert_eq!(
+            api.get_topic_route_info_from_any(&both, "T", timeout)
+                .unwrap(),
+            None
+        );
+        let err = api
+            .get_topic_route_info_from_any("127.0.0.1:1;127.0.0.1:2", "T", timeout)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("no name server answered for topic T: 127.0.0.1:1: ")
+                && err.contains("; 127.0.0.1:2: "),
+            "{err}"
+        );
+        assert!(api
+            .get_topic_route_info_from_any(" ; ", "T", timeout)
+            .unwrap_err()
+            .to_string()
+            .contains("names no name server"));
+    }
 
     #[test]
     fn uniq_ids_are_32_hex_digits_and_differ() {

@@ -21,7 +21,8 @@ pub mod store;
 mod sync;
 
 pub use broker::{
-    BrokerController, BrokerControllerConfig, BrokerError, BrokerSettings, ClientChannel,
+    parse_properties, BrokerConfig, BrokerController, BrokerControllerConfig, BrokerError,
+    BrokerSettings, ClientChannel, ConfigError, Loaded, PropertiesError, Value, IGNORED_KEYS,
 };
 pub use commitlog::flush::FlushDiskType;
 pub use namesrv::{NameServer, NamesrvConfig};

@@ -11,7 +11,7 @@ use rocketha_core::acl::SessionCredentials;
 use rocketha_core::arrow;
 use rocketha_core::client::{
     ConsumerData, MqClientApi, OutgoingMessage, PullReply, SendError, SendOutcome, SendTarget,
-    SubscriptionData,
+    SubscriptionData, AUTO_CREATE_TOPIC_KEY_TOPIC, DEFAULT_TOPIC_QUEUE_NUMS,
 };
 use rocketha_core::remoting::header::{
     PullMessageRequestHeader, QueryConsumerOffsetRequestHeader, UpdateConsumerOffsetRequestHeader,
@@ -165,18 +165,19 @@ impl MQClientAPI {
         py.detach(|| self.inner.close());
     }
 
-    /// GET_ROUTEINFO_BY_TOPIC: the route's standard JSON, or None for an unknown topic.
+    /// GET_ROUTEINFO_BY_TOPIC: the route's standard JSON, or None for an unknown topic, from
+    /// the first name server of `namesrv_addr` (`;`-separated) that answers.
     fn get_topic_route_info<'py>(
         &self,
         py: Python<'py>,
-        namesrv: &str,
+        namesrv_addr: &str,
         topic: &str,
         timeout: f64,
     ) -> PyResult<Option<Bound<'py, PyBytes>>> {
         self.guard.check()?;
         let api = &self.inner;
         let route = py
-            .detach(|| api.get_topic_route_info(namesrv, topic, secs(timeout)))
+            .detach(|| api.get_topic_route_info_from_any(namesrv_addr, topic, secs(timeout)))
             .map_err(send_error)?;
         Ok(route.map(|r| PyBytes::new(py, &r)))
     }
@@ -184,7 +185,7 @@ impl MQClientAPI {
     /// Sends one message (SEND_MESSAGE_V2) or a batch (SEND_BATCH_MESSAGE) of one topic to
     /// `queue_id` of the broker at `addr` and waits for the answer. Every message gets a
     /// `UNIQ_KEY` unless it has one.
-    #[pyo3(signature = (addr, messages, *, producer_group, queue_id, timeout, default_topic="TBW102".to_string(), default_topic_queue_nums=4))]
+    #[pyo3(signature = (addr, messages, *, producer_group, queue_id, timeout, default_topic=AUTO_CREATE_TOPIC_KEY_TOPIC.to_string(), default_topic_queue_nums=DEFAULT_TOPIC_QUEUE_NUMS))]
     #[allow(clippy::too_many_arguments)]
     fn send_message(
         &self,
@@ -215,7 +216,7 @@ impl MQClientAPI {
     /// [`Self::send_message`] without waiting: returns a ticket whose outcome
     /// `next_completed` delivers. Raises at once (RemotingConnectError) when nothing could
     /// be sent.
-    #[pyo3(signature = (addr, messages, *, producer_group, queue_id, timeout, default_topic="TBW102".to_string(), default_topic_queue_nums=4))]
+    #[pyo3(signature = (addr, messages, *, producer_group, queue_id, timeout, default_topic=AUTO_CREATE_TOPIC_KEY_TOPIC.to_string(), default_topic_queue_nums=DEFAULT_TOPIC_QUEUE_NUMS))]
     #[allow(clippy::too_many_arguments)]
     fn send_message_async(
         &self,
@@ -275,7 +276,7 @@ impl MQClientAPI {
 
     /// [`Self::send_message`] as oneway: written, never answered. Returns the messages'
     /// unique ids.
-    #[pyo3(signature = (addr, messages, *, producer_group, queue_id, timeout, default_topic="TBW102".to_string(), default_topic_queue_nums=4))]
+    #[pyo3(signature = (addr, messages, *, producer_group, queue_id, timeout, default_topic=AUTO_CREATE_TOPIC_KEY_TOPIC.to_string(), default_topic_queue_nums=DEFAULT_TOPIC_QUEUE_NUMS))]
     #[allow(clippy::too_many_arguments)]
     fn send_message_oneway(
         &self,

@@ -10,6 +10,7 @@ use rocketha_core::ha::client::HaClient;
 use rocketha_core::ha::master::HaMaster;
 use rocketha_core::ha::{HaConfig, HaEvent};
 
+use crate::config::PyBrokerConfig;
 use crate::errors::{ha_to_py, ForkGuard};
 use crate::store::{parse_host, PyMessageStore};
 
@@ -17,13 +18,14 @@ fn secs(timeout: f64) -> Duration {
     Duration::from_secs_f64(timeout.clamp(0.0, 1e9))
 }
 
-/// The core's defaults, with what the caller gave instead.
+/// `config`'s HA settings (the core's defaults without one), with what the caller gave instead.
 fn ha_config(
+    config: Option<PyRef<'_, PyBrokerConfig>>,
     heartbeat_interval_ms: Option<u64>,
     housekeeping_interval_ms: Option<u64>,
     auth_secret: Option<Vec<u8>>,
 ) -> HaConfig {
-    let d = HaConfig::default();
+    let d = config.map_or_else(HaConfig::default, |c| c.inner.ha_config(None));
     HaConfig {
         heartbeat_interval: heartbeat_interval_ms
             .map_or(d.heartbeat_interval, Duration::from_millis),
@@ -53,27 +55,34 @@ pub struct HAMaster {
 
 #[pymethods]
 impl HAMaster {
-    /// Keyword arguments left out take the core's defaults (RocketMQ's).
+    /// Keyword arguments left out take `config`'s values, or the core's defaults.
     #[new]
-    #[pyo3(signature = (store, listen, *, transfer_batch_size=None, heartbeat_interval_ms=None, housekeeping_interval_ms=None, max_transfer_bytes_per_second=None, sync_from_last_file=false, auth_secret=None))]
+    #[pyo3(signature = (store, listen, *, config=None, transfer_batch_size=None, heartbeat_interval_ms=None, housekeeping_interval_ms=None, max_transfer_bytes_per_second=None, sync_from_last_file=None, auth_secret=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         store: PyRef<'_, PyMessageStore>,
         listen: &str,
+        config: Option<PyRef<'_, PyBrokerConfig>>,
         transfer_batch_size: Option<usize>,
         heartbeat_interval_ms: Option<u64>,
         housekeeping_interval_ms: Option<u64>,
         max_transfer_bytes_per_second: Option<u64>,
-        sync_from_last_file: bool,
+        sync_from_last_file: Option<bool>,
         auth_secret: Option<Vec<u8>>,
     ) -> PyResult<Self> {
         let store = store.store()?.clone();
         let listen = parse_host(listen)?;
-        let mut config = ha_config(heartbeat_interval_ms, housekeeping_interval_ms, auth_secret);
+        let mut config = ha_config(
+            config,
+            heartbeat_interval_ms,
+            housekeeping_interval_ms,
+            auth_secret,
+        );
         config.transfer_batch_size = transfer_batch_size.unwrap_or(config.transfer_batch_size);
-        config.max_transfer_bytes_per_second = max_transfer_bytes_per_second;
-        config.sync_from_last_file = sync_from_last_file;
+        config.max_transfer_bytes_per_second =
+            max_transfer_bytes_per_second.or(config.max_transfer_bytes_per_second);
+        config.sync_from_last_file = sync_from_last_file.unwrap_or(config.sync_from_last_file);
         let inner = py
             .detach(|| HaMaster::start(store, listen, config))
             .map_err(ha_to_py)?;
@@ -167,23 +176,29 @@ pub struct HAClient {
 impl HAClient {
     /// Keyword arguments left out take the core's defaults (RocketMQ's).
     #[new]
-    #[pyo3(signature = (store, master_address=None, *, slave_id=1, heartbeat_interval_ms=None, housekeeping_interval_ms=None, auth_secret=None, frame_crc=false, accept_zero_body_crc=false))]
+    #[pyo3(signature = (store, master_address=None, *, config=None, slave_id=1, heartbeat_interval_ms=None, housekeeping_interval_ms=None, auth_secret=None, frame_crc=None, accept_zero_body_crc=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         store: PyRef<'_, PyMessageStore>,
         master_address: Option<String>,
+        config: Option<PyRef<'_, PyBrokerConfig>>,
         slave_id: u64,
         heartbeat_interval_ms: Option<u64>,
         housekeeping_interval_ms: Option<u64>,
         auth_secret: Option<Vec<u8>>,
-        frame_crc: bool,
-        accept_zero_body_crc: bool,
+        frame_crc: Option<bool>,
+        accept_zero_body_crc: Option<bool>,
     ) -> PyResult<Self> {
         let store = store.store()?.clone();
-        let mut config = ha_config(heartbeat_interval_ms, housekeeping_interval_ms, auth_secret);
-        config.frame_crc = frame_crc;
-        config.accept_zero_body_crc = accept_zero_body_crc;
+        let mut config = ha_config(
+            config,
+            heartbeat_interval_ms,
+            housekeeping_interval_ms,
+            auth_secret,
+        );
+        config.frame_crc = frame_crc.unwrap_or(config.frame_crc);
+        config.accept_zero_body_crc = accept_zero_body_crc.unwrap_or(config.accept_zero_body_crc);
         let inner = py
             .detach(|| HaClient::start(store, master_address, config, slave_id))
             .map_err(ha_to_py)?;

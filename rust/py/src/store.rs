@@ -12,27 +12,18 @@ use pyo3::types::{PyBytes, PyList};
 use rocketha_core::commitlog::record::MessageDraft;
 use rocketha_core::commitlog::OwnedRecord;
 use rocketha_core::store::group_transfer::{PutStatus, Verdicts};
-use rocketha_core::store::{now_millis, MessageStore, StoreConfig};
-use rocketha_core::FlushDiskType;
+use rocketha_core::store::{now_millis, MessageStore};
+use rocketha_core::BrokerConfig;
 
 use crate::buffer::SegmentSlice;
+use crate::config::PyBrokerConfig;
 use crate::errors::{to_py, ConfigError, ForkGuard};
 use crate::message::{put_status_to_py, Message, MessageExt, PutResult};
-use crate::retention::{clean_config, CleanEventQueue};
+use crate::retention::CleanEventQueue;
 
 /// Bodies above this are copied with the GIL released; below it the copy is shorter than the
 /// cost of releasing and re-taking the GIL.
 const DETACH_ABOVE: usize = 64 * 1024;
-
-fn flush_disk_type(name: &str) -> PyResult<FlushDiskType> {
-    match name {
-        "ASYNC_FLUSH" => Ok(FlushDiskType::AsyncFlush),
-        "SYNC_FLUSH" => Ok(FlushDiskType::SyncFlush),
-        other => Err(PyValueError::new_err(format!(
-            "flush_disk_type {other:?} is not ASYNC_FLUSH or SYNC_FLUSH"
-        ))),
-    }
-}
 
 pub fn parse_host(addr: &str) -> PyResult<SocketAddr> {
     addr.parse()
@@ -114,69 +105,32 @@ const BORN_HOST: SocketAddr =
 
 #[pymethods]
 impl PyMessageStore {
-    /// Keyword arguments left out take the core's defaults (RocketMQ's).
+    /// Opens the store at `path` as `config` says (the core's defaults without one);
+    /// `store_host` is the address recorded in each message (`brokerIP1:listenPort` without
+    /// one), `sync_slaves` the slaves' acks a put waits for (the role's without it).
     #[new]
-    #[pyo3(signature = (path, *, mapped_file_size_commit_log=None, flush_disk_type=None, flush_interval_commit_log=None, sync_flush_timeout=None, store_host=None, mapped_file_size_consume_queue=None, sync_slaves=None, slave_timeout=None, ha_max_gap_not_in_sync=None, read_only=false, ha_accept_zero_body_crc=false, truncate_at_corruption=false, delete_when=None, file_reserved_time=None, file_reserved_time_unit_ms=None, disk_max_used_space_ratio=None, disk_space_clean_forcibly_ratio=None, disk_space_warning_level_ratio=None, clean_resource_interval=None, delete_file_batch_max=None, store_path_commit_log=None))]
-    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (path, config=None, *, store_host=None, sync_slaves=None, read_only=false, truncate_at_corruption=false))]
     fn new(
         py: Python<'_>,
         path: PathBuf,
-        mapped_file_size_commit_log: Option<u64>,
-        flush_disk_type: Option<&str>,
-        flush_interval_commit_log: Option<u64>,
-        sync_flush_timeout: Option<u64>,
+        config: Option<PyRef<'_, PyBrokerConfig>>,
         store_host: Option<&str>,
-        mapped_file_size_consume_queue: Option<usize>,
         sync_slaves: Option<usize>,
-        slave_timeout: Option<u64>,
-        ha_max_gap_not_in_sync: Option<u64>,
         read_only: bool,
-        ha_accept_zero_body_crc: bool,
         truncate_at_corruption: bool,
-        delete_when: Option<&str>,
-        file_reserved_time: Option<u64>,
-        file_reserved_time_unit_ms: Option<u64>,
-        disk_max_used_space_ratio: Option<u32>,
-        disk_space_clean_forcibly_ratio: Option<u32>,
-        disk_space_warning_level_ratio: Option<u32>,
-        clean_resource_interval: Option<u64>,
-        delete_file_batch_max: Option<usize>,
-        store_path_commit_log: Option<PathBuf>,
     ) -> PyResult<Self> {
-        let mut config = StoreConfig::new(path);
-        let millis = Duration::from_millis;
-        config.mapped_file_size = mapped_file_size_commit_log.unwrap_or(config.mapped_file_size);
-        if let Some(name) = flush_disk_type {
-            config.flush_disk_type = self::flush_disk_type(name)?;
-        }
-        config.flush_interval = flush_interval_commit_log.map_or(config.flush_interval, millis);
-        config.sync_flush_timeout = sync_flush_timeout.map_or(config.sync_flush_timeout, millis);
-        if let Some(host) = store_host {
-            config.store_host = parse_host(host)?;
-        }
-        if let Some(bytes) = mapped_file_size_consume_queue {
-            config
-                .set_mapped_file_size_consume_queue(bytes)
-                .map_err(ConfigError::new_err)?;
-        }
+        let broker = config.map_or_else(BrokerConfig::default, |c| c.inner.clone());
+        let host = match store_host {
+            Some(host) => host.to_owned(),
+            None => broker.store_host(),
+        };
+        let mut config = broker
+            .store_config(parse_host(&host)?)
+            .map_err(|e| ConfigError::new_err(e.to_string()))?;
+        config.root = path;
         config.sync_slaves = sync_slaves.unwrap_or(config.sync_slaves);
-        config.slave_timeout = slave_timeout.map_or(config.slave_timeout, millis);
-        config.ha_max_gap_not_in_sync =
-            ha_max_gap_not_in_sync.unwrap_or(config.ha_max_gap_not_in_sync);
         config.read_only = read_only;
-        config.accept_zero_body_crc = ha_accept_zero_body_crc;
         config.truncate_at_corruption = truncate_at_corruption;
-        config.store_path_commit_log = store_path_commit_log;
-        config.clean = clean_config(
-            delete_when,
-            file_reserved_time,
-            file_reserved_time_unit_ms,
-            disk_max_used_space_ratio,
-            disk_space_clean_forcibly_ratio,
-            disk_space_warning_level_ratio,
-            clean_resource_interval,
-            delete_file_batch_max,
-        )?;
         let waits = !read_only && config.wait_policy().waits();
         let store = py
             .detach(move || MessageStore::open(config))

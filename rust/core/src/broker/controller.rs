@@ -74,22 +74,9 @@ pub struct BrokerControllerConfig {
 }
 
 impl Default for BrokerControllerConfig {
+    /// RocketMQ's defaults, as [`BrokerConfig`](super::BrokerConfig) holds them.
     fn default() -> Self {
-        Self {
-            settings: BrokerSettings::default(),
-            broker_role: "ASYNC_MASTER".into(),
-            broker_ip1: "127.0.0.1".into(),
-            namesrv_addr: String::new(),
-            register_name_server_period: Duration::from_millis(30_000),
-            ha_server_addr: String::new(),
-            update_master_ha_server_addr_periodically: false,
-            check_master_ha_server_addr: None,
-            flush_consumer_offset_interval: Duration::from_millis(5000),
-            slave_sync_interval: Duration::from_millis(60_000),
-            acl_file: None,
-            server: ServerConfig::default(),
-            client_tls: None,
-        }
+        super::BrokerConfig::default().controller_config()
     }
 }
 

@@ -5,6 +5,7 @@
 //! them on the client port and registers the broker with the name servers.
 
 pub(crate) mod admin;
+pub(crate) mod config;
 pub(crate) mod consumer_manage;
 pub(crate) mod consumer_manager;
 pub(crate) mod consumer_offset;
@@ -18,6 +19,9 @@ pub(crate) mod store_stats;
 pub(crate) mod subscription_group;
 pub(crate) mod topic_config;
 
+pub use config::{
+    parse_properties, BrokerConfig, ConfigError, Loaded, PropertiesError, Value, IGNORED_KEYS,
+};
 pub use controller::{BrokerController, BrokerControllerConfig, BrokerError};
 pub use processor::ClientChannel;
 
@@ -67,31 +71,8 @@ pub struct TransferLimit {
 }
 
 impl Default for BrokerSettings {
-    /// RocketMQ's defaults.
+    /// RocketMQ's defaults, as [`BrokerConfig`] holds them.
     fn default() -> Self {
-        Self {
-            cluster_name: "DefaultCluster".into(),
-            broker_name: "broker-a".into(),
-            broker_id: 0,
-            is_slave: false,
-            auto_create_topic: true,
-            default_topic_queue_nums: 8,
-            max_message_size: 4 << 20,
-            broker_permission: crate::protocol::body::perm::PERM_READ
-                | crate::protocol::body::perm::PERM_WRITE,
-            slave_read_enable: false,
-            which_broker_when_consume_slowly: 1,
-            access_message_in_memory_max_ratio: 40,
-            long_polling_enable: true,
-            auto_create_subscription_group: true,
-            max_transfer_in_memory: TransferLimit {
-                bytes: 256 * 1024,
-                count: 32,
-            },
-            max_transfer_in_disk: TransferLimit {
-                bytes: 64 * 1024,
-                count: 8,
-            },
-        }
+        BrokerConfig::default().settings()
     }
 }

@@ -13,11 +13,9 @@ use std::sync::Mutex;
 
 use crate::protocol::body::{perm, DataVersion, TopicConfig, TopicConfigSerializeWrapper};
 use crate::protocol::now_millis;
+pub(crate) use crate::protocol::AUTO_CREATE_TOPIC_KEY_TOPIC;
 use crate::sync::lock;
 
-/// `TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC`: the template a producer names as
-/// `defaultTopic` when it sends to a topic nobody created (`autoCreateTopicEnable`).
-pub(crate) const AUTO_CREATE_TOPIC_KEY_TOPIC: &str = "TBW102";
 /// System topics every RocketMQ broker holds (`TopicValidator`), one queue each. Besides
 /// matching Java's table, they keep a broker's first registration from carrying a single
 /// topic, which the name server reads as an incremental update of an unknown broker and

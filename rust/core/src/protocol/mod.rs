@@ -11,6 +11,10 @@ pub(crate) mod reader;
 
 pub use reader::ReadError;
 
+/// `TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC`: the template a producer names as
+/// `defaultTopic` when it sends to a topic nobody created (`autoCreateTopicEnable`).
+pub const AUTO_CREATE_TOPIC_KEY_TOPIC: &str = "TBW102";
+
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Wall-clock milliseconds since the epoch, as Java's `System.currentTimeMillis()`: what

@@ -1,0 +1,434 @@
+//! RocketMQ's `BrokerConfig` and `MessageStoreConfig` as one `broker.conf`: every key rocketha
+//! knows, by RocketMQ's camelCase name, with its default, parsed from properties with errors
+//! naming the key and the value. The store's, HA's and retention's own settings
+//! ([`StoreConfig`], [`HaConfig`], [`CleanConfig`]) and the broker's ([`BrokerSettings`],
+//! [`BrokerControllerConfig`]) are derived from it, so each default is written once: the store's
+//! and HA's keys default to what those modules define, every other key's default is here.
+
+mod derive;
+mod properties;
+mod validate;
+mod value;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::commitlog::flush::FlushDiskType;
+use crate::ha::HaConfig;
+use crate::store::StoreConfig;
+
+use properties::closest_key;
+pub use properties::{parse_properties, PropertiesError};
+pub(crate) use value::ConfigValue;
+pub use value::Value;
+
+/// `brokerRole`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BrokerRole {
+    AsyncMaster,
+    SyncMaster,
+    Slave,
+}
+
+impl BrokerRole {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Self::AsyncMaster => "ASYNC_MASTER",
+            Self::SyncMaster => "SYNC_MASTER",
+            Self::Slave => "SLAVE",
+        }
+    }
+
+    pub(crate) fn is_master(self) -> bool {
+        self != Self::Slave
+    }
+}
+
+/// A key that is not known, or a value that does not fit its key or the others.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    #[error("unknown key '{key}'{}", suggestion.as_ref().map(|s| format!("; did you mean '{s}'?")).unwrap_or_default())]
+    UnknownKey {
+        key: String,
+        suggestion: Option<String>,
+    },
+    /// `key` is RocketMQ's name (or `retention`, for the retention keys checked together).
+    #[error("{key}: {problem}")]
+    Invalid { key: &'static str, problem: String },
+}
+
+impl ConfigError {
+    /// The key the error is about, as RocketMQ names it.
+    pub fn key(&self) -> &str {
+        match self {
+            Self::UnknownKey { key, .. } => key,
+            Self::Invalid { key, .. } => key,
+        }
+    }
+}
+
+#[cold]
+fn invalid(key: &'static str, problem: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid {
+        key,
+        problem: problem.into(),
+    }
+}
+
+/// Declares the struct, its defaults, the key table, the typed setter and the writer from one
+/// list, so a key cannot be added to one and missed in another.
+macro_rules! broker_config {
+    (defaults($s:ident, $h:ident); $( $(#[doc = $doc:literal])* $field:ident: $ty:ty = $key:literal, $default:expr; )*) => {
+        /// One broker's `broker.conf`; fields are RocketMQ's keys in snake_case.
+        #[derive(Debug, Clone, PartialEq)]
+        pub struct BrokerConfig {
+            $( $(#[doc = $doc])* pub(crate) $field: $ty, )*
+        }
+
+        impl Default for BrokerConfig {
+            fn default() -> Self {
+                // The store's and HA's keys default to what those modules define.
+                let $s = StoreConfig::new(default_store_path_root_dir());
+                let $h = HaConfig::default();
+                Self { $( $field: $default, )* }
+            }
+        }
+
+        impl BrokerConfig {
+            /// Every key, by RocketMQ's name, in the order of the fields.
+            pub const KEYS: &'static [&'static str] = &[$($key),*];
+
+            /// The snake_case field of each key, in the same order.
+            pub const FIELDS: &'static [&'static str] = &[$(stringify!($field)),*];
+
+            /// Sets `key` from its text (trimmed first); `Ok(false)` for a key not listed.
+            fn set_known(&mut self, key: &str, value: &str) -> Result<bool, ConfigError> {
+                let value = value.trim();
+                match key {
+                    $( $key => {
+                        self.$field = <$ty as ConfigValue>::parse(value).ok_or_else(|| {
+                            invalid($key, format!(
+                                "bad value '{value}', expected {}",
+                                <$ty as ConfigValue>::EXPECTED
+                            ))
+                        })?;
+                        Ok(true)
+                    } )*
+                    _ => Ok(false),
+                }
+            }
+
+            /// `(field, value)` of every key, typed; secrets included.
+            pub fn values(&self) -> Vec<(&'static str, Value)> {
+                vec![$( (stringify!($field), ConfigValue::value(&self.$field)), )*]
+            }
+
+            /// `(key, value)` of every key, `None` when unset; secrets included.
+            pub(crate) fn entries(&self) -> Vec<(&'static str, Option<String>)> {
+                vec![$( ($key, ConfigValue::render(&self.$field)), )*]
+            }
+        }
+    };
+}
+
+const MIB: i64 = 1024 * 1024;
+
+fn ms(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+fn int<T: TryInto<i64>>(n: T) -> i64 {
+    n.try_into().unwrap_or(i64::MAX)
+}
+
+/// RocketMQ's `storePathRootDir`: `~/store`.
+fn default_store_path_root_dir() -> PathBuf {
+    std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_default()
+        .join("store")
+}
+
+broker_config! {
+    defaults(s, h);
+    broker_cluster_name: String = "brokerClusterName", "DefaultCluster".into();
+    broker_name: String = "brokerName", "broker-a".into();
+    /// 0 is the master.
+    broker_id: i64 = "brokerId", 0;
+    broker_role: BrokerRole = "brokerRole", BrokerRole::AsyncMaster;
+    flush_disk_type: FlushDiskType = "flushDiskType", s.flush_disk_type;
+    store_path_root_dir: String = "storePathRootDir", s.root.to_string_lossy().into_owned();
+    mapped_file_size_commit_log: i64 = "mappedFileSizeCommitLog", int(s.mapped_file_size);
+    mapped_file_size_consume_queue: i64 = "mappedFileSizeConsumeQueue",
+        int(s.mapped_file_size_consume_queue());
+    /// With `listenPort` the store host recorded in every message (and in msg ids).
+    broker_ip1: String = "brokerIP1", "127.0.0.1".into();
+    /// The client port; 0 = OS-chosen.
+    listen_port: i64 = "listenPort", 10911;
+    /// rocketha: the interface the client port binds (RocketMQ binds all of them).
+    listen_address: String = "listenAddress", "127.0.0.1".into();
+    /// rocketha: allow a client port on a non-loopback address without `aclEnable`.
+    remoting_allow_insecure: bool = "remotingAllowInsecure", false;
+    /// `disabled`, `permissive` (TLS and plain) or `enforcing`.
+    tls_server_mode: String = "tls.server.mode", "disabled".into();
+    tls_server_cert_path: Option<String> = "tls.server.certPath", None;
+    tls_server_key_path: Option<String> = "tls.server.keyPath", None;
+    /// Not supported (encrypted keys): set, the broker refuses to start.
+    tls_server_key_password: Option<String> = "tls.server.keyPassword", None;
+    /// `none`, `optional` or `require`, checked against `tls.server.trustCertPath`.
+    tls_server_need_client_auth: String = "tls.server.need.client.auth", "none".into();
+    tls_server_trust_cert_path: Option<String> = "tls.server.trustCertPath", None;
+    /// TLS on the broker's own connections: to name servers, and a slave's to its master.
+    tls_enable: bool = "tls.enable", false;
+    /// Trust any server certificate (RocketMQ's default is true; rocketha verifies).
+    tls_test_mode_enable: bool = "tls.test.mode.enable", false;
+    tls_client_trust_cert_path: Option<String> = "tls.client.trustCertPath", None;
+    tls_client_cert_path: Option<String> = "tls.client.certPath", None;
+    tls_client_key_path: Option<String> = "tls.client.keyPath", None;
+    /// Not supported (encrypted keys): set, the broker refuses to start.
+    tls_client_key_password: Option<String> = "tls.client.keyPassword", None;
+    /// Check every client request against `plain_acl.yml` (RocketMQ's ACL 1.0).
+    acl_enable: bool = "aclEnable", false;
+    /// rocketha: the ACL file; by default `$ROCKETMQ_HOME/conf/plain_acl.yml`.
+    acl_plain_file: Option<String> = "aclPlainFile", None;
+    /// Name servers to register with, `host:port` separated by `;`.
+    namesrv_addr: Option<String> = "namesrvAddr", None;
+    /// Milliseconds between registrations with the name servers.
+    register_name_server_period: i64 = "registerNameServerPeriod", 30_000;
+    /// Sends to an unknown topic create it from `TBW102` (RocketMQ 4.x's default: true).
+    auto_create_topic_enable: bool = "autoCreateTopicEnable", true;
+    /// Queues of the `TBW102` template, so at most this many per auto-created topic.
+    default_topic_queue_nums: i64 = "defaultTopicQueueNums", 8;
+    /// 6 = read and write; 4 = read only; 2 = write only.
+    broker_permission: i64 = "brokerPermission", int(
+        crate::protocol::body::perm::PERM_READ | crate::protocol::body::perm::PERM_WRITE
+    );
+    ha_listen_port: i64 = "haListenPort", 10912;
+    /// rocketha: the interface the HA port binds; loopback, as `listenAddress`.
+    ha_listen_address: String = "haListenAddress", "127.0.0.1".into();
+    ha_master_address: Option<String> = "haMasterAddress", None;
+    ha_send_heartbeat_interval: i64 = "haSendHeartbeatInterval", ms(h.heartbeat_interval);
+    ha_housekeeping_interval: i64 = "haHousekeepingInterval", ms(h.housekeeping_interval);
+    ha_transfer_batch_size: i64 = "haTransferBatchSize", int(h.transfer_batch_size);
+    slave_timeout: i64 = "slaveTimeout", ms(s.slave_timeout);
+    sync_flush_timeout: i64 = "syncFlushTimeout", ms(s.sync_flush_timeout);
+    /// Replicas, the master included, that must hold a put; unset, 2 for SYNC_MASTER, else 1.
+    in_sync_replicas: Option<i64> = "inSyncReplicas", None;
+    ha_max_gap_not_in_sync: i64 = "haMaxGapNotInSync", int(s.ha_max_gap_not_in_sync);
+    ha_flow_control_enable: bool = "haFlowControlEnable", false;
+    max_ha_transfer_byte_in_second: i64 = "maxHaTransferByteInSecond", 100 * MIB;
+    sync_from_last_file: bool = "syncFromLastFile", h.sync_from_last_file;
+    /// Consumers that lag are sent to a slave, and a slave serves pulls.
+    slave_read_enable: bool = "slaveReadEnable", false;
+    /// Percent of RAM a consumer may lag behind the head before it counts as reading from disk.
+    access_message_in_memory_max_ratio: i64 = "accessMessageInMemoryMaxRatio", 40;
+    /// The broker id the subscription groups this broker creates send lagging consumers to.
+    which_broker_when_consume_slowly: i64 = "whichBrokerWhenConsumeSlowly", 1;
+    /// A suspended pull is held for its `suspendTimeoutMillis` (else 1 s).
+    long_polling_enable: bool = "longPollingEnable", true;
+    /// Milliseconds between writes of `config/consumerOffset.json`.
+    flush_consumer_offset_interval: i64 = "flushConsumerOffsetInterval", 5000;
+    /// Consumer groups are created on first use; off, an unknown group is refused.
+    auto_create_subscription_group: bool = "autoCreateSubscriptionGroup", true;
+    /// The most one pull answers with while its records are in memory: bytes, and messages.
+    max_transfer_bytes_on_message_in_memory: i64 = "maxTransferBytesOnMessageInMemory", 256 * 1024;
+    max_transfer_count_on_message_in_memory: i64 = "maxTransferCountOnMessageInMemory", 32;
+    /// The same for a consumer so far behind that its records are read from disk.
+    max_transfer_bytes_on_message_in_disk: i64 = "maxTransferBytesOnMessageInDisk", 64 * 1024;
+    max_transfer_count_on_message_in_disk: i64 = "maxTransferCountOnMessageInDisk", 8;
+    /// rocketha, slave: milliseconds between fetches of the master's tables (RocketMQ: 60 s).
+    slave_sync_interval: i64 = "slaveSyncInterval", 60_000;
+    flush_interval_commit_log: i64 = "flushIntervalCommitLog", ms(s.flush_interval);
+    max_message_size: i64 = "maxMessageSize", 4 * MIB;
+    /// rocketha: shared secret for the HA handshake; or read from a file or an env variable.
+    ha_auth_secret: Option<String> = "haAuthSecret", None;
+    ha_auth_secret_file: Option<String> = "haAuthSecretFile", None;
+    ha_auth_secret_env: Option<String> = "haAuthSecretEnv", None;
+    /// rocketha, slave: ask the master for a CRC32 on every frame (needs haAuthSecret).
+    ha_transfer_crc: bool = "haTransferCrc", h.frame_crc;
+    /// rocketha: take records whose BODYCRC is 0 (peers that never fill it in).
+    ha_accept_zero_body_crc: bool = "haAcceptZeroBodyCrc", s.accept_zero_body_crc;
+    /// rocketha: allow an HA port on a non-loopback address without a secret.
+    ha_allow_insecure: bool = "haAllowInsecure", false;
+    /// rocketha: serve `/metrics` and `/status` on this port (0 = OS-chosen; unset = off).
+    metrics_port: Option<i64> = "metricsPort", None;
+    /// rocketha: the interface the metrics port binds.
+    metrics_address: String = "metricsAddress", "127.0.0.1".into();
+    /// Local hours (`04`, or `04;10`) at which expired commit log segments are deleted.
+    delete_when: String = "deleteWhen", render_delete_when(&s.clean.delete_when);
+    /// Hours a commit log segment is kept after its last write.
+    file_reserved_time: i64 = "fileReservedTime", int(s.clean.file_reserved_time);
+    disk_max_used_space_ratio: i64 = "diskMaxUsedSpaceRatio",
+        i64::from(s.clean.disk_max_used_space_ratio);
+    disk_space_clean_forcibly_ratio: i64 = "diskSpaceCleanForciblyRatio",
+        i64::from(s.clean.disk_space_clean_forcibly_ratio);
+    disk_space_warning_level_ratio: i64 = "diskSpaceWarningLevelRatio",
+        i64::from(s.clean.disk_space_warning_level_ratio);
+    clean_resource_interval: i64 = "cleanResourceInterval", ms(s.clean.clean_resource_interval);
+    delete_file_batch_max: i64 = "deleteFileBatchMax", int(s.clean.delete_file_batch_max);
+    /// rocketha, for tests only: milliseconds in one `fileReservedTime` hour.
+    file_reserved_time_unit_ms: i64 = "fileReservedTimeUnitMs", ms(s.clean.hour);
+    /// The commit log's directory; by default `storePathRootDir/commitlog`.
+    store_path_commit_log: Option<String> = "storePathCommitLog", None;
+}
+
+/// `deleteWhen` as written: two-digit hours separated by `;`.
+fn render_delete_when(hours: &[u32]) -> String {
+    hours
+        .iter()
+        .map(|h| format!("{h:02}"))
+        .collect::<Vec<_>>()
+        .join(";")
+}
+
+/// RocketMQ broker and store keys that load but that rocketha does not act on.
+pub const IGNORED_KEYS: &[&str] = &[
+    "brokerIP2",
+    "enablePropertyFilter",
+    "storePathConsumeQueue",
+    "storePathIndex",
+    "storeCheckpoint",
+    "abortFile",
+    "sendMessageThreadPoolNums",
+    "pullMessageThreadPoolNums",
+    "flushCommitLogLeastPages",
+    "flushConsumeQueueLeastPages",
+    "flushCommitLogThoroughInterval",
+    "flushConsumeQueueThoroughInterval",
+    "flushIntervalConsumeQueue",
+    "transientStorePoolEnable",
+    "transientStorePoolSize",
+    "mapedFileSizeConsumeQueue",
+    "messageDelayLevel",
+    "traceTopicEnable",
+    "useEpollNativeSelector",
+    "warmMapedFileEnable",
+    "warmMappedFileEnable",
+    "destroyMapedFileIntervalForcibly",
+    "redeleteHangedFileInterval",
+    "checkCRCOnRecover",
+    "messageIndexEnable",
+    "maxHashSlotNum",
+    "maxIndexNum",
+    "duplicationEnable",
+    "enableDLegerCommitLog",
+    "enableControllerMode",
+    "fetchNamesrvAddrByAddressServer",
+    "rejectTransactionMessage",
+    "serverWorkerThreads",
+    "serverSelectorThreads",
+    "clientWorkerThreads",
+    "shortPollingTimeMills",
+    "notifyConsumerIdsChangedEnable",
+    "highSpeedMode",
+    "commercialEnable",
+    "osPageCacheBusyTimeOutMills",
+    "defaultQueryMaxNum",
+    "transferMsgByHeap",
+    "maxDelayTime",
+    "timerWheelEnable",
+    "enableScheduleMessageStats",
+    // rocketha checks client certificates against tls.server.trustCertPath whenever
+    // tls.server.need.client.auth asks for one, and servers' against tls.client.trustCertPath
+    // unless tls.test.mode.enable.
+    "tls.server.authClient",
+    "tls.client.authServer",
+];
+
+/// Keys whose values are secrets: never written back by [`BrokerConfig::to_properties`].
+const SECRET_KEYS: &[&str] = &[
+    "haAuthSecret",
+    "tls.server.keyPassword",
+    "tls.client.keyPassword",
+];
+
+/// What a file's keys come to: the config, and the keys that were read but are not acted on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Loaded {
+    pub config: BrokerConfig,
+    pub ignored: BTreeMap<String, String>,
+}
+
+impl BrokerConfig {
+    /// Sets one key from its text. An unknown key fails, naming the closest known one.
+    pub(crate) fn set(&mut self, key: &str, value: &str) -> Result<(), ConfigError> {
+        if self.set_known(key, value)? {
+            return Ok(());
+        }
+        Err(ConfigError::UnknownKey {
+            key: key.to_owned(),
+            suggestion: closest_key(key),
+        })
+    }
+
+    /// The defaults with `properties` applied (later keys win), checked as a whole.
+    pub fn from_properties<'a>(
+        properties: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> Result<Loaded, ConfigError> {
+        let mut config = Self::default();
+        let mut ignored = BTreeMap::new();
+        for (key, value) in properties {
+            if IGNORED_KEYS.contains(&key) {
+                ignored.insert(key.to_owned(), value.trim().to_owned());
+            } else {
+                config.set(key, value)?;
+            }
+        }
+        config.validate()?;
+        Ok(Loaded { config, ignored })
+    }
+
+    /// RocketMQ's key of a snake_case field.
+    pub fn key_of(field: &str) -> Option<&'static str> {
+        let index = Self::FIELDS.iter().position(|f| *f == field)?;
+        Self::KEYS.get(index).copied()
+    }
+
+    /// The value of `key` as text, `None` when unset or unknown.
+    pub fn get(&self, key: &str) -> Option<String> {
+        self.entries()
+            .into_iter()
+            .find(|(k, _)| *k == key)
+            .and_then(|(_, v)| v)
+    }
+
+    /// The config as a `broker.conf` text, secrets left out, `inSyncReplicas` resolved.
+    pub fn to_properties(&self) -> String {
+        let mut out = String::new();
+        for (key, value) in self.entries() {
+            let value = match key {
+                "inSyncReplicas" => Some(self.in_sync_replicas().to_string()),
+                _ if SECRET_KEYS.contains(&key) => None,
+                _ => value,
+            };
+            if let Some(value) = value {
+                out.push_str(&format!("{key}={value}\n"));
+            }
+        }
+        out
+    }
+
+    /// `inSyncReplicas`, resolved: unset, 2 for a SYNC_MASTER and 1 otherwise.
+    pub fn in_sync_replicas(&self) -> i64 {
+        self.in_sync_replicas
+            .unwrap_or(if self.broker_role == BrokerRole::SyncMaster {
+                2
+            } else {
+                1
+            })
+    }
+
+    /// `brokerIP1:listenPort`: the address recorded in every message (and in msg ids).
+    pub fn store_host(&self) -> String {
+        format!("{}:{}", self.broker_ip1, self.listen_port)
+    }
+
+    /// Distinct slaves a SYNC_MASTER put waits for.
+    pub fn slave_acks_required(&self) -> usize {
+        usize::try_from(self.in_sync_replicas() - 1).unwrap_or(0)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,128 @@
+//! The services' configs, derived from the one [`BrokerConfig`]: the store's, HA's, the request
+//! processors' and the controller's.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::{invalid, BrokerConfig, BrokerRole, ConfigError};
+use crate::broker::{BrokerControllerConfig, BrokerSettings, TransferLimit};
+use crate::ha::HaConfig;
+use crate::remoting::ServerConfig;
+use crate::store::StoreConfig;
+
+/// A validated non-negative value as the unsigned type the services take.
+fn narrow<T: TryFrom<i64> + Default>(n: i64) -> T {
+    T::try_from(n).unwrap_or_default()
+}
+
+fn millis(n: i64) -> Duration {
+    Duration::from_millis(narrow(n))
+}
+
+impl BrokerConfig {
+    /// The store's config, for a broker whose client port is `store_host`
+    /// (`brokerIP1:listenPort` with the port actually bound).
+    pub fn store_config(&self, store_host: SocketAddr) -> Result<StoreConfig, ConfigError> {
+        let mut store = StoreConfig::new(&self.store_path_root_dir);
+        store.mapped_file_size = narrow(self.mapped_file_size_commit_log);
+        store
+            .set_mapped_file_size_consume_queue(narrow(self.mapped_file_size_consume_queue))
+            .map_err(|e| invalid("mappedFileSizeConsumeQueue", e))?;
+        store.flush_disk_type = self.flush_disk_type;
+        store.flush_interval = millis(self.flush_interval_commit_log);
+        store.store_host = store_host;
+        store.sync_flush_timeout = millis(self.sync_flush_timeout);
+        store.sync_slaves = if self.broker_role == BrokerRole::SyncMaster {
+            self.slave_acks_required()
+        } else {
+            0
+        };
+        store.slave_timeout = millis(self.slave_timeout);
+        store.ha_max_gap_not_in_sync = narrow(self.ha_max_gap_not_in_sync);
+        store.accept_zero_body_crc = self.ha_accept_zero_body_crc;
+        store.clean = self.clean_config()?;
+        store.store_path_commit_log = self.store_path_commit_log.as_ref().map(PathBuf::from);
+        Ok(store)
+    }
+
+    /// The HA side's config, master or slave; `auth_secret` as `haAuthSecret` (or its file or
+    /// variable) gives it.
+    pub fn ha_config(&self, auth_secret: Option<Vec<u8>>) -> HaConfig {
+        HaConfig {
+            transfer_batch_size: narrow(self.ha_transfer_batch_size),
+            heartbeat_interval: millis(self.ha_send_heartbeat_interval),
+            housekeeping_interval: millis(self.ha_housekeeping_interval),
+            max_transfer_bytes_per_second: self
+                .ha_flow_control_enable
+                .then(|| narrow(self.max_ha_transfer_byte_in_second)),
+            sync_from_last_file: self.sync_from_last_file,
+            auth_secret,
+            frame_crc: self.ha_transfer_crc,
+            accept_zero_body_crc: self.ha_accept_zero_body_crc,
+        }
+    }
+
+    /// What the request processors need.
+    pub(crate) fn settings(&self) -> BrokerSettings {
+        BrokerSettings {
+            cluster_name: self.broker_cluster_name.clone(),
+            broker_name: self.broker_name.clone(),
+            broker_id: self.broker_id,
+            is_slave: self.broker_role == BrokerRole::Slave,
+            auto_create_topic: self.auto_create_topic_enable,
+            default_topic_queue_nums: narrow(self.default_topic_queue_nums),
+            max_message_size: narrow(self.max_message_size),
+            broker_permission: narrow(self.broker_permission),
+            slave_read_enable: self.slave_read_enable,
+            which_broker_when_consume_slowly: self.which_broker_when_consume_slowly,
+            access_message_in_memory_max_ratio: narrow(self.access_message_in_memory_max_ratio),
+            long_polling_enable: self.long_polling_enable,
+            auto_create_subscription_group: self.auto_create_subscription_group,
+            max_transfer_in_memory: TransferLimit {
+                bytes: narrow(self.max_transfer_bytes_on_message_in_memory),
+                count: narrow(self.max_transfer_count_on_message_in_memory),
+            },
+            max_transfer_in_disk: TransferLimit {
+                bytes: narrow(self.max_transfer_bytes_on_message_in_disk),
+                count: narrow(self.max_transfer_count_on_message_in_disk),
+            },
+        }
+    }
+
+    /// The controller's config from the keys; what only a running broker knows (its HA
+    /// address, the ACL file found, TLS material read) the caller fills in.
+    pub fn controller_config(&self) -> BrokerControllerConfig {
+        let slave = !self.broker_role.is_master();
+        BrokerControllerConfig {
+            settings: self.settings(),
+            broker_role: self.broker_role.name().to_owned(),
+            broker_ip1: self.broker_ip1.clone(),
+            namesrv_addr: self.namesrv_addr.clone().unwrap_or_default(),
+            register_name_server_period: millis(self.register_name_server_period),
+            ha_server_addr: String::new(),
+            // A slave without haMasterAddress follows the master the name servers name; with
+            // both, it replicates from its haMasterAddress once they confirm it.
+            update_master_ha_server_addr_periodically: slave && self.ha_master_address.is_none(),
+            check_master_ha_server_addr: self
+                .ha_master_address
+                .clone()
+                .filter(|_| slave && self.namesrv_addr.is_some()),
+            flush_consumer_offset_interval: millis(self.flush_consumer_offset_interval),
+            slave_sync_interval: millis(self.slave_sync_interval),
+            acl_file: None,
+            server: ServerConfig::default(),
+            client_tls: None,
+        }
+    }
+
+    /// What the name servers hand this master's slaves: its HA port on a reachable host
+    /// (`brokerIP1` when `haListenAddress` is every interface).
+    pub fn advertised_ha_address(&self, port: u16) -> String {
+        let host = match self.ha_listen_address.as_str() {
+            "0.0.0.0" | "::" => &self.broker_ip1,
+            host => host,
+        };
+        format!("{host}:{port}")
+    }
+}
