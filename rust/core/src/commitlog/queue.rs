@@ -53,32 +53,16 @@ impl MappedFileQueue {
         if writable {
             std::fs::create_dir_all(dir).map_err(|e| CommitLogError::io(dir, e))?;
         }
-        let mut found = Vec::new();
-        let entries = match std::fs::read_dir(dir) {
-            Ok(entries) => Some(entries),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !writable => None,
-            Err(e) => return Err(CommitLogError::io(dir, e)),
-        };
-        for entry in entries.into_iter().flatten() {
-            let entry = entry.map_err(|e| CommitLogError::io(dir, e))?;
-            let path = entry.path();
-            let name = entry.file_name();
-            let name = name.to_string_lossy();
-            if name.ends_with(".tmp") && writable {
-                // A segment whose creation a crash interrupted: never part of the log.
-                let _ = std::fs::remove_file(&path);
-                continue;
+        let mut found = list_segments(dir, writable)?;
+        // A reader of a live store lists the directory while its writer renames the next
+        // segment into place, and readdir during a rename may miss an entry: a read-only open
+        // lists again before it calls a gap corruption.
+        for _ in 1..LIST_ATTEMPTS {
+            if writable || first_gap(&found, file_size).is_none() {
+                break;
             }
-            if name.starts_with('.') || name.ends_with(".tmp") {
-                continue;
-            }
-            let start = (name.len() == 20)
-                .then(|| name.parse::<u64>().ok())
-                .flatten()
-                .ok_or_else(|| CommitLogError::BadSegmentName { path: path.clone() })?;
-            found.push((start, path));
+            found = list_segments(dir, writable)?;
         }
-        found.sort();
         let mut files = Vec::with_capacity(found.len());
         let mut expected: Option<u64> = None;
         for (start, path) in found {
@@ -329,6 +313,48 @@ impl MappedFileQueue {
             }
         }
     }
+}
+
+/// How often a read-only open lists a live store's segments before a gap is corruption.
+const LIST_ATTEMPTS: usize = 5;
+
+/// The segments in `dir` by start offset, sorted. A writer removes the `.tmp` a crash left.
+fn list_segments(dir: &Path, writable: bool) -> Result<Vec<(u64, PathBuf)>, CommitLogError> {
+    let mut found = Vec::new();
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => Some(entries),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !writable => None,
+        Err(e) => return Err(CommitLogError::io(dir, e)),
+    };
+    for entry in entries.into_iter().flatten() {
+        let entry = entry.map_err(|e| CommitLogError::io(dir, e))?;
+        let path = entry.path();
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.ends_with(".tmp") && writable {
+            // A segment whose creation a crash interrupted: never part of the log.
+            let _ = std::fs::remove_file(&path);
+            continue;
+        }
+        if name.starts_with('.') || name.ends_with(".tmp") {
+            continue;
+        }
+        let start = (name.len() == 20)
+            .then(|| name.parse::<u64>().ok())
+            .flatten()
+            .ok_or_else(|| CommitLogError::BadSegmentName { path: path.clone() })?;
+        found.push((start, path));
+    }
+    found.sort();
+    Ok(found)
+}
+
+/// The first segment that does not start where the one before it ends.
+fn first_gap(found: &[(u64, PathBuf)], file_size: usize) -> Option<u64> {
+    found
+        .windows(2)
+        .find(|w| w[1].0 != w[0].0 + file_size as u64)
+        .map(|w| w[1].0)
 }
 
 #[cfg(test)]
