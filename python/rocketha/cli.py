@@ -19,12 +19,12 @@ import threading
 import time
 import urllib.error
 import urllib.request
-import zlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from rocketha import Message, MessageStore, __version__, _children
+from rocketha import Message, __version__, _children
+from rocketha._cli_store import AddParser, add_inspect, add_repair
 from rocketha.acl import SessionCredentials
 from rocketha.broker import Broker
 from rocketha.config import BrokerConfig, parse_key_value
@@ -35,10 +35,24 @@ from rocketha.tls import server_tls_from_properties
 log = logging.getLogger("rocketha.cli")
 
 
-def _percentile(sorted_values: Sequence[float], q: float) -> float:
-    if not sorted_values:
-        return 0.0
-    return sorted_values[min(len(sorted_values) - 1, int(q * len(sorted_values)))]
+def _add_demo(add: AddParser) -> None:
+    """``rocketha demo``'s options: the size of the run and where its stores go."""
+    demo = add("demo", help="name server, master, slave, producers and a consumer on loopback")
+    demo.add_argument(
+        "-n", "--messages", type=int, default=20_000, help="messages to send (default 20000)"
+    )
+    demo.add_argument("--size", type=int, default=1024, help="body bytes")
+    demo.add_argument("--topic", default="DemoTopic", help="topic (default DemoTopic)")
+    demo.add_argument("--store", help="directory for both stores, kept (default: a temp dir)")
+    demo.add_argument("--keep", action="store_true", help="keep the temporary store")
+    demo.add_argument(
+        "--segment-size",
+        type=int,
+        default=16 << 20,
+        help="commit log segment bytes, mappedFileSizeCommitLog (default 16 MiB)",
+    )
+    demo.add_argument("--json", action="store_true", help="print the summary as JSON")
+    demo.set_defaults(func=cmd_demo)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -93,6 +107,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 #: Where ``--access-key``'s secret comes from: never the command line, which ``ps`` shows.
 SECRET_KEY_ENV = "ROCKETHA_SECRET_KEY"
+_SIGNING = f"sign requests for a broker with aclEnable=true (secret key: ${SECRET_KEY_ENV})"
 
 
 def _credentials(args: argparse.Namespace) -> SessionCredentials | None:
@@ -106,6 +121,38 @@ def _credentials(args: argparse.Namespace) -> SessionCredentials | None:
             f"--access-key {args.access_key}: set the account's secret key in ${SECRET_KEY_ENV}"
         )
     return SessionCredentials(args.access_key, secret)
+
+
+def _add_consume(add: AddParser) -> None:
+    """``rocketha consume``'s options: the group, the topic, where a new group starts and
+    what is printed."""
+    consume = add("consume", help="print a topic's messages as a consumer group member")
+    consume.add_argument("--namesrv", required=True, help="name server host:port (';' for more)")
+    consume.add_argument("--group", required=True, help="consumer group")
+    consume.add_argument(
+        "--topic", required=True, help="topic to read (waited for if it does not exist yet)"
+    )
+    consume.add_argument("--subscription", default="*", help='tags: "*" or "tagA || tagB"')
+    consume.add_argument("--count", type=int, help="stop after N messages")
+    out = consume.add_mutually_exclusive_group()
+    out.add_argument(
+        "--json",
+        action="store_true",
+        help='one JSON line per message; the body is lossless: "body" when it is UTF-8 '
+        'text, else "body_base64" (without --json, a body that is not text is printed '
+        'escaped after a "(binary, N bytes)" mark)',
+    )
+    out.add_argument("--count-only", action="store_true", help="print only the total")
+    consume.add_argument(
+        "--from-beginning",
+        action="store_true",
+        help="a group with no committed offset starts at the first message of each queue "
+        "(CONSUME_FROM_FIRST_OFFSET). Without it, RocketMQ's CONSUME_FROM_LAST_OFFSET: at the "
+        "end of each queue, except a queue whose first message is still in the broker's "
+        "memory (a new topic), which is read from its start",
+    )
+    consume.add_argument("--access-key", metavar="KEY", help=_SIGNING)
+    consume.set_defaults(func=cmd_consume)
 
 
 def cmd_consume(args: argparse.Namespace) -> int:
@@ -233,6 +280,48 @@ def broker_config(args: argparse.Namespace) -> BrokerConfig:
     return BrokerConfig.load(args.config, properties, properties_source="--set", **overrides)
 
 
+def _add_broker(add: AddParser) -> None:
+    """``rocketha broker``'s options: ``mqbroker``'s ``-c``, ``-n`` and ``-p``, ``--set``, and
+    the stdin producer."""
+    broker = add("broker", help="run a broker in the foreground")
+    broker.add_argument("-c", "--config", required=True, help="broker.conf")
+    broker.add_argument(
+        "-n",
+        "--namesrv-addr",
+        help="name servers, host:port separated by ';' (over the file's namesrvAddr, "
+        "which is over the NAMESRV_ADDR environment variable)",
+    )
+    broker.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a broker.conf key over the file's value, repeatable: e.g. --set listenPort=10921 "
+        "--set storePathRootDir=/data/b for a second broker on the host",
+    )
+    broker.add_argument(
+        "-p",
+        "--print-config",
+        action="store_true",
+        help="print the effective config (file, -n, --set) as broker.conf lines and exit",
+    )
+    broker.add_argument(
+        "--produce-stdin",
+        action="store_true",
+        help="on a master: put one message per line of stdin, then stop at its end",
+    )
+    broker.add_argument(
+        "--topic", default="StdinTopic", help="with --produce-stdin: the topic (StdinTopic)"
+    )
+    broker.add_argument(
+        "--wait-for-slave",
+        type=float,
+        metavar="SECONDS",
+        help="with --produce-stdin: read nothing until a slave replicates (exit 2 if none)",
+    )
+    broker.set_defaults(func=cmd_broker)
+
+
 def cmd_broker(args: argparse.Namespace) -> int:
     config = broker_config(args)
     if args.print_config:
@@ -295,6 +384,28 @@ def _is_loopback(listen: str) -> bool:
         return False
 
 
+def _add_namesrv(add: AddParser) -> None:
+    """``rocketha namesrv``'s options: where it listens, and its TLS."""
+    namesrv = add("namesrv", help="run a name server in the foreground")
+    namesrv.add_argument(
+        "--listen", default="127.0.0.1:9876", help="ip:port (port 0 picks a free one)"
+    )
+    namesrv.add_argument(
+        "--allow-insecure",
+        action="store_true",
+        help="listen on a non-loopback address although anyone reaching it can rewrite routes",
+    )
+    namesrv.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a TLS setting by RocketMQ's key, repeatable: --set tls.server.mode=enforcing "
+        "--set tls.server.certPath=server.pem --set tls.server.keyPath=server.key",
+    )
+    namesrv.set_defaults(func=cmd_namesrv)
+
+
 def cmd_namesrv(args: argparse.Namespace) -> int:
     if not _is_loopback(args.listen) and not args.allow_insecure:
         print(
@@ -317,6 +428,23 @@ def cmd_namesrv(args: argparse.Namespace) -> int:
         signals.stop.wait()
     print(json.dumps({"stopped": True}), flush=True)
     return 0
+
+
+def _add_produce(add: AddParser) -> None:
+    """``rocketha produce``'s options: the name server, the topic, what to send."""
+    produce = add("produce", help="send messages through a name server's routes")
+    produce.add_argument("--namesrv", required=True, help="name server host:port (';' for more)")
+    produce.add_argument("--topic", required=True, help="topic to send to")
+    produce.add_argument("--group", default="rocketha-cli-producer", help="producer group")
+    produce.add_argument("--count", type=int, help="send N generated messages, not stdin's lines")
+    produce.add_argument("--size", type=int, default=128, help="bytes per generated message")
+    produce.add_argument(
+        "--json",
+        action="store_true",
+        help="one JSON line per message: its line number and send result, or its error",
+    )
+    produce.set_defaults(func=cmd_produce)
+    produce.add_argument("--access-key", metavar="KEY", help=_SIGNING)
 
 
 def cmd_produce(args: argparse.Namespace) -> int:
@@ -371,6 +499,22 @@ def cmd_produce(args: argparse.Namespace) -> int:
             counts += f"; {failed} failed (see above)"
         print(f"sent {total} messages to {args.topic} in {elapsed:.2f} s ({rate:.0f}/s): {counts}")
     return 0 if not failed and statuses.get(SendStatus.SEND_OK.value, 0) == total else 1
+
+
+def _add_status(add: AddParser) -> None:
+    """``rocketha status``'s options: the broker's metricsPort and the output."""
+    status = add("status", help="a broker's replication state, from its metricsPort")
+    status.add_argument("url", help="the broker's metricsPort: host:port or http://host:port")
+    status.add_argument("--json", action="store_true", help="the whole state as JSON")
+    status.add_argument(
+        "--watch",
+        type=float,
+        nargs="?",
+        const=2.0,
+        metavar="SECONDS",
+        help="redraw every SECONDS (default 2) until interrupted",
+    )
+    status.set_defaults(func=cmd_status)
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -454,143 +598,6 @@ def _status_summary(s: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def cmd_inspect(args: argparse.Namespace) -> int:
-    """Lists segments and records, verifying every CRC."""
-    with MessageStore(
-        args.store,
-        read_only=True,
-        ha_accept_zero_body_crc=args.accept_zero_body_crc,
-    ) as store:
-        print(f"store {args.store}: offsets [{store.min_offset}, {store.max_offset})")
-        for path, start, used in store.segments():
-            print(f"  segment {Path(path).name}  start {start}  used {used}")
-        corruption = store.corruption()
-        if corruption is not None:
-            print(f"CORRUPT: {corruption[4]}")
-            return 1
-        count, topics = 0, dict[str, int]()
-        try:
-            for m in store.messages(check_crc=True):
-                count += 1
-                topics[m.topic] = topics.get(m.topic, 0) + 1
-                if args.records:
-                    print(
-                        f"  @{m.commitlog_offset} {m.topic}/{m.queue_id}#{m.queue_offset} "
-                        f"{len(m.body)} B tags={m.tags} msgId={m.msg_id}"
-                    )
-        except RocketHAError as e:
-            print(f"CORRUPT: {e}")
-            return 1
-        scan_error = store.scan_error()
-        if scan_error is not None:
-            at, reason = scan_error
-            print(
-                f"CORRUPT: valid data ends at offset {at}: {reason} "
-                "(a torn last record is expected while a broker is writing)"
-            )
-            return 1
-        print(f"{count} records, every CRC verified; per topic: {topics}")
-        for topic, qid, lo, hi in store.queues():
-            print(f"  consume queue {topic}/{qid}: queue offsets [{lo}, {hi})")
-    return 0
-
-
-def _divergence_offset(args: argparse.Namespace) -> int:
-    """Where the logs part: given, found by comparing with the master's store, or recorded by
-    the HA client when it detected the divergence."""
-    if args.to is not None:
-        return int(args.to)
-    if args.master_store:
-        with (
-            MessageStore(args.store, read_only=True) as mine,
-            MessageStore(args.master_store, read_only=True) as theirs,
-        ):
-            offset = max(mine.min_offset, theirs.min_offset)
-            end = min(mine.max_offset, theirs.max_offset)
-            while offset < end:
-                a, b = mine.read_raw(offset, 1 << 20), theirs.read_raw(offset, 1 << 20)
-                n = min(len(a), len(b))
-                if n == 0:
-                    break
-                if a[:n] != b[:n]:
-                    return offset + next(i for i in range(n) if a[i] != b[i])
-                offset += n
-            return offset
-    marker = Path(args.store) / "divergence"
-    if not marker.exists():
-        raise RocketHAError(
-            f"{marker} not found: no divergence was recorded; "
-            "pass --master-store DIR or --to OFFSET"
-        )
-    fields = dict(line.split("=", 1) for line in marker.read_text().split())
-    return int(fields["offset"])
-
-
-def _truncate_at_corruption(args: argparse.Namespace) -> int:
-    """Cuts the log at the invalid record in its middle, dropping the valid records after it:
-    what recovery refuses to do unless told."""
-    with MessageStore(args.store, truncate_at_corruption=True) as store:
-        cut = store.corruption()
-        deleted = store.recovery_report()[7]
-        end = store.max_offset
-    if cut is None:
-        print(f"{args.store}: no corruption in the middle of the log; nothing cut")
-        return 0
-    at, _next_valid, records, size, _message = cut
-    print(
-        f"cut {args.store} at offset {at}: dropped {records} valid records ({size} bytes) that "
-        f"followed the invalid one, deleted {len(deleted)} segment files; the log ends at {end}"
-    )
-    return 0
-
-
-def _accept_zero_body_crc(args: argparse.Namespace) -> int:
-    """Checks that the store opens when a BODYCRC of 0 is taken as "never computed"; rewrites
-    nothing, so the records stay byte for byte what their writer sent."""
-    with MessageStore(args.store, ha_accept_zero_body_crc=True) as store:
-        zero = sum(
-            1 for m in store.messages() if m.body_crc == 0 and zlib.crc32(m.body) & 0x7FFFFFFF != 0
-        )
-    print(
-        f"{args.store} opens with a BODYCRC of 0 accepted: {zero} records keep BODYCRC 0, nothing "
-        "rewritten. Set haAcceptZeroBodyCrc=true in the broker.conf of every broker that opens "
-        "or replicates this log; every other check stays on"
-    )
-    return 0
-
-
-def cmd_repair(args: argparse.Namespace) -> int:
-    """Repairs what recovery and replication refuse to decide alone: a divergent replica
-    (truncated to the last record both logs share), or corruption in the middle of the log (cut
-    there, or kept when its only problem is a BODYCRC of 0)."""
-    if args.truncate_at_corruption:
-        return _truncate_at_corruption(args)
-    if args.accept_zero_body_crc:
-        return _accept_zero_body_crc(args)
-    if not args.truncate_to_common_prefix:
-        print(
-            "rocketha repair: say what to do: --truncate-to-common-prefix, "
-            "--truncate-at-corruption or --accept-zero-body-crc",
-            file=sys.stderr,
-        )
-        return 2
-    diverges_at = _divergence_offset(args)
-    with MessageStore(args.store) as store:
-        boundary = store.min_offset
-        for m in store.messages():
-            if m.next_offset > diverges_at:
-                break
-            boundary = m.next_offset
-        dropped = store.max_offset - boundary
-        deleted = store.truncate_to(boundary)
-    (Path(args.store) / "divergence").unlink(missing_ok=True)
-    print(
-        f"truncated {args.store} to offset {boundary} (logs part at {diverges_at}): "
-        f"dropped {dropped} bytes, deleted {len(deleted)} segment files"
-    )
-    return 0
-
-
 def _benches_root() -> Path | None:
     """The checkout holding ``benches/``: ``$ROCKETHA_BENCHES``, else the current directory or
     the nearest parent with one."""
@@ -655,168 +662,14 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     add = functools.partial(sub.add_parser, parents=[logs])
 
-    demo = add("demo", help="name server, master, slave, producers and a consumer on loopback")
-    demo.add_argument(
-        "-n", "--messages", type=int, default=20_000, help="messages to send (default 20000)"
-    )
-    demo.add_argument("--size", type=int, default=1024, help="body bytes")
-    demo.add_argument("--topic", default="DemoTopic", help="topic (default DemoTopic)")
-    demo.add_argument("--store", help="directory for both stores, kept (default: a temp dir)")
-    demo.add_argument("--keep", action="store_true", help="keep the temporary store")
-    demo.add_argument(
-        "--segment-size",
-        type=int,
-        default=16 << 20,
-        help="commit log segment bytes, mappedFileSizeCommitLog (default 16 MiB)",
-    )
-    demo.add_argument("--json", action="store_true", help="print the summary as JSON")
-    demo.set_defaults(func=cmd_demo)
-
-    namesrv = add("namesrv", help="run a name server in the foreground")
-    namesrv.add_argument(
-        "--listen", default="127.0.0.1:9876", help="ip:port (port 0 picks a free one)"
-    )
-    namesrv.add_argument(
-        "--allow-insecure",
-        action="store_true",
-        help="listen on a non-loopback address although anyone reaching it can rewrite routes",
-    )
-    namesrv.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="a TLS setting by RocketMQ's key, repeatable: --set tls.server.mode=enforcing "
-        "--set tls.server.certPath=server.pem --set tls.server.keyPath=server.key",
-    )
-    namesrv.set_defaults(func=cmd_namesrv)
-
-    broker = add("broker", help="run a broker in the foreground")
-    broker.add_argument("-c", "--config", required=True, help="broker.conf")
-    broker.add_argument(
-        "-n",
-        "--namesrv-addr",
-        help="name servers, host:port separated by ';' (over the file's namesrvAddr, "
-        "which is over the NAMESRV_ADDR environment variable)",
-    )
-    broker.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="a broker.conf key over the file's value, repeatable: e.g. --set listenPort=10921 "
-        "--set storePathRootDir=/data/b for a second broker on the host",
-    )
-    broker.add_argument(
-        "-p",
-        "--print-config",
-        action="store_true",
-        help="print the effective config (file, -n, --set) as broker.conf lines and exit",
-    )
-    broker.add_argument(
-        "--produce-stdin",
-        action="store_true",
-        help="on a master: put one message per line of stdin, then stop at its end",
-    )
-    broker.add_argument(
-        "--topic", default="StdinTopic", help="with --produce-stdin: the topic (StdinTopic)"
-    )
-    broker.add_argument(
-        "--wait-for-slave",
-        type=float,
-        metavar="SECONDS",
-        help="with --produce-stdin: read nothing until a slave replicates (exit 2 if none)",
-    )
-    broker.set_defaults(func=cmd_broker)
-
-    produce = add("produce", help="send messages through a name server's routes")
-    produce.add_argument("--namesrv", required=True, help="name server host:port (';' for more)")
-    produce.add_argument("--topic", required=True, help="topic to send to")
-    produce.add_argument("--group", default="rocketha-cli-producer", help="producer group")
-    produce.add_argument("--count", type=int, help="send N generated messages, not stdin's lines")
-    produce.add_argument("--size", type=int, default=128, help="bytes per generated message")
-    produce.add_argument(
-        "--json",
-        action="store_true",
-        help="one JSON line per message: its line number and send result, or its error",
-    )
-    produce.set_defaults(func=cmd_produce)
-    signing = f"sign requests for a broker with aclEnable=true (secret key: ${SECRET_KEY_ENV})"
-    produce.add_argument("--access-key", metavar="KEY", help=signing)
-
-    consume = add("consume", help="print a topic's messages as a consumer group member")
-    consume.add_argument("--namesrv", required=True, help="name server host:port (';' for more)")
-    consume.add_argument("--group", required=True, help="consumer group")
-    consume.add_argument(
-        "--topic", required=True, help="topic to read (waited for if it does not exist yet)"
-    )
-    consume.add_argument("--subscription", default="*", help='tags: "*" or "tagA || tagB"')
-    consume.add_argument("--count", type=int, help="stop after N messages")
-    out = consume.add_mutually_exclusive_group()
-    out.add_argument(
-        "--json",
-        action="store_true",
-        help='one JSON line per message; the body is lossless: "body" when it is UTF-8 '
-        'text, else "body_base64" (without --json, a body that is not text is printed '
-        'escaped after a "(binary, N bytes)" mark)',
-    )
-    out.add_argument("--count-only", action="store_true", help="print only the total")
-    consume.add_argument(
-        "--from-beginning",
-        action="store_true",
-        help="a group with no committed offset starts at the first message of each queue "
-        "(CONSUME_FROM_FIRST_OFFSET). Without it, RocketMQ's CONSUME_FROM_LAST_OFFSET: at the "
-        "end of each queue, except a queue whose first message is still in the broker's "
-        "memory (a new topic), which is read from its start",
-    )
-    consume.add_argument("--access-key", metavar="KEY", help=signing)
-    consume.set_defaults(func=cmd_consume)
-
-    status = add("status", help="a broker's replication state, from its metricsPort")
-    status.add_argument("url", help="the broker's metricsPort: host:port or http://host:port")
-    status.add_argument("--json", action="store_true", help="the whole state as JSON")
-    status.add_argument(
-        "--watch",
-        type=float,
-        nargs="?",
-        const=2.0,
-        metavar="SECONDS",
-        help="redraw every SECONDS (default 2) until interrupted",
-    )
-    status.set_defaults(func=cmd_status)
-
-    inspect = add("inspect", help="list segments and records, verify CRCs")
-    inspect.add_argument("store", help="the store directory (storePathRootDir)")
-    inspect.add_argument("--records", action="store_true", help="print every record")
-    inspect.add_argument(
-        "--accept-zero-body-crc",
-        action="store_true",
-        help="take a BODYCRC of 0 as never computed (haAcceptZeroBodyCrc)",
-    )
-    inspect.set_defaults(func=cmd_inspect)
-
-    repair = add("repair", help="repair a divergent replica or mid-log corruption, explicitly")
-    repair.add_argument("store", help="the store directory (storePathRootDir)")
-    action = repair.add_mutually_exclusive_group()
-    action.add_argument(
-        "--truncate-to-common-prefix",
-        action="store_true",
-        help="divergent replica: cut the log back to the last record both logs share",
-    )
-    action.add_argument(
-        "--truncate-at-corruption",
-        action="store_true",
-        help="mid-log corruption: cut the log at the invalid record, dropping what follows",
-    )
-    action.add_argument(
-        "--accept-zero-body-crc",
-        action="store_true",
-        help="mid-log corruption that is only BODYCRC 0: keep the records, rewrite nothing "
-        "(then set haAcceptZeroBodyCrc=true)",
-    )
-    repair.add_argument("--master-store", help="compare with this copy of the master's store")
-    repair.add_argument("--to", type=int, help="the offset where the logs part, if known")
-    repair.set_defaults(func=cmd_repair)
+    _add_demo(add)
+    _add_namesrv(add)
+    _add_broker(add)
+    _add_produce(add)
+    _add_consume(add)
+    _add_status(add)
+    add_inspect(add)
+    add_repair(add)
 
     # Its options belong to the harness (python -m benches), which parses them itself.
     bench = sub.add_parser(

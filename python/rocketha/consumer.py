@@ -39,9 +39,7 @@ import logging
 import os
 import threading
 import time
-from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from dataclasses import dataclass, field
 from enum import Enum
 
 from rocketha import _core
@@ -56,6 +54,7 @@ from rocketha.exceptions import (
     RocketHAError,
     SendStatusUnknownError,
 )
+from rocketha.process_queue import MASTER_ID, ProcessQueue, PullInFlight
 from rocketha.rebalance import (
     SubscribeInfo,
     allocate_message_queue_averagely,
@@ -65,8 +64,6 @@ from rocketha.tls import client_tls
 
 log = logging.getLogger("rocketha.consumer")
 
-#: ``MixAll.MASTER_ID``.
-MASTER_ID = 0
 #: ``PullSysFlag``: the broker may hold the pull; the request carries the subscription.
 _FLAG_SUSPEND, _FLAG_SUBSCRIPTION = 0x2, 0x4
 #: Pull answer codes (``ResponseCode``).
@@ -92,37 +89,6 @@ class ConsumeFromWhere(Enum):
     CONSUME_FROM_LAST_OFFSET = "CONSUME_FROM_LAST_OFFSET"
     CONSUME_FROM_FIRST_OFFSET = "CONSUME_FROM_FIRST_OFFSET"
     CONSUME_FROM_TIMESTAMP = "CONSUME_FROM_TIMESTAMP"
-
-
-@dataclass
-class _ProcessQueue:
-    """``ProcessQueue`` with the lite consumer's offsets: what is pulled, polled, committed."""
-
-    mq: MessageQueue
-    #: Next offset to pull.
-    next_offset: int
-    #: Offset after the last message :meth:`PullConsumer.poll` returned: what a commit stores.
-    consumed: int
-    committed: int
-    #: Pulled messages not polled yet, with the id of the broker that served each.
-    cache: deque[tuple[MessageExt, int]] = field(default_factory=deque)
-    #: ``suggestWhichBrokerId`` of the last answer.
-    broker_id: int = MASTER_ID
-    in_flight: bool = False
-    #: Bumped by a seek: answers to older pulls are dropped.
-    generation: int = 0
-    not_before: float = 0.0
-    dropped: bool = False
-
-
-@dataclass(frozen=True)
-class _Pull:
-    """What a pull ticket was for."""
-
-    pq: _ProcessQueue
-    generation: int
-    broker_id: int
-    addr: str
 
 
 class PullConsumer:
@@ -156,16 +122,10 @@ class PullConsumer:
         tls_key_path: str | None = None,
         credentials: SessionCredentials | None = None,
     ) -> None:
-        self.namesrv_addrs = [a.strip() for a in namesrv_addr.split(";") if a.strip()]
-        if not self.namesrv_addrs:
-            raise MQClientError("namesrv_addr names no name server")
+        self.namesrv_addrs = _namesrv_addrs(namesrv_addr)
         if not group:
             raise MQClientError("group: a consumer group name is required")
-        self.topics = [topics] if isinstance(topics, str) else list(topics)
-        if not self.topics:
-            raise MQClientError(f"topics: at least one topic name, got {topics!r}")
-        for topic in self.topics:
-            check_topic_name(topic)
+        self.topics = _topic_list(topics)
         if pull_batch_size < 1 or pull_threshold_for_queue < pull_batch_size:
             raise MQClientError(
                 f"pull_batch_size ({pull_batch_size}) must be >= 1 and at most "
@@ -204,13 +164,17 @@ class PullConsumer:
                 key_path=tls_key_path,
             ),
         )
+        self._init_state()
+        self._start()
 
+    def _init_state(self) -> None:
+        """Routes, queues, pulls in flight and brokers down: empty until the first rebalance."""
         # Guards everything below; `_cond` wakes pollers when messages arrive.
         self._lock = threading.RLock()
         self._cond = threading.Condition(self._lock)
         self._routes: dict[str, SubscribeInfo] = {}
-        self._queues: dict[MessageQueue, _ProcessQueue] = {}
-        self._tickets: dict[int, _Pull] = {}
+        self._queues: dict[MessageQueue, ProcessQueue] = {}
+        self._tickets: dict[int, PullInFlight] = {}
         #: Address -> monotonic time before which it is not tried (it refused a connection).
         self._down_until: dict[str, float] = {}
         #: Broker groups whose master is down while their slave serves no reads: their queues
@@ -223,14 +187,15 @@ class PullConsumer:
         #: The group's sorted client ids at the last rebalance.
         self._members: list[str] = []
         self._closed = threading.Event()
-
         #: Topics the name servers had no route for at the last look: waited for, as the Java
         #: consumer waits, and logged once each.
         self._unrouted: set[str] = set()
+
+    def _start(self) -> None:
+        """The first rebalance, in the caller's thread so that its errors are the
+        constructor's; then the pull and service threads."""
         try:
-            self._refresh_routes()
-            self._heartbeat()
-            self._rebalance()
+            self._refresh_and_rebalance()
         except BaseException:
             self._api.close()
             raise
@@ -386,7 +351,7 @@ class PullConsumer:
     def _usable(self, addr: str, now: float) -> bool:
         return now >= self._down_until.get(addr, 0.0)
 
-    def _pull_target(self, pq: _ProcessQueue, now: float) -> tuple[int, str] | None:
+    def _pull_target(self, pq: ProcessQueue, now: float) -> tuple[int, str] | None:
         """``findBrokerAddressInSubscribe``: the suggested broker, else the master, else any
         other broker of the group; a broker that refused a connection is skipped until its
         retry time, unless it is the only one."""
@@ -470,7 +435,7 @@ class PullConsumer:
                 wait = 0.0
                 continue
             with self._lock:
-                self._tickets[ticket] = _Pull(pq, generation, broker_id, addr)
+                self._tickets[ticket] = PullInFlight(pq, generation, broker_id, addr)
         return wait
 
     def _on_pulled(self, ticket: int, outcome: object) -> None:
@@ -520,7 +485,7 @@ class PullConsumer:
                 # Every message was filtered out: nothing to deliver up to next_begin.
                 pq.consumed = next_begin
 
-    def _slave_refuses_reads(self, pq: _ProcessQueue, slave: str) -> None:
+    def _slave_refuses_reads(self, pq: ProcessQueue, slave: str) -> None:
         """A slave with ``slaveReadEnable=false`` (RocketMQ's default) serves no messages and
         sends the consumer back to the master: while the master is down the queue waits for it,
         as RocketMQ's consumers do, trying again when the master is due, not in a busy loop.
@@ -553,7 +518,7 @@ class PullConsumer:
         with self._lock:
             return set(self._waiting_for_master)
 
-    def _pull_failed(self, pull: _Pull, e: BaseException) -> None:
+    def _pull_failed(self, pull: PullInFlight, e: BaseException) -> None:
         if isinstance(e, RemotingConnectError | SendStatusUnknownError):
             # A connection refused or lost: the next pull goes to another broker at once.
             self._refused(pull.addr, e)
@@ -561,7 +526,7 @@ class PullConsumer:
             log.warning("pull of %s from %s failed: %s", pull.pq.mq, pull.addr, e)
             pull.pq.not_before = time.monotonic() + _PULL_DELAY_ON_EXCEPTION
 
-    def _pull_refused(self, pull: _Pull, code: int, remark: str) -> None:
+    def _pull_refused(self, pull: PullInFlight, code: int, remark: str) -> None:
         pull.pq.not_before = time.monotonic() + _PULL_DELAY_ON_EXCEPTION
         # A slave may not have synced its master's topics and groups yet: only the master's
         # refusal is final.
@@ -723,7 +688,7 @@ class PullConsumer:
                 pq.dropped = True
                 self._queues.pop(pq.mq, None)
             for mq, offset in new.items():
-                self._queues[mq] = _ProcessQueue(mq, offset, offset, offset)
+                self._queues[mq] = ProcessQueue(mq, offset, offset, offset)
         if removed or added:
             log.info(
                 "rebalance of %s among %d consumers: -%d +%d queues",
@@ -765,7 +730,7 @@ class PullConsumer:
             )
         return self._api.get_max_offset(addr, mq.topic, mq.queue_id, t)
 
-    def _commit(self, *, oneway: bool, only: list[_ProcessQueue] | None = None) -> None:
+    def _commit(self, *, oneway: bool, only: list[ProcessQueue] | None = None) -> None:
         """``updateConsumeOffsetToBroker`` for every queue whose consumed offset moved."""
         with self._lock:
             todo = [
@@ -794,6 +759,24 @@ class PullConsumer:
                 with self._lock:
                     pq.committed = offset
                 break
+
+
+def _namesrv_addrs(namesrv_addr: str) -> list[str]:
+    """``namesrvAddr``'s ``;``-separated name servers; at least one."""
+    addrs = [a.strip() for a in namesrv_addr.split(";") if a.strip()]
+    if not addrs:
+        raise MQClientError("namesrv_addr names no name server")
+    return addrs
+
+
+def _topic_list(topics: str | Sequence[str]) -> list[str]:
+    """One topic or several; at least one, each a valid name."""
+    names = [topics] if isinstance(topics, str) else list(topics)
+    if not names:
+        raise MQClientError(f"topics: at least one topic name, got {topics!r}")
+    for topic in names:
+        check_topic_name(topic)
+    return names
 
 
 def _queue_key(mq: MessageQueue) -> tuple[str, str, int]:

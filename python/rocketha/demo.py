@@ -90,55 +90,7 @@ def run(
     logs = root / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     with ExitStack() as stack:
-        namesrv = _Process(["namesrv", "--listen", "127.0.0.1:0"], logs / "namesrv.log")
-        stack.callback(namesrv.stop)
-        ns = namesrv.started["listen"]
-        common: dict[str, object] = {
-            "brokerName": "demo-broker",
-            "namesrvAddr": ns,
-            "listenPort": 0,
-            "metricsPort": 0,
-            "mappedFileSizeCommitLog": segment_size,
-            "slaveReadEnable": "true",
-        }
-        master = _Process(
-            [
-                "broker",
-                "-c",
-                str(
-                    _conf(
-                        root / "master.conf",
-                        brokerId=0,
-                        brokerRole="SYNC_MASTER",
-                        storePathRootDir=root / "master",
-                        haListenAddress="127.0.0.1",
-                        haListenPort=0,
-                        accessMessageInMemoryMaxRatio=0,
-                        **common,
-                    )
-                ),
-            ],
-            logs / "master.log",
-        )
-        stack.callback(master.stop)
-        slave = _Process(
-            [
-                "broker",
-                "-c",
-                str(
-                    _conf(
-                        root / "slave.conf",
-                        brokerId=1,
-                        brokerRole="SLAVE",
-                        storePathRootDir=root / "slave",
-                        slaveSyncInterval=500,
-                        **common,
-                    )
-                ),
-            ],
-            logs / "slave.log",
-        )
-        stack.callback(slave.stop)
+        ns, master, slave = _start_cluster(root, segment_size, stack)
         step(
             f"name server {ns}, SYNC_MASTER {master.started['listen_address']}, SLAVE "
             f"{slave.started['listen_address']} (its master learned from the name server)"
@@ -154,35 +106,9 @@ def run(
         acked = {i for s, i in sent if s == "SEND_OK"}
 
         step("a consumer of group demo-consumer starts from the first offset")
-        consumed: Counter[str] = Counter()
-        with PullConsumer(
-            ns,
-            "demo-consumer",
-            topic,
-            consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
-            pull_threshold_for_queue=256,
-            master_retry_interval=1.0,
-        ) as consumer:
-            _consume(consumer, consumed, len(sent) // 2)
-            consumer.commit_sync()
-            # The slave serves the topic and the group's offsets once it synced them from its
-            # master (every slaveSyncInterval); a master stopped earlier leaves it without.
-            _wait(
-                "the slave's sync of the topic and offsets",
-                lambda: (
-                    _saved(root / "slave", "topics.json", f'"{topic}"')
-                    and _saved(root / "slave", "consumerOffset.json", f"{topic}@demo-consumer")
-                ),
-            )
-            before = consumer.consumed_from()
-            step(
-                f"consumed {sum(before.values())}: {before.get(MASTER_ID, 0)} from the "
-                f"master, {sum(before.values()) - before.get(MASTER_ID, 0)} from the slave; "
-                "stopping the master"
-            )
-            master.stop()
-            _consume(consumer, consumed, len(sent))
-            sources = consumer.consumed_from()
+        consumed, before, sources = _consume_across_failover(
+            root, ns, topic, len(sent), master, step
+        )
         step("stopping the slave and comparing the commit logs")
         slave.stop()
         replicated = _replica_bytes(root)
@@ -202,6 +128,85 @@ def run(
         "replica_bytes": replicated,
         "replica_byte_identical": same,
     }
+
+
+def _start_cluster(
+    root: Path, segment_size: int, stack: ExitStack
+) -> tuple[str, _Process, _Process]:
+    """The name server, the SYNC_MASTER and the SLAVE, each stopped when ``stack`` closes;
+    returns the name server's address and the two brokers."""
+    logs = root / "logs"
+    namesrv = _Process(["namesrv", "--listen", "127.0.0.1:0"], logs / "namesrv.log")
+    stack.callback(namesrv.stop)
+    ns = namesrv.started["listen"]
+    common: dict[str, object] = {
+        "brokerName": "demo-broker",
+        "namesrvAddr": ns,
+        "listenPort": 0,
+        "metricsPort": 0,
+        "mappedFileSizeCommitLog": segment_size,
+        "slaveReadEnable": "true",
+    }
+    master_conf = _conf(
+        root / "master.conf",
+        brokerId=0,
+        brokerRole="SYNC_MASTER",
+        storePathRootDir=root / "master",
+        haListenAddress="127.0.0.1",
+        haListenPort=0,
+        accessMessageInMemoryMaxRatio=0,
+        **common,
+    )
+    master = _Process(["broker", "-c", str(master_conf)], logs / "master.log")
+    stack.callback(master.stop)
+    slave_conf = _conf(
+        root / "slave.conf",
+        brokerId=1,
+        brokerRole="SLAVE",
+        storePathRootDir=root / "slave",
+        slaveSyncInterval=500,
+        **common,
+    )
+    slave = _Process(["broker", "-c", str(slave_conf)], logs / "slave.log")
+    stack.callback(slave.stop)
+    return ns, master, slave
+
+
+def _consume_across_failover(
+    root: Path, ns: str, topic: str, sent: int, master: _Process, step: Callable[[str], None]
+) -> tuple[Counter[str], dict[int, int], dict[int, int]]:
+    """Half of the ``sent`` messages, the master stopped, then the rest from the slave;
+    returns how many times each message arrived and, before and after the master stopped,
+    how many came from each broker id."""
+    consumed: Counter[str] = Counter()
+    with PullConsumer(
+        ns,
+        "demo-consumer",
+        topic,
+        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+        pull_threshold_for_queue=256,
+        master_retry_interval=1.0,
+    ) as consumer:
+        _consume(consumer, consumed, sent // 2)
+        consumer.commit_sync()
+        # The slave serves the topic and the group's offsets once it synced them from its
+        # master (every slaveSyncInterval); a master stopped earlier leaves it without.
+        _wait(
+            "the slave's sync of the topic and offsets",
+            lambda: (
+                _saved(root / "slave", "topics.json", f'"{topic}"')
+                and _saved(root / "slave", "consumerOffset.json", f"{topic}@demo-consumer")
+            ),
+        )
+        before = consumer.consumed_from()
+        step(
+            f"consumed {sum(before.values())}: {before.get(MASTER_ID, 0)} from the "
+            f"master, {sum(before.values()) - before.get(MASTER_ID, 0)} from the slave; "
+            "stopping the master"
+        )
+        master.stop()
+        _consume(consumer, consumed, sent)
+        return consumed, before, consumer.consumed_from()
 
 
 def _produce(ns: str, topic: str, messages: int, size: int, logs: Path) -> list[tuple[str, str]]:

@@ -184,6 +184,35 @@ def store_mapped_file_size(path: str) -> int:
 
 
 def parse(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
+    """The options (lower-cased keys) checked one by one, then against each other."""
+    namesrv, path = _source(options)
+    topics = _topics(options, namesrv)
+    network = namesrv is not None
+    parsed = ReadOptions(
+        path=path,
+        mapped_file_size=0 if path is None else store_mapped_file_size(path),
+        topics=topics,
+        starting=_offsets(options, "startingOffsets", streaming, network),
+        ending=_offsets(options, "endingOffsets", streaming, network),
+        starting_commit_log_offset=_positive_int(options, "startingCommitLogOffset"),
+        ending_commit_log_offset=_positive_int(options, "endingCommitLogOffset"),
+        max_offsets_per_trigger=_positive_int(options, "maxOffsetsPerTrigger"),
+        max_bytes_per_trigger=_positive_int(options, "maxBytesPerTrigger"),
+        min_partitions=_positive_int(options, "minPartitions") or 1,
+        fail_on_data_loss=_bool(options, "failOnDataLoss"),
+        namesrv_addr=namesrv,
+        prefer_slave=_bool(options, "preferSlave"),
+        group_id=options.get("groupid") or None,
+        credentials=parse_credentials(options),
+    )
+    _check_commit_log_range(parsed, options, streaming=streaming)
+    _check_offsets_range(parsed, streaming=streaming)
+    return parsed
+
+
+def _source(options: Mapping[str, str]) -> tuple[str | None, str | None]:
+    """``(namesrvAddr, absolute path)``: exactly one is set, and no option of the other
+    source is given (nor an unknown one)."""
     unknown = sorted(set(options) - _KNOWN)
     if unknown:
         raise ConfigError(
@@ -205,6 +234,12 @@ def parse(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
         if name.lower() in options:
             where = "a store directory" if namesrv else "namesrvAddr (the network source)"
             raise ConfigError(f"option {name}: only with {where}")
+    return namesrv, None if path is None else os.path.abspath(path)
+
+
+def _topics(options: Mapping[str, str], namesrv: str | None) -> tuple[str, ...] | None:
+    """``topics``, comma-separated: every topic of a store when not given, required over the
+    network."""
     topics = None
     if options.get("topics") is not None:
         topics = tuple(t.strip() for t in options["topics"].split(",") if t.strip())
@@ -212,26 +247,14 @@ def parse(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
             raise ConfigError("option topics: empty list")
     if namesrv and topics is None:
         raise ConfigError("option topics: required with namesrvAddr (a name server has no list)")
-    if path is not None:
-        path = os.path.abspath(path)
-    network = namesrv is not None
-    parsed = ReadOptions(
-        path=path,
-        mapped_file_size=0 if path is None else store_mapped_file_size(path),
-        topics=topics,
-        starting=_offsets(options, "startingOffsets", streaming, network),
-        ending=_offsets(options, "endingOffsets", streaming, network),
-        starting_commit_log_offset=_positive_int(options, "startingCommitLogOffset"),
-        ending_commit_log_offset=_positive_int(options, "endingCommitLogOffset"),
-        max_offsets_per_trigger=_positive_int(options, "maxOffsetsPerTrigger"),
-        max_bytes_per_trigger=_positive_int(options, "maxBytesPerTrigger"),
-        min_partitions=_positive_int(options, "minPartitions") or 1,
-        fail_on_data_loss=_bool(options, "failOnDataLoss"),
-        namesrv_addr=namesrv,
-        prefer_slave=_bool(options, "preferSlave"),
-        group_id=options.get("groupid") or None,
-        credentials=parse_credentials(options),
-    )
+    return topics
+
+
+def _check_commit_log_range(
+    parsed: ReadOptions, options: Mapping[str, str], *, streaming: bool
+) -> None:
+    """Commit log offsets exclude the JSON offsets, streaming has no end, and the end is not
+    before the start."""
     if "startingoffsets" in options and parsed.starting_commit_log_offset is not None:
         raise ConfigError("option startingCommitLogOffset: give it or startingOffsets, not both")
     if "endingoffsets" in options and parsed.ending_commit_log_offset is not None:
@@ -249,6 +272,10 @@ def parse(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
             f"option endingCommitLogOffset: {parsed.ending_commit_log_offset} is before "
             f"startingCommitLogOffset {parsed.starting_commit_log_offset}"
         )
+
+
+def _check_offsets_range(parsed: ReadOptions, *, streaming: bool) -> None:
+    """Per-queue JSON offsets: no -1 (latest) start for a stream, no end before its start."""
     if (
         streaming
         and isinstance(parsed.starting, dict)
@@ -269,7 +296,6 @@ def parse(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
                         f"option endingOffsets: {topic}/{qid} ends at {end}, before its "
                         f"startingOffsets {start}"
                     )
-    return parsed
 
 
 def queue_bounds(opts: ReadOptions, store: MessageStore) -> list[tuple[str, int, int, int]]:
