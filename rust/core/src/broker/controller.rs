@@ -90,6 +90,8 @@ pub struct BrokerController {
     housekeeping: Arc<ServiceThread>,
     /// Persisted at shutdown: the topics sends created since the register loop last did.
     topics: Arc<TopicConfigManager>,
+    /// A slave's master, for the tests.
+    #[cfg(test)]
     slave_sync: Option<Arc<SlaveSynchronize>>,
 }
 
@@ -172,6 +174,7 @@ impl BrokerController {
             register,
             housekeeping,
             topics,
+            #[cfg(test)]
             slave_sync,
         })
     }
@@ -241,11 +244,13 @@ impl BrokerController {
     }
 
     /// A slave's master client address, once the name servers named it.
-    pub fn master_addr(&self) -> Option<String> {
+    #[cfg(test)]
+    pub(crate) fn master_addr(&self) -> Option<String> {
         self.slave_sync.as_ref().and_then(|s| s.master_addr())
     }
 
-    pub fn local_addr(&self) -> std::net::SocketAddr {
+    #[cfg(test)]
+    pub(crate) fn local_addr(&self) -> std::net::SocketAddr {
         self.server.local_addr()
     }
 
