@@ -91,7 +91,7 @@ impl MqClientApi {
     }
 
     /// Sends `request` to `addr` and waits for its answer.
-    pub fn invoke(
+    pub(crate) fn invoke(
         &self,
         addr: &str,
         request: RemotingCommand,
@@ -104,7 +104,7 @@ impl MqClientApi {
 
     /// Sends `request` to `addr` and returns; `callback` gets the answer on the client's loop
     /// thread. An `Err` here means nothing was sent and `callback` will not be called.
-    pub fn invoke_async(
+    pub(crate) fn invoke_async(
         &self,
         addr: &str,
         request: RemotingCommand,
@@ -120,7 +120,7 @@ impl MqClientApi {
 
     /// GET_ROUTEINFO_BY_TOPIC: the route as standard JSON, or `None` when the name server
     /// knows no such topic (`TOPIC_NOT_EXIST`).
-    pub fn get_topic_route_info(
+    pub(crate) fn get_topic_route_info(
         &self,
         namesrv: &str,
         topic: &str,

@@ -84,13 +84,16 @@ impl StoreConfig {
     }
 
     /// `mappedFileSizeConsumeQueue`: the bytes of one consume queue file.
-    pub fn mapped_file_size_consume_queue(&self) -> usize {
+    pub(crate) fn mapped_file_size_consume_queue(&self) -> usize {
         self.cq_entries_per_file * CQ_ENTRY_SIZE
     }
 
     /// Sets the consume queue files' size from `mappedFileSizeConsumeQueue`, in bytes as
     /// RocketMQ gives it: a whole positive number of entries.
-    pub fn set_mapped_file_size_consume_queue(&mut self, bytes: usize) -> Result<(), String> {
+    pub(crate) fn set_mapped_file_size_consume_queue(
+        &mut self,
+        bytes: usize,
+    ) -> Result<(), String> {
         if bytes == 0 || !bytes.is_multiple_of(CQ_ENTRY_SIZE) {
             return Err(format!(
                 "mappedFileSizeConsumeQueue: {bytes} must be a positive multiple of \
@@ -102,7 +105,7 @@ impl StoreConfig {
     }
 
     /// Where the commit log's segments live.
-    pub fn commit_log_dir(&self) -> PathBuf {
+    pub(crate) fn commit_log_dir(&self) -> PathBuf {
         self.store_path_commit_log
             .clone()
             .unwrap_or_else(|| self.root.join("commitlog"))
@@ -698,7 +701,7 @@ impl MessageStore {
     }
 
     /// The GroupTransferService puts wait in; `None` for a read-only store.
-    pub fn group_transfer(&self) -> Option<&Arc<GroupTransferService>> {
+    pub(crate) fn group_transfer(&self) -> Option<&Arc<GroupTransferService>> {
         self.group_transfer.get()
     }
 

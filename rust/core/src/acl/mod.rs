@@ -19,4 +19,4 @@ pub(crate) mod plain_permission_manager;
 pub(crate) mod remote_address;
 
 pub use client_hook::{AclClientRpcHook, SessionCredentials};
-pub use plain_permission_manager::{AclError, PlainPermissionManager};
+pub(crate) use plain_permission_manager::{AclError, PlainPermissionManager};

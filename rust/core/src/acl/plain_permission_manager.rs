@@ -273,7 +273,7 @@ struct State {
     content: Option<Vec<u8>>,
 }
 
-pub struct PlainPermissionManager {
+pub(crate) struct PlainPermissionManager {
     path: PathBuf,
     /// A lock: requests read the policy on the loop thread, housekeeping swaps it.
     state: Mutex<State>,
@@ -281,7 +281,7 @@ pub struct PlainPermissionManager {
 
 impl PlainPermissionManager {
     /// Reads `path`; an unreadable or invalid file is an error naming it and the reason.
-    pub fn load(path: &Path) -> Result<Self, AclError> {
+    pub(crate) fn load(path: &Path) -> Result<Self, AclError> {
         let err = |reason: String| AclError {
             path: path.to_owned(),
             reason,
@@ -305,7 +305,7 @@ impl PlainPermissionManager {
     /// `Some(Ok(summary))` when a new policy is in force, `Some(Err(reason))` when the changed
     /// file did not load (the previous policy stays), `None` when nothing changed. A failure is
     /// reported once per change, not at every look.
-    pub fn reload_if_changed(&self) -> Option<Result<String, String>> {
+    pub(crate) fn reload_if_changed(&self) -> Option<Result<String, String>> {
         let now = std::fs::read(&self.path).ok();
         let mut state = lock(&self.state);
         if now == state.content {

@@ -90,6 +90,8 @@ pub struct BrokerController {
     housekeeping: Arc<ServiceThread>,
     /// Persisted at shutdown: the topics sends created since the register loop last did.
     topics: Arc<TopicConfigManager>,
+    /// A slave's master, for the tests.
+    #[cfg(test)]
     slave_sync: Option<Arc<SlaveSynchronize>>,
 }
 
@@ -105,48 +107,16 @@ impl BrokerController {
         config: BrokerControllerConfig,
     ) -> Result<Self, BrokerError> {
         let settings = Arc::new(config.settings.clone());
-        let topics = TopicConfigManager::load(
-            &store.config().root,
-            settings.auto_create_topic,
-            settings.default_topic_queue_nums,
-        )
-        .map_err(|e: TopicConfigError| BrokerError::TopicConfig(e.to_string()))?;
-        let topics = Arc::new(topics);
-        let root = &store.config().root;
-        let consumer_config =
-            |e: &dyn std::fmt::Display| BrokerError::ConsumerConfig(e.to_string());
-        let tables = ConsumeTables {
-            groups: Arc::new(
-                SubscriptionGroupManager::load(
-                    root,
-                    settings.auto_create_subscription_group,
-                    settings.which_broker_when_consume_slowly,
-                )
-                .map_err(|e| consumer_config(&e))?,
-            ),
-            consumers: Arc::new(ConsumerManager::default()),
-            offsets: Arc::new(ConsumerOffsetManager::load(root).map_err(|e| consumer_config(&e))?),
-        };
-        let acl = match &config.acl_file {
-            Some(path) => Some(Arc::new(PlainAccessValidator {
-                manager: PlainPermissionManager::load(path)?,
-            })),
-            None => None,
-        };
+        let (topics, tables) = Self::initialize_metadata(&store, &settings)?;
+        let acl = Self::initial_acl(&config)?;
         let register = Arc::new(ServiceThread::new("broker-register"));
         let housekeeping = Arc::new(ServiceThread::new("broker-housekeeping"));
         let events = Arc::new(ServerEvents::default());
         let port = listener.local_addr()?.port();
         let broker_addr = format!("{}:{port}", config.broker_ip1);
-        let slave_sync = settings.is_slave.then(|| {
-            Arc::new(SlaveSynchronize::new(
-                broker_addr.clone(),
-                topics.clone(),
-                tables.offsets.clone(),
-                tables.groups.clone(),
-                config.client_tls.clone(),
-            ))
-        });
+        let slave_sync = settings
+            .is_slave
+            .then(|| Self::slave_synchronize(&broker_addr, &topics, &tables, &config));
         let stats = Arc::new(StoreStatsService::default());
         let processor = Arc::new(BrokerProcessor::new(
             store,
@@ -204,7 +174,67 @@ impl BrokerController {
             register,
             housekeeping,
             topics,
+            #[cfg(test)]
             slave_sync,
+        })
+    }
+
+    /// `BrokerController.initializeMetadata`: the topic, subscription group and consumer
+    /// offset tables, loaded from the store's root.
+    fn initialize_metadata(
+        store: &MessageStore,
+        settings: &BrokerSettings,
+    ) -> Result<(Arc<TopicConfigManager>, ConsumeTables), BrokerError> {
+        let root = &store.config().root;
+        let topics = TopicConfigManager::load(
+            root,
+            settings.auto_create_topic,
+            settings.default_topic_queue_nums,
+        )
+        .map_err(|e: TopicConfigError| BrokerError::TopicConfig(e.to_string()))?;
+        let topics = Arc::new(topics);
+        let consumer_config =
+            |e: &dyn std::fmt::Display| BrokerError::ConsumerConfig(e.to_string());
+        let tables = ConsumeTables {
+            groups: Arc::new(
+                SubscriptionGroupManager::load(
+                    root,
+                    settings.auto_create_subscription_group,
+                    settings.which_broker_when_consume_slowly,
+                )
+                .map_err(|e| consumer_config(&e))?,
+            ),
+            consumers: Arc::new(ConsumerManager::default()),
+            offsets: Arc::new(ConsumerOffsetManager::load(root).map_err(|e| consumer_config(&e))?),
+        };
+        Ok((topics, tables))
+    }
+
+    /// A slave's `SlaveSynchronize`: copies the master's topics, offsets and groups.
+    fn slave_synchronize(
+        broker_addr: &str,
+        topics: &Arc<TopicConfigManager>,
+        tables: &ConsumeTables,
+        config: &BrokerControllerConfig,
+    ) -> Arc<SlaveSynchronize> {
+        Arc::new(SlaveSynchronize::new(
+            broker_addr.to_string(),
+            topics.clone(),
+            tables.offsets.clone(),
+            tables.groups.clone(),
+            config.client_tls.clone(),
+        ))
+    }
+
+    /// `BrokerController.initialAcl`: the plain ACL validator when an ACL file is configured.
+    fn initial_acl(
+        config: &BrokerControllerConfig,
+    ) -> Result<Option<Arc<PlainAccessValidator>>, BrokerError> {
+        Ok(match &config.acl_file {
+            Some(path) => Some(Arc::new(PlainAccessValidator {
+                manager: PlainPermissionManager::load(path)?,
+            })),
+            None => None,
         })
     }
 
@@ -214,11 +244,13 @@ impl BrokerController {
     }
 
     /// A slave's master client address, once the name servers named it.
-    pub fn master_addr(&self) -> Option<String> {
+    #[cfg(test)]
+    pub(crate) fn master_addr(&self) -> Option<String> {
         self.slave_sync.as_ref().and_then(|s| s.master_addr())
     }
 
-    pub fn local_addr(&self) -> std::net::SocketAddr {
+    #[cfg(test)]
+    pub(crate) fn local_addr(&self) -> std::net::SocketAddr {
         self.server.local_addr()
     }
 

@@ -18,7 +18,7 @@ use self::hold::{HeldPull, PullRequestHoldService};
 use super::consumer_manager::{ConsumerManager, SubscriptionData};
 use super::consumer_offset::ConsumerOffsetManager;
 use super::store_stats::StoreStatsService;
-use super::subscription_group::SubscriptionGroupManager;
+use super::subscription_group::{SubscriptionGroupConfig, SubscriptionGroupManager};
 use super::topic_config::TopicConfigManager;
 use super::{BrokerSettings, TransferLimit};
 use crate::protocol::body::{perm, MASTER_ID};
@@ -156,27 +156,50 @@ impl PullMessageProcessor {
             }
         };
         let result = self.get_message(&header, &sub);
-        let mut code = match result.status {
-            GetMessageStatus::Found => response_code::SUCCESS,
-            GetMessageStatus::MessageWasRemoving | GetMessageStatus::NoMatchedMessage => {
-                response_code::PULL_RETRY_IMMEDIATELY
+        let (code, suggest) = self.code_and_suggestion(&header, &result, which_broker, broker_id);
+        if suspend_with.is_some()
+            && header.sys_flag & pull_sys_flag::FLAG_COMMIT_OFFSET != 0
+            && !self.settings.is_slave
+        {
+            self.offsets.commit_offset(
+                &header.consumer_group,
+                &header.topic,
+                header.queue_id,
+                header.commit_offset,
+            );
+        }
+        let suspend = header.sys_flag & pull_sys_flag::FLAG_SUSPEND != 0;
+        if code == response_code::PULL_NOT_FOUND && suspend {
+            if let Some(responder) = suspend_with {
+                let held = HeldPull::new(
+                    request.clone(),
+                    connection_id,
+                    remote,
+                    responder,
+                    &header,
+                    sub,
+                    self.suspend_timeout_millis(&header),
+                );
+                // A lookup that found nothing, as `getMessage` counts it; its wake-up counts again.
+                self.stats.add_get(0);
+                self.hold.suspend(held, &self.store);
+                return None;
             }
-            GetMessageStatus::NoMatchedLogicQueue | GetMessageStatus::NoMessageInQueue => {
-                if header.queue_offset != 0 {
-                    response_code::PULL_OFFSET_MOVED
-                } else {
-                    response_code::PULL_NOT_FOUND
-                }
-            }
-            GetMessageStatus::OffsetFoundNull | GetMessageStatus::OffsetOverflowOne => {
-                response_code::PULL_NOT_FOUND
-            }
-            GetMessageStatus::OffsetOverflowBadly | GetMessageStatus::OffsetTooSmall => {
-                response_code::PULL_OFFSET_MOVED
-            }
-        };
-        // A consumer that lags goes to the group's slow-consumer broker; one that keeps up
-        // to the group's broker, the master unless configured otherwise.
+        }
+        Some(self.response(request, &header, code, suggest, result))
+    }
+
+    /// The response code for the store's verdict and `suggestWhichBrokerId`: a consumer that
+    /// lags goes to the group's slow-consumer broker; one that keeps up to the group's broker,
+    /// the master unless configured otherwise.
+    fn code_and_suggestion(
+        &self,
+        header: &PullMessageRequestHeader,
+        result: &GetMessageResult,
+        which_broker: i64,
+        broker_id: i64,
+    ) -> (i32, i64) {
+        let mut code = response_code_of(result.status, header.queue_offset);
         let mut suggest = match (
             self.settings.slave_read_enable,
             result.suggest_pulling_from_slave,
@@ -193,42 +216,29 @@ impl PullMessageProcessor {
             code = response_code::PULL_RETRY_IMMEDIATELY;
             suggest = broker_id;
         }
-        let suspend = header.sys_flag & pull_sys_flag::FLAG_SUSPEND != 0;
-        if suspend_with.is_some()
-            && header.sys_flag & pull_sys_flag::FLAG_COMMIT_OFFSET != 0
-            && !self.settings.is_slave
-        {
-            self.offsets.commit_offset(
-                &header.consumer_group,
-                &header.topic,
-                header.queue_id,
-                header.commit_offset,
-            );
+        (code, suggest)
+    }
+
+    /// How long a suspended pull is held: the consumer's timeout with long polling, else
+    /// `shortPollingTimeMills`.
+    fn suspend_timeout_millis(&self, header: &PullMessageRequestHeader) -> i64 {
+        if self.settings.long_polling_enable {
+            header.suspend_timeout_millis
+        } else {
+            SHORT_POLLING_MILLIS
         }
-        if code == response_code::PULL_NOT_FOUND && suspend {
-            if let Some(responder) = suspend_with {
-                // A lookup that found nothing, as `getMessage` counts it; its wake-up counts again.
-                self.stats.add_get(0);
-                let millis = if self.settings.long_polling_enable {
-                    header.suspend_timeout_millis
-                } else {
-                    SHORT_POLLING_MILLIS
-                };
-                self.hold.suspend(
-                    HeldPull::new(
-                        request.clone(),
-                        connection_id,
-                        remote,
-                        responder,
-                        &header,
-                        sub,
-                        millis,
-                    ),
-                    &self.store,
-                );
-                return None;
-            }
-        }
+    }
+
+    /// The answer to a pull that is not held: the records on success, else a remark saying
+    /// where the queue stands.
+    fn response(
+        &self,
+        request: &RemotingCommand,
+        header: &PullMessageRequestHeader,
+        code: i32,
+        suggest: i64,
+        result: GetMessageResult,
+    ) -> RemotingCommand {
         let mut response = RemotingCommand::response_to(request, code, None);
         response.write_custom_header(&PullMessageResponseHeader {
             suggest_which_broker_id: suggest,
@@ -254,7 +264,7 @@ impl PullMessageProcessor {
                 result.max_offset
             ));
         }
-        Some(response)
+        response
     }
 
     /// What `processRequest` checks before the store: returns the header, the subscription
@@ -274,6 +284,37 @@ impl PullMessageProcessor {
                 format!("the broker[{}] pulling message is forbidden", s.broker_name),
             ));
         }
+        let group = self.check_subscription_group(&header)?;
+        self.check_topic_and_queue(&header, remote)?;
+        let sub = if header.sys_flag & pull_sys_flag::FLAG_SUBSCRIPTION != 0 {
+            SubscriptionData::build(
+                &header.topic,
+                header.subscription.as_deref().unwrap_or(""),
+                header.expression_type.as_deref(),
+                header.sub_version,
+            )
+            .map_err(|why| {
+                Refusal(
+                    response_code::SUBSCRIPTION_PARSE_FAILED,
+                    format!("parse the consumer's subscription failed (subscription): {why}"),
+                )
+            })?
+        } else {
+            self.registered_subscription(&header)?
+        };
+        Ok((
+            header,
+            sub,
+            group.which_broker_when_consume_slowly,
+            group.broker_id,
+        ))
+    }
+
+    /// The consumer group must exist and may consume.
+    fn check_subscription_group(
+        &self,
+        header: &PullMessageRequestHeader,
+    ) -> Result<SubscriptionGroupConfig, Refusal> {
         let group = self
             .groups
             .find(&header.consumer_group)
@@ -297,6 +338,15 @@ impl PullMessageProcessor {
                 ),
             ));
         }
+        Ok(group)
+    }
+
+    /// The topic must exist and be readable, and the queue id within its read queues.
+    fn check_topic_and_queue(
+        &self,
+        header: &PullMessageRequestHeader,
+        remote: SocketAddr,
+    ) -> Result<(), Refusal> {
         let topic = self.topics.select(&header.topic).ok_or_else(|| {
             Refusal(
                 response_code::TOPIC_NOT_EXIST,
@@ -322,28 +372,7 @@ impl PullMessageProcessor {
                 ),
             ));
         }
-        let sub = if header.sys_flag & pull_sys_flag::FLAG_SUBSCRIPTION != 0 {
-            SubscriptionData::build(
-                &header.topic,
-                header.subscription.as_deref().unwrap_or(""),
-                header.expression_type.as_deref(),
-                header.sub_version,
-            )
-            .map_err(|why| {
-                Refusal(
-                    response_code::SUBSCRIPTION_PARSE_FAILED,
-                    format!("parse the consumer's subscription failed (subscription): {why}"),
-                )
-            })?
-        } else {
-            self.registered_subscription(&header)?
-        };
-        Ok((
-            header,
-            sub,
-            group.which_broker_when_consume_slowly,
-            group.broker_id,
-        ))
+        Ok(())
     }
 
     /// The subscription a push consumer's heartbeat registered, for a pull that carries none.
@@ -503,6 +532,29 @@ impl PullMessageProcessor {
             old
         } else {
             new
+        }
+    }
+}
+
+/// The response code for the store's `GetMessageStatus`, as `PullMessageProcessor` maps it.
+fn response_code_of(status: GetMessageStatus, queue_offset: i64) -> i32 {
+    match status {
+        GetMessageStatus::Found => response_code::SUCCESS,
+        GetMessageStatus::MessageWasRemoving | GetMessageStatus::NoMatchedMessage => {
+            response_code::PULL_RETRY_IMMEDIATELY
+        }
+        GetMessageStatus::NoMatchedLogicQueue | GetMessageStatus::NoMessageInQueue => {
+            if queue_offset != 0 {
+                response_code::PULL_OFFSET_MOVED
+            } else {
+                response_code::PULL_NOT_FOUND
+            }
+        }
+        GetMessageStatus::OffsetFoundNull | GetMessageStatus::OffsetOverflowOne => {
+            response_code::PULL_NOT_FOUND
+        }
+        GetMessageStatus::OffsetOverflowBadly | GetMessageStatus::OffsetTooSmall => {
+            response_code::PULL_OFFSET_MOVED
         }
     }
 }

@@ -137,6 +137,86 @@ impl PullReply {
     }
 }
 
+/// `pull_range`'s bookkeeping: which offsets are asked for, left to ask for, and answered.
+struct RangePulls {
+    /// The offset the range stops at.
+    stop: i64,
+    /// Offsets one pull asks for: learned from the answers, since the broker's transfer
+    /// limits may cut a pull short.
+    batch: i64,
+    /// Whether an answer came: until then one pull at a time.
+    learned: bool,
+    /// The first offset no pull has asked for yet.
+    next: i64,
+    /// Pulls in flight: start offset -> the offset it asked up to.
+    asked: BTreeMap<i64, i64>,
+    /// Offsets answers left out, not asked for again yet: start -> end.
+    left: BTreeMap<i64, i64>,
+    /// Answers by start offset, with the offset they reach (a refusal reaches its start).
+    answers: BTreeMap<i64, (PullReply, i64)>,
+}
+
+impl RangePulls {
+    /// The next offsets to pull, `[from, to)`, while fewer than `window` pulls are in flight
+    /// and something is left to ask for; counted as asked.
+    fn next_piece(&mut self, window: usize) -> Option<(i64, i64)> {
+        let room = if self.learned { window.max(1) } else { 1 };
+        if self.asked.len() >= room {
+            return None;
+        }
+        let (from, to) = match self.left.pop_first() {
+            Some(range) => range,
+            None if self.next < self.stop => (self.next, self.stop),
+            None => return None,
+        };
+        let piece = to.min(from + self.batch);
+        if to == self.stop && from == self.next {
+            self.next = piece;
+        } else if piece < to {
+            self.left.insert(piece, to);
+        }
+        self.asked.insert(from, piece);
+        Some((from, piece))
+    }
+
+    /// Records the answer to the pull that started at `from`.
+    fn answered(&mut self, from: i64, reply: PullReply) {
+        let to = self.asked.remove(&from).unwrap_or(from);
+        let next_begin = reply.header.as_ref().map_or(from, |h| h.next_begin_offset);
+        let reached = if reply.code == response_code::SUCCESS && next_begin > from {
+            next_begin.min(to)
+        } else {
+            from
+        };
+        if reached > from && reached < to {
+            // Cut short by the broker's transfer limits: the rest is asked for next, and
+            // no pull asks for more than it answers.
+            self.left.insert(reached, to);
+            self.batch = if self.learned {
+                self.batch.max(reached - from)
+            } else {
+                reached - from
+            };
+        }
+        self.learned = true;
+        self.answers.insert(from, (reply, reached));
+    }
+
+    /// Moves the answers that continue `out` into it, in offset order; false when a refusal
+    /// ends the range.
+    fn take_in_order(&mut self, out: &mut PulledRange) -> bool {
+        while let Some((reply, reached)) = self.answers.remove(&out.next_offset) {
+            if reached == out.next_offset {
+                out.refused = Some(reply);
+                return false;
+            }
+            out.bodies.push(reply.body);
+            out.next_offset = reached;
+        }
+        true
+    }
+}
+
 /// What [`MqClientApi::pull_range`] got: the FOUND answers' bodies in offset order, the offset
 /// after them, and the first answer that was not FOUND (offset moved, not found, refused).
 #[derive(Debug)]
@@ -224,79 +304,38 @@ impl MqClientApi {
         timeout: Duration,
     ) -> Result<PulledRange, SendError> {
         let (tx, rx) = mpsc::channel();
-        let mut batch = i64::from(header.max_msg_nums.max(1));
         let stop = end.min(header.queue_offset.saturating_add(max_rows.max(1)));
         let mut out = PulledRange {
             bodies: Vec::new(),
             next_offset: header.queue_offset,
             refused: None,
         };
-        // Pulls in flight: start offset -> the offset it asked up to.
-        let mut asked: BTreeMap<i64, i64> = BTreeMap::new();
-        // Offsets answers left out, not asked for again yet: start -> end.
-        let mut left: BTreeMap<i64, i64> = BTreeMap::new();
-        // Answers by start offset, with the offset they reach (a refusal reaches its start).
-        let mut answers: BTreeMap<i64, (PullReply, i64)> = BTreeMap::new();
-        let mut learned = false;
-        let mut next = header.queue_offset;
-        let send = |asked: &mut BTreeMap<i64, i64>, from: i64, to: i64| {
-            let mut h = header.clone();
-            h.queue_offset = from;
-            h.max_msg_nums = i32::try_from(to - from).unwrap_or(i32::MAX);
-            let tx = tx.clone();
-            self.pull_message_async(addr, &h, timeout, move |r| {
-                // The receiver is gone only when the range stopped early: nothing to tell.
-                let _ = tx.send((from, r));
-            })?;
-            asked.insert(from, to);
-            Ok::<_, SendError>(())
+        let mut pulls = RangePulls {
+            stop,
+            batch: i64::from(header.max_msg_nums.max(1)),
+            learned: false,
+            next: header.queue_offset,
+            asked: BTreeMap::new(),
+            left: BTreeMap::new(),
+            answers: BTreeMap::new(),
         };
         while out.next_offset < stop {
-            let room = if learned { window.max(1) } else { 1 };
-            while asked.len() < room {
-                let (from, to) = match left.pop_first() {
-                    Some(range) => range,
-                    None if next < stop => (next, stop),
-                    None => break,
-                };
-                let piece = to.min(from + batch);
-                if to == stop && from == next {
-                    next = piece;
-                } else if piece < to {
-                    left.insert(piece, to);
-                }
-                send(&mut asked, from, piece)?;
+            while let Some((from, to)) = pulls.next_piece(window) {
+                let mut h = header.clone();
+                h.queue_offset = from;
+                h.max_msg_nums = i32::try_from(to - from).unwrap_or(i32::MAX);
+                let tx = tx.clone();
+                self.pull_message_async(addr, &h, timeout, move |r| {
+                    // The receiver is gone only when the range stopped early: nothing to tell.
+                    let _ = tx.send((from, r));
+                })?;
             }
             let (from, reply) = rx
                 .recv_timeout(timeout)
                 .map_err(|_| SendError::Unknown(format!("{addr}: no answer to a pull")))?;
-            let reply = reply?;
-            let to = asked.remove(&from).unwrap_or(from);
-            let next_begin = reply.header.as_ref().map_or(from, |h| h.next_begin_offset);
-            let reached = if reply.code == response_code::SUCCESS && next_begin > from {
-                next_begin.min(to)
-            } else {
-                from
-            };
-            if reached > from && reached < to {
-                // Cut short by the broker's transfer limits: the rest is asked for next, and
-                // no pull asks for more than it answers.
-                left.insert(reached, to);
-                batch = if learned {
-                    batch.max(reached - from)
-                } else {
-                    reached - from
-                };
-            }
-            learned = true;
-            answers.insert(from, (reply, reached));
-            while let Some((reply, reached)) = answers.remove(&out.next_offset) {
-                if reached == out.next_offset {
-                    out.refused = Some(reply);
-                    return Ok(out);
-                }
-                out.bodies.push(reply.body);
-                out.next_offset = reached;
+            pulls.answered(from, reply?);
+            if !pulls.take_in_order(&mut out) {
+                break;
             }
         }
         Ok(out)

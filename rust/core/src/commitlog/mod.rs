@@ -102,7 +102,7 @@ impl CommitLog {
     pub(crate) fn files(&self) -> &MappedFileQueue {
         &self.files
     }
-    pub fn store_host(&self) -> SocketAddr {
+    pub(crate) fn store_host(&self) -> SocketAddr {
         self.store_host
     }
     pub(crate) fn file_size(&self) -> usize {

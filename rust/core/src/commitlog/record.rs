@@ -360,12 +360,49 @@ pub enum Peeked<'a> {
     End,
 }
 
+/// A record's body, topic and properties, as [`Reader::variable_part`] reads them.
+struct VariablePart<'a> {
+    body: &'a [u8],
+    topic: &'a [u8],
+    properties: &'a [u8],
+}
+
 struct Reader<'a> {
     buf: &'a [u8],
     at: usize,
 }
 
 impl<'a> Reader<'a> {
+    /// The record's variable-length part: body, topic (a 2-byte length from V2 on) and
+    /// properties.
+    #[inline]
+    fn variable_part(&mut self, magic: i32) -> Result<VariablePart<'a>, RecordError> {
+        let body_len = self.i32()?;
+        if body_len < 0 {
+            return Err(RecordError::BadLength("body", body_len as i64));
+        }
+        let body = self.take(body_len as usize)?;
+        let topic_len = if magic == MAGIC_V2 {
+            self.i16()? as i64
+        } else {
+            self.take(1)?[0] as i64
+        };
+        if topic_len <= 0 {
+            return Err(RecordError::BadLength("topic", topic_len));
+        }
+        let topic = self.take(topic_len as usize)?;
+        let prop_len = self.i16()?;
+        if prop_len < 0 {
+            return Err(RecordError::BadLength("properties", prop_len as i64));
+        }
+        let properties = self.take(prop_len as usize)?;
+        Ok(VariablePart {
+            body,
+            topic,
+            properties,
+        })
+    }
+
     fn take(&mut self, n: usize) -> Result<&'a [u8], RecordError> {
         let end = self.at.checked_add(n).ok_or(RecordError::Truncated)?;
         let out = self.buf.get(self.at..end).ok_or(RecordError::Truncated)?;
@@ -454,37 +491,12 @@ pub fn decode(buf: &[u8], check_crc: bool) -> Result<Peeked<'_>, RecordError> {
     let store_host = r.host(sys_flag & SYSFLAG_STOREHOST_V6 != 0)?;
     let reconsume_times = r.i32()?;
     let prepared_tx_offset = r.i64()?;
-    let body_len = r.i32()?;
-    if body_len < 0 {
-        return Err(RecordError::BadLength("body", body_len as i64));
-    }
-    let body = r.take(body_len as usize)?;
-    let topic_len = if magic == MAGIC_V2 {
-        r.i16()? as i64
-    } else {
-        r.take(1)?[0] as i64
-    };
-    if topic_len <= 0 {
-        return Err(RecordError::BadLength("topic", topic_len));
-    }
-    let topic = r.take(topic_len as usize)?;
-    let prop_len = r.i16()?;
-    if prop_len < 0 {
-        return Err(RecordError::BadLength("properties", prop_len as i64));
-    }
-    let properties = r.take(prop_len as usize)?;
-    if r.at != total as usize {
-        return Err(RecordError::LengthMismatch {
-            total: total as usize,
-            computed: r.at,
-        });
-    }
-    if check_crc && body_crc(body) != crc {
-        return Err(RecordError::BadCrc {
-            stored: crc,
-            computed: body_crc(body),
-        });
-    }
+    let VariablePart {
+        body,
+        topic,
+        properties,
+    } = r.variable_part(magic)?;
+    check_length_and_crc(total, r.at, check_crc, body, crc)?;
     Ok(Peeked::Record(RecordView {
         total_size: total,
         magic,
@@ -504,6 +516,30 @@ pub fn decode(buf: &[u8], check_crc: bool) -> Result<Peeked<'_>, RecordError> {
         topic,
         properties,
     }))
+}
+
+/// The fields must add up to the stored total size, and the body match its CRC when asked.
+#[inline]
+fn check_length_and_crc(
+    total: i32,
+    computed: usize,
+    check_crc: bool,
+    body: &[u8],
+    crc: i32,
+) -> Result<(), RecordError> {
+    if computed != total as usize {
+        return Err(RecordError::LengthMismatch {
+            total: total as usize,
+            computed,
+        });
+    }
+    if check_crc && body_crc(body) != crc {
+        return Err(RecordError::BadCrc {
+            stored: crc,
+            computed: body_crc(body),
+        });
+    }
+    Ok(())
 }
 
 /// Verifies a decoded record's body CRC. `accept_zero` (`haAcceptZeroBodyCrc`) also takes a

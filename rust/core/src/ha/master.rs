@@ -111,10 +111,6 @@ impl HaMaster {
         all
     }
 
-    pub fn is_running(&self) -> bool {
-        !self.thread.signal().stopped()
-    }
-
     pub fn shutdown(&self) {
         self.thread.stop();
         self.shared.store.set_append_listener(None);

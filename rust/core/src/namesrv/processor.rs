@@ -12,7 +12,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::route_info::{BrokerAddrInfo, RouteInfoManager};
+use super::route_info::{BrokerAddrInfo, RegisterBrokerResult, RouteInfoManager};
 use crate::protocol::body::{BodyError, DataVersion, RegisterBrokerBody};
 use crate::protocol::json::{parse_lenient, to_json, JsonStyle};
 use crate::protocol::now_millis;
@@ -162,18 +162,47 @@ impl DefaultRequestProcessor {
         // Brokers before 3.0.11 send no filter server list.
         let filter_servers = (request.version >= crate::protocol::body::mq_version::V3_0_11)
             .then_some(body.filter_server_list.as_slice());
+        let (result, newly_live) = self.register_in_table(&header, &body, filter_servers, ctx);
+        let Some(result) = result else {
+            return Ok(RemotingCommand::response_to(
+                request,
+                response_code::SYSTEM_ERROR,
+                Some("register broker failed".into()),
+            ));
+        };
+        if newly_live {
+            self.report_registered(&header, ctx);
+        }
+        let mut response = RemotingCommand::response_to(request, response_code::SUCCESS, None);
+        response.write_custom_header(&RegisterBrokerResponseHeader {
+            ha_server_addr: result.ha_server_addr,
+            master_addr: result.master_addr,
+        });
+        // Java answers with the order topic configs of its KV store (none here: rocketha keeps
+        // no KV config), and a null body when there are none, which brokers accept.
+        Ok(response)
+    }
+
+    /// `RouteInfoManager.registerBroker` under the routes' lock, with the broker's connection
+    /// tracked while it is live. Also says whether the broker became live with this call.
+    fn register_in_table(
+        &self,
+        header: &RegisterBrokerRequestHeader,
+        body: &RegisterBrokerBody,
+        filter_servers: Option<&[String]>,
+        ctx: &RequestContext,
+    ) -> (Option<RegisterBrokerResult>, bool) {
         let info = BrokerAddrInfo {
             cluster_name: header.cluster_name.clone(),
             broker_addr: header.broker_addr.clone(),
         };
-
         let mut routes = lock(&self.routes);
         let first = routes
             .table
             .broker_live_info(&info.cluster_name, &info.broker_addr)
             .is_none();
         let result = routes.table.register_broker(
-            &header,
+            header,
             Some(&body.topic_config_serialize_wrapper),
             filter_servers,
             now_millis(),
@@ -188,38 +217,24 @@ impl DefaultRequestProcessor {
         } else {
             routes.channels.remove(&info);
         }
-        drop(routes);
+        (result, first && live)
+    }
 
-        let Some(result) = result else {
-            return Ok(RemotingCommand::response_to(
-                request,
-                response_code::SYSTEM_ERROR,
-                Some("register broker failed".into()),
-            ));
-        };
-        if first && live {
-            self.events.push(
-                header.broker_addr.clone(),
-                ServerEventKind::Processor("REGISTERED"),
-                format!(
-                    "{}[{}] of cluster {} registered from {}, HA address {:?}",
-                    header.broker_name,
-                    header.broker_id,
-                    header.cluster_name,
-                    ctx.remote(),
-                    header.ha_server_addr
-                ),
-                false,
-            );
-        }
-        let mut response = RemotingCommand::response_to(request, response_code::SUCCESS, None);
-        response.write_custom_header(&RegisterBrokerResponseHeader {
-            ha_server_addr: result.ha_server_addr,
-            master_addr: result.master_addr,
-        });
-        // Java answers with the order topic configs of its KV store (none here: rocketha keeps
-        // no KV config), and a null body when there are none, which brokers accept.
-        Ok(response)
+    /// The REGISTERED event: a broker the table did not have is live.
+    fn report_registered(&self, header: &RegisterBrokerRequestHeader, ctx: &RequestContext) {
+        self.events.push(
+            header.broker_addr.clone(),
+            ServerEventKind::Processor("REGISTERED"),
+            format!(
+                "{}[{}] of cluster {} registered from {}, HA address {:?}",
+                header.broker_name,
+                header.broker_id,
+                header.cluster_name,
+                ctx.remote(),
+                header.ha_server_addr
+            ),
+            false,
+        );
     }
 
     fn unregister_broker(

@@ -55,6 +55,25 @@ pub(crate) struct RegisterBrokerResult {
     pub(crate) master_addr: Option<String>,
 }
 
+/// What `registerBroker` made of the broker's `brokerAddrTable` entry.
+enum AddrUpdate {
+    Registered(Registration),
+    /// Another instance with a newer state holds the broker id: RocketMQ's empty result.
+    Stale,
+    /// A single topic from a broker not yet known: RocketMQ's null result.
+    Refused,
+}
+
+/// The broker's role as `registerBroker` found it, for the topic and answer steps.
+struct Registration {
+    /// First registration of this broker (or of this id): publish every topic.
+    register_first: bool,
+    is_master: bool,
+    /// The slave with the lowest id, which acts as master when enabled.
+    is_prime_slave: bool,
+    acting_master: bool,
+}
+
 #[derive(Debug, Default)]
 pub(crate) struct RouteInfoManager {
     topic_queue_table: BTreeMap<String, BTreeMap<String, QueueData>>,
@@ -84,18 +103,40 @@ impl RouteInfoManager {
         filter_server_list: Option<&[String]>,
         now_ms: i64,
     ) -> Option<RegisterBrokerResult> {
-        let mut result = RegisterBrokerResult::default();
+        let (cluster, name) = (req.cluster_name.as_str(), req.broker_name.as_str());
+        self.cluster_addr_table
+            .entry(cluster.to_string())
+            .or_default()
+            .insert(name.to_string());
+
+        let registration = match self.update_broker_addr_table(req, topic_config_wrapper) {
+            AddrUpdate::Registered(registration) => registration,
+            AddrUpdate::Stale => return Some(RegisterBrokerResult::default()),
+            AddrUpdate::Refused => return None,
+        };
+        if let Some(wrapper) = topic_config_wrapper {
+            if registration.is_master || registration.is_prime_slave {
+                self.update_topic_configs(req, wrapper, &registration);
+            }
+        }
+        self.update_broker_live_info(req, topic_config_wrapper, filter_server_list, now_ms);
+        Some(self.master_of(cluster, name, registration.is_master))
+    }
+
+    /// `registerBroker`'s `brokerAddrTable` part: records the broker's id and address, unless
+    /// another instance with a newer state holds the id ([`AddrUpdate::Stale`]) or the broker
+    /// registers a single topic before it is known ([`AddrUpdate::Refused`]).
+    fn update_broker_addr_table(
+        &mut self,
+        req: &RegisterBrokerRequestHeader,
+        topic_config_wrapper: Option<&TopicConfigSerializeWrapper>,
+    ) -> AddrUpdate {
         let (cluster, addr, name, id) = (
             req.cluster_name.as_str(),
             req.broker_addr.as_str(),
             req.broker_name.as_str(),
             req.broker_id,
         );
-        self.cluster_addr_table
-            .entry(cluster.to_string())
-            .or_default()
-            .insert(name.to_string());
-
         let mut register_first = !self.broker_addr_table.contains_key(name);
         let broker_data = self
             .broker_addr_table
@@ -124,7 +165,7 @@ impl RouteInfoManager {
                     // Another instance with a newer state holds this id: ignore this one.
                     self.broker_live_table
                         .remove(&BrokerAddrInfo::new(cluster, addr));
-                    return Some(result);
+                    return AddrUpdate::Stale;
                 }
             }
         }
@@ -134,40 +175,65 @@ impl RouteInfoManager {
             log::warn!(
                 "cannot register a single topic for broker {name}[{id}]={addr}: it has not registered"
             );
-            return None;
+            return AddrUpdate::Refused;
         }
 
         let old_addr = broker_data.broker_addrs.insert(id, addr.to_string());
         register_first = register_first || old_addr.as_deref().is_none_or(str::is_empty);
 
         let is_master = id == MASTER_ID;
-        let is_prime_slave = !is_old_version_broker
-            && !is_master
-            && broker_data.broker_addrs.keys().next() == Some(&id);
-        let acting_master = broker_data.enable_acting_master;
+        AddrUpdate::Registered(Registration {
+            register_first,
+            is_master,
+            is_prime_slave: !is_old_version_broker
+                && !is_master
+                && broker_data.broker_addrs.keys().next() == Some(&id),
+            acting_master: broker_data.enable_acting_master,
+        })
+    }
 
-        if let Some(wrapper) = topic_config_wrapper.filter(|_| is_master || is_prime_slave) {
-            for config in wrapper.topic_config_table.values() {
-                if register_first
-                    || self.is_topic_config_changed(
-                        cluster,
-                        addr,
-                        &wrapper.data_version,
-                        name,
-                        &config.topic_name,
-                    )
-                {
-                    let mut config = config.clone();
-                    if is_prime_slave && acting_master {
-                        // The acting master serves reads only.
-                        config.perm &= !perm::PERM_WRITE;
-                    }
-                    self.create_and_update_queue_data(name, &config);
+    /// `registerBroker`'s topic part: the master (or the prime slave acting for it) publishes
+    /// the topics that are new or whose data version changed.
+    fn update_topic_configs(
+        &mut self,
+        req: &RegisterBrokerRequestHeader,
+        wrapper: &TopicConfigSerializeWrapper,
+        registration: &Registration,
+    ) {
+        let (cluster, addr, name) = (
+            req.cluster_name.as_str(),
+            req.broker_addr.as_str(),
+            req.broker_name.as_str(),
+        );
+        for config in wrapper.topic_config_table.values() {
+            if registration.register_first
+                || self.is_topic_config_changed(
+                    cluster,
+                    addr,
+                    &wrapper.data_version,
+                    name,
+                    &config.topic_name,
+                )
+            {
+                let mut config = config.clone();
+                if registration.is_prime_slave && registration.acting_master {
+                    // The acting master serves reads only.
+                    config.perm &= !perm::PERM_WRITE;
                 }
+                self.create_and_update_queue_data(name, &config);
             }
         }
+    }
 
-        let addr_info = BrokerAddrInfo::new(cluster, addr);
+    /// `registerBroker`'s `brokerLiveTable` and `filterServerTable` part.
+    fn update_broker_live_info(
+        &mut self,
+        req: &RegisterBrokerRequestHeader,
+        topic_config_wrapper: Option<&TopicConfigSerializeWrapper>,
+        filter_server_list: Option<&[String]>,
+        now_ms: i64,
+    ) {
+        let addr_info = BrokerAddrInfo::new(&req.cluster_name, &req.broker_addr);
         self.broker_live_table.insert(
             addr_info.clone(),
             BrokerLiveInfo {
@@ -192,24 +258,29 @@ impl RouteInfoManager {
                 self.filter_server_table.insert(addr_info, list.to_vec());
             }
         }
+    }
 
-        // A slave learns where to replicate from (seed 004: no haMasterAddress configured).
-        if !is_master {
-            let master_addr = self
-                .broker_addr_table
-                .get(name)
-                .and_then(|b| b.broker_addrs.get(&MASTER_ID));
-            if let Some(master_addr) = master_addr {
-                if let Some(master) = self
-                    .broker_live_table
-                    .get(&BrokerAddrInfo::new(cluster, master_addr))
-                {
-                    result.ha_server_addr = Some(master.ha_server_addr.clone());
-                    result.master_addr = Some(master_addr.clone());
-                }
+    /// `registerBroker`'s answer: a slave learns where to replicate from (seed 004: no
+    /// haMasterAddress configured); a master gets an empty result.
+    fn master_of(&self, cluster: &str, name: &str, is_master: bool) -> RegisterBrokerResult {
+        let mut result = RegisterBrokerResult::default();
+        if is_master {
+            return result;
+        }
+        let master_addr = self
+            .broker_addr_table
+            .get(name)
+            .and_then(|b| b.broker_addrs.get(&MASTER_ID));
+        if let Some(master_addr) = master_addr {
+            if let Some(master) = self
+                .broker_live_table
+                .get(&BrokerAddrInfo::new(cluster, master_addr))
+            {
+                result.ha_server_addr = Some(master.ha_server_addr.clone());
+                result.master_addr = Some(master_addr.clone());
             }
         }
-        Some(result)
+        result
     }
 
     fn create_and_update_queue_data(&mut self, broker_name: &str, config: &TopicConfig) {

@@ -9,8 +9,6 @@ pub(crate) mod heartbeat;
 pub(crate) mod json;
 pub(crate) mod reader;
 
-pub use reader::ReadError;
-
 /// `TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC`: the template a producer names as
 /// `defaultTopic` when it sends to a topic nobody created (`autoCreateTopicEnable`).
 pub const AUTO_CREATE_TOPIC_KEY_TOPIC: &str = "TBW102";

@@ -57,7 +57,7 @@ impl Default for CleanConfig {
 
 impl CleanConfig {
     /// `deleteWhen` as RocketMQ reads it: hours of the day separated by `;`.
-    pub fn parse_delete_when(text: &str) -> Result<Vec<u32>, String> {
+    pub(crate) fn parse_delete_when(text: &str) -> Result<Vec<u32>, String> {
         text.split(';')
             .map(|h| match h.trim().parse::<u32>() {
                 Ok(hour) if hour < 24 => Ok(hour),
@@ -70,7 +70,7 @@ impl CleanConfig {
     }
 
     /// Checks every key, naming the one that is wrong.
-    pub fn validate(&self) -> Result<(), String> {
+    pub(crate) fn validate(&self) -> Result<(), String> {
         if self.delete_when.is_empty() || self.delete_when.iter().any(|&h| h >= 24) {
             return Err(format!(
                 "deleteWhen {:?} must list hours of the day (0-23)",

@@ -8,7 +8,7 @@
 //! a network send's response are completions of their own ([`GroupTransferService::submit`]).
 //!
 //! Requests are resolved by the events that can satisfy them, never by polling: an ack change
-//! (pushed by the HA master's ack table through [`GroupTransferService::on_acks`]) and a flush
+//! (pushed by the HA master's ack table through [`GroupTransferService::record_acks`]) and a flush
 //! (pushed by the flush service through [`GroupTransferService::on_flushed`]). One thread only
 //! expires requests whose deadline passed, sleeping until the earliest one.
 //!
@@ -89,7 +89,7 @@ impl WaitPolicy {
 }
 
 /// Called once with the verdict of a request.
-pub type Completion = Box<dyn FnOnce(PutStatus) + Send>;
+pub(crate) type Completion = Box<dyn FnOnce(PutStatus) + Send>;
 
 /// One condition of a request: still waited for (with its deadline), or settled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -285,7 +285,7 @@ impl<T: Send + 'static> Verdicts<T> {
     }
 }
 
-pub struct GroupTransferService {
+pub(crate) struct GroupTransferService {
     state: Arc<Mutex<State>>,
     /// The expiry thread, woken by a request due before its current sleep ends.
     service: ServiceThread,
@@ -381,7 +381,7 @@ impl State {
 
 impl GroupTransferService {
     /// Starts the expiry thread; `flushed` is the offset already on disk.
-    pub fn start(policy: WaitPolicy, flushed: u64) -> Self {
+    pub(crate) fn start(policy: WaitPolicy, flushed: u64) -> Self {
         let state = Arc::new(Mutex::new(State {
             policy,
             flushed,
@@ -420,18 +420,19 @@ impl GroupTransferService {
         }
     }
 
-    pub fn policy(&self) -> WaitPolicy {
+    pub(crate) fn policy(&self) -> WaitPolicy {
         lock(&self.state).policy.clone()
     }
 
     /// Replaces the policy; requests already waiting keep their deadlines.
-    pub fn set_policy(&self, policy: WaitPolicy) {
+    #[cfg(test)]
+    pub(crate) fn set_policy(&self, policy: WaitPolicy) {
         lock(&self.state).policy = policy;
     }
 
     /// Queues a wait for the put whose record ends at `next_offset`; `done` gets the verdict,
     /// at once when nothing needs waiting for.
-    pub fn submit(&self, next_offset: u64, done: Completion) {
+    pub(crate) fn submit(&self, next_offset: u64, done: Completion) {
         let now = Instant::now();
         let st = lock(&self.state);
         let flush = match st.policy.sync_flush_timeout {
@@ -487,7 +488,7 @@ impl GroupTransferService {
 
     /// Blocks until `slaves` distinct slaves acked `offset`, whatever the policy; false after
     /// `timeout`. For operators and benchmarks: a caught-up slave before a switch-over.
-    pub fn wait_for_acks(&self, offset: u64, slaves: usize, timeout: Duration) -> bool {
+    pub(crate) fn wait_for_acks(&self, offset: u64, slaves: usize, timeout: Duration) -> bool {
         let deadline = Instant::now() + timeout;
         let (slot, done) = Slot::new();
         let st = lock(&self.state);
@@ -509,7 +510,7 @@ impl GroupTransferService {
     }
 
     /// Blocks until the put ending at `next_offset` is settled; returns its verdict.
-    pub fn wait(&self, next_offset: u64) -> PutStatus {
+    pub(crate) fn wait(&self, next_offset: u64) -> PutStatus {
         let (slot, done) = Slot::new();
         let longest = {
             let p = lock(&self.state).policy.clone();
@@ -522,16 +523,18 @@ impl GroupTransferService {
     }
 
     /// RocketMQ's `isSlaveOK` for a put ending at `next_offset`, under the current policy.
-    pub fn in_sync(&self, next_offset: u64) -> bool {
+    #[cfg(test)]
+    pub(crate) fn in_sync(&self, next_offset: u64) -> bool {
         lock(&self.state).in_sync(next_offset)
     }
 
     /// The acks changed: `covered` has each distinct slave's best ack, highest first.
-    pub fn on_acks(&self, covered: Vec<u64>) {
+    #[cfg(test)]
+    pub(crate) fn on_acks(&self, covered: Vec<u64>) {
         self.record_acks(covered).run();
     }
 
-    /// [`Self::on_acks`] for a caller holding a lock: the verdicts are reached now, the
+    /// The acks changed, for a caller holding a lock: the verdicts are reached now, the
     /// completions run when the caller runs the result, after releasing its lock.
     pub(crate) fn record_acks(&self, covered: Vec<u64>) -> Completions<'_> {
         let mut st = lock(&self.state);
@@ -545,7 +548,7 @@ impl GroupTransferService {
 
     /// The flush service made `flushed` durable, or failed (`Err`: puts needing a flush time
     /// out instead of waiting for a flush that will not come).
-    pub fn on_flushed(&self, flushed: Result<u64, ()>) {
+    pub(crate) fn on_flushed(&self, flushed: Result<u64, ()>) {
         let mut st = lock(&self.state);
         match flushed {
             Ok(offset) => {
@@ -564,12 +567,12 @@ impl GroupTransferService {
     }
 
     /// Pending requests, for status and tests.
-    pub fn pending(&self) -> usize {
+    pub(crate) fn pending(&self) -> usize {
         lock(&self.state).requests.len()
     }
 
     /// Ends the expiry thread; requests still waiting are settled as timed out.
-    pub fn shutdown(&self) {
+    pub(crate) fn shutdown(&self) {
         {
             let mut st = lock(&self.state);
             st.stop = true;
