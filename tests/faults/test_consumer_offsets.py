@@ -193,6 +193,9 @@ def test_consumer_offset_json_is_never_torn_by_a_sigkill_while_it_is_persisted(
             wait_for(lambda: routed(namesrv, TBW102), 60, "the broker's registration")
             with Producer(namesrv, "torn-producer") as producer:
                 producer.send(Message(TOPIC, b"creates the topic"))
+            # The broker registers the topic it created after answering the send; a member
+            # heartbeats only the brokers of the routes it found.
+            wait_for(lambda: routed(namesrv, TOPIC), 60, "the new topic's route")
             # A member's heartbeat creates the group, which commits need.
             PullConsumer(namesrv, GROUP, TOPIC).close()
             # One commit persisted first: from then on the file must always be there, whole.
