@@ -199,3 +199,27 @@ def test_consume_prints_text_as_text_and_marks_binary() -> None:
     assert _printable_body(b"\x1b[2Jx") == "(binary, 5 bytes) \\x1b[2Jx"
     assert _json_body("é".encode()) == {"body": "é"}
     assert _json_body(b"\xff\x00") == {"body_base64": "/wA="}
+
+
+def test_a_sigterm_right_after_a_sigcont_stops_a_broker(tmp_path: Path) -> None:
+    """A SIGTERM sent right after a SIGCONT (a stopped broker resumed and stopped, as a
+    supervisor or a test does) can reach a thread other than the main one, while the main
+    thread still has the SIGCONT pending: the broker used to sleep on, ignoring it."""
+    import signal
+
+    from helpers import BrokerProcess, write_conf
+
+    for trial in range(10):
+        store = tmp_path / f"store{trial}"
+        conf = write_conf(
+            tmp_path / f"b{trial}.properties",
+            brokerName="b",
+            storePathRootDir=store,
+            listenPort=0,
+            haListenPort=0,
+        )
+        broker = BrokerProcess(conf)
+        broker.proc.send_signal(signal.SIGSTOP)
+        broker.proc.send_signal(signal.SIGCONT)
+        broker.proc.send_signal(signal.SIGTERM)
+        assert broker.stop() == 0, broker.stderr()

@@ -247,6 +247,24 @@ class _StopSignals:
             self._interruptible = False
             raise _Stopped
 
+    def wait(self) -> None:
+        """Until a stop signal, woken through the signal wakeup fd: the C-level handler writes
+        to it on whichever thread the kernel delivered the signal to. A plain ``Event.wait``
+        sleeps on for good when that thread is not the main one, the only one that runs Python
+        handlers (seen for a SIGTERM right after a SIGCONT, while the main thread still had the
+        SIGCONT pending)."""
+        r, w = os.pipe()
+        os.set_blocking(w, False)
+        previous = signal.set_wakeup_fd(w)
+        try:
+            while not self.stop.is_set():
+                # Returns once a signal arrived; its Python handler then runs here.
+                os.read(r, 64)
+        finally:
+            signal.set_wakeup_fd(previous)
+            os.close(r)
+            os.close(w)
+
     @contextlib.contextmanager
     def interruptible(self) -> Iterator[None]:
         """A block a stop signal leaves at once, as if it had ended."""
@@ -364,7 +382,7 @@ def _serve(config: BrokerConfig, args: argparse.Namespace, signals: _StopSignals
                     put = {"msgId": r.msg_id, "offset": r.offset, "status": r.status.name}
                     print(json.dumps(put), flush=True)
             return
-        signals.stop.wait()
+        signals.wait()
 
 
 def _wait_for_slave(broker: Broker, seconds: float) -> bool:
@@ -425,7 +443,7 @@ def cmd_namesrv(args: argparse.Namespace) -> int:
         namesrv.start()
     with namesrv:
         print(json.dumps({"started": {"listen": namesrv.listen_address}}), flush=True)
-        signals.stop.wait()
+        signals.wait()
     print(json.dumps({"stopped": True}), flush=True)
     return 0
 

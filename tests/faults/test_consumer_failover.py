@@ -164,6 +164,11 @@ def test_a_slave_without_slave_read_enable_makes_consumers_wait_and_says_why(
                 for i in range(10):
                     producer.send(Message(TOPIC, b"m%d" % i))
             wait_for(lambda: slave.max_offset == master.max_offset, 60, "replication")
+            # The slave serves the topic once its metadata sync copied it from the master.
+            topics = tmp_path / "s" / "config" / "topics.json"
+            wait_for(
+                lambda: topics.exists() and TOPIC in topics.read_text(), 60, "the slave's sync"
+            )
             master.shutdown()
             # The slave alone routes the topic once its sync has it.
             wait_for(lambda: routed(ns.listen_address, TOPIC), 60, "the slave's route")
