@@ -295,31 +295,28 @@ mod tests {
 
     #[test]
     fn shutdown_and_drop_join_the_thread() {
-        let ran_last = Arc::new(Mutex::new(false));
-        let flag = ran_last.clone();
-        let service = ServiceThread::new("test-service");
-        service
-            .start(move |waiter| {
-                while waiter.wait_for_running(None) != Woke::Stopped {}
-                *lock(&flag) = true;
-            })
-            .unwrap();
-        service.shutdown();
-        assert!(*lock(&ran_last), "shutdown returned before the body ended");
-        assert!(service.is_stopped());
-        service.shutdown();
-
-        *lock(&ran_last) = false;
-        let flag = ran_last.clone();
-        let service = ServiceThread::new("test-service");
-        service
-            .start(move |waiter| {
-                while waiter.wait_for_running(None) != Woke::Stopped {}
-                *lock(&flag) = true;
-            })
-            .unwrap();
-        drop(service);
-        assert!(*lock(&ran_last), "drop returned before the body ended");
+        for by_drop in [false, true] {
+            let ran_last = Arc::new(Mutex::new(false));
+            let flag = ran_last.clone();
+            let service = ServiceThread::new("test-service");
+            service
+                .start(move |waiter| {
+                    while waiter.wait_for_running(None) != Woke::Stopped {}
+                    *lock(&flag) = true;
+                })
+                .unwrap();
+            if by_drop {
+                drop(service);
+            } else {
+                service.shutdown();
+                assert!(service.is_stopped());
+                service.shutdown();
+            }
+            assert!(
+                *lock(&ran_last),
+                "returned before the body ended (drop: {by_drop})"
+            );
+        }
     }
 
     #[test]
