@@ -147,7 +147,10 @@ pub use namesrv::{
     GetRouteInfoRequestHeader, QueryDataVersionRequestHeader, RegisterBrokerRequestHeader,
     RegisterBrokerResponseHeader, UnRegisterBrokerRequestHeader,
 };
-pub use send::{SendMessageRequestHeader, SendMessageRequestHeaderV2, SendMessageResponseHeader};
+pub use send::{
+    ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader, SendMessageRequestHeaderV2,
+    SendMessageResponseHeader,
+};
 
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
 pub enum HeaderError {

@@ -195,3 +195,22 @@ mod tests {
         }
     }
 }
+
+custom_header! {
+    /// `ConsumerSendMsgBackRequestHeader` (CONSUMER_SEND_MSG_BACK): a consumer hands back a
+    /// message it failed, named by its commit-log `offset`, for a retry after `delay_level`
+    /// (0: the broker picks `3 + reconsumeTimes`; negative: straight to the dead-letter queue).
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct ConsumerSendMsgBackRequestHeader("CONSUMER_SEND_MSG_BACK") {
+        pub offset: i64 = "offset",
+        pub group: String = "group",
+        pub delay_level: i32 = "delayLevel",
+        pub origin_msg_id: Option<String> = "originMsgId",
+        pub origin_topic: Option<String> = "originTopic",
+        pub unit_mode: bool = "unitMode" or false,
+        /// The consumer's own bound; absent, the subscription group's `retryMaxTimes`.
+        pub max_reconsume_times: Option<i32> = "maxReconsumeTimes",
+        /// `bname`, inherited from `RpcRequestHeader`.
+        pub broker_name: Option<String> = "bname",
+    }
+}
