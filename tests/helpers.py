@@ -79,7 +79,8 @@ class BrokerProcess:
             return self.proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             raise AssertionError(
-                f"broker ignored SIGTERM for 30 s; its log:\n{self.stderr()}"
+                f"broker ignored SIGTERM for 30 s; its threads:\n{threads_state(self.proc.pid)}"
+                f"its log:\n{self.stderr()}"
             ) from None
         finally:
             self._close()
@@ -91,6 +92,21 @@ class BrokerProcess:
 
     def stderr(self) -> str:
         return self.log.read_text()
+
+
+def threads_state(pid: int) -> str:
+    """Each thread of ``pid``: its state and signal masks (blocked, pending, shared pending),
+    what a process that ignores a signal has to be asked."""
+    lines = []
+    for task in sorted(Path(f"/proc/{pid}/task").iterdir(), key=lambda t: int(t.name)):
+        with contextlib.suppress(OSError):
+            status = dict(
+                line.split(":\t", 1) for line in (task / "status").read_text().splitlines()
+            )
+            wchan = (task / "wchan").read_text()
+            fields = ("Name", "State", "SigBlk", "SigPnd", "ShdPnd")
+            lines.append(" ".join([task.name, *(status[f].strip() for f in fields), wchan]))
+    return "\n".join(lines) + "\n"
 
 
 def start_slave(tmp: Path, name: str, master_address: str | None, **keys: Any) -> BrokerProcess:

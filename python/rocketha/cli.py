@@ -248,22 +248,18 @@ class _StopSignals:
             raise _Stopped
 
     def wait(self) -> None:
-        """Until a stop signal, woken through the signal wakeup fd: the C-level handler writes
-        to it on whichever thread the kernel delivered the signal to. A plain ``Event.wait``
-        sleeps on for good when that thread is not the main one, the only one that runs Python
-        handlers (seen for a SIGTERM right after a SIGCONT, while the main thread still had the
-        SIGCONT pending)."""
-        r, w = os.pipe()
-        os.set_blocking(w, False)
-        previous = signal.set_wakeup_fd(w)
+        """Until a stop signal, taken with ``sigwait`` while this thread blocks the stop
+        signals: every other thread blocks them too (:meth:`starting`), so the kernel keeps one
+        pending until ``sigwait`` takes it, whenever it comes. No Python-level handler has to
+        run for the wait to end; an ``Event.wait`` and then a signal wakeup fd each left a
+        broker asleep now and then in CI after a SIGTERM sent right behind a SIGCONT.
+        ``pthread_sigmask`` runs the handler of a signal that came before the block."""
+        signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
         try:
             while not self.stop.is_set():
-                # Returns once a signal arrived; its Python handler then runs here.
-                os.read(r, 64)
+                self._on_signal(signal.sigwait(_STOP_SIGNALS), None)
         finally:
-            signal.set_wakeup_fd(previous)
-            os.close(r)
-            os.close(w)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
 
     @contextlib.contextmanager
     def interruptible(self) -> Iterator[None]:
