@@ -223,3 +223,43 @@ def test_a_sigterm_right_after_a_sigcont_stops_a_broker(tmp_path: Path) -> None:
         broker.proc.send_signal(signal.SIGCONT)
         broker.proc.send_signal(signal.SIGTERM)
         assert broker.stop() == 0, broker.stderr()
+
+
+def test_a_stop_signal_ends_a_produce_waiting_on_stdin(
+    tmp_path: Path, namesrv_process: tuple[subprocess.Popen[str], str]
+) -> None:
+    """``rocketha produce`` reading a terminal or a pipe: SIGTERM (behind a SIGSTOP and a
+    SIGCONT, the awkward case) ends the read at once, after its sends have started the
+    producer's threads, and it exits 0: what it sent was sent."""
+    import signal
+
+    from helpers import start_master
+
+    _, namesrv = namesrv_process
+    broker = start_master(tmp_path, "b", namesrv, brokerRole="ASYNC_MASTER")
+    try:
+        for trial in range(5):
+            command = ["produce", "--namesrv", namesrv, "--topic", "StopWhileReading", "--json"]
+            produce = subprocess.Popen(
+                [sys.executable, "-m", "rocketha", *command],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            assert produce.stdin is not None and produce.stdout is not None
+            produce.stdin.write(f"line {trial}\n")
+            produce.stdin.flush()
+            assert json.loads(produce.stdout.readline())["status"] == "SEND_OK"
+            for signum in (signal.SIGSTOP, signal.SIGCONT, signal.SIGTERM):
+                produce.send_signal(signum)
+            try:
+                # Not communicate(): it would close stdin, and the end of stdin stops it too.
+                produce.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                produce.kill()
+                raise AssertionError(f"produce ignored SIGTERM: {produce.communicate()}") from None
+            _, err = produce.communicate()
+            assert produce.returncode == 0 and "Traceback" not in err, err
+    finally:
+        assert broker.stop() == 0

@@ -19,9 +19,9 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from rocketha import Message, __version__, _children
 from rocketha._cli_store import AddParser, add_inspect, add_repair
@@ -33,6 +33,7 @@ from rocketha.namesrv import NameServer
 from rocketha.tls import server_tls_from_properties
 
 log = logging.getLogger("rocketha.cli")
+T = TypeVar("T")
 
 
 def _add_demo(add: AddParser) -> None:
@@ -228,10 +229,11 @@ _STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
 
 class _StopSignals:
     """SIGINT and SIGTERM end a long-running command cleanly. The handler only sets
-    :attr:`stop`, which the main thread waits on; it raises :class:`_Stopped` only inside
-    :meth:`interruptible` (a blocking stdin read), and only for the first signal. So no signal
-    cuts a start or a shutdown short: a native thread left running at exit is killed while it
-    unwinds through the binding, which glibc reports as ``FATAL: exception not rethrown``."""
+    :attr:`stop`, which the main thread waits on; it raises :class:`_Stopped` only in
+    :meth:`until_stopped`'s wait for the next item (a blocking stdin read), and only for the
+    first signal. So no signal cuts a start or a shutdown short: a native thread left running
+    at exit is killed while it unwinds through the binding, which glibc reports as ``FATAL:
+    exception not rethrown``."""
 
     def __init__(self) -> None:
         self.stop = threading.Event()
@@ -261,18 +263,20 @@ class _StopSignals:
         finally:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
 
-    @contextlib.contextmanager
-    def interruptible(self) -> Iterator[None]:
-        """A block a stop signal leaves at once, as if it had ended."""
-        if self.stop.is_set():
-            return
-        self._interruptible = True
-        try:
-            yield
-        except _Stopped:
-            pass
-        finally:
-            self._interruptible = False
+    def until_stopped(self, items: Iterable[T]) -> Iterator[T]:
+        """``items`` until a stop signal. One that comes while the next item is awaited (a
+        blocking stdin read) ends the iteration at once; one that comes while the caller works
+        on an item ends it after that item."""
+        it = iter(items)
+        while not self.stop.is_set():
+            self._interruptible = True
+            try:
+                item = next(it)
+            except (_Stopped, StopIteration):
+                return
+            finally:
+                self._interruptible = False
+            yield item
 
     @contextlib.contextmanager
     def starting(self) -> Iterator[None]:
@@ -372,11 +376,10 @@ def _serve(config: BrokerConfig, args: argparse.Namespace, signals: _StopSignals
                     f"--wait-for-slave: no slave connected within {args.wait_for_slave:g} s; "
                     "nothing was put"
                 )
-            with signals.interruptible():
-                for line in sys.stdin:
-                    r = broker.put(Message(args.topic, line.rstrip("\n").encode()))
-                    put = {"msgId": r.msg_id, "offset": r.offset, "status": r.status.name}
-                    print(json.dumps(put), flush=True)
+            for line in signals.until_stopped(sys.stdin):
+                r = broker.put(Message(args.topic, line.rstrip("\n").encode()))
+                put = {"msgId": r.msg_id, "offset": r.offset, "status": r.status.name}
+                print(json.dumps(put), flush=True)
             return
         signals.wait()
 
@@ -478,13 +481,12 @@ def cmd_produce(args: argparse.Namespace) -> int:
     statuses: dict[str, int] = {}
     failed = 0
     started = time.perf_counter()
-    with (
-        Producer(args.namesrv, args.group, credentials=_credentials(args)) as producer,
-        signals.interruptible(),
-    ):
-        for number, body in enumerate(bodies, 1):
+    with Producer(args.namesrv, args.group, credentials=_credentials(args)) as producer:
+        for number, body in enumerate(signals.until_stopped(bodies), 1):
             try:
-                r = producer.send(Message(args.topic, body))
+                # The producer starts its threads on its first sends.
+                with signals.starting():
+                    r = producer.send(Message(args.topic, body))
             except RocketHAError as e:
                 failed += 1
                 why = f"{type(e).__name__}: {e}"
