@@ -27,6 +27,28 @@ const PROPERTY_WAIT_STORE_MSG_OK: &str = "WAIT";
 /// `MessageSysFlag.TRANSACTION_PREPARED_TYPE | TRANSACTION_COMMIT_TYPE`.
 const TRANSACTION_TYPES: i32 = 0x1 << 2 | 0x2 << 2;
 
+/// The properties that ask for a later delivery: `DELAY` (a level of `messageDelayLevel`, for
+/// RocketMQ's ScheduleMessageService) and 5.x's timer (`TIMER_DELIVER_MS`, `TIMER_DELAY_SEC`,
+/// `TIMER_DELAY_MS`). rocketha has neither service yet: such a message would be delivered at
+/// once, so it is refused instead (issue 26 builds them).
+const DELAYED_DELIVERY: [&str; 4] = [
+    "DELAY",
+    "TIMER_DELIVER_MS",
+    "TIMER_DELAY_SEC",
+    "TIMER_DELAY_MS",
+];
+
+/// The first property of `properties` that asks for a later delivery, with its value; a
+/// `DELAY` of 0 or less asks for none, as in RocketMQ.
+fn delayed_delivery(properties: &str) -> Option<(&'static str, String)> {
+    DELAYED_DELIVERY.iter().find_map(|&name| {
+        let value = record::find_property(properties.as_bytes(), name)?;
+        let value = String::from_utf8_lossy(value).into_owned();
+        let none = name == "DELAY" && value.trim().parse::<i64>().is_ok_and(|level| level <= 0);
+        (!none).then_some((name, value))
+    })
+}
+
 /// A refused send: the response code and the remark that names what is wrong.
 struct Refusal(i32, String);
 
@@ -167,7 +189,7 @@ impl SendMessageProcessor {
     }
 
     /// RocketMQ's `msgCheck` before any topic is looked at: the role, the header, the broker's
-    /// write permission, and no transactional sends.
+    /// write permission; no transactional sends and no delayed ones.
     fn check(&self, request: &RemotingCommand) -> Result<SendMessageRequestHeader, Refusal> {
         let s = &self.settings;
         if s.is_slave {
@@ -193,6 +215,17 @@ impl SendMessageProcessor {
                 format!(
                     "the broker[{}] sending transaction message is forbidden: rocketha has no \
                      transactional messages",
+                    s.broker_name
+                ),
+            ));
+        }
+        if let Some((name, value)) = header.properties.as_deref().and_then(delayed_delivery) {
+            return Err(Refusal(
+                response_code::MESSAGE_ILLEGAL,
+                format!(
+                    "the broker[{}] refuses a delayed message ({name}={value}): rocketha has no \
+                     schedule service or timer yet, and would deliver it at once; send it \
+                     without {name}",
                     s.broker_name
                 ),
             ));

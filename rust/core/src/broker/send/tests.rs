@@ -191,6 +191,16 @@ fn refused_sends_name_the_problem_and_write_nothing() {
             response_code::MESSAGE_ILLEGAL,
             "does not fit",
         ),
+        (
+            send_v2("known", 0, "TAGS\u{1}a\u{2}DELAY\u{1}3\u{2}", b"x"),
+            response_code::MESSAGE_ILLEGAL,
+            "refuses a delayed message (DELAY=3)",
+        ),
+        (
+            send_v2("known", 0, "TIMER_DELIVER_MS\u{1}1700000005000\u{2}", b"x"),
+            response_code::MESSAGE_ILLEGAL,
+            "(TIMER_DELIVER_MS=1700000005000): rocketha has no schedule service",
+        ),
     ];
     for (request, code, remark) in cases {
         let response = process(&p, &request).0.unwrap();
@@ -199,6 +209,12 @@ fn refused_sends_name_the_problem_and_write_nothing() {
         assert!(text.contains(remark), "{text:?} should say {remark:?}");
     }
     assert_eq!(p.store.max_offset(), 0, "nothing written");
+    // A level of 0 asks for no delay (RocketMQ stores such a message at once).
+    let undelayed = send_v2("known", 0, "DELAY\u{1}0\u{2}", b"x");
+    assert_eq!(
+        process(&p, &undelayed).0.unwrap().code,
+        response_code::SUCCESS
+    );
 
     let slave = broker(
         tempfile::tempdir().unwrap().path(),
