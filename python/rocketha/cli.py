@@ -266,16 +266,24 @@ class _StopSignals:
     def until_stopped(self, items: Iterable[T]) -> Iterator[T]:
         """``items`` until a stop signal. One that comes while the next item is awaited (a
         blocking stdin read) ends the iteration at once; one that comes while the caller works
-        on an item ends it after that item."""
+        on an item ends it after that item. The stop signals are unblocked in this thread only
+        while it waits, so a caller that blocks them everywhere else (:meth:`starting`) gets
+        every one here, at the read, whichever thread the kernel aimed it at."""
         it = iter(items)
-        while not self.stop.is_set():
+        while True:
+            # Reading the mask runs the handler of a signal left pending by the last item.
+            previous = signal.pthread_sigmask(signal.SIG_BLOCK, ())
+            if self.stop.is_set():
+                return
             self._interruptible = True
             try:
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
                 item = next(it)
             except (_Stopped, StopIteration):
                 return
             finally:
                 self._interruptible = False
+                signal.pthread_sigmask(signal.SIG_SETMASK, previous)
             yield item
 
     @contextlib.contextmanager
@@ -481,12 +489,15 @@ def cmd_produce(args: argparse.Namespace) -> int:
     statuses: dict[str, int] = {}
     failed = 0
     started = time.perf_counter()
-    with Producer(args.namesrv, args.group, credentials=_credentials(args)) as producer:
+    # The stop signals stay blocked but for the stdin reads (until_stopped): every thread the
+    # producer starts inherits that, so a signal always reaches the main thread at its read.
+    with (
+        signals.starting(),
+        Producer(args.namesrv, args.group, credentials=_credentials(args)) as producer,
+    ):
         for number, body in enumerate(signals.until_stopped(bodies), 1):
             try:
-                # The producer starts its threads on its first sends.
-                with signals.starting():
-                    r = producer.send(Message(args.topic, body))
+                r = producer.send(Message(args.topic, body))
             except RocketHAError as e:
                 failed += 1
                 why = f"{type(e).__name__}: {e}"
