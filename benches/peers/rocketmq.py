@@ -554,9 +554,13 @@ class RocketMQ:
         )
         (home / f"peer-{args[0]}.out").write_text(proc.stdout + proc.stderr)
         if proc.returncode != 0:
-            # stderr starts with pages of logback status lines; the cause is at the end.
+            # stderr starts with pages of logback status lines; the cause is at the end. The
+            # client's own log says why a connection closed, which its exceptions do not.
+            log = home / "logs" / "rocketmq_client.log"
+            client_log = log.read_text(errors="replace")[-3000:] if log.exists() else ""
             raise RuntimeError(
                 f"Peer {' '.join(args)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+                f"\n{log.name}:\n{client_log}"
             )
         return proc.stdout.splitlines()
 

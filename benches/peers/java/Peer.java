@@ -18,6 +18,7 @@ import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
 import org.apache.rocketmq.client.consumer.rebalance.AllocateMessageQueueAveragely;
 import org.apache.rocketmq.client.exception.MQBrokerException;
+import org.apache.rocketmq.client.exception.MQClientException;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
 import org.apache.rocketmq.client.producer.SendCallback;
 import org.apache.rocketmq.client.producer.SendResult;
@@ -412,7 +413,7 @@ public final class Peer {
             List<MessageQueue> assigned = new ArrayList<>(queues);
             consumer.assign(assigned);
             for (MessageQueue mq : assigned) {
-                consumer.seek(mq, 0);
+                seekToStart(consumer, mq, deadline);
             }
             while (count < expected && System.currentTimeMillis() < deadline) {
                 for (MessageExt m : consumer.poll(1000)) {
@@ -434,6 +435,28 @@ public final class Peer {
             System.out.println("DONE " + count);
             System.out.flush();
             consumer.shutdown();
+        }
+    }
+
+    /**
+     * Seeks {@code mq} to offset 0, retrying until {@code deadline}: the seek asks the broker
+     * for the queue's min offset on a connection the pull threads open at the same moment, and
+     * once in CI (5.4.0 client, 5.4.0 broker) that first write failed with "send request
+     * failed". A user's program retries such an admin call; each failure is printed on stderr.
+     */
+    static void seekToStart(DefaultLitePullConsumer consumer, MessageQueue mq, long deadline)
+        throws Exception {
+        while (true) {
+            try {
+                consumer.seek(mq, 0);
+                return;
+            } catch (MQClientException e) {
+                if (System.currentTimeMillis() > deadline) {
+                    throw e;
+                }
+                System.err.println("RETRY seek " + mq + ": " + e);
+                Thread.sleep(200);
+            }
         }
     }
 
