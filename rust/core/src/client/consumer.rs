@@ -1,6 +1,6 @@
 //! The consumer's wire side of `MQClientAPIImpl`: PULL_MESSAGE (asynchronous, so one
 //! connection holds a long poll per queue at once), consumer offsets, queue offsets,
-//! GET_CONSUMER_LIST_BY_GROUP and the consumer's HEART_BEAT. Which broker a pull goes to,
+//! GET_CONSUMER_LIST_BY_GROUP, the consumer's HEART_BEAT and CONSUMER_SEND_MSG_BACK. Which broker a pull goes to,
 //! rebalancing and offset policy are the consumer's (Python).
 
 use std::collections::BTreeMap;
@@ -11,7 +11,7 @@ use super::{expect_success, MqClientApi, SendError};
 use crate::commitlog::record::{self, tags_hash_code, Peeked, RecordView};
 use crate::error::RecordError;
 use crate::remoting::header::{
-    GetConsumerListByGroupRequestHeader, OffsetResponseHeader, PullMessageRequestHeader,
+    ConsumerSendMsgBackRequestHeader, GetConsumerListByGroupRequestHeader, OffsetResponseHeader, PullMessageRequestHeader,
     PullMessageResponseHeader, QueryConsumerOffsetRequestHeader, QueueRequestHeader,
     SearchOffsetRequestHeader, UpdateConsumerOffsetRequestHeader,
 };
@@ -472,6 +472,25 @@ impl MqClientApi {
             timeout,
         )?;
         offset_of(addr, "SEARCH_OFFSET_BY_TIMESTAMP", response)
+    }
+
+    /// CONSUMER_SEND_MSG_BACK (`MQClientAPIImpl.consumerSendMessageBack`): hands a message
+    /// the consumer failed back to the broker that stored it (named by its commit-log offset),
+    /// which schedules it in the group's retry topic or, past `maxReconsumeTimes`, puts it in
+    /// the dead-letter queue. Returns the broker's code and remark: SUCCESS, or a refusal the
+    /// caller reports (RocketMQ's client raises `MQBrokerException` for any other code).
+    pub fn consumer_send_message_back(
+        &self,
+        addr: &str,
+        header: &ConsumerSendMsgBackRequestHeader,
+        timeout: Duration,
+    ) -> Result<(i32, Option<String>), SendError> {
+        let response = self.invoke(
+            addr,
+            request(request_code::CONSUMER_SEND_MSG_BACK, header),
+            timeout,
+        )?;
+        Ok((response.code, response.remark))
     }
 
     /// HEART_BEAT of a consumer: the broker lists `client_id` in the group and keeps its
