@@ -17,6 +17,11 @@ use crate::remoting::header::{
 };
 use crate::remoting::{request_code, response_code, CustomHeader, RemotingCommand};
 
+/// `MQVersion.Version.V3_4_9`'s ordinal: a broker takes a send-back's `maxReconsumeTimes` only
+/// from requests of this version on (else the group's `retryMaxTimes`), so the send-back says
+/// it; the client's other requests say 0.
+const SEND_BACK_VERSION: i32 = 121;
+
 /// `SubscriptionData` as a heartbeat carries it (TAG expressions only).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SubscriptionData {
@@ -258,6 +263,12 @@ fn offset_of(addr: &str, what: &str, response: RemotingCommand) -> Result<i64, S
     Ok(header.offset)
 }
 
+fn send_back_request(header: &ConsumerSendMsgBackRequestHeader) -> RemotingCommand {
+    let mut request = request(request_code::CONSUMER_SEND_MSG_BACK, header);
+    request.version = SEND_BACK_VERSION;
+    request
+}
+
 fn request<H: CustomHeader>(code: i32, header: &H) -> RemotingCommand {
     let mut request = RemotingCommand::request(code, 0);
     request.write_custom_header(header);
@@ -485,11 +496,7 @@ impl MqClientApi {
         header: &ConsumerSendMsgBackRequestHeader,
         timeout: Duration,
     ) -> Result<(i32, Option<String>), SendError> {
-        let response = self.invoke(
-            addr,
-            request(request_code::CONSUMER_SEND_MSG_BACK, header),
-            timeout,
-        )?;
+        let response = self.invoke(addr, send_back_request(header), timeout)?;
         Ok((response.code, response.remark))
     }
 
