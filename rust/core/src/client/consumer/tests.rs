@@ -188,7 +188,8 @@ fn a_subscription_naming_no_tag_is_refused() {
 }
 
 /// The client's CONSUMER_SEND_MSG_BACK as the broker (and RocketMQ's) reads it: every field a
-/// string, keys sorted, the consumer's bound and the queue's broker name included.
+/// string, keys sorted, the consumer's bound and the queue's broker name included, and a
+/// version (V3_4_9) from which a broker reads that bound.
 #[test]
 fn golden_send_back_request_frame() {
     let header = ConsumerSendMsgBackRequestHeader {
@@ -201,14 +202,14 @@ fn golden_send_back_request_frame() {
         max_reconsume_times: Some(16),
         broker_name: Some("b".into()),
     };
-    let cmd = request(request_code::CONSUMER_SEND_MSG_BACK, &header);
+    let cmd = send_back_request(&header);
     assert_eq!(
         cmd.encode_json_header(),
         concat!(
             r#"{"code":36,"extFields":{"bname":"b","delayLevel":"0","group":"cg","#,
             r#""maxReconsumeTimes":"16","offset":"4096","originMsgId":"ID1","#,
             r#""originTopic":"T","unitMode":"false"},"flag":0,"#,
-            r#""language":"RUST","opaque":0,"serializeTypeCurrentRPC":"JSON","version":0}"#
+            r#""language":"RUST","opaque":0,"serializeTypeCurrentRPC":"JSON","version":121}"#
         )
     );
 }
