@@ -406,7 +406,11 @@ fn stamp(
         batch: Some(batch),
         broker_name: None,
     };
-    (send_request(header, &stamped), ids)
+    let mut request = send_request(header, &stamped);
+    if counts.1.is_some() {
+        request.version = consumer::SEND_BACK_VERSION;
+    }
+    (request, ids)
 }
 
 /// `sendKernelImpl`: a message sent to a retry topic (a consumer's fallback when its send-back
@@ -591,6 +595,7 @@ mod tests {
             (header.reconsume_times, header.max_reconsume_times),
             (Some(3), Some(16))
         );
+        assert_eq!(request.version, consumer::SEND_BACK_VERSION);
         let kept = header.properties.unwrap();
         assert!(kept.starts_with("RETRY_TOPIC\u{1}T\u{2}UNIQ_KEY\u{1}"), "{kept}");
         let (request, _) = stamp([10, 0, 0, 1], target("T"), &one);

@@ -17,10 +17,10 @@ use crate::remoting::header::{
 };
 use crate::remoting::{request_code, response_code, CustomHeader, RemotingCommand};
 
-/// `MQVersion.Version.V3_4_9`'s ordinal: a broker takes a send-back's `maxReconsumeTimes` only
-/// from requests of this version on (else the group's `retryMaxTimes`), so the send-back says
-/// it; the client's other requests say 0.
-const SEND_BACK_VERSION: i32 = 121;
+/// `MQVersion.Version.V3_4_9`'s ordinal: a broker takes the `maxReconsumeTimes` of a send-back
+/// or of a send to a retry topic only from requests of this version on (else the group's
+/// `retryMaxTimes`), so those requests say it; the client's other requests say 0.
+pub(super) const SEND_BACK_VERSION: i32 = 121;
 
 /// `SubscriptionData` as a heartbeat carries it (TAG expressions only).
 #[derive(Debug, Clone, PartialEq, Eq)]
