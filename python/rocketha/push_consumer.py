@@ -216,10 +216,10 @@ class PushConsumer:
         """Subscribes, rebalances and starts consuming; a second call is the same consumer.
         Raises what the first rebalance raised (no name server, an unknown topic's bad name)."""
         with self._state:
-            if self._engine is not None:
-                return self
             if self._stopped.is_set():
                 raise MQClientError("this PushConsumer was shut down; make a new one")
+            if self._engine is not None:
+                return self
             engine = _PushEngine(
                 self.namesrv_addr,
                 self.group,
