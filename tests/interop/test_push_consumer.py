@@ -212,7 +212,7 @@ def test_a_handler_that_raises_gets_the_message_again(cluster: Cluster) -> None:
 
 def test_delayed_messages_are_not_delivered_before_they_are_due(cluster: Cluster) -> None:
     topic, group = names("PushDelay")
-    create_topic(cluster.namesrv, topic)
+    create_topic(cluster.namesrv, topic, [b"seed"])
     seen = Seen()
 
     def handler(msg: MessageExt) -> ConsumeResult:
@@ -226,7 +226,7 @@ def test_delayed_messages_are_not_delivered_before_they_are_due(cluster: Cluster
         timer_sent = time.monotonic()
         producer.send(Message(topic, b"timer"), deliver_time_ms=due_ms)
         producer.send(Message(topic, b"now"))
-        wait_for(lambda: len(seen.bodies()) >= 3, timeout=60, what="every message")
+        wait_for(lambda: len(seen.bodies()) >= 4, timeout=60, what="every message")
     (level,) = seen.of(b"level-4")
     assert level[0] - sent >= DELAY_LEVELS[3] - CLOCK_SLACK
     assert level[4].get("DELAY") == "4"
