@@ -597,7 +597,10 @@ mod tests {
         );
         assert_eq!(request.version, consumer::SEND_BACK_VERSION);
         let kept = header.properties.unwrap();
-        assert!(kept.starts_with("RETRY_TOPIC\u{1}T\u{2}UNIQ_KEY\u{1}"), "{kept}");
+        assert!(
+            kept.starts_with("RETRY_TOPIC\u{1}T\u{2}UNIQ_KEY\u{1}"),
+            "{kept}"
+        );
         let (request, _) = stamp([10, 0, 0, 1], target("T"), &one);
         let header = SendMessageRequestHeader::parse(&request).unwrap();
         assert_eq!(

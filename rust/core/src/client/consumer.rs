@@ -11,9 +11,9 @@ use super::{expect_success, MqClientApi, SendError};
 use crate::commitlog::record::{self, tags_hash_code, Peeked, RecordView};
 use crate::error::RecordError;
 use crate::remoting::header::{
-    ConsumerSendMsgBackRequestHeader, GetConsumerListByGroupRequestHeader, OffsetResponseHeader, PullMessageRequestHeader,
-    PullMessageResponseHeader, QueryConsumerOffsetRequestHeader, QueueRequestHeader,
-    SearchOffsetRequestHeader, UpdateConsumerOffsetRequestHeader,
+    ConsumerSendMsgBackRequestHeader, GetConsumerListByGroupRequestHeader, OffsetResponseHeader,
+    PullMessageRequestHeader, PullMessageResponseHeader, QueryConsumerOffsetRequestHeader,
+    QueueRequestHeader, SearchOffsetRequestHeader, UpdateConsumerOffsetRequestHeader,
 };
 use crate::remoting::{request_code, response_code, CustomHeader, RemotingCommand};
 
