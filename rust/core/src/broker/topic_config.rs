@@ -143,6 +143,36 @@ impl TopicConfigManager {
         Some(config)
     }
 
+    /// `createTopicInSendMessageBackMethod`: the topic, created with `queue_nums` queues and
+    /// `perm` when unknown (a group's retry topic, its dead-letter queue). Persisted as
+    /// [`Self::create_in_send`]'s are.
+    pub(crate) fn create_in_send_back(
+        &self,
+        topic: &str,
+        queue_nums: i32,
+        perm: i32,
+        topic_sys_flag: i32,
+    ) -> TopicConfig {
+        let mut table = lock(&self.table);
+        if let Some(existing) = table.topic_config_table.get(topic) {
+            return existing.clone();
+        }
+        let config = TopicConfig {
+            topic_name: topic.to_owned(),
+            read_queue_nums: queue_nums,
+            write_queue_nums: queue_nums,
+            perm,
+            topic_sys_flag,
+            ..TopicConfig::default()
+        };
+        table
+            .topic_config_table
+            .insert(topic.to_owned(), config.clone());
+        bump(&mut table.data_version);
+        self.unsaved.store(true, Ordering::Release);
+        config
+    }
+
     /// Persists the topics sends created since the last persist, if any.
     pub(crate) fn persist_unsaved(&self) -> Result<(), TopicConfigError> {
         if self.unsaved.load(Ordering::Acquire) {

@@ -215,11 +215,6 @@ impl ScheduleMessageService {
         Ok(())
     }
 
-    /// `messageDelayLevel` in ms.
-    pub(crate) fn levels(&self) -> &[i64] {
-        &self.levels
-    }
-
     /// Level -> next queue offset to deliver.
     pub(crate) fn offsets(&self) -> BTreeMap<i32, i64> {
         lock(&self.offsets).clone()
