@@ -152,4 +152,3 @@ pub(crate) fn table(request: &RemotingCommand, body: Vec<u8>) -> RemotingCommand
     r.body = body;
     r
 }
-

@@ -153,8 +153,11 @@ impl SendMessageProcessor {
         let dlq = self.retry_or_dlq(request, &header)?;
         if dlq.is_some() {
             queue_id = 0;
-            batch_props =
-                record::edit_properties(&batch_props, &[(record::PROPERTY_DELAY_TIME_LEVEL, "0")], &[]);
+            batch_props = record::edit_properties(
+                &batch_props,
+                &[(record::PROPERTY_DELAY_TIME_LEVEL, "0")],
+                &[],
+            );
         }
         let topic_name = dlq.as_deref().unwrap_or(&header.topic);
         let messages = if request.code == request_code::SEND_BATCH_MESSAGE {
@@ -211,9 +214,9 @@ impl SendMessageProcessor {
             // RocketMQ answers a put refused for a full disk SERVICE_NOT_AVAILABLE.
             let code = match e {
                 CommitLogError::DiskFull { .. } => response_code::SERVICE_NOT_AVAILABLE,
-                CommitLogError::Record(RecordError::BadDelayLevel(_) | RecordError::DelayedBatch) => {
-                    response_code::MESSAGE_ILLEGAL
-                }
+                CommitLogError::Record(
+                    RecordError::BadDelayLevel(_) | RecordError::DelayedBatch,
+                ) => response_code::MESSAGE_ILLEGAL,
                 _ => response_code::SYSTEM_ERROR,
             };
             Refusal(code, e.to_string())

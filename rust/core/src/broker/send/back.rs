@@ -138,23 +138,23 @@ impl SendMessageProcessor {
             Some(times) if request.version >= V3_4_9 => times,
             _ => group.retry_max_times,
         };
-        let (target, level) =
-            if m.reconsume_times >= max_reconsume_times || header.delay_level < 0 {
-                let dlq = self.topics.create_in_send_back(
-                    &dlq_topic(&header.group),
-                    DLQ_NUMS_PER_GROUP,
-                    perm::PERM_READ | perm::PERM_WRITE,
-                    0,
-                );
-                // RocketMQ writes to a DLQ whatever its permission; refusing keeps the message
-                // with the consumer, which retries it, instead of storing it against the rule.
-                writable(&dlq)?;
-                (dlq, 0)
-            } else if header.delay_level == 0 {
-                (retry, 3 + m.reconsume_times)
-            } else {
-                (retry, header.delay_level)
-            };
+        let (target, level) = if m.reconsume_times >= max_reconsume_times || header.delay_level < 0
+        {
+            let dlq = self.topics.create_in_send_back(
+                &dlq_topic(&header.group),
+                DLQ_NUMS_PER_GROUP,
+                perm::PERM_READ | perm::PERM_WRITE,
+                0,
+            );
+            // RocketMQ writes to a DLQ whatever its permission; refusing keeps the message
+            // with the consumer, which retries it, instead of storing it against the rule.
+            writable(&dlq)?;
+            (dlq, 0)
+        } else if header.delay_level == 0 {
+            (retry, 3 + m.reconsume_times)
+        } else {
+            (retry, header.delay_level)
+        };
         let origin_topic = String::from_utf8_lossy(m.topic);
         let origin_id = record::msg_id(&m.store_host, m.physical_offset);
         let level = level.to_string();
@@ -203,7 +203,9 @@ impl SendMessageProcessor {
             .ok_or_else(|| {
                 refusal(
                     response_code::SUBSCRIPTION_GROUP_NOT_EXIST,
-                    format!("subscription group not exist, {group}{SUBSCRIPTION_GROUP_NOT_EXIST_FAQ}"),
+                    format!(
+                        "subscription group not exist, {group}{SUBSCRIPTION_GROUP_NOT_EXIST_FAQ}"
+                    ),
                 )
             })?;
         let max_reconsume_times = match header.max_reconsume_times {

@@ -5,8 +5,8 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use super::*;
-use crate::remoting::header::SendMessageResponseHeader;
 use crate::broker::subscription_group::SubscriptionGroupManager;
+use crate::remoting::header::SendMessageResponseHeader;
 use crate::store::StoreConfig;
 
 const PRODUCER: &str = "10.1.2.3:40000";
@@ -211,7 +211,12 @@ fn refused_sends_name_the_problem_and_write_nothing() {
             "(TIMER_DELIVER_MS=1700000005000): accurate timer message is not enabled",
         ),
         (
-            send_v2("known", 0, "TIMER_DELAY_SEC\u{1}5\u{2}DELAY\u{1}0\u{2}", b"x"),
+            send_v2(
+                "known",
+                0,
+                "TIMER_DELAY_SEC\u{1}5\u{2}DELAY\u{1}0\u{2}",
+                b"x",
+            ),
             response_code::MESSAGE_ILLEGAL,
             "(TIMER_DELAY_SEC=5)",
         ),
@@ -314,11 +319,25 @@ fn a_delayed_send_waits_in_the_schedule_topic_and_a_level_beats_timer_properties
         b"later",
     );
     let response = process(&p, &request).0.unwrap();
-    assert_eq!(response.code, response_code::SUCCESS, "{:?}", response.remark);
-    assert!(p.store.consume_queue("orders", 1).is_none(), "not delivered yet");
-    let stored = p.store.get_messages(record::SCHEDULE_TOPIC, 1, 0, 1).unwrap();
+    assert_eq!(
+        response.code,
+        response_code::SUCCESS,
+        "{:?}",
+        response.remark
+    );
+    assert!(
+        p.store.consume_queue("orders", 1).is_none(),
+        "not delivered yet"
+    );
+    let stored = p
+        .store
+        .get_messages(record::SCHEDULE_TOPIC, 1, 0, 1)
+        .unwrap();
     let props = record::decode_properties(stored[0].1.view().properties);
     let has = |k: &str, v: &str| props.contains(&(k.to_owned(), v.to_owned()));
     assert!(has("REAL_TOPIC", "orders") && has("REAL_QID", "1") && has("DELAY", "2"));
-    assert!(!props.iter().any(|(k, _)| k == "TIMER_DELIVER_MS"), "{props:?}");
+    assert!(
+        !props.iter().any(|(k, _)| k == "TIMER_DELIVER_MS"),
+        "{props:?}"
+    );
 }
