@@ -336,15 +336,18 @@ impl MessageStore {
     pub fn put(&self, draft: &MessageDraft<'_>) -> Result<AppendResult, CommitLogError> {
         // The message as sent first: a bad topic must not hide in `REAL_TOPIC` until due.
         draft.validate()?;
-        let scheduled = Scheduled::of(draft, &self.config.message_delay_level)?;
-        let moved;
-        let draft = match &scheduled {
-            Some(s) => {
-                moved = s.draft(draft);
-                &moved
-            }
-            None => draft,
+        let Some(scheduled) = Scheduled::of(draft, &self.config.message_delay_level)? else {
+            return self.put_now(draft);
         };
+        let result = self.put_now(&scheduled.draft(draft))?;
+        self.schedule
+            .scheduled(result.store_timestamp.saturating_add(scheduled.delay_ms));
+        Ok(result)
+    }
+
+    /// Appends `draft` where it says, whatever its `DELAY`: the schedule service's delivery of
+    /// a due message, which keeps its `DELAY` property as RocketMQ's does.
+    pub(crate) fn put_now(&self, draft: &MessageDraft<'_>) -> Result<AppendResult, CommitLogError> {
         draft.validate()?;
         self.check_writable()?;
         self.check_disk()?;
@@ -353,10 +356,6 @@ impl MessageStore {
             self.append_locked(&mut st, draft, now_millis())?
         };
         self.published();
-        if let Some(s) = &scheduled {
-            self.schedule
-                .scheduled(result.store_timestamp.saturating_add(s.delay_ms));
-        }
         Ok(result)
     }
 

@@ -5,7 +5,8 @@
 //! the last is the last), as 4.9's `CommitLog.putMessage` and 5.x's
 //! `HookUtils.transformDelayLevelMessage` do; its consume queue entry's tag code is its delivery
 //! time (see [`record::tags_code`]). On a master, one delivery thread moves each level's due
-//! messages back to their real topic and queue (`DELAY` cleared) in queue order, and keeps how
+//! messages back to their real topic and queue in queue order (their `DELAY` stays, as a
+//! delivered RocketMQ message's does; it is not read again), and keeps how
 //! far each level got in `config/delayOffset.json`, written whole every
 //! `flushDelayOffsetInterval` and at shutdown; a restart resumes there, so a message is
 //! delivered at least once (a kill may repeat the last interval's deliveries, never skip one).
@@ -355,8 +356,9 @@ impl ScheduleMessageService {
     }
 }
 
-/// `messageTimeUp`: the scheduled message at `offset` back into its real topic and queue,
-/// `DELAY` cleared, everything else as stored. False when the store refused it for now (to
+/// `messageTimeUp`: the scheduled message at `offset` back into its real topic and queue, as
+/// stored (`DELAY` included: RocketMQ clears it from the map the put reads, not from the
+/// properties it writes). False when the store refused it for now (to
 /// be tried again); a message that can never be delivered (gone to retention, no real topic)
 /// is skipped with a warning, as RocketMQ skips it.
 fn deliver(store: &MessageStore, offset: i64) -> bool {
@@ -382,11 +384,10 @@ fn deliver(store: &MessageStore, offset: i64) -> bool {
         log::warn!("schedule: message at {offset} is bound for {topic}; discarded");
         return true;
     }
-    let properties = record::edit_properties(m.properties, &[], &[PROPERTY_DELAY_TIME_LEVEL]);
     let draft = MessageDraft {
         topic,
         body: m.body,
-        properties: &properties,
+        properties: m.properties,
         queue_id,
         flag: m.flag,
         sys_flag: m.sys_flag,
@@ -395,7 +396,7 @@ fn deliver(store: &MessageStore, offset: i64) -> bool {
         reconsume_times: m.reconsume_times,
         prepared_tx_offset: m.prepared_tx_offset,
     };
-    match store.put(&draft) {
+    match store.put_now(&draft) {
         Ok(_) => true,
         Err(CommitLogError::Record(e)) => {
             log::warn!("schedule: message at {offset} cannot go to {topic}: {e}; skipped");

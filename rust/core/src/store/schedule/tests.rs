@@ -185,10 +185,9 @@ fn due_messages_go_back_to_their_topic_not_before_time_and_progress_persists() {
     assert!(soon.store_timestamp >= second.store_timestamp + 200);
     assert!(late.store_timestamp >= first.store_timestamp + 400);
     let props = decode_properties(late.properties);
-    assert!(
-        !props.iter().any(|(k, _)| k == "DELAY"),
-        "DELAY cleared: {props:?}"
-    );
+    // As RocketMQ's: the level stays in the delivered message, and is not read again.
+    assert!(props.contains(&("DELAY".into(), "2".into())), "{props:?}");
+    assert_eq!(store.get_messages("orders", 1, 0, 8).unwrap().len(), 2);
     assert!(props.contains(&("REAL_TOPIC".into(), "orders".into())));
     assert!(props.contains(&("k".into(), "v".into())));
     assert_eq!(
