@@ -142,6 +142,10 @@ public final class Peer {
                 group(args[1], args[2], args[3], args[4], Integer.parseInt(args[5]),
                     Long.parseLong(args[6]));
                 break;
+            case "reconsume":
+                reconsume(args[1], args[2], args[3], Integer.parseInt(args[4]),
+                    Integer.parseInt(args[5]), Long.parseLong(args[6]));
+                break;
             case "acl":
                 acl(args[1], args[2], args[3], args[4], args[5], args[6]);
                 break;
@@ -458,6 +462,45 @@ public final class Peer {
                 Thread.sleep(200);
             }
         }
+    }
+
+    /**
+     * A {@code DefaultMQPushConsumer} of {@code group} on {@code topic} that fails every
+     * message it is given ({@code RECONSUME_LATER}) with {@code maxReconsumeTimes}, printing
+     * {@code CALL <epoch ms> <body> <reconsumeTimes> <topic>} for each, until {@code calls}
+     * calls; its shutdown waits for the last send-back.
+     */
+    static void reconsume(String namesrv, String topic, String group, int maxReconsumeTimes,
+        int calls, long timeoutMs) throws Exception {
+        CountDownLatch enough = new CountDownLatch(calls);
+        DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(group);
+        consumer.setNamesrvAddr(namesrv);
+        consumer.setInstanceName("interop-reconsume-" + System.nanoTime());
+        consumer.setPollNameServerInterval(ROUTE_POLL_MS);
+        consumer.setHeartbeatBrokerInterval(HEARTBEAT_MS);
+        consumer.setMaxReconsumeTimes(maxReconsumeTimes);
+        consumer.setAwaitTerminationMillisWhenShutdown(30000);
+        consumer.subscribe(topic, "*");
+        consumer.registerMessageListener((MessageListenerConcurrently) (msgs, context) -> {
+            for (MessageExt m : msgs) {
+                synchronized (System.out) {
+                    System.out.println("CALL " + System.currentTimeMillis() + " "
+                        + new String(m.getBody()) + " " + m.getReconsumeTimes() + " "
+                        + m.getTopic());
+                    System.out.flush();
+                }
+                enough.countDown();
+            }
+            return ConsumeConcurrentlyStatus.RECONSUME_LATER;
+        });
+        consumer.start();
+        try {
+            enough.await(timeoutMs, TimeUnit.MILLISECONDS);
+        } finally {
+            consumer.shutdown();
+        }
+        System.out.println("DONE " + (calls - enough.getCount()));
+        System.out.flush();
     }
 
     /** RocketMQ's default allocation, reporting the member count of every rebalance. */
