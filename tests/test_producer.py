@@ -158,12 +158,15 @@ def test_a_broker_error_carries_code_and_remark(
                 producer.send(Message("Small", b"x" * 2048))
             assert err.value.code == MESSAGE_ILLEGAL
             assert "maxMessageSize" in err.value.remark
-            # No schedule service yet: a delayed message is refused, never delivered early.
-            for delayed in ({"DELAY": "2"}, {"TIMER_DELAY_SEC": "5"}):
+            # No timer store, and a level that is no number: refused, never delivered early.
+            for delayed, needle in (
+                ({"TIMER_DELAY_SEC": "5"}, "refuses a timer message (TIMER_DELAY_SEC=5)"),
+                ({"DELAY": "soon"}, 'DELAY="soon"'),
+            ):
                 with pytest.raises(MQBrokerError) as err:
                     producer.send(Message("Small", b"later", properties=delayed))
                 assert err.value.code == MESSAGE_ILLEGAL
-                assert "refuses a delayed message" in err.value.remark
+                assert needle in err.value.remark
         assert stored_bodies(tmp_path / "broker-a-master") == [b"ok"]
     finally:
         assert master.stop() == 0, master.stderr()

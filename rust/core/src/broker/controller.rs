@@ -97,6 +97,21 @@ pub struct BrokerController {
     slave_sync: Option<Arc<SlaveSynchronize>>,
 }
 
+/// What the broker registers with the name servers as.
+fn registration(
+    settings: &BrokerSettings,
+    broker_addr: String,
+    ha_server_addr: String,
+) -> Registration {
+    Registration {
+        cluster_name: settings.cluster_name.clone(),
+        broker_name: settings.broker_name.clone(),
+        broker_id: settings.broker_id,
+        broker_addr,
+        ha_server_addr,
+    }
+}
+
 impl BrokerController {
     /// Serves `listener` (bound beforehand, so the store knows the real port) for `store`;
     /// `ha_master` on a master, `ha_client` on a slave: their state is in the runtime info,
@@ -120,9 +135,9 @@ impl BrokerController {
             .is_slave
             .then(|| Self::slave_synchronize(&broker_addr, &topics, &tables, &store, &config));
         // Only a master delivers delayed messages; a slave replicates what it delivered.
-        if !settings.is_slave {
-            store.start_schedule()?;
-        }
+        (!settings.is_slave)
+            .then(|| store.start_schedule())
+            .transpose()?;
         let stats = Arc::new(StoreStatsService::default());
         let processor = Arc::new(BrokerProcessor::new(
             store.clone(),
@@ -142,13 +157,7 @@ impl BrokerController {
             RemotingServer::start_on(listener, processor.clone(), config.server, events.clone())?;
         let outer = BrokerOuterApi::new(
             &config.namesrv_addr,
-            Registration {
-                cluster_name: settings.cluster_name.clone(),
-                broker_name: settings.broker_name.clone(),
-                broker_id: settings.broker_id,
-                broker_addr,
-                ha_server_addr: config.ha_server_addr.clone(),
-            },
+            registration(&settings, broker_addr, config.ha_server_addr.clone()),
             topics.clone(),
             ha_client.filter(|_| {
                 config.update_master_ha_server_addr_periodically

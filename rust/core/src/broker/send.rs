@@ -62,6 +62,19 @@ fn asks_for_delay_level(properties: &str) -> bool {
     crate::store::schedule::delay_level(properties.as_bytes()).map_or(true, |l| l.is_some())
 }
 
+/// The refusal of a put the store did not take: RocketMQ answers a full disk
+/// SERVICE_NOT_AVAILABLE, and a bad delay level MESSAGE_ILLEGAL.
+fn refused_put(e: CommitLogError) -> Refusal {
+    let code = match e {
+        CommitLogError::DiskFull { .. } => response_code::SERVICE_NOT_AVAILABLE,
+        CommitLogError::Record(RecordError::BadDelayLevel(_) | RecordError::DelayedBatch) => {
+            response_code::MESSAGE_ILLEGAL
+        }
+        _ => response_code::SYSTEM_ERROR,
+    };
+    Refusal(code, e.to_string())
+}
+
 /// A refused send: the response code and the remark that names what is wrong.
 struct Refusal(i32, String);
 
@@ -169,27 +182,7 @@ impl SendMessageProcessor {
                 properties: batch_props,
             }]
         };
-        for m in &messages {
-            // RocketMQ's `putMessages` refuses a batch that asks for a delay, even of one.
-            if request.code == request_code::SEND_BATCH_MESSAGE
-                && crate::store::schedule::delay_level(&m.properties).map_or(true, |l| l.is_some())
-            {
-                return Err(Refusal(
-                    response_code::MESSAGE_ILLEGAL,
-                    RecordError::DelayedBatch.to_string(),
-                ));
-            }
-            if m.body.len() > self.settings.max_message_size {
-                return Err(Refusal(
-                    response_code::MESSAGE_ILLEGAL,
-                    format!(
-                        "the message body size {} is over the max value, MAX: {} (maxMessageSize)",
-                        m.body.len(),
-                        self.settings.max_message_size
-                    ),
-                ));
-            }
-        }
+        self.check_messages(request, &messages)?;
         let drafts: Vec<MessageDraft<'_>> = messages
             .iter()
             .map(|m| MessageDraft {
@@ -210,23 +203,43 @@ impl SendMessageProcessor {
         } else {
             self.store.put_batch(&drafts)
         };
-        let results = appended.map_err(|e| {
-            // RocketMQ answers a put refused for a full disk SERVICE_NOT_AVAILABLE.
-            let code = match e {
-                CommitLogError::DiskFull { .. } => response_code::SERVICE_NOT_AVAILABLE,
-                CommitLogError::Record(
-                    RecordError::BadDelayLevel(_) | RecordError::DelayedBatch,
-                ) => response_code::MESSAGE_ILLEGAL,
-                _ => response_code::SYSTEM_ERROR,
-            };
-            Refusal(code, e.to_string())
-        })?;
+        let results = appended.map_err(refused_put)?;
         Ok(Put {
             results,
             queue_id,
             wait,
             uniq: uniq_key(header_props).map(str::to_owned),
         })
+    }
+
+    /// Each message's own checks: its size, and no delay in a batch (RocketMQ's
+    /// `putMessages` refuses a batch that asks for one, even of one message).
+    fn check_messages(
+        &self,
+        request: &RemotingCommand,
+        messages: &[Incoming<'_>],
+    ) -> Result<(), Refusal> {
+        for m in messages {
+            if request.code == request_code::SEND_BATCH_MESSAGE
+                && crate::store::schedule::delay_level(&m.properties).map_or(true, |l| l.is_some())
+            {
+                return Err(Refusal(
+                    response_code::MESSAGE_ILLEGAL,
+                    RecordError::DelayedBatch.to_string(),
+                ));
+            }
+            if m.body.len() > self.settings.max_message_size {
+                return Err(Refusal(
+                    response_code::MESSAGE_ILLEGAL,
+                    format!(
+                        "the message body size {} is over the max value, MAX: {} (maxMessageSize)",
+                        m.body.len(),
+                        self.settings.max_message_size
+                    ),
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// RocketMQ's `msgCheck` before any topic is looked at: the role, the header, the broker's

@@ -15,7 +15,9 @@
 use std::sync::atomic::Ordering;
 
 use super::{Refusal, SendMessageProcessor};
+use crate::broker::subscription_group::SubscriptionGroupConfig;
 use crate::commitlog::record::{self, MessageDraft, PROPERTY_DELAY_TIME_LEVEL};
+use crate::commitlog::OwnedRecord;
 use crate::protocol::body::{perm, TopicConfig};
 use crate::remoting::header::{ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader};
 use crate::remoting::{response_code, RemotingCommand};
@@ -87,20 +89,7 @@ impl SendMessageProcessor {
         let header: ConsumerSendMsgBackRequestHeader = request
             .decode_custom_header()
             .map_err(|e| refusal(response_code::SYSTEM_ERROR, e.to_string()))?;
-        let group = self
-            .groups
-            .find(&header.group)
-            .map_err(|e| refusal(response_code::SYSTEM_ERROR, e.to_string()))?
-            .ok_or_else(|| {
-                refusal(
-                    response_code::SUBSCRIPTION_GROUP_NOT_EXIST,
-                    format!(
-                        "subscription group not exist, {} (autoCreateSubscriptionGroup is \
-                         false){SUBSCRIPTION_GROUP_NOT_EXIST_FAQ}",
-                        header.group
-                    ),
-                )
-            })?;
+        let group = self.group(&header.group)?;
         if s.broker_permission & perm::PERM_WRITE == 0 {
             return Err(refusal(
                 response_code::NO_PERMISSION,
@@ -118,38 +107,11 @@ impl SendMessageProcessor {
             retry_topic_sys_flag(header.unit_mode),
         );
         writable(&retry)?;
-        let original = self
-            .store
-            .look_message_by_offset(u64::try_from(header.offset).unwrap_or(u64::MAX))
-            .ok_or_else(|| {
-                refusal(
-                    response_code::SYSTEM_ERROR,
-                    format!(
-                        "look message by offset failed, {}: no message starts there (the \
-                         commit log holds [{}, {}))",
-                        header.offset,
-                        self.store.min_offset(),
-                        self.store.max_offset()
-                    ),
-                )
-            })?;
+        let original = self.original(header.offset)?;
         let m = original.view();
-        let max_reconsume_times = match header.max_reconsume_times {
-            Some(times) if request.version >= V3_4_9 => times,
-            _ => group.retry_max_times,
-        };
-        let (target, level) = if m.reconsume_times >= max_reconsume_times || header.delay_level < 0
-        {
-            let dlq = self.topics.create_in_send_back(
-                &dlq_topic(&header.group),
-                DLQ_NUMS_PER_GROUP,
-                perm::PERM_READ | perm::PERM_WRITE,
-                0,
-            );
-            // RocketMQ writes to a DLQ whatever its permission; refusing keeps the message
-            // with the consumer, which retries it, instead of storing it against the rule.
-            writable(&dlq)?;
-            (dlq, 0)
+        let bound = max_reconsume_times(request, header.max_reconsume_times, &group);
+        let (target, level) = if m.reconsume_times >= bound || header.delay_level < 0 {
+            (self.dlq(&header.group)?, 0)
         } else if header.delay_level == 0 {
             (retry, 3 + m.reconsume_times)
         } else {
@@ -185,6 +147,53 @@ impl SendMessageProcessor {
             .map_err(|e| refusal(response_code::SYSTEM_ERROR, e.to_string()))
     }
 
+    /// The subscription group `name` (created when unknown, with `autoCreateSubscriptionGroup`).
+    fn group(&self, name: &str) -> Result<SubscriptionGroupConfig, Refusal> {
+        self.groups
+            .find(name)
+            .map_err(|e| refusal(response_code::SYSTEM_ERROR, e.to_string()))?
+            .ok_or_else(|| {
+                refusal(
+                    response_code::SUBSCRIPTION_GROUP_NOT_EXIST,
+                    format!(
+                        "subscription group not exist, {name} (autoCreateSubscriptionGroup is \
+                         false){SUBSCRIPTION_GROUP_NOT_EXIST_FAQ}"
+                    ),
+                )
+            })
+    }
+
+    /// The stored message a send-back names by its commit log offset.
+    fn original(&self, offset: i64) -> Result<OwnedRecord, Refusal> {
+        self.store
+            .look_message_by_offset(u64::try_from(offset).unwrap_or(u64::MAX))
+            .ok_or_else(|| {
+                refusal(
+                    response_code::SYSTEM_ERROR,
+                    format!(
+                        "look message by offset failed, {offset}: no message starts there (the \
+                         commit log holds [{}, {}))",
+                        self.store.min_offset(),
+                        self.store.max_offset()
+                    ),
+                )
+            })
+    }
+
+    /// The group's dead-letter queue, created on first use. RocketMQ writes to a DLQ whatever
+    /// its permission; refusing keeps the message with the consumer, which retries it,
+    /// instead of storing it against the rule.
+    fn dlq(&self, group: &str) -> Result<TopicConfig, Refusal> {
+        let dlq = self.topics.create_in_send_back(
+            &dlq_topic(group),
+            DLQ_NUMS_PER_GROUP,
+            perm::PERM_READ | perm::PERM_WRITE,
+            0,
+        );
+        writable(&dlq)?;
+        Ok(dlq)
+    }
+
     /// `handleRetryAndDLQ`: a send to a group's retry topic (a consumer whose send-back failed
     /// sends the retry itself) goes to the group's dead-letter queue once its reconsume count
     /// reached the bound. `Some(dlq)` then: the send goes there, queue 0, undelayed.
@@ -196,33 +205,25 @@ impl SendMessageProcessor {
         let Some(group) = header.topic.strip_prefix(RETRY_GROUP_TOPIC_PREFIX) else {
             return Ok(None);
         };
-        let config = self
-            .groups
-            .find(group)
-            .map_err(|e| refusal(response_code::SYSTEM_ERROR, e.to_string()))?
-            .ok_or_else(|| {
-                refusal(
-                    response_code::SUBSCRIPTION_GROUP_NOT_EXIST,
-                    format!(
-                        "subscription group not exist, {group}{SUBSCRIPTION_GROUP_NOT_EXIST_FAQ}"
-                    ),
-                )
-            })?;
-        let max_reconsume_times = match header.max_reconsume_times {
-            Some(times) if request.version >= V3_4_9 => times,
-            _ => config.retry_max_times,
-        };
-        if header.reconsume_times.unwrap_or(0) < max_reconsume_times {
+        let config = self.group(group)?;
+        let bound = max_reconsume_times(request, header.max_reconsume_times, &config);
+        if header.reconsume_times.unwrap_or(0) < bound {
             return Ok(None);
         }
-        let dlq = self.topics.create_in_send_back(
-            &dlq_topic(group),
-            DLQ_NUMS_PER_GROUP,
-            perm::PERM_READ | perm::PERM_WRITE,
-            0,
-        );
-        writable(&dlq)?;
-        Ok(Some(dlq.topic_name))
+        Ok(Some(self.dlq(group)?.topic_name))
+    }
+}
+
+/// The request's `maxReconsumeTimes` from a client of V3_4_9 or later, else the group's
+/// `retryMaxTimes`.
+fn max_reconsume_times(
+    request: &RemotingCommand,
+    asked: Option<i32>,
+    group: &SubscriptionGroupConfig,
+) -> i32 {
+    match asked {
+        Some(times) if request.version >= V3_4_9 => times,
+        _ => group.retry_max_times,
     }
 }
 
