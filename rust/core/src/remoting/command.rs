@@ -107,7 +107,7 @@ impl RemotingCommand {
         }
     }
 
-    pub fn is_response(&self) -> bool {
+    pub(crate) fn is_response(&self) -> bool {
         self.flag & FLAG_RESPONSE != 0
     }
 
@@ -119,7 +119,7 @@ impl RemotingCommand {
         self.flag |= FLAG_RESPONSE;
     }
 
-    pub fn mark_oneway(&mut self) {
+    pub(crate) fn mark_oneway(&mut self) {
         self.flag |= FLAG_ONEWAY;
     }
 

@@ -11,17 +11,18 @@
 //!
 //! `pub(crate)` but for what other crates name: the fuzz crate drives the decoders and the
 //! custom headers, the load generator speaks the protocol, the binding starts TLS and the
-//! consume headers, and the integration tests build on the server and the client.
+//! consume headers. The server and the client are the crate's own: their loopback tests are
+//! unit tests (`remoting::tests`).
 
 pub(crate) mod client;
-pub mod codes;
+pub(crate) mod codes;
 pub(crate) mod command;
 pub mod frame;
 pub mod header;
 pub(crate) mod server;
 pub(crate) mod tls;
 
-pub use client::{ClientConfig, ClientError, InvokeResult, NettyRemotingClient, RemotingClient};
+pub(crate) use client::{ClientConfig, ClientError, NettyRemotingClient, RemotingClient};
 pub use codes::{request_code, response_code, LanguageCode, SerializeType};
 pub use command::{CommandError, ExtFields, RemotingCommand};
 pub use frame::{decode_frame, encode_frame, Decoded, RawFrame, RemotingFrameError};
@@ -33,3 +34,6 @@ pub use server::{
 pub use tls::{
     ClientAuth, ClientTls, ServerTls, ServerTrust, TlsError, TlsMode, TlsServerSettings,
 };
+
+#[cfg(test)]
+mod tests;

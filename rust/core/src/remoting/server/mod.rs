@@ -108,8 +108,9 @@ pub struct RemotingServer {
 }
 
 impl RemotingServer {
-    /// Binds `listen` (port 0 = OS-chosen) and starts the event loop thread.
-    pub fn start(
+    /// [`RemotingServer::start_with_events`] with events of its own (tests).
+    #[cfg(test)]
+    pub(crate) fn start(
         listen: SocketAddr,
         processor: Arc<dyn RequestProcessor>,
         config: ServerConfig,
@@ -117,7 +118,8 @@ impl RemotingServer {
         Self::start_with_events(listen, processor, config, Arc::default())
     }
 
-    /// [`RemotingServer::start`] reporting into `events`, which the processor may share.
+    /// Binds `listen` (port 0 = OS-chosen) and starts the event loop thread, reporting into
+    /// `events`, which the processor may share.
     pub(crate) fn start_with_events(
         listen: SocketAddr,
         processor: Arc<dyn RequestProcessor>,
@@ -157,16 +159,16 @@ impl RemotingServer {
         })
     }
 
-    pub fn local_addr(&self) -> SocketAddr {
+    pub(crate) fn local_addr(&self) -> SocketAddr {
         self.local_addr
     }
 
-    pub fn events(&self) -> &ServerEvents {
+    pub(crate) fn events(&self) -> &ServerEvents {
         &self.shared.events
     }
 
     /// Closes every connection and stops the loop; responses still queued are dropped.
-    pub fn shutdown(&self) {
+    pub(crate) fn shutdown(&self) {
         self.thread.stop();
         lock(&self.shared.outbox).clear();
         self.shared.events.wake();

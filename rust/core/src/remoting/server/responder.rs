@@ -32,7 +32,7 @@ impl Responder {
     /// ack, without waking the loop (an eventfd write, an epoll wake-up and a context switch
     /// per response on a lone connection). Otherwise, or when it does not encode, it joins the
     /// loop's outbox, behind what is queued.
-    pub fn send(&self, mut response: RemotingCommand) {
+    pub(crate) fn send(&self, mut response: RemotingCommand) {
         response.opaque = self.opaque;
         response.mark_response();
         self.queue(response);
@@ -90,12 +90,12 @@ impl RequestContext {
         self.remote
     }
 
-    pub fn connection_id(&self) -> u64 {
+    pub(crate) fn connection_id(&self) -> u64 {
         self.responder.connection_id
     }
 
     /// Answers this request later, from any thread.
-    pub fn responder(&self) -> Responder {
+    pub(crate) fn responder(&self) -> Responder {
         self.responder.clone()
     }
 }
