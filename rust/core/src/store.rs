@@ -6,7 +6,7 @@ mod open;
 use open::write_checkpoint;
 pub mod group_transfer;
 
-pub use clean::{CleanConfig, CleanEvent, CleanEvents, CleanReport};
+pub use clean::{CleanConfig, CleanEvents, CleanReport};
 
 use std::borrow::Cow;
 use std::fs::File;

@@ -18,5 +18,6 @@ pub(crate) mod plain_access_validator;
 pub(crate) mod plain_permission_manager;
 pub(crate) mod remote_address;
 
-pub use client_hook::{AclClientRpcHook, SessionCredentials};
+pub(crate) use client_hook::AclClientRpcHook;
+pub use client_hook::SessionCredentials;
 pub(crate) use plain_permission_manager::{AclError, PlainPermissionManager};

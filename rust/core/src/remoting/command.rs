@@ -22,7 +22,7 @@ use crate::protocol::json::write_json_string;
 use crate::protocol::reader::{ReadError, Reader};
 
 /// A command's `extFields`. SipHash (std's default), not FxHash: the keys come from the network.
-pub type ExtFields = HashMap<String, String>;
+pub(crate) type ExtFields = HashMap<String, String>;
 
 /// `RemotingCommand`'s flag bits.
 const FLAG_RESPONSE: i32 = 1;

@@ -24,13 +24,14 @@ pub(crate) mod tls;
 
 pub(crate) use client::{ClientConfig, ClientError, NettyRemotingClient, RemotingClient};
 pub use codes::{request_code, response_code, LanguageCode, SerializeType};
-pub use command::{CommandError, ExtFields, RemotingCommand};
+pub(crate) use command::ExtFields;
+pub use command::{CommandError, RemotingCommand};
 pub use frame::{decode_frame, encode_frame, Decoded, RawFrame, RemotingFrameError};
 pub use header::{CustomHeader, HeaderError};
-pub use server::{
-    not_supported, RemotingServer, RequestContext, RequestProcessor, Responder, ServerConfig,
-    ServerEvent, ServerEventKind, ServerEvents,
+pub(crate) use server::{
+    not_supported, RemotingServer, RequestContext, RequestProcessor, Responder,
 };
+pub use server::{ServerConfig, ServerEvent, ServerEventKind, ServerEvents};
 pub use tls::{
     ClientAuth, ClientTls, ServerTls, ServerTrust, TlsError, TlsMode, TlsServerSettings,
 };

@@ -38,10 +38,10 @@ use crate::sync::lock;
 use event_loop::EventLoop;
 
 pub use events::{ServerEvent, ServerEventKind, ServerEvents};
-pub use responder::{RequestContext, Responder};
+pub(crate) use responder::{RequestContext, Responder};
 
 /// Handles requests; one instance serves every connection of a server.
-pub trait RequestProcessor: Send + Sync + 'static {
+pub(crate) trait RequestProcessor: Send + Sync + 'static {
     /// Handles one request on the loop thread (must not block). Returns the response now, or
     /// None when it will be sent later through `ctx.responder()` (a SYNC_MASTER send waiting
     /// for its slave ack), or for a oneway request.
@@ -53,7 +53,7 @@ pub trait RequestProcessor: Send + Sync + 'static {
 }
 
 /// `REQUEST_CODE_NOT_SUPPORTED` for `request`, with the remark RocketMQ gives.
-pub fn not_supported(request: &RemotingCommand) -> RemotingCommand {
+pub(crate) fn not_supported(request: &RemotingCommand) -> RemotingCommand {
     RemotingCommand::response_to(
         request,
         response_code::REQUEST_CODE_NOT_SUPPORTED,
@@ -101,7 +101,7 @@ struct Shared {
 }
 
 /// The server: a listening socket and its event loop thread.
-pub struct RemotingServer {
+pub(crate) struct RemotingServer {
     shared: Arc<Shared>,
     local_addr: SocketAddr,
     thread: LoopThread,

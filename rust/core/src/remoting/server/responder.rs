@@ -12,7 +12,7 @@ use crate::sync::lock;
 
 /// Sends the response to one request later, from any thread.
 #[derive(Clone)]
-pub struct Responder {
+pub(crate) struct Responder {
     pub(super) connection_id: u64,
     pub(super) opaque: i32,
     pub(super) serialize_type: SerializeType,
@@ -80,7 +80,7 @@ impl Responder {
 }
 
 /// What a processor knows about the request in hand.
-pub struct RequestContext {
+pub(crate) struct RequestContext {
     pub(super) remote: SocketAddr,
     pub(super) responder: Responder,
 }
