@@ -1,13 +1,13 @@
 //! RocketMQ's remoting protocol, the client-facing port of a broker and of the name server:
 //! the frame ([`frame`]), the command and its header in both serialize types, JSON and
-//! ROCKETMQ ([`command`]), the typed custom headers carried in its `extFields` ([`header`]), and
-//! the request and response codes ([`codes`]). Everything follows Apache RocketMQ's wire format
+//! ROCKETMQ (`command`), the typed custom headers carried in its `extFields` ([`header`]), and
+//! the request and response codes (`codes`). Everything follows Apache RocketMQ's wire format
 //! byte for byte, so its Java client, `mqadmin` and name server talk to rocketha unchanged.
 //!
-//! On top of the codec, the network: [`server`] (RocketMQ's `NettyRemotingServer`, one mio
-//! event loop dispatching requests to a processor) and [`client`] (`NettyRemotingClient`: one
+//! On top of the codec, the network: `server` (RocketMQ's `NettyRemotingServer`, one mio
+//! event loop dispatching requests to a processor) and `client` (`NettyRemotingClient`: one
 //! event loop, one connection per address, many requests in flight on each), both optionally
-//! over TLS ([`tls`]).
+//! over TLS (`tls`).
 //!
 //! `pub(crate)` but for what other crates name: the fuzz crate drives the decoders and the
 //! custom headers, the load generator speaks the protocol, the binding starts TLS and the
