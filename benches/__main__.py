@@ -27,6 +27,7 @@ SCENARIOS = {
     "remoting": "benches.remoting",
     "consume": "benches.consume",
     "hostile": "benches.hostile",
+    "retry": "benches.retry",
     "peers": "benches.peers_bench",
     "soak": "benches.soak",
 }

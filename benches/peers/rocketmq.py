@@ -554,9 +554,13 @@ class RocketMQ:
         )
         (home / f"peer-{args[0]}.out").write_text(proc.stdout + proc.stderr)
         if proc.returncode != 0:
-            # stderr starts with pages of logback status lines; the cause is at the end.
+            # stderr starts with pages of logback status lines; the cause is at the end. The
+            # client's own log says why a connection closed, which its exceptions do not.
+            log = home / "logs" / "rocketmq_client.log"
+            client_log = log.read_text(errors="replace")[-3000:] if log.exists() else ""
             raise RuntimeError(
                 f"Peer {' '.join(args)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+                f"\n{log.name}:\n{client_log}"
             )
         return proc.stdout.splitlines()
 
@@ -810,6 +814,29 @@ class RocketMQ:
             raise RuntimeError(f"Peer group {kind} did not finish: {lines[-20:]}")
         return _got(lines)
 
+    def reconsume(
+        self,
+        namesrv: str,
+        topic: str,
+        group: str,
+        max_reconsume_times: int,
+        calls: int,
+        *,
+        home: Path,
+        timeout_ms: int = 120_000,
+    ) -> list[Reconsumed]:
+        """A ``DefaultMQPushConsumer`` of ``group`` that answers ``RECONSUME_LATER`` to every
+        message of ``topic`` (``maxReconsumeTimes`` = ``max_reconsume_times``) until it was
+        called ``calls`` times: each call, in order."""
+        args = ["reconsume", namesrv, topic, group, str(max_reconsume_times), str(calls)]
+        lines = self._client(home, [*args, str(timeout_ms)], timeout_ms / 1000 + 60)
+        out = []
+        for line in lines:
+            if line.startswith("CALL "):
+                _, ms, body, times, got_topic = line.split(" ")
+                out.append(Reconsumed(int(ms) / 1000, body, int(times), got_topic))
+        return out
+
     def group_member(
         self, namesrv: str, topic: str, group: str, kind: str, *, home: Path
     ) -> GroupMember:
@@ -817,6 +844,17 @@ class RocketMQ:
         members of one group consume side by side."""
         args = ["group", namesrv, topic, group, kind, "0", "600000"]
         return GroupMember(self._peer_command(home, args), home)
+
+
+@dataclass(frozen=True)
+class Reconsumed:
+    """One call of :meth:`RocketMQ.reconsume`'s listener."""
+
+    #: Epoch seconds.
+    at: float
+    body: str
+    reconsume_times: int
+    topic: str
 
 
 def _outcomes(lines: Sequence[str]) -> list[SendOutcome]:

@@ -38,6 +38,7 @@ from rocketha.exceptions import (
 )
 from rocketha.ha import HAService
 from rocketha.namesrv import NameServer
+from rocketha.push_consumer import ConsumeResult, PushConsumer
 from rocketha.roles import BrokerRole, FlushDiskType, PutStatus
 from rocketha.store import MessageStore
 
@@ -48,6 +49,7 @@ __all__ = [
     "CommitLogCorrupted",
     "ConfigError",
     "ConsumeFromWhere",
+    "ConsumeResult",
     "DiskFullError",
     "FlushDiskType",
     "ForkedProcessError",
@@ -66,6 +68,7 @@ __all__ = [
     "OffsetTooSmallError",
     "Producer",
     "PullConsumer",
+    "PushConsumer",
     "PutResult",
     "PutStatus",
     "RemotingConnectError",

@@ -141,6 +141,7 @@ class MessageExt:
     def prepared_transaction_offset(self) -> int: ...
     @property
     def msg_id(self) -> str: ...
+    def with_topic(self, topic: str) -> MessageExt: ...
 
 @final
 class SegmentSlice:
@@ -436,6 +437,19 @@ class MQClientAPI:
         oneway: bool,
         timeout: float,
     ) -> None: ...
+    def consumer_send_message_back(
+        self,
+        addr: str,
+        *,
+        offset: int,
+        group: str,
+        delay_level: int,
+        origin_msg_id: str,
+        origin_topic: str,
+        max_reconsume_times: int,
+        broker_name: str | None = None,
+        timeout: float,
+    ) -> tuple[int, str | None]: ...
     def get_consumer_id_list_by_group(
         self, addr: str, consumer_group: str, timeout: float
     ) -> list[str]: ...

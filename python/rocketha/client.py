@@ -68,6 +68,9 @@ _ROUTE_TTL = 30.0
 _TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 TOPIC_MAX_LENGTH = 127
 MAX_MESSAGE_SIZE = 4 * 1024 * 1024
+#: ``MessageConst.PROPERTY_DELAY_TIME_LEVEL`` and 5.x's ``PROPERTY_TIMER_DELIVER_MS``.
+PROPERTY_DELAY_TIME_LEVEL = "DELAY"
+PROPERTY_TIMER_DELIVER_MS = "TIMER_DELIVER_MS"
 #: ``TopicValidator``'s system topics a producer may not send to, the template included.
 NOT_ALLOWED_SEND_TOPICS = frozenset(
     [
@@ -105,6 +108,69 @@ def check_topic_name(topic: str) -> None:
         raise MQClientError(
             f"topic {topic!r} contains characters other than letters, digits, '%', '|', '_' and '-'"
         )
+
+
+def with_delivery(
+    msg: Message, delay_level: int = 0, deliver_time_ms: int | None = None
+) -> Message:
+    """``msg`` with ``Message.setDelayTimeLevel`` (property ``DELAY``: level n of the broker's
+    ``messageDelayLevel``, a level beyond its last meaning its last) or 5.x's
+    ``setDeliverTimeMs`` (``TIMER_DELIVER_MS``: epoch milliseconds; a time not in the future
+    is delivered at once, as RocketMQ's broker does). Either one: a RocketMQ broker given both
+    keeps the level and drops the time in silence, so both are refused here."""
+    for name, value in (("delay_level", delay_level), ("deliver_time_ms", deliver_time_ms)):
+        if (value is not None or name == "delay_level") and (
+            isinstance(value, bool) or not isinstance(value, int)
+        ):
+            raise MQClientError(f"{name} must be an int, got {value!r}")
+    if delay_level < 0:
+        raise MQClientError(
+            f"delay_level must be >= 0 (0: no delay; n: the broker's n-th messageDelayLevel), "
+            f"got {delay_level}"
+        )
+    if deliver_time_ms is not None and deliver_time_ms < 0:
+        raise MQClientError(
+            f"deliver_time_ms is a time in epoch milliseconds, got {deliver_time_ms}"
+        )
+    if delay_level and deliver_time_ms is not None:
+        raise MQClientError(
+            "delay_level and deliver_time_ms exclude each other: give one (a RocketMQ broker "
+            "keeps the level and drops the time)"
+        )
+    if not delay_level and deliver_time_ms is None:
+        return msg
+    properties: dict[str, object] = dict(msg.properties)
+    if delay_level:
+        properties[PROPERTY_DELAY_TIME_LEVEL] = str(delay_level)
+    else:
+        properties[PROPERTY_TIMER_DELIVER_MS] = str(deliver_time_ms)
+    return Message(msg.topic, msg.body, properties=properties, queue_id=msg.queue_id, flag=msg.flag)
+
+
+def delay_level_of(msg: Message) -> int:
+    """``Message.getDelayTimeLevel``: 0 when the property is absent or not a number."""
+    try:
+        return int(msg.properties.get(PROPERTY_DELAY_TIME_LEVEL, "0"))
+    except ValueError:
+        return 0
+
+
+def check_topic_names(topics: str | Sequence[str]) -> list[str]:
+    """A consumer's topics: one name or several, at least one, each valid."""
+    names = [topics] if isinstance(topics, str) else list(topics)
+    if not names:
+        raise MQClientError(f"topics: at least one topic name, got {topics!r}")
+    for topic in names:
+        check_topic_name(topic)
+    return names
+
+
+def namesrv_addrs(namesrv_addr: str) -> list[str]:
+    """``namesrvAddr``'s ``;``-separated name servers; at least one."""
+    addrs = [a.strip() for a in namesrv_addr.split(";") if a.strip()]
+    if not addrs:
+        raise MQClientError("namesrv_addr names no name server")
+    return addrs
 
 
 def check_messages(msgs: Sequence[Message], max_message_size: int = MAX_MESSAGE_SIZE) -> None:
@@ -218,9 +284,7 @@ class Producer:
         tls_key_path: str | None = None,
         credentials: SessionCredentials | None = None,
     ) -> None:
-        self.namesrv_addrs = [a.strip() for a in namesrv_addr.split(";") if a.strip()]
-        if not self.namesrv_addrs:
-            raise MQClientError("namesrv_addr names no name server")
+        self.namesrv_addrs = namesrv_addrs(namesrv_addr)
         self.group = group
         self.send_timeout = send_timeout
         self.retry_times_when_send_failed = retry_times_when_send_failed
@@ -394,25 +458,36 @@ class Producer:
 
     # -- sends -----------------------------------------------------------------------------
 
-    def send(self, msg: Message) -> SendResult:
-        """Sends one message and returns once the broker answered."""
-        return self._send([msg])
+    def send(
+        self, msg: Message, *, delay_level: int = 0, deliver_time_ms: int | None = None
+    ) -> SendResult:
+        """Sends one message and returns once the broker answered. ``delay_level`` or
+        ``deliver_time_ms`` hold it back: see :func:`with_delivery`."""
+        return self._send([with_delivery(msg, delay_level, deliver_time_ms)])
 
     def send_batch(self, msgs: Sequence[Message], *, queue_id: int | None = None) -> SendResult:
         """Sends messages of one topic in one request (``SEND_BATCH_MESSAGE``) to one queue:
-        the next in round-robin, or queue ``queue_id`` of a broker group that has it."""
+        the next in round-robin, or queue ``queue_id`` of a broker group that has it. Delay
+        levels are refused, as ``MessageBatch`` refuses them (send those one by one)."""
         if not msgs:
             raise MQClientError("send_batch needs at least one message")
+        if any(delay_level_of(m) > 0 for m in msgs):
+            raise MQClientError(
+                "a batch cannot hold delayed messages (property DELAY), as RocketMQ's "
+                "MessageBatch refuses them: send them one by one with delay_level"
+            )
         return self._send(list(msgs), queue_id)
 
-    async def send_async(self, msg: Message) -> SendResult:
+    async def send_async(
+        self, msg: Message, *, delay_level: int = 0, deliver_time_ms: int | None = None
+    ) -> SendResult:
         """:meth:`send` for asyncio (``send(msg, SendCallback)``): the request is queued on
         the broker's connection and the coroutine resumes when the Rust client matches the
         answer; hundreds of sends can be in flight on one connection. A route not cached yet
         is looked up in a worker thread."""
-        msgs = [msg]
+        msgs = [with_delivery(msg, delay_level, deliver_time_ms)]
         check_messages(msgs, self.max_message_size)
-        topic = msg.topic
+        topic = msgs[0].topic
         last_broker: str | None = None
         last_error: Exception | None = None
         for attempt in range(1 + self.retry_times_when_send_failed):
@@ -570,4 +645,7 @@ __all__ = [
     "SendStatus",
     "check_messages",
     "check_topic",
+    "check_topic_names",
+    "namesrv_addrs",
+    "with_delivery",
 ]

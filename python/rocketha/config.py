@@ -186,6 +186,11 @@ class BrokerConfig:
     file_reserved_time_unit_ms: int = _D["file_reserved_time_unit_ms"]
     #: The commit log's directory; by default ``storePathRootDir/commitlog``.
     store_path_commit_log: str | None = _D["store_path_commit_log"]
+    #: The delays of levels 1, 2, ... that a message's ``DELAY`` property picks (units s, m,
+    #: h, d; RocketMQ's default ``1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h``).
+    message_delay_level: str = _D["message_delay_level"]
+    #: Milliseconds between writes of ``config/delayOffset.json`` (and one at shutdown).
+    flush_delay_offset_interval: int = _D["flush_delay_offset_interval"]
 
     #: Keys that were read but are not acted on.
     ignored_keys: dict[str, str] = field(default_factory=dict, compare=False)

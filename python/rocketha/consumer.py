@@ -40,13 +40,12 @@ import os
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from enum import Enum
 
 from rocketha import _core
 from rocketha._core import MessageExt
 from rocketha._events import cancel_stop_at_exit, stop_at_exit
 from rocketha.acl import SessionCredentials, mq_client_api
-from rocketha.client import MessageQueue, check_topic_name
+from rocketha.client import MessageQueue, check_topic_names, namesrv_addrs
 from rocketha.exceptions import (
     MQBrokerError,
     MQClientError,
@@ -56,10 +55,14 @@ from rocketha.exceptions import (
 )
 from rocketha.process_queue import MASTER_ID, ProcessQueue, PullInFlight
 from rocketha.rebalance import (
+    ConsumeFromWhere,
     SubscribeInfo,
     allocate_message_queue_averagely,
+    compute_pull_from_where,
     parse_subscribe_route,
+    queue_key,
 )
+from rocketha.send_back import SendBack, producer_options, send_back_target
 from rocketha.tls import client_tls
 
 log = logging.getLogger("rocketha.consumer")
@@ -81,14 +84,6 @@ _PULL_DELAY_ON_EXCEPTION = 1.0
 _MEMBERS_CHECK_INTERVAL = 1.0
 #: Extra seconds a held pull's answer may take beyond the suspend time.
 _PULL_TIMEOUT_MARGIN = 10.0
-
-
-class ConsumeFromWhere(Enum):
-    """Where a queue starts when the group has no committed offset for it."""
-
-    CONSUME_FROM_LAST_OFFSET = "CONSUME_FROM_LAST_OFFSET"
-    CONSUME_FROM_FIRST_OFFSET = "CONSUME_FROM_FIRST_OFFSET"
-    CONSUME_FROM_TIMESTAMP = "CONSUME_FROM_TIMESTAMP"
 
 
 class PullConsumer:
@@ -122,19 +117,22 @@ class PullConsumer:
         tls_key_path: str | None = None,
         credentials: SessionCredentials | None = None,
     ) -> None:
-        self.namesrv_addrs = _namesrv_addrs(namesrv_addr)
+        inner_producer = producer_options(locals())  # send-back's, connecting as this does
+        self.namesrv_addrs = namesrv_addrs(namesrv_addr)
         if not group:
             raise MQClientError("group: a consumer group name is required")
-        self.topics = _topic_list(topics)
+        self.topics = check_topic_names(topics)
         if pull_batch_size < 1 or pull_threshold_for_queue < pull_batch_size:
             raise MQClientError(
                 f"pull_batch_size ({pull_batch_size}) must be >= 1 and at most "
                 f"pull_threshold_for_queue ({pull_threshold_for_queue})"
             )
         try:
-            self.subscription, self._tags = _core.parse_subscription(self.topics[0], subscription)
+            self.subscription, tags = _core.parse_subscription(self.topics[0], subscription)
         except ValueError as e:
             raise MQClientError(f"subscription: {e}") from None
+        #: Topic -> (expression, tags a message must carry one of; none: all).
+        self._subscriptions = {t: (self.subscription, tags) for t in self.topics}
         self.group = group
         self.consume_from_where = ConsumeFromWhere(consume_from_where)
         #: ``consumeTimestamp``: half an hour ago unless given (ms).
@@ -164,8 +162,12 @@ class PullConsumer:
                 key_path=tls_key_path,
             ),
         )
+        self._send_back = SendBack(self._api, group, namesrv_addr, inner_producer)
         self._init_state()
         self._start()
+
+    #: ``ConsumeType`` in heartbeats: a pull consumer consumes actively.
+    _consume_type = "CONSUME_ACTIVELY"
 
     def _init_state(self) -> None:
         """Routes, queues, pulls in flight and brokers down: empty until the first rebalance."""
@@ -261,6 +263,16 @@ class PullConsumer:
         """Commits what :meth:`poll` returned, waiting for each broker's answer."""
         self._commit(oneway=False)
 
+    def send_back(
+        self, message: MessageExt, delay_level: int = 0, max_reconsume_times: int | None = None
+    ) -> None:
+        """:meth:`SendBack.send_back <rocketha.send_back.SendBack.send_back>` of ``message``
+        to the master of its broker group. List ``%RETRY%<group>`` in ``topics`` to read the
+        retries: a pull consumer does not subscribe to it by itself."""
+        with self._lock:
+            addr, broker_name = send_back_target(self._routes.values(), message)
+        self._send_back.send_back(message, addr, broker_name, delay_level, max_reconsume_times)
+
     def seek(self, mq: MessageQueue, offset: int) -> None:
         """The next message of ``mq`` is the one at ``offset``; what was pulled beyond it is
         dropped. ``mq`` must be assigned to this consumer."""
@@ -309,6 +321,7 @@ class PullConsumer:
                 )
             except (RemotingConnectError, SendStatusUnknownError) as e:
                 log.info("unregistering from %s failed: %s", addr, e)
+        self._send_back.close()
         self._api.close()
         with self._cond:
             self._cond.notify_all()
@@ -403,7 +416,7 @@ class PullConsumer:
         with self._lock:
             ready = []
             for pq in self._queues.values():
-                if pq.in_flight or len(pq.cache) >= self.pull_threshold_for_queue:
+                if pq.in_flight or len(pq.cache) + len(pq.processing) >= self._threshold(pq):
                     continue
                 if pq.not_before > now:
                     wait = min(wait, pq.not_before - now)
@@ -424,7 +437,7 @@ class PullConsumer:
                     sys_flag=_FLAG_SUSPEND | _FLAG_SUBSCRIPTION,
                     commit_offset=0,
                     suspend_timeout_millis=int(self.long_polling_timeout * 1000),
-                    subscription=self.subscription,
+                    subscription=self._subscriptions[pq.mq.topic][0],
                     sub_version=self._sub_version,
                     timeout=self.long_polling_timeout + _PULL_TIMEOUT_MARGIN,
                 )
@@ -437,6 +450,10 @@ class PullConsumer:
             with self._lock:
                 self._tickets[ticket] = PullInFlight(pq, generation, broker_id, addr)
         return wait
+
+    def _threshold(self, pq: ProcessQueue) -> int:
+        """The most messages ``pq`` holds (pulled and not consumed) before its pulls pause."""
+        return self.pull_threshold_for_queue
 
     def _on_pulled(self, ticket: int, outcome: object) -> None:
         with self._lock:
@@ -476,7 +493,8 @@ class PullConsumer:
                     pq.consumed = next_begin
             if code != _RETRY_IMMEDIATELY:
                 pq.next_offset = next_begin
-            kept = [(m, pull.broker_id) for m in msgs if not self._tags or m.tags in self._tags]
+            tags = self._subscriptions[pq.mq.topic][1]
+            kept = [(m, pull.broker_id) for m in msgs if not tags or m.tags in tags]
             if kept:
                 pq.cache.extend(kept)
                 self._cond.notify_all()
@@ -578,14 +596,14 @@ class PullConsumer:
 
     def _heartbeat(self) -> None:
         """``sendHeartbeatToAllBroker``: a consumer heartbeats masters and slaves alike."""
-        subscriptions = [(t, self.subscription, self._sub_version) for t in self.topics]
+        subscriptions = [(t, sub[0], self._sub_version) for t, sub in self._subscriptions.items()]
         for addr in self._all_addrs():
             try:
                 self._api.send_consumer_heartbeat(
                     addr,
                     self.client_id,
                     group=self.group,
-                    consume_type="CONSUME_ACTIVELY",
+                    consume_type=self._consume_type,
                     message_model="CLUSTERING",
                     consume_from_where=self.consume_from_where.value,
                     subscriptions=subscriptions,
@@ -682,7 +700,7 @@ class PullConsumer:
             added = [mq for mq in wanted if mq not in self._queues]
         if removed:
             self._commit(oneway=False, only=removed)
-        new = {mq: self._start_offset(mq) for mq in sorted(added, key=_queue_key)}
+        new = {mq: self._start_offset(mq) for mq in sorted(added, key=queue_key)}
         with self._lock:
             for pq in removed:
                 pq.dropped = True
@@ -708,7 +726,15 @@ class PullConsumer:
             if addr is None:
                 break
             try:
-                return self._offset_from(addr, mq)
+                return compute_pull_from_where(
+                    self._api,
+                    addr,
+                    self.group,
+                    mq,
+                    self.consume_from_where,
+                    self.consume_timestamp,
+                    self.request_timeout,
+                )
             except SendStatusUnknownError as e:
                 raise MQClientError(f"group {self.group}: the start offset of {mq}: {e}") from e
             except RemotingConnectError as e:
@@ -716,27 +742,13 @@ class PullConsumer:
                 error = e
         raise MQClientError(f"no broker of {mq.broker_name} answered for {mq}: {error}")
 
-    def _offset_from(self, addr: str, mq: MessageQueue) -> int:
-        t = self.request_timeout
-        offset = self._api.query_consumer_offset(addr, self.group, mq.topic, mq.queue_id, t)
-        if offset is not None and offset >= 0:
-            return offset
-        where = self.consume_from_where
-        if where is ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET:
-            return self._api.get_min_offset(addr, mq.topic, mq.queue_id, t)
-        if where is ConsumeFromWhere.CONSUME_FROM_TIMESTAMP:
-            return self._api.search_offset_by_timestamp(
-                addr, mq.topic, mq.queue_id, self.consume_timestamp, t
-            )
-        return self._api.get_max_offset(addr, mq.topic, mq.queue_id, t)
-
     def _commit(self, *, oneway: bool, only: list[ProcessQueue] | None = None) -> None:
         """``updateConsumeOffsetToBroker`` for every queue whose consumed offset moved."""
         with self._lock:
             todo = [
-                (pq, pq.consumed)
+                (pq, pq.commit_offset())
                 for pq in (self._queues.values() if only is None else only)
-                if pq.consumed != pq.committed
+                if pq.commit_offset() != pq.committed
             ]
         for pq, offset in todo:
             for _attempt in range(2):
@@ -759,28 +771,6 @@ class PullConsumer:
                 with self._lock:
                     pq.committed = offset
                 break
-
-
-def _namesrv_addrs(namesrv_addr: str) -> list[str]:
-    """``namesrvAddr``'s ``;``-separated name servers; at least one."""
-    addrs = [a.strip() for a in namesrv_addr.split(";") if a.strip()]
-    if not addrs:
-        raise MQClientError("namesrv_addr names no name server")
-    return addrs
-
-
-def _topic_list(topics: str | Sequence[str]) -> list[str]:
-    """One topic or several; at least one, each a valid name."""
-    names = [topics] if isinstance(topics, str) else list(topics)
-    if not names:
-        raise MQClientError(f"topics: at least one topic name, got {topics!r}")
-    for topic in names:
-        check_topic_name(topic)
-    return names
-
-
-def _queue_key(mq: MessageQueue) -> tuple[str, str, int]:
-    return (mq.topic, mq.broker_name, mq.queue_id)
 
 
 def _resolve(future: asyncio.Future[None]) -> None:

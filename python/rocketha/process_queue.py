@@ -4,7 +4,9 @@ in flight was for.
 A :class:`ProcessQueue` holds the lite consumer's three offsets: the next one to pull, the one
 past the last message :meth:`~rocketha.consumer.PullConsumer.poll` returned (what a commit
 stores), and the last one committed; with the pulled messages not polled yet and the broker
-the last answer suggested.
+the last answer suggested. A push consumer also keeps the messages its handlers hold: a commit
+stores the lowest of those (``ProcessQueue.removeMessage``), so nothing past a message still
+being consumed is committed.
 """
 
 from __future__ import annotations
@@ -39,6 +41,12 @@ class ProcessQueue:
     generation: int = 0
     not_before: float = 0.0
     dropped: bool = False
+    #: A push consumer's messages taken for its handlers and not done yet, by queue offset.
+    processing: dict[int, MessageExt] = field(default_factory=dict)
+
+    def commit_offset(self) -> int:
+        """What a commit stores: the lowest offset still being consumed, else ``consumed``."""
+        return min(self.processing, default=self.consumed)
 
 
 @dataclass(frozen=True)

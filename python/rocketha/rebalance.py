@@ -12,11 +12,21 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import Enum
 
+from rocketha._core import MQClientAPI
 from rocketha.client import MessageQueue
 
 #: ``PermName.PERM_READ``.
 _PERM_READ = 4
+
+
+class ConsumeFromWhere(Enum):
+    """Where a queue starts when the group has no committed offset for it."""
+
+    CONSUME_FROM_LAST_OFFSET = "CONSUME_FROM_LAST_OFFSET"
+    CONSUME_FROM_FIRST_OFFSET = "CONSUME_FROM_FIRST_OFFSET"
+    CONSUME_FROM_TIMESTAMP = "CONSUME_FROM_TIMESTAMP"
 
 
 @dataclass(frozen=True)
@@ -64,4 +74,37 @@ def allocate_message_queue_averagely(
     return ordered[start : start + size]
 
 
-__all__ = ["SubscribeInfo", "allocate_message_queue_averagely", "parse_subscribe_route"]
+def queue_key(mq: MessageQueue) -> tuple[str, str, int]:
+    """The order every consumer of a group sorts queues in."""
+    return (mq.topic, mq.broker_name, mq.queue_id)
+
+
+def compute_pull_from_where(
+    api: MQClientAPI,
+    addr: str,
+    group: str,
+    mq: MessageQueue,
+    where: ConsumeFromWhere,
+    timestamp: int,
+    timeout: float,
+) -> int:
+    """``computePullFromWhere``: the group's committed offset of ``mq`` on the broker at
+    ``addr``, else where ``where`` says (``timestamp`` in ms for CONSUME_FROM_TIMESTAMP)."""
+    offset = api.query_consumer_offset(addr, group, mq.topic, mq.queue_id, timeout)
+    if offset is not None and offset >= 0:
+        return offset
+    if where is ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET:
+        return api.get_min_offset(addr, mq.topic, mq.queue_id, timeout)
+    if where is ConsumeFromWhere.CONSUME_FROM_TIMESTAMP:
+        return api.search_offset_by_timestamp(addr, mq.topic, mq.queue_id, timestamp, timeout)
+    return api.get_max_offset(addr, mq.topic, mq.queue_id, timeout)
+
+
+__all__ = [
+    "ConsumeFromWhere",
+    "SubscribeInfo",
+    "allocate_message_queue_averagely",
+    "compute_pull_from_where",
+    "parse_subscribe_route",
+    "queue_key",
+]

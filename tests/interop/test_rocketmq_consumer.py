@@ -41,6 +41,7 @@ from helpers import (
     wait_for,
     write_conf,
 )
+from rocketha import ConsumeFromWhere, Message, MessageExt, Producer, PullConsumer
 
 from benches.peers.rocketmq import VERSIONS, GroupMember, RocketMQ, Unavailable
 
@@ -412,3 +413,56 @@ def test_bad_consumer_requests_name_the_field_and_change_nothing(pair: Pair) -> 
         assert offsets(pair.master_address, topic, "nobody") is None, "nothing changed"
     finally:
         sock.close()
+
+
+#: Short delay levels for the retry tests: a failed message waits level ``3 + reconsumeTimes``.
+RETRY_LEVELS = [1, 1, 2, 3] + [1] * 14
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_java_push_consumer_that_fails_gets_each_message_again_then_the_dlq_has_it(
+    version: str, tmp_path: Path, rocketha_namesrv: RochaNamesrv
+) -> None:
+    """``RECONSUME_LATER`` with ``maxReconsumeTimes`` 2: the client's send-back stores each
+    message in ``%RETRY%<group>`` at level 3, then 4, the client gets it again under its own
+    topic after each level's delay, and the third failure puts it in ``%DLQ%<group>``; the slave
+    syncs both topics and serves the DLQ; ``mqadmin topicList`` lists them."""
+    rmq = resolve(version)
+    ns = rocketha_namesrv.address
+    levels = " ".join(f"{s}s" for s in RETRY_LEVELS)
+    with running_pair(tmp_path, ns, messageDelayLevel=levels) as pair:
+        topic, group = f"Fails{rmq.major}", f"fails-{rmq.major}"
+        create_topic(pair.master_address, topic)
+        bodies = [f"fail-{i}" for i in range(3)]
+        with Producer(ns, "fails-producer") as producer:
+            for body in bodies:
+                producer.send(Message(topic, body.encode()))
+        calls = rmq.reconsume(ns, topic, group, 2, 3 * len(bodies), home=tmp_path / "java")
+        for body in bodies:
+            mine = [c for c in calls if c.body == body]
+            assert [c.reconsume_times for c in mine] == [0, 1, 2], calls
+            assert {c.topic for c in mine} == {topic}, "the client restores RETRY_TOPIC"
+            for (first, then), level in zip(itertools.pairwise(mine), (3, 4), strict=True):
+                assert then.at - first.at >= RETRY_LEVELS[level - 1] - 0.05, mine
+        dlq, retry = f"%DLQ%{group}", f"%RETRY%{group}"
+        wait_for(
+            lambda: (
+                {dlq, retry}
+                <= set(table(pair.slave_address, GET_ALL_TOPIC_CONFIG)["topicConfigTable"])
+            ),
+            what="the slave's sync of the retry and dead-letter topics",
+        )
+        pair.master.kill()
+        with PullConsumer(
+            ns, f"{group}-dlq", [dlq], consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
+        ) as reader:
+            dead: list[MessageExt] = []
+            wait_for(
+                lambda: dead.extend(reader.poll(0.5)) or len(dead) >= len(bodies),
+                what="the dead letters, from the slave",
+            )
+        assert sorted(m.body.decode() for m in dead) == bodies
+        assert {m.properties.get("RETRY_TOPIC") for m in dead} == {topic}
+        assert {m.reconsume_times for m in dead} == {3}
+        listed = rmq.mqadmin(tmp_path / "admin", "topicList", "-n", ns)
+        assert dlq in listed and retry in listed, listed

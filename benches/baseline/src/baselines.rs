@@ -158,3 +158,28 @@ pub(crate) fn tcp_ping_pong(rounds: usize) -> std::io::Result<Vec<Duration>> {
     let mut p = PingPong::new()?;
     (0..rounds).map(|_| p.round_trip()).collect()
 }
+
+/// How late a thread waking at a deadline gets up: `rounds` waits of `interval` on a condition
+/// variable nobody signals (as a broker's service thread sleeps until its next due time), each
+/// wake-up's lateness past its deadline.
+pub(crate) fn timer_wakeups(rounds: usize, interval: Duration) -> Vec<Duration> {
+    let lock = std::sync::Mutex::new(());
+    let cv = std::sync::Condvar::new();
+    let mut late = Vec::with_capacity(rounds);
+    let mut guard = lock.lock().unwrap_or_else(|e| e.into_inner());
+    for _ in 0..rounds {
+        let deadline = Instant::now() + interval;
+        loop {
+            let now = Instant::now();
+            if now >= deadline {
+                late.push(now - deadline);
+                break;
+            }
+            guard = cv
+                .wait_timeout(guard, deadline - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+    late
+}

@@ -46,6 +46,16 @@ fn tcp_ping_pong(py: Python<'_>, rounds: usize) -> PyResult<Vec<f64>> {
         .map_err(os_error)
 }
 
+/// Lateness in seconds of `rounds` condition-variable wake-ups at a deadline `interval_ms`
+/// away: the timer jitter any deadline sleeper sees on this machine.
+#[pyfunction]
+fn timer_wakeups(py: Python<'_>, rounds: usize, interval_ms: u64) -> Vec<f64> {
+    py.detach(|| baselines::timer_wakeups(rounds, std::time::Duration::from_millis(interval_ms)))
+        .iter()
+        .map(|d| d.as_secs_f64())
+        .collect()
+}
+
 /// A loopback TCP connection to an echo thread; each `round_trip()` is one 8-byte round trip
 /// with the GIL released. Producer threads calling it in a loop give the ceiling of blocking
 /// calls per second that Python threads can make when another thread completes each one.
@@ -73,6 +83,7 @@ fn rocketha_bench_baseline(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(tcp_copy, m)?)?;
     m.add_function(wrap_pyfunction!(tcp_copy_to_file, m)?)?;
     m.add_function(wrap_pyfunction!(tcp_ping_pong, m)?)?;
+    m.add_function(wrap_pyfunction!(timer_wakeups, m)?)?;
     m.add_class::<PingPong>()?;
     Ok(())
 }

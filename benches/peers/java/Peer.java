@@ -18,6 +18,7 @@ import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
 import org.apache.rocketmq.client.consumer.rebalance.AllocateMessageQueueAveragely;
 import org.apache.rocketmq.client.exception.MQBrokerException;
+import org.apache.rocketmq.client.exception.MQClientException;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
 import org.apache.rocketmq.client.producer.SendCallback;
 import org.apache.rocketmq.client.producer.SendResult;
@@ -140,6 +141,10 @@ public final class Peer {
             case "group":
                 group(args[1], args[2], args[3], args[4], Integer.parseInt(args[5]),
                     Long.parseLong(args[6]));
+                break;
+            case "reconsume":
+                reconsume(args[1], args[2], args[3], Integer.parseInt(args[4]),
+                    Integer.parseInt(args[5]), Long.parseLong(args[6]));
                 break;
             case "acl":
                 acl(args[1], args[2], args[3], args[4], args[5], args[6]);
@@ -412,7 +417,7 @@ public final class Peer {
             List<MessageQueue> assigned = new ArrayList<>(queues);
             consumer.assign(assigned);
             for (MessageQueue mq : assigned) {
-                consumer.seek(mq, 0);
+                seekToStart(consumer, mq, deadline);
             }
             while (count < expected && System.currentTimeMillis() < deadline) {
                 for (MessageExt m : consumer.poll(1000)) {
@@ -435,6 +440,67 @@ public final class Peer {
             System.out.flush();
             consumer.shutdown();
         }
+    }
+
+    /**
+     * Seeks {@code mq} to offset 0, retrying until {@code deadline}: the seek asks the broker
+     * for the queue's min offset on a connection the pull threads open at the same moment, and
+     * once in CI (5.4.0 client, 5.4.0 broker) that first write failed with "send request
+     * failed". A user's program retries such an admin call; each failure is printed on stderr.
+     */
+    static void seekToStart(DefaultLitePullConsumer consumer, MessageQueue mq, long deadline)
+        throws Exception {
+        while (true) {
+            try {
+                consumer.seek(mq, 0);
+                return;
+            } catch (MQClientException e) {
+                if (System.currentTimeMillis() > deadline) {
+                    throw e;
+                }
+                System.err.println("RETRY seek " + mq + ": " + e);
+                Thread.sleep(200);
+            }
+        }
+    }
+
+    /**
+     * A {@code DefaultMQPushConsumer} of {@code group} on {@code topic} that fails every
+     * message it is given ({@code RECONSUME_LATER}) with {@code maxReconsumeTimes}, printing
+     * {@code CALL <epoch ms> <body> <reconsumeTimes> <topic>} for each, until {@code calls}
+     * calls; its shutdown waits for the last send-back.
+     */
+    static void reconsume(String namesrv, String topic, String group, int maxReconsumeTimes,
+        int calls, long timeoutMs) throws Exception {
+        CountDownLatch enough = new CountDownLatch(calls);
+        DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(group);
+        consumer.setNamesrvAddr(namesrv);
+        consumer.setInstanceName("interop-reconsume-" + System.nanoTime());
+        consumer.setPollNameServerInterval(ROUTE_POLL_MS);
+        consumer.setHeartbeatBrokerInterval(HEARTBEAT_MS);
+        consumer.setMaxReconsumeTimes(maxReconsumeTimes);
+        consumer.setAwaitTerminationMillisWhenShutdown(30000);
+        consumer.subscribe(topic, "*");
+        consumer.registerMessageListener((MessageListenerConcurrently) (msgs, context) -> {
+            for (MessageExt m : msgs) {
+                synchronized (System.out) {
+                    System.out.println("CALL " + System.currentTimeMillis() + " "
+                        + new String(m.getBody()) + " " + m.getReconsumeTimes() + " "
+                        + m.getTopic());
+                    System.out.flush();
+                }
+                enough.countDown();
+            }
+            return ConsumeConcurrentlyStatus.RECONSUME_LATER;
+        });
+        consumer.start();
+        try {
+            enough.await(timeoutMs, TimeUnit.MILLISECONDS);
+        } finally {
+            consumer.shutdown();
+        }
+        System.out.println("DONE " + (calls - enough.getCount()));
+        System.out.flush();
     }
 
     /** RocketMQ's default allocation, reporting the member count of every rebalance. */

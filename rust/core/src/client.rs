@@ -13,6 +13,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use crate::acl::{AclClientRpcHook, SessionCredentials};
+use crate::commitlog::record;
 use crate::protocol::{body_crc, now_millis};
 use crate::remoting::client::RpcHook;
 use crate::remoting::header::{
@@ -30,6 +31,12 @@ pub use consumer::{decode_pulled, ConsumerData, PullReply, PulledRange, Subscrip
 
 /// `MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX`.
 pub(crate) const PROPERTY_UNIQ_KEY: &str = "UNIQ_KEY";
+/// `MixAll.RETRY_GROUP_TOPIC_PREFIX`.
+const RETRY_GROUP_TOPIC_PREFIX: &str = "%RETRY%";
+/// `MessageConst.PROPERTY_RECONSUME_TIME` and `PROPERTY_MAX_RECONSUME_TIMES`: what a send to a
+/// retry topic moves into its header.
+const PROPERTY_RECONSUME_TIME: &[u8] = b"RECONSUME_TIME";
+const PROPERTY_MAX_RECONSUME_TIMES: &[u8] = b"MAX_RECONSUME_TIMES";
 /// `MessageDecoder.MESSAGE_MAGIC_CODE` of a batch's inner messages.
 const BATCH_MESSAGE_MAGIC: i32 = 0xAABB_CCDDu32 as i32;
 
@@ -357,10 +364,15 @@ fn stamp(
     messages: &[OutgoingMessage<'_>],
 ) -> (RemotingCommand, Vec<String>) {
     let now = now_millis();
+    let batch = messages.len() > 1;
     let mut ids = Vec::with_capacity(messages.len());
     let mut properties: Vec<Vec<u8>> = Vec::with_capacity(messages.len());
+    let mut counts = (None, None);
     for m in messages {
         let mut props = m.properties.to_vec();
+        if !batch && target.topic.starts_with(RETRY_GROUP_TOPIC_PREFIX) {
+            counts = take_retry_counts(&mut props);
+        }
         let existing = uniq_key(&String::from_utf8_lossy(m.properties)).map(str::to_owned);
         ids.push(existing.unwrap_or_else(|| {
             let id = create_uniq_id(client_ip, now);
@@ -378,7 +390,6 @@ fn stamp(
             flag: m.flag,
         })
         .collect();
-    let batch = stamped.len() > 1;
     let header = SendMessageRequestHeader {
         producer_group: target.producer_group,
         topic: target.topic,
@@ -389,13 +400,41 @@ fn stamp(
         born_timestamp: now,
         flag: if batch { 0 } else { stamped[0].flag },
         properties: (!batch).then(|| String::from_utf8_lossy(stamped[0].properties).into_owned()),
-        reconsume_times: Some(0),
+        reconsume_times: Some(counts.0.unwrap_or(0)),
         unit_mode: Some(false),
-        max_reconsume_times: None,
+        max_reconsume_times: counts.1,
         batch: Some(batch),
         broker_name: None,
     };
-    (send_request(header, &stamped), ids)
+    let mut request = send_request(header, &stamped);
+    if counts.1.is_some() {
+        request.version = consumer::SEND_BACK_VERSION;
+    }
+    (request, ids)
+}
+
+/// `sendKernelImpl`: a message sent to a retry topic (a consumer's fallback when its send-back
+/// failed) carries its reconsume count and bound in the header, taken out of its properties;
+/// the broker puts it in the dead-letter queue once the count reaches the bound. A value that
+/// is not a number stays a property.
+fn take_retry_counts(properties: &mut Vec<u8>) -> (Option<i32>, Option<i32>) {
+    let (mut reconsume, mut max) = (None, None);
+    let mut kept = Vec::with_capacity(properties.len());
+    for (name, value) in record::property_pairs(properties) {
+        let number = std::str::from_utf8(value).ok().and_then(|v| v.parse().ok());
+        match (name, number) {
+            (PROPERTY_RECONSUME_TIME, Some(n)) => reconsume = Some(n),
+            (PROPERTY_MAX_RECONSUME_TIMES, Some(n)) => max = Some(n),
+            _ => {
+                kept.extend_from_slice(name);
+                kept.push(1);
+                kept.extend_from_slice(value);
+                kept.push(2);
+            }
+        }
+    }
+    *properties = kept;
+    (reconsume, max)
 }
 
 /// `MessageClientIDSetter.getUniqID`: the `UNIQ_KEY` of `key\x01value\x02` properties.
@@ -530,6 +569,45 @@ mod tests {
         assert_eq!(uniq_key("A\u{1}b\u{2}UNIQ_KEY\u{1}ID1\u{2}"), Some("ID1"));
         assert_eq!(uniq_key("UNIQ_KEYX\u{1}no\u{2}"), None);
         assert_eq!(uniq_key(""), None);
+    }
+
+    /// A send to a retry topic carries the reconsume count and bound in its header, as the
+    /// Java producer's `sendKernelImpl`; other topics keep such properties as they are. (The
+    /// id prefix is the process's first caller's address: the same as the test above.)
+    #[test]
+    fn a_retry_send_moves_its_counts_into_the_header() {
+        let target = |topic: &str| SendTarget {
+            producer_group: "pg".into(),
+            topic: topic.into(),
+            queue_id: 0,
+            default_topic: AUTO_CREATE_TOPIC_KEY_TOPIC.into(),
+            default_topic_queue_nums: 4,
+        };
+        let props = b"RETRY_TOPIC\x01T\x02RECONSUME_TIME\x013\x02MAX_RECONSUME_TIMES\x0116\x02";
+        let one = [OutgoingMessage {
+            body: b"x",
+            properties: props,
+            flag: 0,
+        }];
+        let (request, _) = stamp([10, 0, 0, 1], target("%RETRY%cg"), &one);
+        let header = SendMessageRequestHeader::parse(&request).unwrap();
+        assert_eq!(
+            (header.reconsume_times, header.max_reconsume_times),
+            (Some(3), Some(16))
+        );
+        assert_eq!(request.version, consumer::SEND_BACK_VERSION);
+        let kept = header.properties.unwrap();
+        assert!(
+            kept.starts_with("RETRY_TOPIC\u{1}T\u{2}UNIQ_KEY\u{1}"),
+            "{kept}"
+        );
+        let (request, _) = stamp([10, 0, 0, 1], target("T"), &one);
+        let header = SendMessageRequestHeader::parse(&request).unwrap();
+        assert_eq!(
+            (header.reconsume_times, header.max_reconsume_times),
+            (Some(0), None)
+        );
+        assert!(header.properties.unwrap().contains("RECONSUME_TIME\u{1}3"));
     }
 
     #[test]

@@ -33,6 +33,11 @@ pub enum RecordError {
     LengthMismatch { total: usize, computed: usize },
     #[error("body CRC mismatch: stored {stored:#x}, computed {computed:#x}")]
     BadCrc { stored: i32, computed: i32 },
+    #[error("property DELAY={0:?} is not a delay level (an integer; 1 is the first level of messageDelayLevel)")]
+    BadDelayLevel(String),
+    /// RocketMQ's `putMessages` refuses a batch that asks for a delay (MESSAGE_ILLEGAL).
+    #[error("a batch cannot hold delayed messages (property DELAY): send them one by one")]
+    DelayedBatch,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -103,6 +108,9 @@ pub enum CommitLogError {
     /// A setting out of range, naming the key.
     #[error("{0}")]
     Config(String),
+    /// A store's JSON table (`config/delayOffset.json`) that does not parse.
+    #[error("{path} is not what it should hold: {reason}")]
+    BadConfigFile { path: PathBuf, reason: String },
     #[error("store is read-only")]
     ReadOnly,
     #[error("store is closed")]

@@ -3,10 +3,12 @@
 
 mod clean;
 mod open;
+pub(crate) mod schedule;
 use open::write_checkpoint;
 pub mod group_transfer;
 
 pub use clean::{CleanConfig, CleanEvents, CleanReport};
+pub(crate) use schedule::{parse_message_delay_level, render_message_delay_level};
 
 use std::borrow::Cow;
 use std::fs::File;
@@ -27,11 +29,12 @@ use crate::commitlog::{
 use crate::consume_queue::{
     ConsumeQueue, ConsumeQueueTable, CqEntry, CQ_ENTRY_SIZE, DEFAULT_CQ_ENTRIES_PER_FILE,
 };
-use crate::error::{CommitLogError, MidLogCorruption};
+use crate::error::{CommitLogError, MidLogCorruption, RecordError};
 pub use crate::protocol::now_millis;
 use crate::sync::{lock, read, write};
 use clean::Retention;
 use group_transfer::{Completion, GroupTransferService, PutStatus, WaitPolicy};
+use schedule::{ScheduleMessageService, Scheduled};
 
 #[derive(Debug, Clone)]
 pub struct StoreConfig {
@@ -60,6 +63,11 @@ pub struct StoreConfig {
     pub clean: CleanConfig,
     /// `storePathCommitLog`: the commit log's directory when not `root/commitlog`.
     pub store_path_commit_log: Option<PathBuf>,
+    /// `messageDelayLevel` in ms, level 1 first: what a put with property `DELAY` waits.
+    pub message_delay_level: Vec<i64>,
+    /// `flushDelayOffsetInterval`: how often the delivery progress reaches
+    /// `config/delayOffset.json`.
+    pub flush_delay_offset_interval: Duration,
 }
 
 impl StoreConfig {
@@ -80,6 +88,9 @@ impl StoreConfig {
             truncate_at_corruption: false,
             clean: CleanConfig::default(),
             store_path_commit_log: None,
+            message_delay_level: parse_message_delay_level(schedule::DEFAULT_MESSAGE_DELAY_LEVEL)
+                .unwrap_or_default(),
+            flush_delay_offset_interval: Duration::from_secs(10),
         }
     }
 
@@ -173,6 +184,8 @@ pub struct MessageStore {
     closed: AtomicBool,
     /// CleanCommitLogService and CleanConsumeQueueService (writable stores only).
     retention: OnceLock<Arc<Retention>>,
+    /// Delay levels: where puts with `DELAY` wait, delivered when due on a master.
+    schedule: ScheduleMessageService,
 }
 
 impl MessageStore {
@@ -297,6 +310,7 @@ impl MessageStore {
             draft.topic.as_bytes(),
             draft.properties,
             result.store_timestamp,
+            &self.config.message_delay_level,
         );
         st.reput_offset = result.next_offset();
         slot.1.put(
@@ -318,7 +332,22 @@ impl MessageStore {
 
     /// Appends one message; the caller then waits with [`Self::wait_for_put`] or
     /// [`Self::submit_put`] as the role and flush type demand.
+    /// A put whose `DELAY` asks for a level goes to `SCHEDULE_TOPIC_XXXX` instead, until due.
     pub fn put(&self, draft: &MessageDraft<'_>) -> Result<AppendResult, CommitLogError> {
+        // The message as sent first: a bad topic must not hide in `REAL_TOPIC` until due.
+        draft.validate()?;
+        let Some(scheduled) = Scheduled::of(draft, &self.config.message_delay_level)? else {
+            return self.put_now(draft);
+        };
+        let result = self.put_now(&scheduled.draft(draft))?;
+        self.schedule
+            .scheduled(result.store_timestamp.saturating_add(scheduled.delay_ms));
+        Ok(result)
+    }
+
+    /// Appends `draft` where it says, whatever its `DELAY`: the schedule service's delivery of
+    /// a due message, which keeps its `DELAY` property as RocketMQ's does.
+    pub(crate) fn put_now(&self, draft: &MessageDraft<'_>) -> Result<AppendResult, CommitLogError> {
         draft.validate()?;
         self.check_writable()?;
         self.check_disk()?;
@@ -338,6 +367,9 @@ impl MessageStore {
     ) -> Result<Vec<AppendResult>, CommitLogError> {
         for d in drafts {
             d.validate()?;
+            if schedule::delay_level(d.properties)?.is_some() {
+                return Err(RecordError::DelayedBatch.into());
+            }
         }
         self.check_writable()?;
         self.check_disk()?;
@@ -409,7 +441,7 @@ impl MessageStore {
         let entry = CqEntry {
             commitlog_offset: r.physical_offset,
             size: r.total_size,
-            tags_code: r.tags_code(),
+            tags_code: r.tags_code(&self.config.message_delay_level),
         };
         let slot = match queues
             .get_mut(topic.as_ref())
@@ -536,6 +568,38 @@ impl MessageStore {
         self.consume_queues.get(topic, queue_id)
     }
 
+    /// RocketMQ's `lookMessageByOffset`: the message that starts at commit log `offset`, or
+    /// `None` when none does (outside the log, or inside or between records).
+    pub(crate) fn look_message_by_offset(&self, offset: u64) -> Option<OwnedRecord> {
+        if offset < self.min_offset() {
+            return None;
+        }
+        let file = self.commit_log.files().find(offset)?;
+        let pos = usize::try_from(offset - file.start()).ok()?;
+        match record::decode(file.readable(pos), false) {
+            Ok(record::Peeked::Record(r)) if r.physical_offset as u64 == offset => {
+                Some(OwnedRecord { file, pos })
+            }
+            _ => None,
+        }
+    }
+
+    /// The delay levels and their delivery progress.
+    pub(crate) fn schedule(&self) -> &ScheduleMessageService {
+        &self.schedule
+    }
+
+    /// Starts delivering due delayed messages: a master's broker calls this; a slave's never
+    /// does.
+    pub(crate) fn start_schedule(self: &Arc<Self>) -> std::io::Result<()> {
+        self.schedule.start(self.clone())
+    }
+
+    /// Stops delivering and writes the progress (also done by [`Self::close`]).
+    pub(crate) fn shutdown_schedule(&self) {
+        self.schedule.shutdown();
+    }
+
     /// (topic, queue id, min queue offset, max queue offset) of every consume queue.
     pub fn queues(&self) -> Vec<(String, i32, i64, i64)> {
         self.consume_queues
@@ -574,6 +638,8 @@ impl MessageStore {
         if self.closed.swap(true, Ordering::AcqRel) || self.config.read_only {
             return Ok(());
         }
+        // Before the put lock: a delivery in progress needs it to finish.
+        self.schedule.shutdown();
         let _st = self.lock_put();
         if let Some(r) = self.retention.get() {
             r.stop();

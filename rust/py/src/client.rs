@@ -14,7 +14,8 @@ use rocketha_core::client::{
     SubscriptionData, AUTO_CREATE_TOPIC_KEY_TOPIC, DEFAULT_TOPIC_QUEUE_NUMS,
 };
 use rocketha_core::remoting::header::{
-    PullMessageRequestHeader, QueryConsumerOffsetRequestHeader, UpdateConsumerOffsetRequestHeader,
+    ConsumerSendMsgBackRequestHeader, PullMessageRequestHeader, QueryConsumerOffsetRequestHeader,
+    UpdateConsumerOffsetRequestHeader,
 };
 use rocketha_core::store::group_transfer::Verdicts;
 
@@ -514,6 +515,41 @@ impl MQClientAPI {
         };
         let api = &self.inner;
         py.detach(|| api.update_consumer_offset(addr, &header, oneway, secs(timeout)))
+            .map_err(send_error)
+    }
+
+    /// CONSUMER_SEND_MSG_BACK: hands the message at commit-log `offset` of the broker at
+    /// `addr` back for a retry after `delay_level` (0: the broker's `3 + reconsumeTimes`), or
+    /// to the dead-letter queue past `max_reconsume_times`. Returns the broker's `(code,
+    /// remark)`; 0 is SUCCESS.
+    #[pyo3(signature = (addr, *, offset, group, delay_level, origin_msg_id, origin_topic, max_reconsume_times, broker_name=None, timeout))]
+    #[allow(clippy::too_many_arguments)]
+    fn consumer_send_message_back(
+        &self,
+        py: Python<'_>,
+        addr: &str,
+        offset: i64,
+        group: String,
+        delay_level: i32,
+        origin_msg_id: String,
+        origin_topic: String,
+        max_reconsume_times: i32,
+        broker_name: Option<String>,
+        timeout: f64,
+    ) -> PyResult<(i32, Option<String>)> {
+        self.guard.check()?;
+        let header = ConsumerSendMsgBackRequestHeader {
+            offset,
+            group,
+            delay_level,
+            origin_msg_id: Some(origin_msg_id),
+            origin_topic: Some(origin_topic),
+            unit_mode: false,
+            max_reconsume_times: Some(max_reconsume_times),
+            broker_name,
+        };
+        let api = &self.inner;
+        py.detach(|| api.consumer_send_message_back(addr, &header, secs(timeout)))
             .map_err(send_error)
     }
 

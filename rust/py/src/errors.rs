@@ -133,7 +133,8 @@ pub fn to_py(err: CommitLogError) -> PyErr {
         }
         CommitLogError::BadFileSize(_)
         | CommitLogError::SegmentSizeMismatch { .. }
-        | CommitLogError::Config(_) => ConfigError::new_err(msg),
+        | CommitLogError::Config(_)
+        | CommitLogError::BadConfigFile { .. } => ConfigError::new_err(msg),
         CommitLogError::DiskFull { .. } => DiskFullError::new_err(msg),
         CommitLogError::OffsetTooSmall { .. } => OffsetTooSmallError::new_err(msg),
         CommitLogError::Corrupted { .. }

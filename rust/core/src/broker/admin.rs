@@ -152,7 +152,3 @@ pub(crate) fn table(request: &RemotingCommand, body: Vec<u8>) -> RemotingCommand
     r.body = body;
     r
 }
-
-/// GET_ALL_DELAY_OFFSET's body: rocketha has no schedule service, so no delay level has
-/// progressed; a slave gets an empty `ScheduleMessageService` table.
-pub(crate) const EMPTY_DELAY_OFFSET: &[u8] = br#"{"offsetTable":{}}"#;

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use crate::commitlog::flush::FlushDiskType;
 use crate::ha::HaConfig;
-use crate::store::StoreConfig;
+use crate::store::{render_message_delay_level, StoreConfig};
 
 use properties::closest_key;
 pub use properties::{parse_properties, PropertiesError};
@@ -271,6 +271,12 @@ broker_config! {
     file_reserved_time_unit_ms: i64 = "fileReservedTimeUnitMs", ms(s.clean.hour);
     /// The commit log's directory; by default `storePathRootDir/commitlog`.
     store_path_commit_log: Option<String> = "storePathCommitLog", None;
+    /// The delays of levels 1, 2, ... that a message's `DELAY` property picks (s, m, h, d).
+    message_delay_level: String = "messageDelayLevel",
+        render_message_delay_level(&s.message_delay_level);
+    /// Milliseconds between writes of `config/delayOffset.json` (delayed delivery's progress).
+    flush_delay_offset_interval: i64 = "flushDelayOffsetInterval",
+        ms(s.flush_delay_offset_interval);
 }
 
 /// `deleteWhen` as written: two-digit hours separated by `;`.
@@ -300,7 +306,6 @@ pub const IGNORED_KEYS: &[&str] = &[
     "transientStorePoolEnable",
     "transientStorePoolSize",
     "mapedFileSizeConsumeQueue",
-    "messageDelayLevel",
     "traceTopicEnable",
     "useEpollNativeSelector",
     "warmMapedFileEnable",

@@ -259,6 +259,7 @@ mod tests {
                 sub_version: 1,
                 expression_type: Some("TAG".into()),
             }],
+            unit_mode: false,
         }
     }
 

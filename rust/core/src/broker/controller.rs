@@ -90,6 +90,8 @@ pub struct BrokerController {
     housekeeping: Arc<ServiceThread>,
     /// Persisted at shutdown: the topics sends created since the register loop last did.
     topics: Arc<TopicConfigManager>,
+    /// Its delay-level delivery stops (and writes its progress) at shutdown.
+    store: Arc<MessageStore>,
     /// A slave's master, for the tests.
     #[cfg(test)]
     slave_sync: Option<Arc<SlaveSynchronize>>,
@@ -116,10 +118,14 @@ impl BrokerController {
         let broker_addr = format!("{}:{port}", config.broker_ip1);
         let slave_sync = settings
             .is_slave
-            .then(|| Self::slave_synchronize(&broker_addr, &topics, &tables, &config));
+            .then(|| Self::slave_synchronize(&broker_addr, &topics, &tables, &store, &config));
+        // Only a master delivers delayed messages; a slave replicates what it delivered.
+        if !settings.is_slave {
+            store.start_schedule()?;
+        }
         let stats = Arc::new(StoreStatsService::default());
         let processor = Arc::new(BrokerProcessor::new(
-            store,
+            store.clone(),
             topics.clone(),
             settings.clone(),
             RuntimeView {
@@ -174,6 +180,7 @@ impl BrokerController {
             register,
             housekeeping,
             topics,
+            store,
             #[cfg(test)]
             slave_sync,
         })
@@ -215,6 +222,7 @@ impl BrokerController {
         broker_addr: &str,
         topics: &Arc<TopicConfigManager>,
         tables: &ConsumeTables,
+        store: &Arc<MessageStore>,
         config: &BrokerControllerConfig,
     ) -> Arc<SlaveSynchronize> {
         Arc::new(SlaveSynchronize::new(
@@ -222,6 +230,7 @@ impl BrokerController {
             topics.clone(),
             tables.offsets.clone(),
             tables.groups.clone(),
+            store.clone(),
             config.client_tls.clone(),
         ))
     }
@@ -277,6 +286,7 @@ impl BrokerController {
         persist_topics(&self.topics, self.server.events());
         self.processor.pull().hold_service().shutdown();
         self.housekeeping.shutdown();
+        self.store.shutdown_schedule();
     }
 }
 

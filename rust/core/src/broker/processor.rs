@@ -15,7 +15,7 @@ use super::consumer_manage::ConsumerManageProcessor;
 use super::consumer_manager::ConsumerManager;
 use super::consumer_offset::ConsumerOffsetManager;
 use super::pull::PullMessageProcessor;
-use super::send::SendMessageProcessor;
+use super::send::{retry_topic, retry_topic_sys_flag, SendMessageProcessor};
 use super::store_stats::StoreStatsService;
 use super::subscription_group::SubscriptionGroupManager;
 use super::topic_config::TopicConfigManager;
@@ -23,7 +23,7 @@ use super::BrokerSettings;
 use crate::acl::plain_access_validator::PlainAccessValidator;
 use crate::ha::client::HaClient;
 use crate::ha::master::HaMaster;
-use crate::protocol::body::TopicConfig;
+use crate::protocol::body::{perm, TopicConfig};
 use crate::protocol::heartbeat::HeartbeatData;
 use crate::protocol::json::parse_lenient;
 use crate::remoting::header::{CreateTopicRequestHeader, UnregisterClientRequestHeader};
@@ -101,7 +101,12 @@ impl BrokerProcessor {
             runtime.stats.clone(),
         )?;
         Ok(Self {
-            send: SendMessageProcessor::new(store.clone(), topics.clone(), settings.clone()),
+            send: SendMessageProcessor::new(
+                store.clone(),
+                topics.clone(),
+                tables.groups.clone(),
+                settings.clone(),
+            ),
             consumer_manage: ConsumerManageProcessor {
                 store: store.clone(),
                 topics: topics.clone(),
@@ -146,12 +151,25 @@ impl BrokerProcessor {
         if let Some(r) = &now {
             count_stored(&self.runtime.stats, r);
         }
-        // A send that created its topic: the name servers learn the route at once, as
-        // `createTopicInSendMessageMethod` registers.
-        if self.topics.data_version() != before {
+        self.registered_if_changed(&before);
+        now
+    }
+
+    /// A request that created a topic (a send, a send-back, a heartbeat's retry topic): the
+    /// name servers learn the route at once, as `createTopicInSendMessageMethod` and
+    /// `createTopicInSendMessageBackMethod` register (and the register loop persists it first).
+    fn registered_if_changed(&self, before: &crate::protocol::body::DataVersion) {
+        if self.topics.data_version() != *before {
             self.register.wakeup();
         }
-        now
+    }
+
+    /// CONSUMER_SEND_MSG_BACK.
+    fn consumer_send_msg_back(&self, request: &RemotingCommand) -> RemotingCommand {
+        let before = self.topics.data_version();
+        let response = self.send.consumer_send_msg_back(request);
+        self.registered_if_changed(&before);
+        response
     }
 
     /// `AdminBrokerProcessor.updateAndCreateTopic`.
@@ -262,6 +280,19 @@ impl BrokerProcessor {
             table.insert("haMasterAddress", ha.master_address().unwrap_or_default());
             table.insert("haClientState", ha.state().name().to_owned());
         }
+        let mut table: BTreeMap<String, String> =
+            table.into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
+        // `ScheduleMessageService.buildRunningStats`: each level's "delivered up to,queued up to".
+        for (level, offset) in self.store.schedule().offsets() {
+            let max = self
+                .store
+                .consume_queue(crate::commitlog::record::SCHEDULE_TOPIC, level - 1)
+                .map_or(0, |cq| cq.max_queue_offset());
+            table.insert(
+                format!("scheduleMessageOffset_{level}"),
+                format!("{offset},{max}"),
+            );
+        }
         let mut response = RemotingCommand::response_to(request, response_code::SUCCESS, None);
         response.body = serde_json::json!({ "table": table })
             .to_string()
@@ -277,11 +308,22 @@ impl BrokerProcessor {
         };
         let mut refused = Vec::new();
         let now = std::time::Instant::now();
+        let before = self.topics.data_version();
         for consumer in &data.consumer_data_set {
             // The group a consumer names exists from its first heartbeat
-            // (`autoCreateSubscriptionGroup`), so its first offset commit is taken.
-            if let Err(e) = self.consume.groups.find(&consumer.group_name) {
-                return system_error(request, e);
+            // (`autoCreateSubscriptionGroup`), so its first offset commit is taken, and so does
+            // its retry topic, which its push consumers subscribe to.
+            match self.consume.groups.find(&consumer.group_name) {
+                Err(e) => return system_error(request, e),
+                Ok(Some(group)) if group.retry_queue_nums > 0 => {
+                    self.topics.create_in_send_back(
+                        &retry_topic(&consumer.group_name),
+                        group.retry_queue_nums,
+                        perm::PERM_READ | perm::PERM_WRITE,
+                        retry_topic_sys_flag(consumer.unit_mode),
+                    );
+                }
+                Ok(_) => {}
             }
             refused.extend(self.consume.consumers.register(
                 ctx.connection_id(),
@@ -291,6 +333,7 @@ impl BrokerProcessor {
                 Some(ctx.responder()),
             ));
         }
+        self.registered_if_changed(&before);
         let mut clients = lock(&self.clients);
         let channel = clients.entry(ctx.connection_id()).or_default();
         channel.client_id = data.client_id;
@@ -425,8 +468,9 @@ impl RequestProcessor for BrokerProcessor {
                 Some(admin::table(&request, self.consume.offsets.encode()))
             }
             request_code::GET_ALL_DELAY_OFFSET => {
-                Some(admin::table(&request, admin::EMPTY_DELAY_OFFSET.to_vec()))
+                Some(admin::table(&request, self.store.schedule().encode()))
             }
+            request_code::CONSUMER_SEND_MSG_BACK => Some(self.consumer_send_msg_back(&request)),
             request_code::GET_ALL_SUBSCRIPTIONGROUP_CONFIG => {
                 Some(admin::table(&request, self.consume.groups.encode()))
             }

@@ -1,19 +1,26 @@
-//! RocketMQ's `SendMessageProcessor`: SEND_MESSAGE, SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE.
+//! RocketMQ's `SendMessageProcessor`: SEND_MESSAGE, SEND_MESSAGE_V2, SEND_BATCH_MESSAGE and
+//! CONSUMER_SEND_MSG_BACK ([`back`]).
 //!
 //! A send is checked (role, permission, topic, queue, size), appended, and answered as soon as
 //! the store's GroupTransferService settles it: at once on an ASYNC_MASTER, on the slave ack that
 //! covers it on a SYNC_MASTER (never by polling), with RocketMQ's response codes for each
 //! `PutStatus`. Nothing is written for a refused send.
 
+mod back;
+
 use std::net::SocketAddr;
+use std::sync::atomic::AtomicU32;
 use std::sync::Arc;
 
+pub(crate) use back::{retry_topic, retry_topic_sys_flag};
+
+use super::subscription_group::SubscriptionGroupManager;
 use super::topic_config::TopicConfigManager;
 use super::BrokerSettings;
 use crate::client::uniq_key;
 use crate::commitlog::record::{self, MessageDraft};
 use crate::commitlog::AppendResult;
-use crate::error::CommitLogError;
+use crate::error::{CommitLogError, RecordError};
 use crate::protocol::body::{perm, TopicConfig};
 use crate::remoting::header::SendMessageRequestHeader;
 use crate::remoting::{request_code, response_code, RemotingCommand};
@@ -27,26 +34,32 @@ const PROPERTY_WAIT_STORE_MSG_OK: &str = "WAIT";
 /// `MessageSysFlag.TRANSACTION_PREPARED_TYPE | TRANSACTION_COMMIT_TYPE`.
 const TRANSACTION_TYPES: i32 = 0x1 << 2 | 0x2 << 2;
 
-/// The properties that ask for a later delivery: `DELAY` (a level of `messageDelayLevel`, for
-/// RocketMQ's ScheduleMessageService) and 5.x's timer (`TIMER_DELIVER_MS`, `TIMER_DELAY_SEC`,
-/// `TIMER_DELAY_MS`). rocketha has neither service yet: such a message would be delivered at
-/// once, so it is refused instead (issue 26 builds them).
-const DELAYED_DELIVERY: [&str; 4] = [
-    "DELAY",
-    "TIMER_DELIVER_MS",
-    "TIMER_DELAY_SEC",
-    "TIMER_DELAY_MS",
+/// 5.x's timer properties (`TimerMessageStore`): delivery at any time. rocketha has no timer
+/// store (RocketMQ's `timerWheelEnable=false`), and a delay level cannot stand in for an
+/// arbitrary time, so such a send is refused rather than delivered early; with a `DELAY` level
+/// as well they are dropped and the level rules, as 5.x's `checkIfTimerMessage` does.
+const TIMER_PROPERTIES: [&str; 3] = ["TIMER_DELIVER_MS", "TIMER_DELAY_SEC", "TIMER_DELAY_MS"];
+
+/// `TopicValidator`'s topics no producer may send to (the broker's own bookkeeping).
+const NOT_ALLOWED_SEND_TOPICS: [&str; 4] = [
+    record::SCHEDULE_TOPIC,
+    "RMQ_SYS_TRANS_HALF_TOPIC",
+    "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+    "TRANS_CHECK_MAX_TIME_TOPIC",
 ];
 
-/// The first property of `properties` that asks for a later delivery, with its value; a
-/// `DELAY` of 0 or less asks for none, as in RocketMQ.
-fn delayed_delivery(properties: &str) -> Option<(&'static str, String)> {
-    DELAYED_DELIVERY.iter().find_map(|&name| {
+/// The first timer property of `properties`, with its value.
+fn timer_delivery(properties: &str) -> Option<(&'static str, String)> {
+    TIMER_PROPERTIES.iter().find_map(|&name| {
         let value = record::find_property(properties.as_bytes(), name)?;
-        let value = String::from_utf8_lossy(value).into_owned();
-        let none = name == "DELAY" && value.trim().parse::<i64>().is_ok_and(|level| level <= 0);
-        (!none).then_some((name, value))
+        Some((name, String::from_utf8_lossy(value).into_owned()))
     })
+}
+
+/// `DELAY` asks for a level (> 0); a value that is no integer counts as asking, so the store
+/// refuses it with its reason.
+fn asks_for_delay_level(properties: &str) -> bool {
+    crate::store::schedule::delay_level(properties.as_bytes()).map_or(true, |l| l.is_some())
 }
 
 /// A refused send: the response code and the remark that names what is wrong.
@@ -67,19 +80,25 @@ struct Incoming<'a> {
 pub(crate) struct SendMessageProcessor {
     store: Arc<MessageStore>,
     topics: Arc<TopicConfigManager>,
+    groups: Arc<SubscriptionGroupManager>,
     settings: Arc<BrokerSettings>,
+    /// Spreads send-backs over a retry topic's queues (RocketMQ picks at random).
+    next_retry_queue: AtomicU32,
 }
 
 impl SendMessageProcessor {
     pub(crate) fn new(
         store: Arc<MessageStore>,
         topics: Arc<TopicConfigManager>,
+        groups: Arc<SubscriptionGroupManager>,
         settings: Arc<BrokerSettings>,
     ) -> Self {
         Self {
             store,
             topics,
+            groups,
             settings,
+            next_retry_queue: AtomicU32::new(0),
         }
     }
 
@@ -128,9 +147,19 @@ impl SendMessageProcessor {
     fn put(&self, request: &RemotingCommand, remote: SocketAddr) -> Result<Put, Refusal> {
         let header = self.check(request)?;
         let topic = self.topic(&header)?;
-        let queue_id = self.queue_id(&header, &topic, remote)?;
+        let mut queue_id = self.queue_id(&header, &topic, remote)?;
         let header_props = header.properties.as_deref().unwrap_or("");
-        let (batch_props, wait) = self.broker_properties(header_props)?;
+        let (mut batch_props, wait) = self.broker_properties(header_props)?;
+        let dlq = self.retry_or_dlq(request, &header)?;
+        if dlq.is_some() {
+            queue_id = 0;
+            batch_props = record::edit_properties(
+                &batch_props,
+                &[(record::PROPERTY_DELAY_TIME_LEVEL, "0")],
+                &[],
+            );
+        }
+        let topic_name = dlq.as_deref().unwrap_or(&header.topic);
         let messages = if request.code == request_code::SEND_BATCH_MESSAGE {
             decode_batch(&request.body, &batch_props)?
         } else {
@@ -141,6 +170,15 @@ impl SendMessageProcessor {
             }]
         };
         for m in &messages {
+            // RocketMQ's `putMessages` refuses a batch that asks for a delay, even of one.
+            if request.code == request_code::SEND_BATCH_MESSAGE
+                && crate::store::schedule::delay_level(&m.properties).map_or(true, |l| l.is_some())
+            {
+                return Err(Refusal(
+                    response_code::MESSAGE_ILLEGAL,
+                    RecordError::DelayedBatch.to_string(),
+                ));
+            }
             if m.body.len() > self.settings.max_message_size {
                 return Err(Refusal(
                     response_code::MESSAGE_ILLEGAL,
@@ -155,7 +193,7 @@ impl SendMessageProcessor {
         let drafts: Vec<MessageDraft<'_>> = messages
             .iter()
             .map(|m| MessageDraft {
-                topic: &header.topic,
+                topic: topic_name,
                 body: m.body,
                 properties: &m.properties,
                 queue_id,
@@ -176,6 +214,9 @@ impl SendMessageProcessor {
             // RocketMQ answers a put refused for a full disk SERVICE_NOT_AVAILABLE.
             let code = match e {
                 CommitLogError::DiskFull { .. } => response_code::SERVICE_NOT_AVAILABLE,
+                CommitLogError::Record(
+                    RecordError::BadDelayLevel(_) | RecordError::DelayedBatch,
+                ) => response_code::MESSAGE_ILLEGAL,
                 _ => response_code::SYSTEM_ERROR,
             };
             Refusal(code, e.to_string())
@@ -189,7 +230,7 @@ impl SendMessageProcessor {
     }
 
     /// RocketMQ's `msgCheck` before any topic is looked at: the role, the header, the broker's
-    /// write permission; no transactional sends and no delayed ones.
+    /// write permission, the broker's own topics; no transactional sends and no timer ones.
     fn check(&self, request: &RemotingCommand) -> Result<SendMessageRequestHeader, Refusal> {
         let s = &self.settings;
         if s.is_slave {
@@ -219,16 +260,26 @@ impl SendMessageProcessor {
                 ),
             ));
         }
-        if let Some((name, value)) = header.properties.as_deref().and_then(delayed_delivery) {
+        if NOT_ALLOWED_SEND_TOPICS.contains(&header.topic.as_str()) {
             return Err(Refusal(
-                response_code::MESSAGE_ILLEGAL,
-                format!(
-                    "the broker[{}] refuses a delayed message ({name}={value}): rocketha has no \
-                     schedule service or timer yet, and would deliver it at once; send it \
-                     without {name}",
-                    s.broker_name
-                ),
+                response_code::NO_PERMISSION,
+                format!("Sending message to topic[{}] is forbidden.", header.topic),
             ));
+        }
+        let properties = header.properties.as_deref().unwrap_or("");
+        if let Some((name, value)) = timer_delivery(properties) {
+            if !asks_for_delay_level(properties) {
+                return Err(Refusal(
+                    response_code::MESSAGE_ILLEGAL,
+                    format!(
+                        "the broker[{}] refuses a timer message ({name}={value}): accurate \
+                         timer message is not enabled, timerWheelEnable is false (rocketha has \
+                         no timer store, and would deliver it at once); send it with a delay \
+                         level (property DELAY) or without {name}",
+                        s.broker_name
+                    ),
+                ));
+            }
         }
         Ok(header)
     }
@@ -289,11 +340,14 @@ impl SendMessageProcessor {
     fn broker_properties(&self, header: &str) -> Result<(Vec<u8>, bool), Refusal> {
         let mut wait = true;
         let mut pairs: Vec<(&str, &str)> = Vec::new();
+        // A delay level wins over timer properties, which go (checked in `check`).
+        let drop_timer = asks_for_delay_level(header);
         for pair in header.split('\u{2}').filter(|p| !p.is_empty()) {
             let (k, v) = pair.split_once('\u{1}').unwrap_or((pair, ""));
             match k {
                 PROPERTY_WAIT_STORE_MSG_OK => wait = v != "false",
                 PROPERTY_CLUSTER => {}
+                _ if drop_timer && TIMER_PROPERTIES.contains(&k) => {}
                 _ => pairs.push((k, v)),
             }
         }

@@ -18,6 +18,7 @@ use super::topic_config::TopicConfigManager;
 use crate::protocol::body::TopicConfigSerializeWrapper;
 use crate::protocol::json::parse_lenient;
 use crate::remoting::{request_code, response_code, ClientTls, RemotingClient, RemotingCommand};
+use crate::store::MessageStore;
 use crate::sync::lock;
 
 /// How long one sync call may take (RocketMQ's 3 s).
@@ -31,6 +32,8 @@ pub(crate) struct SlaveSynchronize {
     topics: Arc<TopicConfigManager>,
     offsets: Arc<ConsumerOffsetManager>,
     groups: Arc<SubscriptionGroupManager>,
+    /// Its `config/delayOffset.json` takes the master's delivery progress.
+    store: Arc<MessageStore>,
     /// TLS to the master's client port (`tls.enable`).
     tls: Option<ClientTls>,
 }
@@ -41,6 +44,7 @@ impl SlaveSynchronize {
         topics: Arc<TopicConfigManager>,
         offsets: Arc<ConsumerOffsetManager>,
         groups: Arc<SubscriptionGroupManager>,
+        store: Arc<MessageStore>,
         tls: Option<ClientTls>,
     ) -> Self {
         Self {
@@ -49,6 +53,7 @@ impl SlaveSynchronize {
             topics,
             offsets,
             groups,
+            store,
             tls,
         }
     }
@@ -119,9 +124,10 @@ impl SlaveSynchronize {
                     .map_err(|e| e.to_string())
             }),
         );
-        // rocketha has no schedule service: the delay offsets are fetched, as a RocketMQ
-        // slave does, only so a master that cannot answer is reported.
-        keep(fetch(request_code::GET_ALL_DELAY_OFFSET, "GET_ALL_DELAY_OFFSET").map(drop));
+        keep(
+            fetch(request_code::GET_ALL_DELAY_OFFSET, "GET_ALL_DELAY_OFFSET")
+                .and_then(|body| self.store.schedule().replace(&body)),
+        );
         keep(
             fetch(
                 request_code::GET_ALL_SUBSCRIPTIONGROUP_CONFIG,

@@ -1,6 +1,6 @@
 //! The consumer's wire side of `MQClientAPIImpl`: PULL_MESSAGE (asynchronous, so one
 //! connection holds a long poll per queue at once), consumer offsets, queue offsets,
-//! GET_CONSUMER_LIST_BY_GROUP and the consumer's HEART_BEAT. Which broker a pull goes to,
+//! GET_CONSUMER_LIST_BY_GROUP, the consumer's HEART_BEAT and CONSUMER_SEND_MSG_BACK. Which broker a pull goes to,
 //! rebalancing and offset policy are the consumer's (Python).
 
 use std::collections::BTreeMap;
@@ -11,11 +11,16 @@ use super::{expect_success, MqClientApi, SendError};
 use crate::commitlog::record::{self, tags_hash_code, Peeked, RecordView};
 use crate::error::RecordError;
 use crate::remoting::header::{
-    GetConsumerListByGroupRequestHeader, OffsetResponseHeader, PullMessageRequestHeader,
-    PullMessageResponseHeader, QueryConsumerOffsetRequestHeader, QueueRequestHeader,
-    SearchOffsetRequestHeader, UpdateConsumerOffsetRequestHeader,
+    ConsumerSendMsgBackRequestHeader, GetConsumerListByGroupRequestHeader, OffsetResponseHeader,
+    PullMessageRequestHeader, PullMessageResponseHeader, QueryConsumerOffsetRequestHeader,
+    QueueRequestHeader, SearchOffsetRequestHeader, UpdateConsumerOffsetRequestHeader,
 };
 use crate::remoting::{request_code, response_code, CustomHeader, RemotingCommand};
+
+/// `MQVersion.Version.V3_4_9`'s ordinal: a broker takes the `maxReconsumeTimes` of a send-back
+/// or of a send to a retry topic only from requests of this version on (else the group's
+/// `retryMaxTimes`), so those requests say it; the client's other requests say 0.
+pub(super) const SEND_BACK_VERSION: i32 = 121;
 
 /// `SubscriptionData` as a heartbeat carries it (TAG expressions only).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -258,6 +263,12 @@ fn offset_of(addr: &str, what: &str, response: RemotingCommand) -> Result<i64, S
     Ok(header.offset)
 }
 
+fn send_back_request(header: &ConsumerSendMsgBackRequestHeader) -> RemotingCommand {
+    let mut request = request(request_code::CONSUMER_SEND_MSG_BACK, header);
+    request.version = SEND_BACK_VERSION;
+    request
+}
+
 fn request<H: CustomHeader>(code: i32, header: &H) -> RemotingCommand {
     let mut request = RemotingCommand::request(code, 0);
     request.write_custom_header(header);
@@ -472,6 +483,21 @@ impl MqClientApi {
             timeout,
         )?;
         offset_of(addr, "SEARCH_OFFSET_BY_TIMESTAMP", response)
+    }
+
+    /// CONSUMER_SEND_MSG_BACK (`MQClientAPIImpl.consumerSendMessageBack`): hands a message
+    /// the consumer failed back to the broker that stored it (named by its commit-log offset),
+    /// which schedules it in the group's retry topic or, past `maxReconsumeTimes`, puts it in
+    /// the dead-letter queue. Returns the broker's code and remark: SUCCESS, or a refusal the
+    /// caller reports (RocketMQ's client raises `MQBrokerException` for any other code).
+    pub fn consumer_send_message_back(
+        &self,
+        addr: &str,
+        header: &ConsumerSendMsgBackRequestHeader,
+        timeout: Duration,
+    ) -> Result<(i32, Option<String>), SendError> {
+        let response = self.invoke(addr, send_back_request(header), timeout)?;
+        Ok((response.code, response.remark))
     }
 
     /// HEART_BEAT of a consumer: the broker lists `client_id` in the group and keeps its

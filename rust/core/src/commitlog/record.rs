@@ -58,30 +58,61 @@ pub(crate) fn tags_hash_code(tags: &str) -> i64 {
 }
 
 /// `TopicValidator.RMQ_SYS_SCHEDULE_TOPIC`: where RocketMQ parks delayed messages until due.
-const SCHEDULE_TOPIC: &[u8] = b"SCHEDULE_TOPIC_XXXX";
+pub(crate) const SCHEDULE_TOPIC: &str = "SCHEDULE_TOPIC_XXXX";
 /// `MessageConst.PROPERTY_DELAY_TIME_LEVEL`.
-const PROPERTY_DELAY_TIME_LEVEL: &str = "DELAY";
-/// RocketMQ's default `messageDelayLevel`, "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m
-/// 1h 2h", in ms: level `n` waits `DELAY_LEVELS_MS[n - 1]`.
-const DELAY_LEVELS_MS: [i64; 18] = [
-    1_000, 5_000, 10_000, 30_000, 60_000, 120_000, 180_000, 240_000, 300_000, 360_000, 420_000,
-    480_000, 540_000, 600_000, 1_200_000, 1_800_000, 3_600_000, 7_200_000,
-];
+pub(crate) const PROPERTY_DELAY_TIME_LEVEL: &str = "DELAY";
 
 /// A consume queue entry's tag code, as RocketMQ's `CommitLog.checkMessageAndReturnSize`
 /// computes it: the hash of the TAGS property, except for a delayed message in
 /// SCHEDULE_TOPIC_XXXX, whose code is its delivery time (what the ScheduleMessageService scans
-/// the queue by), the store time plus its level's delay.
-pub(crate) fn tags_code(topic: &[u8], properties: &[u8], store_timestamp: i64) -> i64 {
-    if topic == SCHEDULE_TOPIC {
+/// the queue by), the store time plus its level's delay in `delay_levels` (`messageDelayLevel`
+/// in ms; a level past the last counts as the last).
+pub(crate) fn tags_code(
+    topic: &[u8],
+    properties: &[u8],
+    store_timestamp: i64,
+    delay_levels: &[i64],
+) -> i64 {
+    if topic == SCHEDULE_TOPIC.as_bytes() {
         let level = find_property(properties, PROPERTY_DELAY_TIME_LEVEL)
             .and_then(|l| std::str::from_utf8(l).ok()?.parse::<usize>().ok());
-        if let Some(level @ 1..) = level {
-            return store_timestamp + DELAY_LEVELS_MS[level.min(DELAY_LEVELS_MS.len()) - 1];
+        if let (Some(level @ 1..), Some(&last)) = (level, delay_levels.last()) {
+            let delay = delay_levels.get(level - 1).copied().unwrap_or(last);
+            return store_timestamp.saturating_add(delay);
         }
     }
     find_property(properties, PROPERTY_TAGS)
         .map_or(0, |t| tags_hash_code(&String::from_utf8_lossy(t)))
+}
+
+/// `properties` with the pairs of `set` taking their values (in place, or appended when new)
+/// and the names in `remove` gone: how the broker stamps a message it moves (`putProperty`,
+/// `clearProperty`) without decoding the rest.
+pub(crate) fn edit_properties(properties: &[u8], set: &[(&str, &str)], remove: &[&str]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(properties.len() + 64);
+    let mut pending: Vec<&(&str, &str)> = set.iter().collect();
+    let push = |out: &mut Vec<u8>, name: &[u8], value: &[u8]| {
+        out.extend_from_slice(name);
+        out.push(NAME_VALUE_SEPARATOR);
+        out.extend_from_slice(value);
+        out.push(PROPERTY_SEPARATOR);
+    };
+    for (name, value) in property_pairs(properties) {
+        if remove.iter().any(|r| r.as_bytes() == name) {
+            continue;
+        }
+        match pending.iter().position(|(n, _)| n.as_bytes() == name) {
+            Some(at) => push(&mut out, name, pending.swap_remove(at).1.as_bytes()),
+            None if set.iter().any(|(n, _)| n.as_bytes() == name) => {}
+            None => push(&mut out, name, value),
+        }
+    }
+    for (name, value) in set {
+        if pending.iter().any(|(n, _)| n == name) {
+            push(&mut out, name.as_bytes(), value.as_bytes());
+        }
+    }
+    out
 }
 
 /// Encodes `key\x01value\x02` pairs, refusing separator bytes inside names or values.
@@ -321,8 +352,13 @@ impl RecordView<'_> {
         find_property(self.properties, PROPERTY_TAGS)
     }
 
-    pub(crate) fn tags_code(&self) -> i64 {
-        tags_code(self.topic, self.properties, self.store_timestamp)
+    pub(crate) fn tags_code(&self, delay_levels: &[i64]) -> i64 {
+        tags_code(
+            self.topic,
+            self.properties,
+            self.store_timestamp,
+            delay_levels,
+        )
     }
 }
 
@@ -722,17 +758,41 @@ mod tests {
 
     #[test]
     fn delayed_messages_are_indexed_by_delivery_time() {
+        let levels = [1_000, 5_000, 10_000];
         let props = encode_properties([("DELAY", "3"), ("TAGS", "x")]).unwrap();
-        assert_eq!(tags_code(b"SCHEDULE_TOPIC_XXXX", &props, 1_000), 11_000);
-        let past_max = encode_properties([("DELAY", "99")]).unwrap();
-        assert_eq!(tags_code(b"SCHEDULE_TOPIC_XXXX", &past_max, 0), 7_200_000);
         assert_eq!(
-            tags_code(b"orders", &props, 1_000),
+            tags_code(b"SCHEDULE_TOPIC_XXXX", &props, 1_000, &levels),
+            11_000
+        );
+        let past_max = encode_properties([("DELAY", "99")]).unwrap();
+        assert_eq!(
+            tags_code(b"SCHEDULE_TOPIC_XXXX", &past_max, 0, &levels),
+            10_000
+        );
+        assert_eq!(
+            tags_code(b"orders", &props, 1_000, &levels),
             tags_hash_code("x"),
             "only the schedule topic"
         );
         let level_zero = encode_properties([("DELAY", "0")]).unwrap();
-        assert_eq!(tags_code(b"SCHEDULE_TOPIC_XXXX", &level_zero, 5), 0);
+        assert_eq!(
+            tags_code(b"SCHEDULE_TOPIC_XXXX", &level_zero, 5, &levels),
+            0
+        );
+    }
+
+    #[test]
+    fn edited_properties_keep_the_others_in_order() {
+        let props = encode_properties([("A", "1"), ("DELAY", "3"), ("B", "2")]).unwrap();
+        let edited = edit_properties(&props, &[("B", "9"), ("C", "new")], &["DELAY"]);
+        assert_eq!(
+            decode_properties(&edited),
+            [("A", "1"), ("B", "9"), ("C", "new")].map(|(k, v)| (k.to_owned(), v.to_owned()))
+        );
+        let duplicated = encode_properties([("B", "1"), ("B", "2")]).unwrap();
+        let once = edit_properties(&duplicated, &[("B", "3")], &[]);
+        assert_eq!(decode_properties(&once), [("B".to_owned(), "3".to_owned())]);
+        assert!(edit_properties(b"", &[], &["X"]).is_empty());
     }
 
     #[test]

@@ -257,6 +257,14 @@ mod tests {
         let info = ClusterInfo::decode(&response.body).unwrap();
         assert_eq!(info.cluster_addr_table["DefaultCluster"].len(), 1);
         assert_eq!(info.broker_addr_table["broker-a"].broker_addrs.len(), 2);
+        let response = c
+            .invoke(
+                RemotingCommand::request(request_code::GET_ALL_TOPIC_LIST_FROM_NAMESERVER, 0),
+                TIMEOUT,
+            )
+            .unwrap();
+        let list: serde_json::Value = serde_json::from_slice(&response.body).unwrap();
+        assert_eq!(list, serde_json::json!({"topicList": ["TopicA", "TopicB"]}));
 
         // QUERY_DATA_VERSION: unchanged for the registered version, changed for another.
         for (counter, changed) in [(1, false), (2, true)] {

@@ -1,8 +1,8 @@
 //! RocketMQ's `DefaultRequestProcessor` (with `ClientRequestProcessor`'s GET_ROUTEINFO_BY_TOPIC):
 //! the name server's answers over the remoting server, on the route table behind one lock.
 //!
-//! Served: REGISTER_BROKER, UNREGISTER_BROKER, GET_ROUTEINFO_BY_TOPIC, GET_BROKER_CLUSTER_INFO
-//! and QUERY_DATA_VERSION; anything else is REQUEST_CODE_NOT_SUPPORTED. Brokers leave the routes
+//! Served: REGISTER_BROKER, UNREGISTER_BROKER, GET_ROUTEINFO_BY_TOPIC, GET_BROKER_CLUSTER_INFO,
+//! GET_ALL_TOPIC_LIST_FROM_NAMESERVER and QUERY_DATA_VERSION; anything else is REQUEST_CODE_NOT_SUPPORTED. Brokers leave the routes
 //! when they unregister, when the connection they registered over closes (`onChannelDestroy`),
 //! and when they stay silent past their heartbeat timeout: [`DefaultRequestProcessor::run_housekeeping`]
 //! sleeps until exactly the next broker would expire, woken early by registrations and shutdown.
@@ -132,6 +132,13 @@ impl DefaultRequestProcessor {
                 Ok(response)
             }
             request_code::QUERY_DATA_VERSION => self.query_broker_topic_config(request),
+            // `mqadmin topicList` (RocketMQ's `enableAllTopicList` is on by default).
+            request_code::GET_ALL_TOPIC_LIST_FROM_NAMESERVER => {
+                let mut response =
+                    RemotingCommand::response_to(request, response_code::SUCCESS, None);
+                response.body = lock(&self.routes).table.get_all_topic_list();
+                Ok(response)
+            }
             _ => Ok(not_supported(request)),
         }
     }

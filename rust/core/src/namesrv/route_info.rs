@@ -536,6 +536,15 @@ impl RouteInfoManager {
         }
     }
 
+    /// `getAllTopicList`: GET_ALL_TOPIC_LIST_FROM_NAMESERVER's answer (a `TopicList` body),
+    /// every topic some live broker registered, system and retry topics included.
+    pub(crate) fn get_all_topic_list(&self) -> Vec<u8> {
+        let topics: Vec<&String> = self.topic_queue_table.keys().collect();
+        serde_json::json!({ "topicList": topics })
+            .to_string()
+            .into_bytes()
+    }
+
     /// `getAllClusterInfo`: GET_BROKER_CLUSTER_INFO's answer.
     pub(crate) fn get_all_cluster_info(&self) -> ClusterInfo {
         ClusterInfo {

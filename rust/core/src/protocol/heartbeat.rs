@@ -31,6 +31,8 @@ pub(crate) struct ConsumerData {
     pub(crate) consume_type: String,
     pub(crate) message_model: String,
     pub(crate) subscription_data_set: Vec<SubscriptionWire>,
+    /// Its retry topic is created with `TopicSysFlag`'s unit-sub flag.
+    pub(crate) unit_mode: bool,
 }
 
 /// `SubscriptionData` as a heartbeat carries it.

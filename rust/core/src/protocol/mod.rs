@@ -1,10 +1,11 @@
 //! What every network layer shares, as RocketMQ's `common` and `remoting.protocol` packages:
-//! the bodies ([`body`]), the heartbeat ([`heartbeat`]), the fastjson-compatible JSON
+//! the bodies ([`body`]), the atomic config files ([`config_file`]), the heartbeat ([`heartbeat`]), the fastjson-compatible JSON
 //! ([`json`]), the length-prefixed byte reader ([`reader`]), and the clock and checksum that
 //! records and registrations carry. It depends on nothing else in the crate, so the store,
 //! remoting, the name server, the broker, the ACL and the clients all build on it.
 
 pub(crate) mod body;
+pub(crate) mod config_file;
 pub(crate) mod heartbeat;
 pub(crate) mod json;
 pub(crate) mod reader;

@@ -349,6 +349,9 @@ impl Completions<'_> {
             let batch = std::mem::take(&mut st.unfinished);
             if batch.is_empty() {
                 st.finishing = false;
+                // Released before the role is dropped: on a thread already unwinding (a
+                // store dropped by a panic) its drop takes this lock.
+                drop(st);
                 return;
             }
             drop(st);

@@ -23,6 +23,7 @@ use crate::sync::lock;
 
 use super::clean::Retention;
 use super::group_transfer::GroupTransferService;
+use super::schedule::ScheduleMessageService;
 use super::{MessageStore, PutState, StoreConfig};
 
 fn lock_store(root: &Path) -> Result<File, CommitLogError> {
@@ -70,6 +71,15 @@ pub(super) fn write_checkpoint(root: &Path, flushed: u64) -> Result<(), CommitLo
         .map_err(|e| CommitLogError::io(&path, e))
 }
 
+/// The store's delay levels; their offsets are loaded by a writable open only.
+fn schedule_of(config: &StoreConfig) -> ScheduleMessageService {
+    ScheduleMessageService::new(
+        &config.root,
+        config.message_delay_level.clone(),
+        config.flush_delay_offset_interval,
+    )
+}
+
 impl MessageStore {
     pub fn open(config: StoreConfig) -> Result<Self, CommitLogError> {
         config.clean.validate().map_err(CommitLogError::Config)?;
@@ -102,6 +112,8 @@ impl MessageStore {
             cq.correct_min_offset(commit_log.min_offset());
         }
         File::create(&abort).map_err(|e| CommitLogError::io(&abort, e))?;
+        let schedule = schedule_of(&config);
+        schedule.load()?;
 
         let store = Self {
             commit_log: commit_log.clone(),
@@ -120,6 +132,7 @@ impl MessageStore {
             lock_file: Mutex::new(Some(lock_file)),
             closed: AtomicBool::new(false),
             retention: OnceLock::new(),
+            schedule,
             config,
         };
         {
@@ -229,6 +242,7 @@ impl MessageStore {
             lock_file: Mutex::new(None),
             closed: AtomicBool::new(false),
             retention: OnceLock::new(),
+            schedule: schedule_of(&config),
             config,
         };
         store.scan(true)?;

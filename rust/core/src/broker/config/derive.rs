@@ -9,7 +9,7 @@ use super::{invalid, BrokerConfig, BrokerRole, ConfigError};
 use crate::broker::{BrokerControllerConfig, BrokerSettings, TransferLimit};
 use crate::ha::HaConfig;
 use crate::remoting::ServerConfig;
-use crate::store::StoreConfig;
+use crate::store::{parse_message_delay_level, StoreConfig};
 
 /// A validated non-negative value as the unsigned type the services take.
 fn narrow<T: TryFrom<i64> + Default>(n: i64) -> T {
@@ -43,6 +43,9 @@ impl BrokerConfig {
         store.accept_zero_body_crc = self.ha_accept_zero_body_crc;
         store.clean = self.clean_config()?;
         store.store_path_commit_log = self.store_path_commit_log.as_ref().map(PathBuf::from);
+        store.message_delay_level = parse_message_delay_level(&self.message_delay_level)
+            .map_err(|e| invalid("messageDelayLevel", e))?;
+        store.flush_delay_offset_interval = millis(self.flush_delay_offset_interval);
         Ok(store)
     }
 

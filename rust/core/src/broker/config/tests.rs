@@ -70,6 +70,11 @@ fn every_key_has_rocketmqs_default() {
         ("cleanResourceInterval", "10000"),
         ("deleteFileBatchMax", "10"),
         ("fileReservedTimeUnitMs", "3600000"),
+        (
+            "messageDelayLevel",
+            "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h",
+        ),
+        ("flushDelayOffsetInterval", "10000"),
     ];
     for (key, value) in expected {
         assert_eq!(c.get(key).as_deref(), Some(*value), "{key}");
@@ -182,6 +187,14 @@ fn bad_values_name_the_key_and_value() {
 #[test]
 fn contradictions_and_ranges_name_the_key() {
     let cases: &[(&[(&str, &str)], &str)] = &[
+        (
+            &[("messageDelayLevel", "1s 2x")],
+            "messageDelayLevel: level '2x' is not a whole number of s, m, h or d",
+        ),
+        (
+            &[("flushDelayOffsetInterval", "0")],
+            "flushDelayOffsetInterval: must be a positive number",
+        ),
         (
             &[("brokerRole", "SLAVE"), ("haMasterAddress", "h:1")],
             "brokerId: a SLAVE needs brokerId > 0",

@@ -2,7 +2,7 @@
 //! keys that must agree with each other, every error naming its key.
 
 use super::{invalid, BrokerConfig, BrokerRole, ConfigError, MIB};
-use crate::store::CleanConfig;
+use crate::store::{parse_message_delay_level, CleanConfig};
 use std::net::IpAddr;
 use std::time::Duration;
 
@@ -138,11 +138,14 @@ impl BrokerConfig {
                 self.flush_consumer_offset_interval,
             ),
             ("slaveSyncInterval", self.slave_sync_interval),
+            ("flushDelayOffsetInterval", self.flush_delay_offset_interval),
         ] {
             if millis <= 0 {
                 return Err(invalid(key, "must be a positive number of milliseconds"));
             }
         }
+        parse_message_delay_level(&self.message_delay_level)
+            .map_err(|e| invalid("messageDelayLevel", e))?;
         if self.ha_housekeeping_interval <= self.ha_send_heartbeat_interval {
             return Err(invalid(
                 "haHousekeepingInterval",

@@ -5,6 +5,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use super::*;
+use crate::broker::subscription_group::SubscriptionGroupManager;
 use crate::remoting::header::SendMessageResponseHeader;
 use crate::store::StoreConfig;
 
@@ -25,7 +26,10 @@ fn broker(dir: &std::path::Path, settings: BrokerSettings, slaves: usize) -> Sen
         )
         .unwrap(),
     );
-    SendMessageProcessor::new(store, topics, Arc::new(settings))
+    let groups = Arc::new(
+        SubscriptionGroupManager::load(dir, settings.auto_create_subscription_group, 1).unwrap(),
+    );
+    SendMessageProcessor::new(store, topics, groups, Arc::new(settings))
 }
 
 /// SEND_MESSAGE_V2 as `SendMessageRequestHeaderV2` names its fields `a`..`n`.
@@ -101,23 +105,28 @@ fn a_send_is_stored_and_answered_as_java_reads_it() {
     );
 }
 
-#[test]
-fn a_batch_stores_every_message_with_the_batch_properties() {
-    let dir = tempfile::tempdir().unwrap();
-    let p = broker(dir.path(), BrokerSettings::default(), 0);
+/// `MessageDecoder.encodeMessages` of `(body, properties)`, message i with flag i.
+fn batch_body(messages: &[(&str, &str)]) -> Vec<u8> {
     let mut body = Vec::new();
-    for (i, props) in [(0i32, "KEYS\u{1}k0\u{2}"), (1, "")] {
-        let msg_body = format!("m{i}");
+    for (i, (msg_body, props)) in messages.iter().enumerate() {
         let total = 4 + 4 + 4 + 4 + 4 + msg_body.len() + 2 + props.len();
         body.extend_from_slice(&(total as i32).to_be_bytes());
         body.extend_from_slice(&0i32.to_be_bytes()); // magic
         body.extend_from_slice(&0i32.to_be_bytes()); // body CRC
-        body.extend_from_slice(&i.to_be_bytes()); // flag
+        body.extend_from_slice(&(i as i32).to_be_bytes()); // flag
         body.extend_from_slice(&(msg_body.len() as i32).to_be_bytes());
         body.extend_from_slice(msg_body.as_bytes());
         body.extend_from_slice(&(props.len() as i16).to_be_bytes());
         body.extend_from_slice(props.as_bytes());
     }
+    body
+}
+
+#[test]
+fn a_batch_stores_every_message_with_the_batch_properties() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = broker(dir.path(), BrokerSettings::default(), 0);
+    let body = batch_body(&[("m0", "KEYS\u{1}k0\u{2}"), ("m1", "")]);
     let mut request = send_v2("batch", 0, "", &body);
     request.code = request_code::SEND_BATCH_MESSAGE;
     let response = process(&p, &request).0.unwrap();
@@ -192,14 +201,38 @@ fn refused_sends_name_the_problem_and_write_nothing() {
             "does not fit",
         ),
         (
-            send_v2("known", 0, "TAGS\u{1}a\u{2}DELAY\u{1}3\u{2}", b"x"),
+            send_v2("known", 0, "TAGS\u{1}a\u{2}DELAY\u{1}soon\u{2}", b"x"),
             response_code::MESSAGE_ILLEGAL,
-            "refuses a delayed message (DELAY=3)",
+            "DELAY=\"soon\" is not a delay level",
         ),
         (
             send_v2("known", 0, "TIMER_DELIVER_MS\u{1}1700000005000\u{2}", b"x"),
             response_code::MESSAGE_ILLEGAL,
-            "(TIMER_DELIVER_MS=1700000005000): rocketha has no schedule service",
+            "(TIMER_DELIVER_MS=1700000005000): accurate timer message is not enabled",
+        ),
+        (
+            send_v2(
+                "known",
+                0,
+                "TIMER_DELAY_SEC\u{1}5\u{2}DELAY\u{1}0\u{2}",
+                b"x",
+            ),
+            response_code::MESSAGE_ILLEGAL,
+            "(TIMER_DELAY_SEC=5)",
+        ),
+        (
+            send_v2("SCHEDULE_TOPIC_XXXX", 0, "", b"x"),
+            response_code::NO_PERMISSION,
+            "Sending message to topic[SCHEDULE_TOPIC_XXXX] is forbidden.",
+        ),
+        (
+            {
+                let mut r = send_v2("known", 0, "", &batch_body(&[("m", "DELAY\u{1}1\u{2}")]));
+                r.code = request_code::SEND_BATCH_MESSAGE;
+                r
+            },
+            response_code::MESSAGE_ILLEGAL,
+            "a batch cannot hold delayed messages",
         ),
     ];
     for (request, code, remark) in cases {
@@ -273,4 +306,38 @@ fn a_send_to_a_full_disk_is_answered_service_not_available_and_writes_nothing() 
     p.store.clean_now().unwrap();
     let response = process(&p, &send_v2("t", 0, "", b"x")).0.unwrap();
     assert_eq!(response.code, response_code::SUCCESS);
+}
+
+#[test]
+fn a_delayed_send_waits_in_the_schedule_topic_and_a_level_beats_timer_properties() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = broker(dir.path(), BrokerSettings::default(), 0);
+    let request = send_v2(
+        "orders",
+        1,
+        "TAGS\u{1}a\u{2}DELAY\u{1}2\u{2}TIMER_DELIVER_MS\u{1}1\u{2}",
+        b"later",
+    );
+    let response = process(&p, &request).0.unwrap();
+    assert_eq!(
+        response.code,
+        response_code::SUCCESS,
+        "{:?}",
+        response.remark
+    );
+    assert!(
+        p.store.consume_queue("orders", 1).is_none(),
+        "not delivered yet"
+    );
+    let stored = p
+        .store
+        .get_messages(record::SCHEDULE_TOPIC, 1, 0, 1)
+        .unwrap();
+    let props = record::decode_properties(stored[0].1.view().properties);
+    let has = |k: &str, v: &str| props.contains(&(k.to_owned(), v.to_owned()));
+    assert!(has("REAL_TOPIC", "orders") && has("REAL_QID", "1") && has("DELAY", "2"));
+    assert!(
+        !props.iter().any(|(k, _)| k == "TIMER_DELIVER_MS"),
+        "{props:?}"
+    );
 }

@@ -186,3 +186,30 @@ fn a_subscription_naming_no_tag_is_refused() {
     let err = SubscriptionData::build("T", "|| ||", 0).unwrap_err();
     assert!(err.contains("names no tag"), "{err}");
 }
+
+/// The client's CONSUMER_SEND_MSG_BACK as the broker (and RocketMQ's) reads it: every field a
+/// string, keys sorted, the consumer's bound and the queue's broker name included, and a
+/// version (V3_4_9) from which a broker reads that bound.
+#[test]
+fn golden_send_back_request_frame() {
+    let header = ConsumerSendMsgBackRequestHeader {
+        offset: 4096,
+        group: "cg".into(),
+        delay_level: 0,
+        origin_msg_id: Some("ID1".into()),
+        origin_topic: Some("T".into()),
+        unit_mode: false,
+        max_reconsume_times: Some(16),
+        broker_name: Some("b".into()),
+    };
+    let cmd = send_back_request(&header);
+    assert_eq!(
+        cmd.encode_json_header(),
+        concat!(
+            r#"{"code":36,"extFields":{"bname":"b","delayLevel":"0","group":"cg","#,
+            r#""maxReconsumeTimes":"16","offset":"4096","originMsgId":"ID1","#,
+            r#""originTopic":"T","unitMode":"false"},"flag":0,"#,
+            r#""language":"RUST","opaque":0,"serializeTypeCurrentRPC":"JSON","version":121}"#
+        )
+    );
+}

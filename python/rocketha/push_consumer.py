@@ -1,0 +1,394 @@
+"""A push consumer, like RocketMQ's ``DefaultMQPushConsumer`` with a concurrent listener.
+
+>>> def handle(msg: MessageExt) -> ConsumeResult:
+...     print(msg.topic, msg.body)
+...     return ConsumeResult.SUCCESS
+>>> with PushConsumer("127.0.0.1:9876", "orders-consumer", ["orders"], handle):
+...     time.sleep(60)
+
+What it does, by RocketMQ's names:
+
+* **Pulls and rebalance** are :class:`~rocketha.consumer.PullConsumer`'s (long polls, failover
+  to the slave, the group's queues split among its members), with the group's retry topic
+  ``%RETRY%<group>`` subscribed by itself (``copySubscription``, clustering) and the heartbeat
+  saying ``CONSUME_PASSIVELY``.
+* **Consumption** (``ConsumeMessageConcurrentlyService``): up to ``consume_threads`` handler
+  calls at once, on a thread pool, or as coroutines on an event loop the consumer owns when the
+  handler is ``async def``. Each call gets one message (or, with ``batch_size``, up to that
+  many of one queue). A message of the retry topic shows its original topic
+  (``resetRetryAndNamespace``).
+* **Results** (``processConsumeResult``): ``ConsumeResult.SUCCESS`` completes the messages;
+  ``RECONSUME_LATER``, an exception or anything else sends them back (``CONSUMER_SEND_MSG_BACK``
+  to the master of their broker group): the broker delivers them again through the retry topic
+  after the next delay level, and after ``max_reconsume_times`` attempts puts them in
+  ``%DLQ%<group>``. When the send-back fails they go to the retry topic as new messages; when
+  that fails too they stay with the consumer, which hands them to the handler again 5 s later.
+* **Flow control**: a queue's pulls pause while it holds ``pull_threshold_for_queue`` messages
+  pulled and not completed (``pull_threshold_for_topic``, if set, is shared among a topic's
+  queues).
+* **Offsets** (``ProcessQueue.removeMessage``): a commit stores the lowest offset still being
+  consumed, so nothing is committed past a message whose handler has not finished. Delivery is
+  at least once: a crash or a rebalance redelivers what was in flight.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import inspect
+import itertools
+import logging
+import threading
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from enum import StrEnum
+from typing import Any
+
+from rocketha._core import MessageExt
+from rocketha._events import cancel_stop_at_exit, stop_at_exit
+from rocketha.consumer import PullConsumer
+from rocketha.exceptions import MQClientError, RocketHAError
+from rocketha.process_queue import ProcessQueue
+from rocketha.send_back import (
+    check_max_reconsume_times,
+    restore_retry_topic,
+    retry_topic,
+    send_back_target,
+)
+
+log = logging.getLogger("rocketha.consumer")
+
+#: Seconds before messages whose send-back failed are consumed again
+#: (``submitConsumeRequestLater``).
+CONSUME_LATER_DELAY = 5.0
+#: Longest wait of the dispatcher, so shutdown is noticed.
+_IDLE_WAIT = 0.5
+
+
+class ConsumeResult(StrEnum):
+    """RocketMQ's ``ConsumeConcurrentlyStatus``."""
+
+    SUCCESS = "CONSUME_SUCCESS"
+    RECONSUME_LATER = "RECONSUME_LATER"
+
+
+Handler = Callable[[Any], "ConsumeResult | Awaitable[ConsumeResult]"]
+
+
+class _PushEngine(PullConsumer):
+    """A :class:`PullConsumer` whose messages go to handlers: it subscribes to the retry topic,
+    counts the messages being consumed against the pull thresholds, and hands out batches of
+    one queue."""
+
+    _consume_type = "CONSUME_PASSIVELY"
+
+    def __init__(self, *args: Any, pull_threshold_for_topic: int, **kwargs: Any) -> None:
+        self.pull_threshold_for_topic = pull_threshold_for_topic
+        super().__init__(*args, **kwargs)
+
+    def _start(self) -> None:
+        self._subscriptions[retry_topic(self.group)] = ("*", [])
+        super()._start()
+
+    def _threshold(self, pq: ProcessQueue) -> int:
+        """``pullThresholdForTopic`` split among the topic's queues, when set."""
+        if self.pull_threshold_for_topic < 0:
+            return self.pull_threshold_for_queue
+        queues = sum(1 for mq in self._queues if mq.topic == pq.mq.topic)
+        share = max(1, self.pull_threshold_for_topic // max(1, queues))
+        return min(self.pull_threshold_for_queue, share)
+
+    def _check_members(self) -> None:
+        """While a topic has no route (the retry topic until a broker created it for the
+        group's first heartbeat), routes are looked up every second, not every rebalance."""
+        if self._unrouted:
+            self._refresh_and_rebalance()
+        else:
+            super()._check_members()
+
+    def next_batch(
+        self, limit: int, timeout: float
+    ) -> tuple[ProcessQueue, list[MessageExt]] | None:
+        """Up to ``limit`` pulled messages of one queue, queue after queue, counted as being
+        consumed; waits up to ``timeout`` for some. None when none came."""
+        with self._cond:
+            if not self._has_cached():
+                self._cond.wait(timeout)
+            queues = list(self._queues.values())
+            for i in range(len(queues)):
+                pq = queues[(self._next_queue + i) % len(queues)]
+                if not pq.cache:
+                    continue
+                self._next_queue = (self._next_queue + i + 1) % len(queues)
+                out: list[MessageExt] = []
+                while pq.cache and len(out) < limit:
+                    msg, broker_id = pq.cache.popleft()
+                    out.append(msg)
+                    pq.processing[msg.queue_offset] = msg
+                    pq.consumed = msg.queue_offset + 1
+                    self._consumed_from[broker_id] = self._consumed_from.get(broker_id, 0) + 1
+                return pq, out
+        return None
+
+    def _has_cached(self) -> bool:
+        return any(pq.cache for pq in self._queues.values())
+
+    def complete(self, pq: ProcessQueue, msgs: Sequence[MessageExt]) -> None:
+        """``removeMessage``: ``msgs`` are consumed; the queue's commit offset moves past them
+        unless a lower one is still being consumed, and its pulls resume if they paused."""
+        with self._lock:
+            for msg in msgs:
+                pq.processing.pop(msg.queue_offset, None)
+        self._api.wake_pulled()
+
+    def send_back_to(self, pq: ProcessQueue, msg: MessageExt, bound: int) -> None:
+        """``sendMessageBack`` to the master of ``pq``'s broker group."""
+        with self._lock:
+            addr, broker_name = send_back_target(self._routes.values(), msg, pq.mq.broker_name)
+        self._send_back.send_back(msg, addr, broker_name, 0, bound)
+
+    def error(self) -> RocketHAError | None:
+        """The broker's refusal that stopped pulls (an unknown group, say), if any."""
+        with self._lock:
+            return self._error
+
+
+class PushConsumer:
+    """RocketMQ's ``DefaultMQPushConsumer`` (clustering, concurrent listener). Nothing runs
+    until :meth:`start` (or ``with``); :meth:`shutdown` waits for the handlers running.
+
+    ``handler`` takes a :class:`~rocketha.MessageExt` (a list of them with ``batch_size``) and
+    returns a :class:`ConsumeResult`; an ``async def`` handler runs on the consumer's own event
+    loop, ``consume_threads`` calls at once. ``options`` are :class:`~rocketha.PullConsumer`'s
+    (``subscription``, ``consume_from_where``, ``pull_batch_size``, ``pull_threshold_for_queue``,
+    ``auto_commit_interval``, TLS, ``credentials``, ...).
+    """
+
+    def __init__(
+        self,
+        namesrv_addr: str,
+        group: str,
+        topics: str | Sequence[str],
+        handler: Handler,
+        *,
+        batch_size: int | None = None,
+        consume_threads: int = 20,
+        max_reconsume_times: int | None = None,
+        pull_threshold_for_topic: int = -1,
+        **options: Any,
+    ) -> None:
+        if not callable(handler):
+            raise MQClientError(f"handler must be callable, got {handler!r}")
+        if batch_size is not None and (isinstance(batch_size, bool) or batch_size < 1):
+            raise MQClientError(f"batch_size must be >= 1 (or None: one message), got {batch_size}")
+        if consume_threads < 1:
+            raise MQClientError(f"consume_threads must be >= 1, got {consume_threads}")
+        self.max_reconsume_times = check_max_reconsume_times(max_reconsume_times)
+        self.namesrv_addr = namesrv_addr
+        self.group = group
+        self.topics = [topics] if isinstance(topics, str) else list(topics)
+        self.handler = handler
+        self.batch_size = batch_size
+        self.consume_threads = consume_threads
+        self.pull_threshold_for_topic = pull_threshold_for_topic
+        self._options = options
+        # A coroutine function, or an object whose `__call__` is one.
+        self._is_async = inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(
+            type(handler).__call__
+        )
+        self._state = threading.Lock()
+        self._engine: _PushEngine | None = None
+        self._stopped = threading.Event()
+        self._slots = threading.Semaphore(consume_threads)
+        #: (due, sequence, queue, messages) to consume again: their send-back failed.
+        self._later: list[tuple[float, int, ProcessQueue, list[MessageExt]]] = []
+        self._later_seq = itertools.count()
+        self._pool: ThreadPoolExecutor | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._dispatcher: threading.Thread | None = None
+        self._loop_thread: threading.Thread | None = None
+        self._error_logged = False
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def start(self) -> PushConsumer:
+        """Subscribes, rebalances and starts consuming; a second call is the same consumer.
+        Raises what the first rebalance raised (no name server, an unknown topic's bad name)."""
+        with self._state:
+            if self._stopped.is_set():
+                raise MQClientError("this PushConsumer was shut down; make a new one")
+            if self._engine is not None:
+                return self
+            engine = _PushEngine(
+                self.namesrv_addr,
+                self.group,
+                [*self.topics, retry_topic(self.group)],
+                pull_threshold_for_topic=self.pull_threshold_for_topic,
+                **self._options,
+            )
+            self._pool = ThreadPoolExecutor(self.consume_threads, "rocketha-consume")
+            if self._is_async:
+                self._loop = asyncio.new_event_loop()
+                self._loop_thread = _spawn("rocketha-consume-loop", self._loop.run_forever)
+            self._engine = engine
+            self._dispatcher = _spawn("rocketha-consume-dispatch", self._dispatch_loop)
+            stop_at_exit(self.shutdown)
+        return self
+
+    def __enter__(self) -> PushConsumer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+    def shutdown(self, timeout: float | None = None) -> None:
+        """Stops handing out messages, waits up to ``timeout`` seconds (None: as long as they
+        take) for the handlers running, commits what they completed, unregisters and closes.
+        What was pulled and not consumed is delivered again later. Idempotent."""
+        with self._state:
+            if self._stopped.is_set():
+                return
+            self._stopped.set()
+            engine = self._engine
+        cancel_stop_at_exit(self.shutdown)
+        if engine is None:
+            return
+        deadline = None if timeout is None else time.monotonic() + timeout
+        assert self._dispatcher is not None and self._pool is not None
+        self._dispatcher.join()
+        for _ in range(self.consume_threads):
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not self._slots.acquire(timeout=left):
+                log.warning("group %s: handlers still running at shutdown", self.group)
+                break
+        if self._loop is not None and self._loop_thread is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._loop_thread.join()
+            self._loop.close()
+        self._pool.shutdown(wait=False)
+        engine.close()
+
+    def close(self) -> None:
+        """:meth:`shutdown`."""
+        self.shutdown()
+
+    # -- consumption -----------------------------------------------------------------------
+
+    def _dispatch_loop(self) -> None:
+        engine = self._engine
+        assert engine is not None
+        limit = self.batch_size or 1
+        while not self._stopped.is_set():
+            if not self._slots.acquire(timeout=_IDLE_WAIT):
+                continue
+            batch, wait = self._due_later()
+            if batch is None:
+                batch = engine.next_batch(limit, wait)
+            if batch is None:
+                self._slots.release()
+                self._log_error(engine)
+                continue
+            self._submit(*batch)
+
+    def _due_later(self) -> tuple[tuple[ProcessQueue, list[MessageExt]] | None, float]:
+        """Messages whose send-back failed, once their delay passed (a dropped queue's are
+        forgotten: its new owner consumes them); else how long to wait for new ones."""
+        now = time.monotonic()
+        with self._state:
+            while self._later and self._later[0][0] <= now:
+                _, _, pq, msgs = heapq.heappop(self._later)
+                if not pq.dropped:
+                    return (pq, msgs), 0.0
+            due = self._later[0][0] if self._later else now + _IDLE_WAIT
+        return None, max(0.0, min(_IDLE_WAIT, due - now))
+
+    def _log_error(self, engine: _PushEngine) -> None:
+        error = engine.error()
+        if error is not None and not self._error_logged:
+            self._error_logged = True
+            log.error("group %s: pulls refused: %s", self.group, error)
+
+    def _submit(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
+        """One handler call (``ConsumeRequest``) on the pool or the loop; each message shows
+        its original topic."""
+        shown = [restore_retry_topic(m, self.group) for m in msgs]
+        if self._loop is not None:
+            asyncio.run_coroutine_threadsafe(self._consume_async(pq, shown), self._loop)
+            return
+        assert self._pool is not None
+        self._pool.submit(self._consume, pq, shown)
+
+    def _argument(self, msgs: list[MessageExt]) -> Any:
+        return msgs if self.batch_size is not None else msgs[0]
+
+    def _consume(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
+        try:
+            try:
+                result = self.handler(self._argument(msgs))
+            except Exception:
+                log.exception("group %s: the handler raised; consumed again later", self.group)
+                result = ConsumeResult.RECONSUME_LATER
+            self._process_result(pq, msgs, result)
+        finally:
+            self._slots.release()
+
+    async def _consume_async(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
+        try:
+            try:
+                result = await self.handler(self._argument(msgs))  # type: ignore[misc]
+            except Exception:
+                log.exception("group %s: the handler raised; consumed again later", self.group)
+                result = ConsumeResult.RECONSUME_LATER
+            await asyncio.to_thread(self._process_result, pq, msgs, result)
+        finally:
+            self._slots.release()
+
+    def _process_result(self, pq: ProcessQueue, msgs: list[MessageExt], result: object) -> None:
+        """``processConsumeResult`` (clustering): failed messages are sent back, and the
+        queue's offset moves past what is done. A message neither sent back nor sent to the
+        retry topic stays in the queue (nothing is committed past it) and is consumed again
+        after :data:`CONSUME_LATER_DELAY` seconds."""
+        engine = self._engine
+        assert engine is not None
+        if pq.dropped:
+            return  # the queue went to another member, which consumes from the last commit
+        failed: list[MessageExt] = []
+        if result != ConsumeResult.SUCCESS:
+            if not isinstance(result, ConsumeResult):
+                log.warning(
+                    "group %s: the handler returned %r, not a ConsumeResult: consumed again "
+                    "later, as RocketMQ treats a null status",
+                    self.group,
+                    result,
+                )
+            for msg in msgs:
+                try:
+                    engine.send_back_to(pq, msg, self.max_reconsume_times)
+                except RocketHAError as e:
+                    log.error(
+                        "group %s: %s; consumed again in %g s", self.group, e, CONSUME_LATER_DELAY
+                    )
+                    failed.append(msg)
+        if failed:
+            due = time.monotonic() + CONSUME_LATER_DELAY
+            with self._state:
+                heapq.heappush(self._later, (due, next(self._later_seq), pq, failed))
+        kept = {m.queue_offset for m in failed}
+        engine.complete(pq, [m for m in msgs if m.queue_offset not in kept])
+
+    # -- introspection ---------------------------------------------------------------------
+
+    def consumed_from(self) -> dict[int, int]:
+        """Messages handed to the handler, by the broker id that served them (0 the master)."""
+        engine = self._engine
+        return {} if engine is None else engine.consumed_from()
+
+
+def _spawn(name: str, target: Callable[[], object]) -> threading.Thread:
+    thread = threading.Thread(target=target, name=name, daemon=True)
+    thread.start()
+    return thread
+
+
+__all__ = ["CONSUME_LATER_DELAY", "ConsumeResult", "PushConsumer"]
