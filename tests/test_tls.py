@@ -3,7 +3,7 @@
 itself (``tls.enable``); plain clients refused there with an error, not a hang, and served by a
 permissive port; certificates a client does not trust; bad settings refused at start, naming
 the key and the file. The hostile-client limits over TLS (output cap, stalled handshakes) are
-in ``rust/core/tests/remoting_tls.rs``."""
+in ``rust/core/src/remoting/tests/tls.rs``."""
 
 from __future__ import annotations
 

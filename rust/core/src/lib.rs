@@ -15,7 +15,7 @@ pub mod error;
 mod event_loop;
 pub mod ha;
 mod namesrv;
-pub mod protocol;
+pub(crate) mod protocol;
 pub mod remoting;
 pub mod store;
 mod sync;

@@ -7,8 +7,8 @@ pub(crate) mod schedule;
 use open::write_checkpoint;
 pub mod group_transfer;
 
-pub use clean::{CleanConfig, CleanEvent, CleanEvents, CleanReport};
-pub use schedule::{parse_message_delay_level, render_message_delay_level};
+pub use clean::{CleanConfig, CleanEvents, CleanReport};
+pub(crate) use schedule::{parse_message_delay_level, render_message_delay_level};
 
 use std::borrow::Cow;
 use std::fs::File;
@@ -591,12 +591,12 @@ impl MessageStore {
 
     /// Starts delivering due delayed messages: a master's broker calls this; a slave's never
     /// does.
-    pub fn start_schedule(self: &Arc<Self>) -> std::io::Result<()> {
+    pub(crate) fn start_schedule(self: &Arc<Self>) -> std::io::Result<()> {
         self.schedule.start(self.clone())
     }
 
     /// Stops delivering and writes the progress (also done by [`Self::close`]).
-    pub fn shutdown_schedule(&self) {
+    pub(crate) fn shutdown_schedule(&self) {
         self.schedule.shutdown();
     }
 

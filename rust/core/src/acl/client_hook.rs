@@ -26,7 +26,7 @@ impl std::fmt::Debug for SessionCredentials {
 
 /// Signs every request a client sends, as the Java client's `AclClientRPCHook` does.
 #[derive(Debug, Clone)]
-pub struct AclClientRpcHook {
+pub(crate) struct AclClientRpcHook {
     pub credentials: SessionCredentials,
 }
 

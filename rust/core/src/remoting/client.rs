@@ -34,7 +34,7 @@ use crate::sync::lock;
 use connections::{Liveness, Op, Request, Shared};
 
 #[derive(Debug, Clone, thiserror::Error)]
-pub enum ClientError {
+pub(crate) enum ClientError {
     #[error("{addr:?} is not a host:port address: {reason}")]
     BadAddress { addr: String, reason: String },
     #[error("connect to {addr} failed: {source}")]
@@ -92,7 +92,7 @@ pub enum ClientError {
 impl ClientError {
     /// False when nothing of the request left the process, so retrying it elsewhere cannot
     /// store it twice.
-    pub fn may_have_arrived(&self) -> bool {
+    pub(crate) fn may_have_arrived(&self) -> bool {
         !matches!(
             self,
             ClientError::BadAddress { .. }
@@ -106,19 +106,19 @@ impl ClientError {
 }
 
 /// What a request's callback gets, on the loop thread.
-pub type InvokeResult = Result<RemotingCommand, ClientError>;
+pub(crate) type InvokeResult = Result<RemotingCommand, ClientError>;
 /// Called once per request; must not block (it runs on the loop thread).
 pub(crate) type InvokeCallback = Box<dyn FnOnce(InvokeResult) + Send>;
 
 /// Limits of a client, RocketMQ's `NettyClientConfig` defaults, and its `RPCHook`.
 /// RocketMQ's `RPCHook`, defined here so that remoting knows nothing of what a hook does (the
 /// ACL implements it): `doBeforeRequest` runs on every request once it is complete.
-pub trait RpcHook: std::fmt::Debug + Send + Sync {
+pub(crate) trait RpcHook: std::fmt::Debug + Send + Sync {
     fn do_before_request(&self, request: &mut RemotingCommand);
 }
 
 #[derive(Debug, Clone)]
-pub struct ClientConfig {
+pub(crate) struct ClientConfig {
     /// `connectTimeoutMillis`.
     pub connect_timeout: Duration,
     /// Largest frame sent or accepted (`NettyDecoder`'s 16 MiB).
@@ -152,7 +152,7 @@ struct Channel {
 type ChannelSlot = Arc<Mutex<Option<Channel>>>;
 
 /// Connections to any number of servers, one event loop thread for all. Thread-safe.
-pub struct NettyRemotingClient {
+pub(crate) struct NettyRemotingClient {
     config: ClientConfig,
     shared: Arc<Shared>,
     /// A lock per address, held while connecting: concurrent first calls open one connection,
@@ -166,7 +166,7 @@ pub struct NettyRemotingClient {
 
 impl NettyRemotingClient {
     /// Starts the event loop thread; connections are opened by the first call to each address.
-    pub fn start(config: ClientConfig) -> io::Result<Self> {
+    pub(crate) fn start(config: ClientConfig) -> io::Result<Self> {
         let poller = EventLoop::new()?;
         let shared = Arc::new(Shared::new(poller.signal().clone()));
         let event_loop = connections::ClientLoop::new(poller, shared.clone(), config.clone());
@@ -187,7 +187,7 @@ impl NettyRemotingClient {
     /// `callback` gets the response, or the error, within `timeout`. An error returned here
     /// (bad address, connect failure, encoding) means nothing was sent and the callback is
     /// dropped uncalled.
-    pub fn invoke_async(
+    pub(crate) fn invoke_async(
         &self,
         addr: &str,
         request: RemotingCommand,
@@ -198,7 +198,7 @@ impl NettyRemotingClient {
     }
 
     /// Sends `request` and blocks the caller until its response or `timeout`.
-    pub fn invoke_sync(
+    pub(crate) fn invoke_sync(
         &self,
         addr: &str,
         request: RemotingCommand,
@@ -233,7 +233,7 @@ impl NettyRemotingClient {
     }
 
     /// Stops the loop; every pending request fails with [`ClientError::Shutdown`].
-    pub fn shutdown(&self) {
+    pub(crate) fn shutdown(&self) {
         self.thread.stop();
     }
 
@@ -379,18 +379,20 @@ fn connect(addr: SocketAddr, timeout: Duration) -> Result<std::net::TcpStream, C
 
 /// A client of one address: the call shape of the name server's and the broker's own
 /// requests, which go one at a time (registration, tests).
-pub struct RemotingClient {
+pub(crate) struct RemotingClient {
     addr: SocketAddr,
     client: NettyRemotingClient,
 }
 
 impl RemotingClient {
-    /// Connects to `addr` within `timeout`, which later reconnects use too.
-    pub fn connect(addr: SocketAddr, timeout: Duration) -> Result<Self, ClientError> {
+    /// [`Self::connect_with`] without TLS (tests).
+    #[cfg(test)]
+    pub(crate) fn connect(addr: SocketAddr, timeout: Duration) -> Result<Self, ClientError> {
         Self::connect_with(addr, timeout, None)
     }
 
-    /// [`Self::connect`], over TLS when `tls` is given.
+    /// Connects to `addr` within `timeout`, which later reconnects use too; over TLS when
+    /// `tls` is given.
     pub(crate) fn connect_with(
         addr: SocketAddr,
         timeout: Duration,
@@ -412,13 +414,14 @@ impl RemotingClient {
 
     /// Sends `request` and waits up to `timeout` for its response. `&mut`: this shape serves
     /// one caller's requests in turn; share a [`NettyRemotingClient`] instead.
-    pub fn invoke(&mut self, request: RemotingCommand, timeout: Duration) -> InvokeResult {
+    pub(crate) fn invoke(&mut self, request: RemotingCommand, timeout: Duration) -> InvokeResult {
         self.client
             .invoke_sync(&self.addr.to_string(), request, timeout)
     }
 
     /// Sends `request` as oneway (no response comes).
-    pub fn invoke_oneway(
+    #[cfg(test)]
+    pub(crate) fn invoke_oneway(
         &mut self,
         request: RemotingCommand,
         timeout: Duration,

@@ -113,8 +113,8 @@ pub mod request_code {
 /// only those rocketha answers or acts on.
 pub mod response_code {
     pub const SUCCESS: i32 = 0;
-    pub const SYSTEM_ERROR: i32 = 1;
-    pub const REQUEST_CODE_NOT_SUPPORTED: i32 = 3;
+    pub(crate) const SYSTEM_ERROR: i32 = 1;
+    pub(crate) const REQUEST_CODE_NOT_SUPPORTED: i32 = 3;
     pub(crate) const FLUSH_DISK_TIMEOUT: i32 = 10;
     pub(crate) const SLAVE_NOT_AVAILABLE: i32 = 11;
     pub(crate) const FLUSH_SLAVE_TIMEOUT: i32 = 12;

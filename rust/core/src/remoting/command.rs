@@ -22,7 +22,7 @@ use crate::protocol::json::write_json_string;
 use crate::protocol::reader::{ReadError, Reader};
 
 /// A command's `extFields`. SipHash (std's default), not FxHash: the keys come from the network.
-pub type ExtFields = HashMap<String, String>;
+pub(crate) type ExtFields = HashMap<String, String>;
 
 /// `RemotingCommand`'s flag bits.
 const FLAG_RESPONSE: i32 = 1;
@@ -107,7 +107,7 @@ impl RemotingCommand {
         }
     }
 
-    pub fn is_response(&self) -> bool {
+    pub(crate) fn is_response(&self) -> bool {
         self.flag & FLAG_RESPONSE != 0
     }
 
@@ -119,7 +119,7 @@ impl RemotingCommand {
         self.flag |= FLAG_RESPONSE;
     }
 
-    pub fn mark_oneway(&mut self) {
+    pub(crate) fn mark_oneway(&mut self) {
         self.flag |= FLAG_ONEWAY;
     }
 

@@ -263,7 +263,8 @@ impl ClientTls {
     }
 
     /// The rustls configuration, for a connection of the caller's own.
-    pub fn config(&self) -> Arc<rustls::ClientConfig> {
+    #[cfg(test)]
+    pub(crate) fn config(&self) -> Arc<rustls::ClientConfig> {
         self.config.clone()
     }
 

@@ -134,7 +134,7 @@ pub struct CleanReport {
 }
 
 /// One line for the log: (is it a problem, text).
-pub type CleanEvent = (bool, String);
+pub(crate) type CleanEvent = (bool, String);
 
 /// Retention's log lines, for an observer that must not keep the store open (the Python
 /// wrapper's logging thread holds this, not the store).

@@ -36,7 +36,7 @@ use crate::protocol::now_millis;
 use crate::sync::{lock, ServiceThread, ServiceWaiter, Woke};
 
 /// RocketMQ's default `messageDelayLevel`.
-pub const DEFAULT_MESSAGE_DELAY_LEVEL: &str =
+pub(crate) const DEFAULT_MESSAGE_DELAY_LEVEL: &str =
     "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h";
 /// `MessageConst.PROPERTY_REAL_TOPIC`: where a delayed message goes when due.
 pub(crate) const PROPERTY_REAL_TOPIC: &str = "REAL_TOPIC";
@@ -59,7 +59,7 @@ const UNITS: [(char, i64); 4] = [
 
 /// `parseDelayLevel`: `messageDelayLevel` (`"1s 5s 10s 30s 1m ..."`, units s, m, h, d) as the
 /// delay of each level in ms, level 1 first.
-pub fn parse_message_delay_level(text: &str) -> Result<Vec<i64>, String> {
+pub(crate) fn parse_message_delay_level(text: &str) -> Result<Vec<i64>, String> {
     let levels = text
         .split_whitespace()
         .map(|level| {
@@ -83,7 +83,7 @@ pub fn parse_message_delay_level(text: &str) -> Result<Vec<i64>, String> {
 }
 
 /// `levels` as `messageDelayLevel` writes them, each in its largest whole unit.
-pub fn render_message_delay_level(levels: &[i64]) -> String {
+pub(crate) fn render_message_delay_level(levels: &[i64]) -> String {
     levels
         .iter()
         .map(|&ms| {

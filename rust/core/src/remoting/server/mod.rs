@@ -38,10 +38,10 @@ use crate::sync::lock;
 use event_loop::EventLoop;
 
 pub use events::{ServerEvent, ServerEventKind, ServerEvents};
-pub use responder::{RequestContext, Responder};
+pub(crate) use responder::{RequestContext, Responder};
 
 /// Handles requests; one instance serves every connection of a server.
-pub trait RequestProcessor: Send + Sync + 'static {
+pub(crate) trait RequestProcessor: Send + Sync + 'static {
     /// Handles one request on the loop thread (must not block). Returns the response now, or
     /// None when it will be sent later through `ctx.responder()` (a SYNC_MASTER send waiting
     /// for its slave ack), or for a oneway request.
@@ -53,7 +53,7 @@ pub trait RequestProcessor: Send + Sync + 'static {
 }
 
 /// `REQUEST_CODE_NOT_SUPPORTED` for `request`, with the remark RocketMQ gives.
-pub fn not_supported(request: &RemotingCommand) -> RemotingCommand {
+pub(crate) fn not_supported(request: &RemotingCommand) -> RemotingCommand {
     RemotingCommand::response_to(
         request,
         response_code::REQUEST_CODE_NOT_SUPPORTED,
@@ -101,15 +101,16 @@ struct Shared {
 }
 
 /// The server: a listening socket and its event loop thread.
-pub struct RemotingServer {
+pub(crate) struct RemotingServer {
     shared: Arc<Shared>,
     local_addr: SocketAddr,
     thread: LoopThread,
 }
 
 impl RemotingServer {
-    /// Binds `listen` (port 0 = OS-chosen) and starts the event loop thread.
-    pub fn start(
+    /// [`RemotingServer::start_with_events`] with events of its own (tests).
+    #[cfg(test)]
+    pub(crate) fn start(
         listen: SocketAddr,
         processor: Arc<dyn RequestProcessor>,
         config: ServerConfig,
@@ -117,7 +118,8 @@ impl RemotingServer {
         Self::start_with_events(listen, processor, config, Arc::default())
     }
 
-    /// [`RemotingServer::start`] reporting into `events`, which the processor may share.
+    /// Binds `listen` (port 0 = OS-chosen) and starts the event loop thread, reporting into
+    /// `events`, which the processor may share.
     pub(crate) fn start_with_events(
         listen: SocketAddr,
         processor: Arc<dyn RequestProcessor>,
@@ -157,16 +159,16 @@ impl RemotingServer {
         })
     }
 
-    pub fn local_addr(&self) -> SocketAddr {
+    pub(crate) fn local_addr(&self) -> SocketAddr {
         self.local_addr
     }
 
-    pub fn events(&self) -> &ServerEvents {
+    pub(crate) fn events(&self) -> &ServerEvents {
         &self.shared.events
     }
 
     /// Closes every connection and stops the loop; responses still queued are dropped.
-    pub fn shutdown(&self) {
+    pub(crate) fn shutdown(&self) {
         self.thread.stop();
         lock(&self.shared.outbox).clear();
         self.shared.events.wake();

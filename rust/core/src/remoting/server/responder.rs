@@ -12,7 +12,7 @@ use crate::sync::lock;
 
 /// Sends the response to one request later, from any thread.
 #[derive(Clone)]
-pub struct Responder {
+pub(crate) struct Responder {
     pub(super) connection_id: u64,
     pub(super) opaque: i32,
     pub(super) serialize_type: SerializeType,
@@ -32,7 +32,7 @@ impl Responder {
     /// ack, without waking the loop (an eventfd write, an epoll wake-up and a context switch
     /// per response on a lone connection). Otherwise, or when it does not encode, it joins the
     /// loop's outbox, behind what is queued.
-    pub fn send(&self, mut response: RemotingCommand) {
+    pub(crate) fn send(&self, mut response: RemotingCommand) {
         response.opaque = self.opaque;
         response.mark_response();
         self.queue(response);
@@ -80,7 +80,7 @@ impl Responder {
 }
 
 /// What a processor knows about the request in hand.
-pub struct RequestContext {
+pub(crate) struct RequestContext {
     pub(super) remote: SocketAddr,
     pub(super) responder: Responder,
 }
@@ -90,12 +90,12 @@ impl RequestContext {
         self.remote
     }
 
-    pub fn connection_id(&self) -> u64 {
+    pub(crate) fn connection_id(&self) -> u64 {
         self.responder.connection_id
     }
 
     /// Answers this request later, from any thread.
-    pub fn responder(&self) -> Responder {
+    pub(crate) fn responder(&self) -> Responder {
         self.responder.clone()
     }
 }

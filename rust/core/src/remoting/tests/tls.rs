@@ -8,14 +8,13 @@ use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use rocketha_core::remoting::codes::SerializeType;
-use rocketha_core::remoting::{
+use crate::remoting::codes::SerializeType;
+use crate::remoting::{
     ClientAuth, ClientConfig, ClientError, ClientTls, NettyRemotingClient, ServerConfig, ServerTls,
     ServerTrust, TlsMode, TlsServerSettings,
 };
 
-mod remoting_fixture;
-use remoting_fixture::*;
+use super::fixture::*;
 
 /// A CA, a server certificate it signed for 127.0.0.1, and a client certificate, as PEM files.
 struct Pki {

@@ -9,10 +9,10 @@ use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rocketha_core::remoting::codes::response_code;
-use rocketha_core::remoting::{
-    ClientConfig, ClientError, InvokeResult, NettyRemotingClient, RemotingCommand, RemotingServer,
-    RequestContext, RequestProcessor, Responder, ServerConfig,
+use crate::remoting::codes::response_code;
+use crate::remoting::{
+    client::InvokeResult, ClientConfig, ClientError, NettyRemotingClient, RemotingCommand,
+    RemotingServer, RequestContext, RequestProcessor, Responder, ServerConfig,
 };
 
 const ECHO: i32 = 1000;

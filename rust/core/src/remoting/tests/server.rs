@@ -5,14 +5,13 @@ use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::time::Duration;
 
-use rocketha_core::remoting::codes::{response_code, SerializeType};
-use rocketha_core::remoting::{
+use crate::remoting::codes::{response_code, SerializeType};
+use crate::remoting::{
     decode_frame, ClientError, Decoded, RemotingClient, RemotingCommand, RemotingServer, Responder,
     ServerConfig, ServerEventKind,
 };
 
-mod remoting_fixture;
-use remoting_fixture::*;
+use super::fixture::*;
 
 #[test]
 fn echo_round_trip_in_both_serialize_types() {

@@ -1,5 +1,4 @@
 //! The remoting tests' echoing server and its helpers, shared by the plain and the TLS tests.
-#![allow(dead_code)]
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -7,8 +6,8 @@ use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use rocketha_core::remoting::codes::{response_code, SerializeType};
-use rocketha_core::remoting::{
+use crate::remoting::codes::{response_code, SerializeType};
+use crate::remoting::{
     not_supported, RemotingClient, RemotingCommand, RemotingServer, RequestContext,
     RequestProcessor, Responder, ServerConfig, ServerEvent, ServerEventKind,
 };
