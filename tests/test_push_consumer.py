@@ -257,6 +257,7 @@ def test_start_is_idempotent_and_a_shut_down_consumer_stays_down(cluster: Cluste
         handler,
         consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
     )
+
     def services() -> set[threading.Thread]:
         # The handler pool starts its workers as messages come; the rest start with start().
         return {t for t in threading.enumerate() if not t.name.startswith("rocketha-consume_")}
