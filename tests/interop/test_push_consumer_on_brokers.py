@@ -128,6 +128,11 @@ class Seen:
                 )
             )
 
+    def succeed(self, msg: MessageExt) -> ConsumeResult:
+        """A handler that records ``msg`` and completes it."""
+        self.add(msg)
+        return ConsumeResult.SUCCESS
+
     def of(self, body: bytes) -> list[tuple[float, bytes, int, str, dict[str, str], str]]:
         with self.lock:
             return [c for c in self.calls if c[1] == body]
@@ -213,11 +218,7 @@ def test_delayed_messages_are_not_delivered_before_they_are_due(cluster: Cluster
     create_topic(cluster.namesrv, topic, [b"seed"])
     seen = Seen()
 
-    def handler(msg: MessageExt) -> ConsumeResult:
-        seen.add(msg)
-        return ConsumeResult.SUCCESS
-
-    with push_consumer(cluster, group, topic, handler), Producer(cluster.namesrv) as producer:
+    with push_consumer(cluster, group, topic, seen.succeed), Producer(cluster.namesrv) as producer:
         sent = time.monotonic()
         producer.send(Message(topic, b"level-4"), delay_level=4)
         producer.send(Message(topic, b"now"))
@@ -237,11 +238,7 @@ def test_a_timer_message_comes_at_its_time_or_is_refused(cluster: Cluster) -> No
     create_topic(cluster.namesrv, topic, [b"seed"])
     seen = Seen()
 
-    def handler(msg: MessageExt) -> ConsumeResult:
-        seen.add(msg)
-        return ConsumeResult.SUCCESS
-
-    with push_consumer(cluster, group, topic, handler), Producer(cluster.namesrv) as producer:
+    with push_consumer(cluster, group, topic, seen.succeed), Producer(cluster.namesrv) as producer:
         due_ms = int(time.time() * 1000) + 3000
         timer_sent = time.monotonic()
         if cluster.kind == "rocketha":

@@ -127,20 +127,8 @@ impl TopicConfigManager {
             return None;
         }
         let nums = queue_nums.clamp(1, template.write_queue_nums.max(1));
-        let config = TopicConfig {
-            topic_name: topic.to_owned(),
-            read_queue_nums: nums,
-            write_queue_nums: nums,
-            perm: template.perm & !PERM_INHERIT,
-            topic_sys_flag,
-            ..TopicConfig::default()
-        };
-        table
-            .topic_config_table
-            .insert(topic.to_owned(), config.clone());
-        bump(&mut table.data_version);
-        self.unsaved.store(true, Ordering::Release);
-        Some(config)
+        let perm = template.perm & !PERM_INHERIT;
+        Some(self.insert_created(&mut table, topic, nums, perm, topic_sys_flag))
     }
 
     /// `createTopicInSendMessageBackMethod`: the topic, created with `queue_nums` queues and
@@ -157,6 +145,19 @@ impl TopicConfigManager {
         if let Some(existing) = table.topic_config_table.get(topic) {
             return existing.clone();
         }
+        self.insert_created(&mut table, topic, queue_nums, perm, topic_sys_flag)
+    }
+
+    /// A topic a request created: in the table under a new data version, persisted by the
+    /// register loop.
+    fn insert_created(
+        &self,
+        table: &mut TopicConfigSerializeWrapper,
+        topic: &str,
+        queue_nums: i32,
+        perm: i32,
+        topic_sys_flag: i32,
+    ) -> TopicConfig {
         let config = TopicConfig {
             topic_name: topic.to_owned(),
             read_queue_nums: queue_nums,
