@@ -7,7 +7,10 @@
   committed past it) and is consumed again later;
 - against a rocketha name server and broker: ``start()`` is idempotent, offsets are committed
   only past completed messages (the lowest in flight), an ``async def`` handler runs on the
-  consumer's loop.
+  consumer's loop;
+- orderly consumption (issue 27): one call at a time per queue in offset order, a failure
+  retried in place then dead-lettered, members sharing queues by lock and giving them back at
+  shutdown; a sharding key's messages in one queue, picked by Java's ``String.hashCode``.
 
 The broker paths (retries per delay level, the DLQ) are in ``tests/interop/
 test_push_consumer.py``.
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,10 +38,11 @@ from rocketha import (
     MQClientError,
     NameServer,
     Producer,
+    PullConsumer,
     PushConsumer,
 )
 from rocketha import push_consumer as push_module
-from rocketha.client import MessageQueue, with_delivery
+from rocketha.client import MessageQueue, java_string_hash, with_delivery
 from rocketha.process_queue import ProcessQueue
 from rocketha.rebalance import SubscribeInfo
 from rocketha.send_back import (
@@ -331,3 +336,152 @@ def test_async_handler_on_a_rocketha_broker(cluster: Cluster) -> None:
     ):
         wait_for(lambda: {b for b, _ in seen} == bodies, what="every message")
     assert {t for _, t in seen} == {"rocketha-consume-loop"}
+
+
+# -- orderly --------------------------------------------------------------------------------
+
+
+class Calls:
+    """What an orderly handler saw: each call's (queue, offset, body), and whether two calls
+    of one queue ever overlapped. Bodies in ``fail`` fail their first ``times`` calls."""
+
+    def __init__(self, fail: frozenset[bytes] = frozenset(), times: int = 0) -> None:
+        self.fail, self.times = fail, times
+        self.lock = threading.Lock()
+        self.calls: list[tuple[int, int, bytes]] = []
+        self.active: set[int] = set()
+        self.overlapped = False
+
+    def __call__(self, msg: MessageExt) -> ConsumeResult:
+        with self.lock:
+            self.overlapped |= msg.queue_id in self.active
+            self.active.add(msg.queue_id)
+            self.calls.append((msg.queue_id, msg.queue_offset, msg.body))
+            tries = sum(1 for c in self.calls if c[2] == msg.body)
+        time.sleep(0.002)  # room for a second call of the queue to overlap, were one made
+        with self.lock:
+            self.active.discard(msg.queue_id)
+        if msg.body in self.fail and tries <= self.times:
+            return ConsumeResult.SUSPEND_CURRENT_QUEUE_A_MOMENT
+        return ConsumeResult.SUCCESS
+
+    def per_queue(self) -> dict[int, list[int]]:
+        out: dict[int, list[int]] = {}
+        for queue_id, offset, _ in self.calls:
+            out.setdefault(queue_id, []).append(offset)
+        return out
+
+
+def orderly(
+    cluster: Cluster, group: str, topic: str, handler: Calls, **options: object
+) -> PushConsumer:
+    return PushConsumer(
+        cluster.namesrv,
+        group,
+        topic,
+        handler,
+        orderly=True,
+        consume_threads=4,
+        suspend_current_queue_time=0.05,
+        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+        auto_commit_interval=0.2,
+        **options,  # type: ignore[arg-type]
+    )
+
+
+def test_an_orderly_consumer_takes_each_queue_in_order_and_retries_in_place(
+    cluster: Cluster,
+) -> None:
+    """One call at a time per queue, in offset order; a failed message is consumed again
+    after the queue's suspension, before anything behind it, and then committed past."""
+    topic, group = "Orderly", "orderly"
+    with Producer(cluster.namesrv) as producer:
+        sent = [producer.send(Message(topic, f"o{i}".encode())) for i in range(40)]
+    failing = next(r for r in sent if r.queue_offset == 3)
+    body = f"o{sent.index(failing)}".encode()
+    calls = Calls(frozenset({body}), times=2)
+    with orderly(cluster, group, topic, calls):
+        wait_for(lambda: len(calls.calls) >= len(sent) + 2, what="every message")
+        ends = {str(q): sum(1 for r in sent if r.queue_id == q) for q in calls.per_queue()}
+        wait_for(lambda: offsets(cluster.broker, f"{topic}@{group}") == ends, what="commits")
+    assert not calls.overlapped, "two calls of one queue at once"
+    for queue_id, got in calls.per_queue().items():
+        expected = list(range(ends[str(queue_id)]))
+        if queue_id == failing.queue_id:
+            expected[3:3] = [3, 3]  # two failures, consumed again in place
+        assert got == expected, (queue_id, got)
+
+
+def test_an_orderly_message_that_keeps_failing_goes_to_the_dlq(cluster: Cluster) -> None:
+    topic, group = "OrderlyDead", "orderly-dead"
+    with Producer(cluster.namesrv) as producer:
+        producer.send_batch([Message(topic, b"bad"), Message(topic, b"next")], queue_id=0)
+    calls = Calls(frozenset({b"bad"}), times=99)
+    with orderly(cluster, group, topic, calls, max_reconsume_times=2):
+        wait_for(lambda: b"next" in {c[2] for c in calls.calls}, what="the message behind it")
+    assert [c[2] for c in calls.calls].count(b"bad") == 2
+    with PullConsumer(
+        cluster.namesrv,
+        f"{group}-dlq",
+        f"%DLQ%{group}",
+        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+    ) as reader:
+        dead: list[MessageExt] = []
+        wait_for(lambda: dead.extend(reader.poll(0.5)) or bool(dead), what="the dead letter")
+    assert [m.body for m in dead] == [b"bad"]
+
+
+def test_orderly_members_share_queues_by_lock(cluster: Cluster) -> None:
+    """Two members hold disjoint queues; when one shuts down it unlocks its queues, and the
+    other takes them at once (not after the broker's 60 s lock lifetime), in order."""
+    topic, group = "OrderlyShare", "orderly-share"
+    with Producer(cluster.namesrv) as producer:
+        first = [producer.send(Message(topic, f"a{i}".encode())) for i in range(16)]
+    a, b = Calls(), Calls()
+    with orderly(cluster, group, topic, a) as stays:
+        leaves = orderly(cluster, group, topic, b).start()
+        wait_for(lambda: len(a.calls) + len(b.calls) >= len(first), what="the first messages")
+        engine = stays._engine
+        assert engine is not None
+        wait_for(
+            lambda: sum(mq.topic == topic for mq in engine.assignment()) == 2, what="the split"
+        )
+        leaves.shutdown()
+        with Producer(cluster.namesrv) as producer:
+            more = [producer.send(Message(topic, f"b{i}".encode())) for i in range(16)]
+        wait_for(
+            lambda: {c[2] for c in a.calls} >= {f"b{i}".encode() for i in range(16)},
+            what="the leaver's queues taken over",
+        )
+    assert {q for q, _, _ in a.calls} & {q for q, _, _ in b.calls} <= {r.queue_id for r in more}
+    for calls in (a, b):
+        assert all(got == sorted(set(got)) for got in calls.per_queue().values())
+    seen = sorted(c[2] for c in a.calls + b.calls)
+    assert seen == sorted(
+        [f"a{i}".encode() for i in range(16)] + [f"b{i}".encode() for i in range(16)]
+    )
+
+
+def test_java_string_hash() -> None:
+    """``String.hashCode`` as Java computes it, so a key picks the queue Java's selector does."""
+    assert java_string_hash("") == 0
+    assert java_string_hash("hello") == 99162322
+    assert java_string_hash("polygenelubricants") == -(2**31)
+    assert java_string_hash("中文") == 20013 * 31 + 25991
+    assert java_string_hash("😀") == 0xD83D * 31 + 0xDE00  # UTF-16 code units
+
+
+def test_a_sharding_key_sends_its_messages_to_one_queue_in_order(cluster: Cluster) -> None:
+    topic = "Sharded"
+    with Producer(cluster.namesrv) as producer:
+        with pytest.raises(MQClientError, match="sharding_key must be a str"):
+            producer.send(Message(topic, b"x"), sharding_key=7)  # type: ignore[arg-type]
+        results = {
+            key: [producer.send(Message(topic, key.encode()), sharding_key=key) for _ in range(5)]
+            for key in ("order-1", "order-2", "order-3", "order-4", "order-5")
+        }
+    for key, sent in results.items():
+        assert len({r.queue_id for r in sent}) == 1, key
+        offsets_of_key = [r.queue_offset for r in sent]
+        assert offsets_of_key == sorted(offsets_of_key), key
+    assert len({sent[0].queue_id for sent in results.values()}) > 1, "keys spread over queues"

@@ -801,7 +801,8 @@ class RocketMQ:
         timeout_ms: int = 90_000,
     ) -> list[tuple[int, int, str]]:
         """One member of consumer group ``group`` (``kind``: ``lite`` for
-        ``DefaultLitePullConsumer``, ``push`` for ``DefaultMQPushConsumer``) reading ``topic``
+        ``DefaultLitePullConsumer``, ``push`` for ``DefaultMQPushConsumer``, ``orderly`` for
+        one with a ``MessageListenerOrderly``) reading ``topic``
         from the group's committed offsets until it has ``at_least`` messages, then shutting
         down (which commits). Returns ``(queue_id, queue_offset, body)`` of each message it was
         given, duplicates included."""

@@ -9,15 +9,14 @@
 
 use libfuzzer_sys::arbitrary::{self, Arbitrary};
 use libfuzzer_sys::fuzz_target;
-use rocketha_core::remoting::frame::{self, DEFAULT_MAX_FRAME_SIZE};
+use rocketha_core::remoting::codes::SerializeType;
+use rocketha_core::remoting::frame::{self, decode_frame, Decoded, RemotingFrameError, DEFAULT_MAX_FRAME_SIZE};
 use rocketha_core::remoting::header::{
     GetRouteInfoRequestHeader, QueryDataVersionRequestHeader, RegisterBrokerRequestHeader,
     RegisterBrokerResponseHeader, SendMessageRequestHeader, SendMessageResponseHeader,
     UnRegisterBrokerRequestHeader,
 };
-use rocketha_core::remoting::{
-    decode_frame, CustomHeader, Decoded, RemotingCommand, RemotingFrameError, SerializeType,
-};
+use rocketha_core::remoting::{CustomHeader, RemotingCommand};
 
 #[derive(Arbitrary, Debug)]
 struct Input {

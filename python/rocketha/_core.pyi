@@ -453,6 +453,22 @@ class MQClientAPI:
     def get_consumer_id_list_by_group(
         self, addr: str, consumer_group: str, timeout: float
     ) -> list[str]: ...
+    def lock_batch_mq(
+        self,
+        addr: str,
+        group: str,
+        client_id: str,
+        queues: list[tuple[str, str, int]],
+        timeout: float,
+    ) -> list[tuple[str, str, int]]: ...
+    def unlock_batch_mq(
+        self,
+        addr: str,
+        group: str,
+        client_id: str,
+        queues: list[tuple[str, str, int]],
+        timeout: float,
+    ) -> None: ...
     def get_max_offset(self, addr: str, topic: str, queue_id: int, timeout: float) -> int: ...
     def get_min_offset(self, addr: str, topic: str, queue_id: int, timeout: float) -> int: ...
     def search_offset_by_timestamp(

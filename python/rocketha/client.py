@@ -436,11 +436,18 @@ class Producer:
             self._routes.pop(topic, None)
 
     def _select(
-        self, info: _PublishInfo, last_broker: str | None, queue_id: int | None = None
+        self,
+        info: _PublishInfo,
+        last_broker: str | None,
+        queue_id: int | None = None,
+        sharding_key: str | None = None,
     ) -> MessageQueue:
         """``selectOneMessageQueue``: round-robin, avoiding the broker that just failed; only
-        over the queues numbered ``queue_id`` (one per broker group) when it is given."""
+        over the queues numbered ``queue_id`` (one per broker group) when it is given. A
+        ``sharding_key`` picks one queue as ``SelectMessageQueueByHash`` does."""
         queues = info.queues
+        if sharding_key is not None:
+            return queues[abs(java_string_hash(sharding_key)) % len(queues)]
         if queue_id is not None:
             queues = [mq for mq in queues if mq.queue_id == queue_id]
             if not queues:
@@ -459,11 +466,22 @@ class Producer:
     # -- sends -----------------------------------------------------------------------------
 
     def send(
-        self, msg: Message, *, delay_level: int = 0, deliver_time_ms: int | None = None
+        self,
+        msg: Message,
+        *,
+        delay_level: int = 0,
+        deliver_time_ms: int | None = None,
+        sharding_key: str | None = None,
     ) -> SendResult:
         """Sends one message and returns once the broker answered. ``delay_level`` or
-        ``deliver_time_ms`` hold it back: see :func:`with_delivery`."""
-        return self._send([with_delivery(msg, delay_level, deliver_time_ms)])
+        ``deliver_time_ms`` hold it back: see :func:`with_delivery`. ``sharding_key`` sends
+        it to the queue RocketMQ's ``SelectMessageQueueByHash`` picks for that key (Java's
+        ``String.hashCode`` modulo the topic's writable queues), so one key's messages are in
+        one queue in send order, for an orderly consumer; such a send is not retried on
+        another queue, as ``send(msg, selector, arg)`` is not."""
+        if sharding_key is not None and not isinstance(sharding_key, str):
+            raise MQClientError(f"sharding_key must be a str, got {sharding_key!r}")
+        return self._send([with_delivery(msg, delay_level, deliver_time_ms)], None, sharding_key)
 
     def send_batch(self, msgs: Sequence[Message], *, queue_id: int | None = None) -> SendResult:
         """Sends messages of one topic in one request (``SEND_BATCH_MESSAGE``) to one queue:
@@ -542,15 +560,23 @@ class Producer:
         return info
 
     def _route(
-        self, topic: str, last_broker: str | None, queue_id: int | None = None
+        self,
+        topic: str,
+        last_broker: str | None,
+        queue_id: int | None = None,
+        sharding_key: str | None = None,
     ) -> tuple[_PublishInfo, MessageQueue, str]:
         info = self._publish_info(topic)
-        return (info, *self._pick(info, last_broker, queue_id))
+        return (info, *self._pick(info, last_broker, queue_id, sharding_key))
 
     def _pick(
-        self, info: _PublishInfo, last_broker: str | None, queue_id: int | None = None
+        self,
+        info: _PublishInfo,
+        last_broker: str | None,
+        queue_id: int | None = None,
+        sharding_key: str | None = None,
     ) -> tuple[MessageQueue, str]:
-        mq = self._select(info, last_broker, queue_id)
+        mq = self._select(info, last_broker, queue_id, sharding_key)
         return mq, info.master_addrs[mq.broker_name]
 
     def _not_sent(self, topic: str, mq: MessageQueue, addr: str, attempt: int, e: Exception) -> str:
@@ -588,13 +614,16 @@ class Producer:
         error.__cause__ = last_error
         return error
 
-    def _send(self, msgs: list[Message], queue_id: int | None = None) -> SendResult:
+    def _send(
+        self, msgs: list[Message], queue_id: int | None = None, sharding_key: str | None = None
+    ) -> SendResult:
         check_messages(msgs, self.max_message_size)
         topic = msgs[0].topic
         last_broker: str | None = None
         last_error: Exception | None = None
-        for attempt in range(1 + self.retry_times_when_send_failed):
-            info, mq, addr = self._route(topic, last_broker, queue_id)
+        retries = 0 if sharding_key is not None else self.retry_times_when_send_failed
+        for attempt in range(1 + retries):
+            info, mq, addr = self._route(topic, last_broker, queue_id, sharding_key)
             try:
                 reply = self._api.send_message(addr, msgs, **self._send_args(mq))
             except RemotingConnectError as e:
@@ -607,6 +636,15 @@ class Producer:
                 return outcome
             last_broker, last_error = mq.broker_name, outcome
         raise self._exhausted(topic, last_error)
+
+
+def java_string_hash(s: str) -> int:
+    """Java's ``String.hashCode`` (over UTF-16 code units, as a signed 32-bit int)."""
+    h = 0
+    data = s.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + (data[i] << 8 | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
 
 
 def _unknown(mq: MessageQueue, addr: str, e: Exception) -> SendStatusUnknownError:

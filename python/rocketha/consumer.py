@@ -314,6 +314,7 @@ class PullConsumer:
         self._puller.join()
         with contextlib.suppress(RocketHAError):
             self._commit(oneway=False)
+        self._leaving()
         for addr in self._all_addrs():
             try:
                 self._api.unregister_client(
@@ -418,6 +419,8 @@ class PullConsumer:
             for pq in self._queues.values():
                 if pq.in_flight or len(pq.cache) + len(pq.processing) >= self._threshold(pq):
                     continue
+                if not self._pullable(pq, now):
+                    continue  # woken when it may be
                 if pq.not_before > now:
                     wait = min(wait, pq.not_before - now)
                     continue
@@ -454,6 +457,10 @@ class PullConsumer:
     def _threshold(self, pq: ProcessQueue) -> int:
         """The most messages ``pq`` holds (pulled and not consumed) before its pulls pause."""
         return self.pull_threshold_for_queue
+
+    def _pullable(self, pq: ProcessQueue, now: float) -> bool:
+        """Whether ``pq`` may be pulled now (an orderly consumer's must be locked)."""
+        return True
 
     def _on_pulled(self, ticket: int, outcome: object) -> None:
         with self._lock:
@@ -562,13 +569,17 @@ class PullConsumer:
 
     # -- the service thread: heartbeats, rebalance, commits --------------------------------
 
-    def _service_loop(self) -> None:
-        tasks: list[tuple[float, Callable[[], None]]] = [
+    def _service_tasks(self) -> list[tuple[float, Callable[[], None]]]:
+        """(interval, task) the service thread runs."""
+        return [
             (self.heartbeat_broker_interval, self._heartbeat),
             (self.rebalance_interval, self._refresh_and_rebalance),
             (min(self.rebalance_interval, _MEMBERS_CHECK_INTERVAL), self._check_members),
             (self.auto_commit_interval, self.commit_sync),
         ]
+
+    def _service_loop(self) -> None:
+        tasks = self._service_tasks()
         due = [time.monotonic() + t[0] for t in tasks]
         while True:
             timeout = max(0.0, min(due) - time.monotonic())
@@ -707,6 +718,7 @@ class PullConsumer:
                 self._queues.pop(pq.mq, None)
             for mq, offset in new.items():
                 self._queues[mq] = ProcessQueue(mq, offset, offset, offset)
+        self._rebalanced(removed, added)
         if removed or added:
             log.info(
                 "rebalance of %s among %d consumers: -%d +%d queues",
@@ -716,6 +728,13 @@ class PullConsumer:
                 len(added),
             )
             self._api.wake_pulled()
+
+    def _leaving(self) -> None:
+        """At close, after the last commit (an orderly consumer gives its locks back)."""
+
+    def _rebalanced(self, removed: list[ProcessQueue], added: list[MessageQueue]) -> None:
+        """After a rebalance took ``removed`` away and gave ``added`` (an orderly consumer
+        gives back and takes their locks)."""
 
     def _start_offset(self, mq: MessageQueue) -> int:
         """The committed offset, else ``consume_from_where`` (``computePullFromWhere``); from

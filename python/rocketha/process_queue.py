@@ -43,6 +43,12 @@ class ProcessQueue:
     dropped: bool = False
     #: A push consumer's messages taken for its handlers and not done yet, by queue offset.
     processing: dict[int, MessageExt] = field(default_factory=dict)
+    #: An orderly consumer's: when the broker last confirmed this client's lock on the queue
+    #: (monotonic; None: not locked), until when a failure suspends it, and the failed
+    #: attempts of each message by queue offset.
+    locked_at: float | None = None
+    suspended_until: float = 0.0
+    attempts: dict[int, int] = field(default_factory=dict)
 
     def commit_offset(self) -> int:
         """What a commit stores: the lowest offset still being consumed, else ``consumed``."""

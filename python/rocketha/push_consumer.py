@@ -1,4 +1,5 @@
-"""A push consumer, like RocketMQ's ``DefaultMQPushConsumer`` with a concurrent listener.
+"""A push consumer, like RocketMQ's ``DefaultMQPushConsumer`` with a concurrent listener, or
+an orderly one (``orderly=True``, ``MessageListenerOrderly``: see :mod:`rocketha.orderly`).
 
 >>> def handle(msg: MessageExt) -> ConsumeResult:
 ...     print(msg.topic, msg.body)
@@ -47,14 +48,14 @@ from typing import Any
 
 from rocketha._core import MessageExt
 from rocketha._events import cancel_stop_at_exit, stop_at_exit
-from rocketha.consumer import PullConsumer
 from rocketha.exceptions import MQClientError, RocketHAError
+from rocketha.orderly import UNBOUNDED_RECONSUME_TIMES, OrderlyEngine
 from rocketha.process_queue import ProcessQueue
+from rocketha.push_engine import PushEngine
 from rocketha.send_back import (
     check_max_reconsume_times,
     restore_retry_topic,
     retry_topic,
-    send_back_target,
 )
 
 log = logging.getLogger("rocketha.consumer")
@@ -67,91 +68,16 @@ _IDLE_WAIT = 0.5
 
 
 class ConsumeResult(StrEnum):
-    """RocketMQ's ``ConsumeConcurrentlyStatus``."""
+    """RocketMQ's ``ConsumeConcurrentlyStatus`` and ``ConsumeOrderlyStatus``: anything but
+    ``SUCCESS`` is a failure, sent back by a concurrent consumer, retried in place by an
+    orderly one after its queue's suspension."""
 
     SUCCESS = "CONSUME_SUCCESS"
     RECONSUME_LATER = "RECONSUME_LATER"
+    SUSPEND_CURRENT_QUEUE_A_MOMENT = "SUSPEND_CURRENT_QUEUE_A_MOMENT"
 
 
 Handler = Callable[[Any], "ConsumeResult | Awaitable[ConsumeResult]"]
-
-
-class _PushEngine(PullConsumer):
-    """A :class:`PullConsumer` whose messages go to handlers: it subscribes to the retry topic,
-    counts the messages being consumed against the pull thresholds, and hands out batches of
-    one queue."""
-
-    _consume_type = "CONSUME_PASSIVELY"
-
-    def __init__(self, *args: Any, pull_threshold_for_topic: int, **kwargs: Any) -> None:
-        self.pull_threshold_for_topic = pull_threshold_for_topic
-        super().__init__(*args, **kwargs)
-
-    def _start(self) -> None:
-        self._subscriptions[retry_topic(self.group)] = ("*", [])
-        super()._start()
-
-    def _threshold(self, pq: ProcessQueue) -> int:
-        """``pullThresholdForTopic`` split among the topic's queues, when set."""
-        if self.pull_threshold_for_topic < 0:
-            return self.pull_threshold_for_queue
-        queues = sum(1 for mq in self._queues if mq.topic == pq.mq.topic)
-        share = max(1, self.pull_threshold_for_topic // max(1, queues))
-        return min(self.pull_threshold_for_queue, share)
-
-    def _check_members(self) -> None:
-        """While a topic has no route (the retry topic until a broker created it for the
-        group's first heartbeat), routes are looked up every second, not every rebalance."""
-        if self._unrouted:
-            self._refresh_and_rebalance()
-        else:
-            super()._check_members()
-
-    def next_batch(
-        self, limit: int, timeout: float
-    ) -> tuple[ProcessQueue, list[MessageExt]] | None:
-        """Up to ``limit`` pulled messages of one queue, queue after queue, counted as being
-        consumed; waits up to ``timeout`` for some. None when none came."""
-        with self._cond:
-            if not self._has_cached():
-                self._cond.wait(timeout)
-            queues = list(self._queues.values())
-            for i in range(len(queues)):
-                pq = queues[(self._next_queue + i) % len(queues)]
-                if not pq.cache:
-                    continue
-                self._next_queue = (self._next_queue + i + 1) % len(queues)
-                out: list[MessageExt] = []
-                while pq.cache and len(out) < limit:
-                    msg, broker_id = pq.cache.popleft()
-                    out.append(msg)
-                    pq.processing[msg.queue_offset] = msg
-                    pq.consumed = msg.queue_offset + 1
-                    self._consumed_from[broker_id] = self._consumed_from.get(broker_id, 0) + 1
-                return pq, out
-        return None
-
-    def _has_cached(self) -> bool:
-        return any(pq.cache for pq in self._queues.values())
-
-    def complete(self, pq: ProcessQueue, msgs: Sequence[MessageExt]) -> None:
-        """``removeMessage``: ``msgs`` are consumed; the queue's commit offset moves past them
-        unless a lower one is still being consumed, and its pulls resume if they paused."""
-        with self._lock:
-            for msg in msgs:
-                pq.processing.pop(msg.queue_offset, None)
-        self._api.wake_pulled()
-
-    def send_back_to(self, pq: ProcessQueue, msg: MessageExt, bound: int) -> None:
-        """``sendMessageBack`` to the master of ``pq``'s broker group."""
-        with self._lock:
-            addr, broker_name = send_back_target(self._routes.values(), msg, pq.mq.broker_name)
-        self._send_back.send_back(msg, addr, broker_name, 0, bound)
-
-    def error(self) -> RocketHAError | None:
-        """The broker's refusal that stopped pulls (an unknown group, say), if any."""
-        with self._lock:
-            return self._error
 
 
 class PushConsumer:
@@ -160,8 +86,12 @@ class PushConsumer:
 
     ``handler`` takes a :class:`~rocketha.MessageExt` (a list of them with ``batch_size``) and
     returns a :class:`ConsumeResult`; an ``async def`` handler runs on the consumer's own event
-    loop, ``consume_threads`` calls at once. ``options`` are :class:`~rocketha.PullConsumer`'s
-    (``subscription``, ``consume_from_where``, ``pull_batch_size``, ``pull_threshold_for_queue``,
+    loop, ``consume_threads`` calls at once. With ``orderly=True`` (``MessageListenerOrderly``)
+    each queue is locked on its master and consumed one call at a time in queue order; a failed
+    call is retried in place after ``suspend_current_queue_time`` seconds, up to
+    ``max_reconsume_times`` (unbounded unless given) before the dead-letter queue.
+    ``options`` are :class:`~rocketha.PullConsumer`'s (``subscription``,
+    ``consume_from_where``, ``pull_batch_size``, ``pull_threshold_for_queue``,
     ``auto_commit_interval``, TLS, ``credentials``, ...).
     """
 
@@ -176,6 +106,8 @@ class PushConsumer:
         consume_threads: int = 20,
         max_reconsume_times: int | None = None,
         pull_threshold_for_topic: int = -1,
+        orderly: bool = False,
+        suspend_current_queue_time: float = 1.0,
         **options: Any,
     ) -> None:
         if not callable(handler):
@@ -184,7 +116,18 @@ class PushConsumer:
             raise MQClientError(f"batch_size must be >= 1 (or None: one message), got {batch_size}")
         if consume_threads < 1:
             raise MQClientError(f"consume_threads must be >= 1, got {consume_threads}")
-        self.max_reconsume_times = check_max_reconsume_times(max_reconsume_times)
+        if suspend_current_queue_time < 0:
+            raise MQClientError(
+                f"suspend_current_queue_time must be >= 0, got {suspend_current_queue_time}"
+            )
+        unbounded = orderly and max_reconsume_times in (None, -1)
+        self.max_reconsume_times = (
+            UNBOUNDED_RECONSUME_TIMES
+            if unbounded
+            else check_max_reconsume_times(max_reconsume_times)
+        )
+        self.orderly = orderly
+        self.suspend_current_queue_time = suspend_current_queue_time
         self.namesrv_addr = namesrv_addr
         self.group = group
         self.topics = [topics] if isinstance(topics, str) else list(topics)
@@ -198,7 +141,7 @@ class PushConsumer:
             type(handler).__call__
         )
         self._state = threading.Lock()
-        self._engine: _PushEngine | None = None
+        self._engine: PushEngine | None = None
         self._stopped = threading.Event()
         self._slots = threading.Semaphore(consume_threads)
         #: (due, sequence, queue, messages) to consume again: their send-back failed.
@@ -220,7 +163,7 @@ class PushConsumer:
                 raise MQClientError("this PushConsumer was shut down; make a new one")
             if self._engine is not None:
                 return self
-            engine = _PushEngine(
+            engine = (OrderlyEngine if self.orderly else PushEngine)(
                 self.namesrv_addr,
                 self.group,
                 [*self.topics, retry_topic(self.group)],
@@ -303,7 +246,7 @@ class PushConsumer:
             due = self._later[0][0] if self._later else now + _IDLE_WAIT
         return None, max(0.0, min(_IDLE_WAIT, due - now))
 
-    def _log_error(self, engine: _PushEngine) -> None:
+    def _log_error(self, engine: PushEngine) -> None:
         error = engine.error()
         if error is not None and not self._error_logged:
             self._error_logged = True
@@ -352,7 +295,17 @@ class PushConsumer:
         engine = self._engine
         assert engine is not None
         if pq.dropped:
-            return  # the queue went to another member, which consumes from the last commit
+            # The queue went to another member, which consumes from the last commit.
+            engine.complete(pq, msgs)
+            return
+        if isinstance(engine, OrderlyEngine):
+            if result == ConsumeResult.SUCCESS:
+                engine.complete(pq, msgs)
+            else:
+                engine.consume_again(
+                    pq, msgs, self.suspend_current_queue_time, self.max_reconsume_times
+                )
+            return
         failed: list[MessageExt] = []
         if result != ConsumeResult.SUCCESS:
             if not isinstance(result, ConsumeResult):

@@ -2,7 +2,8 @@
 a push consumer answering ``ConsumeRetryLater`` gets each message again after its level's
 delay, under its own topic, until ``maxReconsumeTimes``; then ``%DLQ%<group>`` holds it. (That
 client counts any answer to its send-back as success and commits past the message: before the
-broker served CONSUMER_SEND_MSG_BACK, every failed message was lost.)
+broker served CONSUMER_SEND_MSG_BACK, every failed message was lost.) An orderly consumer
+locks its queues (LOCK_BATCH_MQ, issue 27) and gets each in offset order.
 
 Needs ``go`` on PATH and the Go module proxy (the build resolves ``go.sum`` once).
 Run: ``pytest -m interop``.
@@ -16,6 +17,8 @@ import shutil
 import signal
 import subprocess
 from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -47,6 +50,19 @@ def goconsumer(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return binary
 
 
+@contextmanager
+def running(binary: Path, out: Path, *args: str) -> Iterator[None]:
+    """The Go consumer with ``args``, its output in ``out``; SIGTERMed (it shuts down and
+    prints DONE) and waited for at exit."""
+    with out.open("w") as stdout:
+        proc = _children.spawn([str(binary), *args], stdout=stdout, stderr=subprocess.STDOUT)
+    try:
+        yield
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+
+
 def test_a_go_push_consumer_that_fails_gets_each_message_again_then_the_dlq_has_it(
     tmp_path: Path, rocketha_namesrv: RochaNamesrv, goconsumer: Path
 ) -> None:
@@ -60,28 +76,21 @@ def test_a_go_push_consumer_that_fails_gets_each_message_again_then_the_dlq_has_
         with Producer(ns, "go-producer") as producer:
             for body in bodies:
                 producer.send(Message(topic, body.encode()))
-        with out.open("w") as stdout:
-            proc = _children.spawn(
-                [str(goconsumer), ns, topic, group, "2", "120"],
-                stdout=stdout,
-                stderr=subprocess.STDOUT,
-            )
-        try:
-            with PullConsumer(
+        with (
+            running(goconsumer, out, ns, topic, group, "2", "120"),
+            PullConsumer(
                 ns,
                 "go-fails-dlq-reader",
                 [f"%DLQ%{group}"],
                 consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
-            ) as reader:
-                dead: list[MessageExt] = []
-                wait_for(
-                    lambda: dead.extend(reader.poll(0.5)) or len(dead) >= len(bodies),
-                    timeout=90,
-                    what=f"the dead letters (the Go consumer printed:\n{out.read_text()})",
-                )
-        finally:
-            proc.send_signal(signal.SIGTERM)
-            proc.wait(timeout=30)
+            ) as reader,
+        ):
+            dead: list[MessageExt] = []
+            wait_for(
+                lambda: dead.extend(reader.poll(0.5)) or len(dead) >= len(bodies),
+                timeout=90,
+                what=f"the dead letters (the Go consumer printed:\n{out.read_text()})",
+            )
     finally:
         master.kill()
     calls: dict[str, list[tuple[float, int, str]]] = defaultdict(list)
@@ -97,3 +106,36 @@ def test_a_go_push_consumer_that_fails_gets_each_message_again_then_the_dlq_has_
             assert then - first >= LEVELS[3 + times - 2] - 0.05, mine
     assert sorted(m.body.decode() for m in dead) == bodies
     assert {m.reconsume_times for m in dead} == {3}
+
+
+def test_a_go_orderly_consumer_locks_its_queues_and_gets_each_in_order(
+    tmp_path: Path, rocketha_namesrv: RochaNamesrv, goconsumer: Path
+) -> None:
+    """``WithConsumerOrder(true)``: the client consumes a queue only once its master locked it
+    (LOCK_BATCH_MQ, which rocketha refused before: it got none of its messages); each queue
+    comes in offset order, every message once."""
+    ns = rocketha_namesrv.address
+    master = start_master(tmp_path, "go-o", ns, brokerRole="ASYNC_MASTER")
+    topic, group = "GoOrderly", "go-orderly"
+    out = tmp_path / "goconsumer.out"
+    try:
+        with Producer(ns, "go-producer") as producer:
+            sent = [producer.send(Message(topic, f"go-{i}".encode())) for i in range(40)]
+        with running(goconsumer, out, ns, topic, group, "16", "120", "orderly"):
+            wait_for(
+                lambda: out.read_text().count("GOT ") >= len(sent),
+                timeout=90,
+                what=f"every message (the Go consumer printed:\n{out.read_text()})",
+            )
+    finally:
+        master.kill()
+    got: dict[int, list[int]] = defaultdict(list)
+    bodies = []
+    for line in out.read_text().splitlines():
+        if line.startswith("GOT "):
+            _, queue_id, offset, body = line.split(" ")
+            got[int(queue_id)].append(int(offset))
+            bodies.append(body)
+    assert sorted(bodies) == sorted(f"go-{i}" for i in range(len(sent))), out.read_text()
+    for queue_id, offsets in got.items():
+        assert offsets == list(range(len(offsets))), (queue_id, offsets)

@@ -468,3 +468,50 @@ def test_a_java_push_consumer_that_fails_gets_each_message_again_then_the_dlq_ha
         assert {m.reconsume_times for m in dead} == {3}
         listed = rmq.mqadmin(tmp_path / "admin", "topicList", "-n", ns)
         assert dlq in listed and retry in listed, listed
+
+
+def in_queue_order(got: list[tuple[int, int, str]]) -> bool:
+    """Whether each queue's messages came in offset order, none twice."""
+    last: dict[int, int] = {}
+    for queue_id, offset, _ in got:
+        if offset <= last.get(queue_id, -1):
+            return False
+        last[queue_id] = offset
+    return True
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_orderly_members_take_queues_by_lock_and_keep_each_in_order(
+    version: str, pair: Pair, rocketha_namesrv: RochaNamesrv, tmp_path: Path
+) -> None:
+    """``MessageListenerOrderly`` members: the first locks every queue on the master
+    (LOCK_BATCH_MQ, which rocketha refused before) and consumes them in order; when a second
+    member joins, the first gives its share back (UNLOCK_BATCH_MQ) and the second locks it.
+    Each member sees each queue in offset order, and every message comes exactly once."""
+    rmq = resolve(version)
+    ns = rocketha_namesrv.address
+    tag = version.replace(".", "")
+    topic, group = f"Orderly{tag}", f"orderly-{tag}"
+    create_topic(pair.master_address, topic, 4)
+    wanted = sorted(f"{prefix}-{i}" for prefix in (topic, f"{topic}b") for i in range(COUNT))
+    first = rmq.group_member(ns, topic, group, "orderly", home=tmp_path / "m0")
+    members = [first]
+    try:
+        sent = rmq.send(ns, topic, "sync", COUNT, topic, home=tmp_path / "p0")
+        assert {o.status for o in sent} == {"SEND_OK"}, sent
+        wait_for(lambda: len(first.received) >= COUNT, what="the first member's messages")
+        members.append(rmq.group_member(ns, topic, group, "orderly", home=tmp_path / "m1"))
+        wait_for(
+            lambda: all(m.members_seen == 2 for m in members), what="both members to rebalance"
+        )
+        more = rmq.send(ns, topic, "sync", COUNT, f"{topic}b", home=tmp_path / "p1")
+        assert {o.status for o in more} == {"SEND_OK"}, more
+        wait_for(
+            lambda: {b for m in members for _, _, b in m.received} >= set(wanted),
+            what="every message received",
+        )
+    finally:
+        got = [m.stop() for m in members]
+    assert all(in_queue_order(g) for g in got), got
+    assert got[1], "the second member took queues from the first"
+    assert sorted(b for g in got for _, _, b in g) == wanted, "each message exactly once"

@@ -11,7 +11,8 @@ use std::net::SocketAddr;
 
 use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token};
-use rocketha_core::remoting::{encode_frame, response_code, RawFrame, RemotingCommand};
+use rocketha_core::remoting::frame::{encode_frame, RawFrame};
+use rocketha_core::remoting::{response_code, RemotingCommand};
 
 use crate::link::{Link, MAX_FRAME_SIZE};
 

@@ -4,7 +4,7 @@
 use std::io::{self, Read, Write};
 
 use mio::net::TcpStream;
-use rocketha_core::remoting::{decode_frame, Decoded, RawFrame};
+use rocketha_core::remoting::frame::{decode_frame, Decoded, RawFrame};
 
 /// RocketMQ's `NettyDecoder` limit.
 pub(crate) const MAX_FRAME_SIZE: usize = 16 << 20;

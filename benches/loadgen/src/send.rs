@@ -13,12 +13,11 @@ use std::sync::Barrier;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use mio::{Events, Interest, Poll, Token};
+use rocketha_core::remoting::frame::{decode_frame, Decoded};
 use rocketha_core::remoting::header::{
     CreateTopicRequestHeader, SendMessageRequestHeader, SendMessageRequestHeaderV2,
 };
-use rocketha_core::remoting::{
-    decode_frame, request_code, response_code, Decoded, RemotingCommand,
-};
+use rocketha_core::remoting::{request_code, response_code, RemotingCommand};
 use serde_json::json;
 
 use crate::link::{Link, MAX_FRAME_SIZE};

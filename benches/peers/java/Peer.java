@@ -15,7 +15,9 @@ import org.apache.rocketmq.client.consumer.AllocateMessageQueueStrategy;
 import org.apache.rocketmq.client.consumer.DefaultLitePullConsumer;
 import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
 import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
+import org.apache.rocketmq.client.consumer.listener.ConsumeOrderlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
+import org.apache.rocketmq.client.consumer.listener.MessageListenerOrderly;
 import org.apache.rocketmq.client.consumer.rebalance.AllocateMessageQueueAveragely;
 import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
 import org.apache.rocketmq.client.exception.MQBrokerException;
@@ -529,6 +531,23 @@ public final class Peer {
         }
     }
 
+    /** Prints each message, counting down {@code enough} at the {@code atLeast}th; false when
+     * printing failed (the listener then asks for the messages again). */
+    static boolean printAll(List<MessageExt> msgs, AtomicInteger count, int atLeast,
+        CountDownLatch enough) {
+        try {
+            for (MessageExt m : msgs) {
+                printGot(m);
+                if (count.incrementAndGet() == atLeast) {
+                    enough.countDown();
+                }
+            }
+            return true;
+        } catch (Exception e) {
+            return false;
+        }
+    }
+
     static synchronized void printGot(MessageExt m) throws Exception {
         System.out.println("GOT " + m.getQueueId() + " " + m.getQueueOffset() + " "
             + new String(m.getBody(), "UTF-8"));
@@ -599,19 +618,19 @@ public final class Peer {
             consumer.setAllocateMessageQueueStrategy(new Reporting());
             // Messages handed to the listener finish (and commit) before shutdown persists.
             consumer.setAwaitTerminationMillisWhenShutdown(30000);
-            consumer.registerMessageListener((MessageListenerConcurrently) (msgs, context) -> {
-                try {
-                    for (MessageExt m : msgs) {
-                        printGot(m);
-                        if (count.incrementAndGet() == atLeast) {
-                            enough.countDown();
-                        }
-                    }
-                } catch (Exception e) {
-                    return ConsumeConcurrentlyStatus.RECONSUME_LATER;
-                }
-                return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
-            });
+            if (kind.equals("orderly")) {
+                // MessageListenerOrderly: the queues this member holds locked on their
+                // master (LOCK_BATCH_MQ), one listener call at a time per queue, in order.
+                consumer.registerMessageListener((MessageListenerOrderly) (msgs, context) ->
+                    printAll(msgs, count, atLeast, enough)
+                        ? ConsumeOrderlyStatus.SUCCESS
+                        : ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT);
+            } else {
+                consumer.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) ->
+                    printAll(msgs, count, atLeast, enough)
+                        ? ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+                        : ConsumeConcurrentlyStatus.RECONSUME_LATER);
+            }
             consumer.start();
             try {
                 enough.await(Math.max(1, deadline - System.currentTimeMillis()),

@@ -567,6 +567,39 @@ impl MQClientAPI {
             .map_err(send_error)
     }
 
+    /// LOCK_BATCH_MQ: the `(topic, broker_name, queue_id)` queues of `queues` that
+    /// `client_id` of `group` holds after asking the broker at `addr` to lock them.
+    fn lock_batch_mq(
+        &self,
+        py: Python<'_>,
+        addr: &str,
+        group: &str,
+        client_id: &str,
+        queues: Vec<(String, String, i32)>,
+        timeout: f64,
+    ) -> PyResult<Vec<(String, String, i32)>> {
+        self.guard.check()?;
+        let api = &self.inner;
+        py.detach(|| api.lock_batch_mq(addr, group, client_id, &queues, secs(timeout)))
+            .map_err(send_error)
+    }
+
+    /// UNLOCK_BATCH_MQ: gives back the queues `client_id` of `group` holds on `addr`.
+    fn unlock_batch_mq(
+        &self,
+        py: Python<'_>,
+        addr: &str,
+        group: &str,
+        client_id: &str,
+        queues: Vec<(String, String, i32)>,
+        timeout: f64,
+    ) -> PyResult<()> {
+        self.guard.check()?;
+        let api = &self.inner;
+        py.detach(|| api.unlock_batch_mq(addr, group, client_id, &queues, secs(timeout)))
+            .map_err(send_error)
+    }
+
     /// GET_MAX_OFFSET: the queue's next offset to be written.
     fn get_max_offset(
         &self,

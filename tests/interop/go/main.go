@@ -1,9 +1,11 @@
-// A push consumer of the Go client (rocketmq-client-go v2) that fails every message it is given
-// (ConsumeRetryLater) with maxReconsumeTimes: for tests/interop/test_go_client.py. It prints
-// "CALL <epoch ms> <body> <reconsumeTimes> <topic>" per call, and runs until SIGTERM (or
-// TIMEOUT_S), when it shuts down and prints "DONE <calls>".
+// A push consumer of the Go client (rocketmq-client-go v2) for tests/interop/test_go_client.py.
+// By default it fails every message it is given (ConsumeRetryLater) with maxReconsumeTimes,
+// printing "CALL <epoch ms> <body> <reconsumeTimes> <topic>" per call. With "orderly" it is an
+// orderly consumer (WithConsumerOrder: queues locked on their master, one call at a time per
+// queue) that succeeds, printing "GOT <queueId> <queueOffset> <body>". It runs until SIGTERM
+// (or TIMEOUT_S), when it shuts down and prints "DONE <calls>".
 //
-// Usage: goconsumer NAMESRV TOPIC GROUP MAX_RECONSUME TIMEOUT_S
+// Usage: goconsumer NAMESRV TOPIC GROUP MAX_RECONSUME TIMEOUT_S [orderly]
 package main
 
 import (
@@ -23,10 +25,12 @@ import (
 )
 
 func main() {
-	if len(os.Args) != 6 {
-		fmt.Fprintln(os.Stderr, "usage: goconsumer NAMESRV TOPIC GROUP MAX_RECONSUME TIMEOUT_S")
+	if len(os.Args) != 6 && len(os.Args) != 7 {
+		fmt.Fprintln(os.Stderr,
+			"usage: goconsumer NAMESRV TOPIC GROUP MAX_RECONSUME TIMEOUT_S [orderly]")
 		os.Exit(2)
 	}
+	orderly := len(os.Args) == 7 && os.Args[6] == "orderly"
 	namesrv, topic, group := os.Args[1], os.Args[2], os.Args[3]
 	maxReconsume, _ := strconv.Atoi(os.Args[4])
 	timeout, _ := strconv.Atoi(os.Args[5])
@@ -36,6 +40,7 @@ func main() {
 		consumer.WithNsResolver(primitive.NewPassthroughResolver([]string{namesrv})),
 		consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset),
 		consumer.WithMaxReconsumeTimes(int32(maxReconsume)),
+		consumer.WithConsumerOrder(orderly),
 	)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "new consumer:", err)
@@ -48,9 +53,16 @@ func main() {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, m := range msgs {
-			fmt.Printf("CALL %d %s %d %s\n", time.Now().UnixMilli(), string(m.Body),
-				m.ReconsumeTimes, m.Topic)
+			if orderly {
+				fmt.Printf("GOT %d %d %s\n", m.Queue.QueueId, m.QueueOffset, string(m.Body))
+			} else {
+				fmt.Printf("CALL %d %s %d %s\n", time.Now().UnixMilli(), string(m.Body),
+					m.ReconsumeTimes, m.Topic)
+			}
 			seen++
+		}
+		if orderly {
+			return consumer.ConsumeSuccess, nil
 		}
 		return consumer.ConsumeRetryLater, nil
 	})

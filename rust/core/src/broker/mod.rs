@@ -13,6 +13,7 @@ pub(crate) mod controller;
 pub(crate) mod outer_api;
 pub(crate) mod processor;
 pub(crate) mod pull;
+pub(crate) mod rebalance_lock;
 pub(crate) mod send;
 pub(crate) mod slave_sync;
 pub(crate) mod store_stats;

@@ -1,7 +1,8 @@
 //! The broker's dispatching `RequestProcessor`: sends go to [`SendMessageProcessor`], pulls to
 //! [`PullMessageProcessor`], consumer offsets and group members to the
 //! [`ConsumerManageProcessor`], queue offsets, lookups and the slave's sync tables to
-//! [`admin`](super::admin); topic creation and runtime info are RocketMQ's
+//! [`admin`](super::admin), the orderly consumers' queue locks to
+//! [`rebalance_lock`](super::rebalance_lock); topic creation and runtime info are RocketMQ's
 //! `AdminBrokerProcessor`, heartbeats and client unregistration its `ClientManageProcessor`.
 //! Every other code is answered `REQUEST_CODE_NOT_SUPPORTED`. With `aclEnable=true`, every
 //! request first passes the [`PlainAccessValidator`] or is answered `NO_PERMISSION`.
@@ -15,6 +16,7 @@ use super::consumer_manage::ConsumerManageProcessor;
 use super::consumer_manager::ConsumerManager;
 use super::consumer_offset::ConsumerOffsetManager;
 use super::pull::PullMessageProcessor;
+use super::rebalance_lock::{self, RebalanceLockManager, REBALANCE_LOCK_MAX_LIVE_TIME};
 use super::send::{retry_topic, retry_topic_sys_flag, SendMessageProcessor};
 use super::store_stats::StoreStatsService;
 use super::subscription_group::SubscriptionGroupManager;
@@ -79,6 +81,8 @@ pub(crate) struct BrokerProcessor {
     clients: Mutex<HashMap<u64, ClientChannel>>,
     /// `aclEnable=true`: every request is checked before it is processed.
     acl: Option<Arc<PlainAccessValidator>>,
+    /// Which client of a group holds each queue for orderly consumption.
+    rebalance_locks: RebalanceLockManager,
 }
 
 impl BrokerProcessor {
@@ -124,6 +128,7 @@ impl BrokerProcessor {
             register,
             clients: Mutex::default(),
             acl,
+            rebalance_locks: RebalanceLockManager::new(REBALANCE_LOCK_MAX_LIVE_TIME),
         })
     }
 
@@ -471,6 +476,9 @@ impl RequestProcessor for BrokerProcessor {
                 Some(admin::table(&request, self.store.schedule().encode()))
             }
             request_code::CONSUMER_SEND_MSG_BACK => Some(self.consumer_send_msg_back(&request)),
+            request_code::LOCK_BATCH_MQ | request_code::UNLOCK_BATCH_MQ => {
+                Some(rebalance_lock::process(&self.rebalance_locks, &request))
+            }
             request_code::GET_ALL_SUBSCRIPTIONGROUP_CONFIG => {
                 Some(admin::table(&request, self.consume.groups.encode()))
             }

@@ -1,7 +1,8 @@
 //! The consumer's wire side of `MQClientAPIImpl`: PULL_MESSAGE (asynchronous, so one
 //! connection holds a long poll per queue at once), consumer offsets, queue offsets,
-//! GET_CONSUMER_LIST_BY_GROUP, the consumer's HEART_BEAT and CONSUMER_SEND_MSG_BACK. Which broker a pull goes to,
-//! rebalancing and offset policy are the consumer's (Python).
+//! GET_CONSUMER_LIST_BY_GROUP, the consumer's HEART_BEAT, CONSUMER_SEND_MSG_BACK and an orderly
+//! consumer's LOCK_BATCH_MQ / UNLOCK_BATCH_MQ. Which broker a pull goes to, rebalancing and
+//! offset policy are the consumer's (Python).
 
 use std::collections::BTreeMap;
 use std::sync::mpsc;
@@ -10,6 +11,7 @@ use std::time::Duration;
 use super::{expect_success, MqClientApi, SendError};
 use crate::commitlog::record::{self, tags_hash_code, Peeked, RecordView};
 use crate::error::RecordError;
+use crate::protocol::lock_batch::{LockBatchRequestBody, LockBatchResponseBody, MessageQueue};
 use crate::remoting::header::{
     ConsumerSendMsgBackRequestHeader, GetConsumerListByGroupRequestHeader, OffsetResponseHeader,
     PullMessageRequestHeader, PullMessageResponseHeader, QueryConsumerOffsetRequestHeader,
@@ -269,6 +271,30 @@ fn send_back_request(header: &ConsumerSendMsgBackRequestHeader) -> RemotingComma
     request
 }
 
+fn lock_request(
+    code: i32,
+    group: &str,
+    client_id: &str,
+    queues: &[(String, String, i32)],
+) -> RemotingCommand {
+    let mut request = RemotingCommand::request(code, 0);
+    request.body = LockBatchRequestBody {
+        consumer_group: group.to_owned(),
+        client_id: client_id.to_owned(),
+        only_this_broker: false,
+        mq_set: queues
+            .iter()
+            .map(|(topic, broker_name, queue_id)| MessageQueue {
+                topic: topic.clone(),
+                broker_name: broker_name.clone(),
+                queue_id: *queue_id,
+            })
+            .collect(),
+    }
+    .encode();
+    request
+}
+
 fn request<H: CustomHeader>(code: i32, header: &H) -> RemotingCommand {
     let mut request = RemotingCommand::request(code, 0);
     request.write_custom_header(header);
@@ -498,6 +524,56 @@ impl MqClientApi {
     ) -> Result<(i32, Option<String>), SendError> {
         let response = self.invoke(addr, send_back_request(header), timeout)?;
         Ok((response.code, response.remark))
+    }
+
+    /// LOCK_BATCH_MQ (`MQClientAPIImpl.lockBatchMQ`): asks the broker at `addr` to lock
+    /// `queues` (topic, broker name, queue id) for `client_id` of `group`; returns the ones the
+    /// client holds now. An orderly consumer consumes only those.
+    pub fn lock_batch_mq(
+        &self,
+        addr: &str,
+        group: &str,
+        client_id: &str,
+        queues: &[(String, String, i32)],
+        timeout: Duration,
+    ) -> Result<Vec<(String, String, i32)>, SendError> {
+        let request = lock_request(request_code::LOCK_BATCH_MQ, group, client_id, queues);
+        let body = self.invoke_lock(addr, request, timeout)?;
+        let locked = LockBatchResponseBody::decode(&body)
+            .map_err(|e| SendError::Unknown(format!("{addr}: LOCK_BATCH_MQ: {e}")))?;
+        Ok(locked
+            .lock_ok_mq_set
+            .into_iter()
+            .map(|mq| (mq.topic, mq.broker_name, mq.queue_id))
+            .collect())
+    }
+
+    /// UNLOCK_BATCH_MQ: gives back the `queues` `client_id` holds, so another member of the
+    /// group takes them at once rather than after the lock expires.
+    pub fn unlock_batch_mq(
+        &self,
+        addr: &str,
+        group: &str,
+        client_id: &str,
+        queues: &[(String, String, i32)],
+        timeout: Duration,
+    ) -> Result<(), SendError> {
+        let request = lock_request(request_code::UNLOCK_BATCH_MQ, group, client_id, queues);
+        self.invoke_lock(addr, request, timeout).map(drop)
+    }
+
+    /// A lock request's answer body, once it is SUCCESS.
+    fn invoke_lock(
+        &self,
+        addr: &str,
+        request: RemotingCommand,
+        timeout: Duration,
+    ) -> Result<Vec<u8>, SendError> {
+        let what = request_code::name(request.code).unwrap_or("a lock request");
+        let response = self.invoke(addr, request, timeout)?;
+        let body = response.body.clone();
+        expect_success(addr, what, response)?;
+        Ok(body)
     }
 
     /// HEART_BEAT of a consumer: the broker lists `client_id` in the group and keeps its

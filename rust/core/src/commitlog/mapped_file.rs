@@ -14,7 +14,8 @@ use crate::error::CommitLogError;
 pub(crate) const ALLOCATE_STEP: usize = 1 << 20;
 
 /// Segment files are named by their start offset as 20 zero-padded digits.
-pub fn segment_name(start: u64) -> String {
+#[cfg_attr(feature = "harness", visibility::make(pub))]
+pub(crate) fn segment_name(start: u64) -> String {
     format!("{start:020}")
 }
 

@@ -4,7 +4,10 @@
 //! bytes below each segment's published write position.
 
 pub(crate) mod flush;
+#[cfg(feature = "harness")]
 pub mod mapped_file;
+#[cfg(not(feature = "harness"))]
+pub(crate) mod mapped_file;
 pub(crate) mod queue;
 pub mod record;
 pub(crate) mod recover;

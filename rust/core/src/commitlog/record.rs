@@ -388,7 +388,8 @@ pub(crate) fn msg_id_into(out: &mut Vec<u8>, store_host: &SocketAddr, physical_o
 
 /// What the bytes at a record position hold.
 #[derive(Debug, PartialEq)]
-pub enum Peeked<'a> {
+#[cfg_attr(feature = "harness", visibility::make(pub))]
+pub(crate) enum Peeked<'a> {
     Record(RecordView<'a>),
     /// End-of-segment padding of this many bytes.
     Blank(usize),
@@ -486,7 +487,8 @@ pub(crate) fn peek_size_magic(buf: &[u8]) -> Option<(i32, i32)> {
 ///
 /// `check_crc` also verifies the body CRC: recovery and readers of a possibly torn tail need
 /// it, replicas dispatching bytes already checked by their master do not.
-pub fn decode(buf: &[u8], check_crc: bool) -> Result<Peeked<'_>, RecordError> {
+#[cfg_attr(feature = "harness", visibility::make(pub))]
+pub(crate) fn decode(buf: &[u8], check_crc: bool) -> Result<Peeked<'_>, RecordError> {
     let (total, magic) = peek_size_magic(buf).ok_or(RecordError::Truncated)?;
     if magic == BLANK_MAGIC {
         if total < END_FILE_MIN_BLANK_LENGTH as i32 {

@@ -9,7 +9,8 @@ use crate::error::FrameError;
 
 pub(crate) const READ_BUFFER_SIZE: usize = 4 * 1024 * 1024;
 
-pub struct FrameDispatcher {
+#[cfg_attr(feature = "harness", visibility::make(pub))]
+pub(crate) struct FrameDispatcher {
     buf: Vec<u8>,
     backup: Vec<u8>,
     /// End of the bytes read from the socket.
@@ -22,7 +23,8 @@ pub struct FrameDispatcher {
 }
 
 /// What the dispatcher hands to its sink: a body to append, or a heartbeat.
-pub struct Frame<'a> {
+#[cfg_attr(feature = "harness", visibility::make(pub))]
+pub(crate) struct Frame<'a> {
     pub offset: u64,
     pub body: &'a [u8],
 }
@@ -49,6 +51,7 @@ impl FrameDispatcher {
     }
 
     /// Bytes read but not yet dispatched (a partial frame); the fuzzer's oracle checks it.
+    #[cfg(feature = "harness")]
     pub fn pending(&self) -> usize {
         self.read_pos - self.dispatch_pos
     }
@@ -69,7 +72,8 @@ impl FrameDispatcher {
     }
 
     /// One `read` into the free space, swapping buffers first when none is left.
-    pub fn read_from(&mut self, src: &mut impl Read) -> io::Result<usize> {
+    #[cfg_attr(feature = "harness", visibility::make(pub))]
+    pub(crate) fn read_from(&mut self, src: &mut impl Read) -> io::Result<usize> {
         if self.read_pos == self.buf.len() {
             self.reallocate();
         }
@@ -100,7 +104,8 @@ impl FrameDispatcher {
 
     /// Hands every complete frame to `sink`, in order. A frame the sink refuses stays
     /// undispatched and the error is returned; so does a malformed header.
-    pub fn dispatch<E: From<FrameError>>(
+    #[cfg_attr(feature = "harness", visibility::make(pub))]
+    pub(crate) fn dispatch<E: From<FrameError>>(
         &mut self,
         mut sink: impl FnMut(Frame<'_>) -> Result<(), E>,
     ) -> Result<usize, E> {

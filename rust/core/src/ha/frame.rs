@@ -5,8 +5,10 @@
 
 use crate::error::FrameError;
 
-pub const REPORT_LEN: usize = 8;
-pub const HEADER_LEN: usize = 12;
+#[cfg_attr(feature = "harness", visibility::make(pub))]
+pub(crate) const REPORT_LEN: usize = 8;
+#[cfg_attr(feature = "harness", visibility::make(pub))]
+pub(crate) const HEADER_LEN: usize = 12;
 /// With the CRC extension every frame and report ends in `u32 crc32(frame bytes before it)`.
 pub(crate) const CRC_LEN: usize = 4;
 
@@ -18,11 +20,13 @@ pub(crate) fn crc_trailer(parts: &[&[u8]]) -> [u8; CRC_LEN] {
     h.finalize().to_be_bytes()
 }
 
-pub fn encode_report(offset: u64) -> [u8; REPORT_LEN] {
+#[cfg_attr(feature = "harness", visibility::make(pub))]
+pub(crate) fn encode_report(offset: u64) -> [u8; REPORT_LEN] {
     (offset as i64).to_be_bytes()
 }
 
-pub fn decode_report(raw: [u8; REPORT_LEN]) -> Result<u64, FrameError> {
+#[cfg_attr(feature = "harness", visibility::make(pub))]
+pub(crate) fn decode_report(raw: [u8; REPORT_LEN]) -> Result<u64, FrameError> {
     let v = i64::from_be_bytes(raw);
     if v < 0 {
         return Err(FrameError::NegativeOffset(v));
@@ -30,7 +34,8 @@ pub fn decode_report(raw: [u8; REPORT_LEN]) -> Result<u64, FrameError> {
     Ok(v as u64)
 }
 
-pub fn encode_header(offset: u64, body_size: usize) -> [u8; HEADER_LEN] {
+#[cfg_attr(feature = "harness", visibility::make(pub))]
+pub(crate) fn encode_header(offset: u64, body_size: usize) -> [u8; HEADER_LEN] {
     let mut out = [0u8; HEADER_LEN];
     out[..8].copy_from_slice(&(offset as i64).to_be_bytes());
     out[8..].copy_from_slice(&(body_size as i32).to_be_bytes());
@@ -38,7 +43,11 @@ pub fn encode_header(offset: u64, body_size: usize) -> [u8; HEADER_LEN] {
 }
 
 /// Decodes a header, refusing bodies larger than `max_body` (what the receiver can buffer).
-pub fn decode_header(raw: &[u8; HEADER_LEN], max_body: usize) -> Result<(u64, usize), FrameError> {
+#[cfg_attr(feature = "harness", visibility::make(pub))]
+pub(crate) fn decode_header(
+    raw: &[u8; HEADER_LEN],
+    max_body: usize,
+) -> Result<(u64, usize), FrameError> {
     let mut o = [0u8; 8];
     o.copy_from_slice(&raw[..8]);
     let mut s = [0u8; 4];

@@ -11,9 +11,15 @@ pub(crate) mod ack;
 pub(crate) mod auth;
 pub mod client;
 mod connection;
+#[cfg(feature = "harness")]
 pub mod dispatch;
+#[cfg(not(feature = "harness"))]
+pub(crate) mod dispatch;
 mod flow;
+#[cfg(feature = "harness")]
 pub mod frame;
+#[cfg(not(feature = "harness"))]
+pub(crate) mod frame;
 pub mod master;
 mod prefix_check;
 

@@ -1,5 +1,5 @@
 //! What every network layer shares, as RocketMQ's `common` and `remoting.protocol` packages:
-//! the bodies ([`body`]), the atomic config files ([`config_file`]), the heartbeat ([`heartbeat`]), the fastjson-compatible JSON
+//! the bodies ([`body`]), the atomic config files ([`config_file`]), the heartbeat ([`heartbeat`]), the queue locks ([`lock_batch`]), the fastjson-compatible JSON
 //! ([`json`]), the length-prefixed byte reader ([`reader`]), and the clock and checksum that
 //! records and registrations carry. It depends on nothing else in the crate, so the store,
 //! remoting, the name server, the broker, the ACL and the clients all build on it.
@@ -8,6 +8,7 @@ pub(crate) mod body;
 pub(crate) mod config_file;
 pub(crate) mod heartbeat;
 pub(crate) mod json;
+pub(crate) mod lock_batch;
 pub(crate) mod reader;
 
 /// `TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC`: the template a producer names as

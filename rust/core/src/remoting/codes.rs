@@ -7,13 +7,15 @@
 //! one must travel as far as the dispatcher to be answered with `REQUEST_CODE_NOT_SUPPORTED`.
 
 /// Request codes (`RequestCode.java`), only those rocketha serves or sends.
-pub mod request_code {
+#[cfg_attr(feature = "harness", visibility::make(pub))]
+pub(crate) mod request_code {
     pub(crate) const SEND_MESSAGE: i32 = 10;
     pub(crate) const PULL_MESSAGE: i32 = 11;
     pub(crate) const QUERY_MESSAGE: i32 = 12;
     pub(crate) const QUERY_CONSUMER_OFFSET: i32 = 14;
     pub(crate) const UPDATE_CONSUMER_OFFSET: i32 = 15;
-    pub const UPDATE_AND_CREATE_TOPIC: i32 = 17;
+    #[cfg_attr(feature = "harness", visibility::make(pub))]
+    pub(crate) const UPDATE_AND_CREATE_TOPIC: i32 = 17;
     pub(crate) const GET_ALL_TOPIC_CONFIG: i32 = 21;
     pub(crate) const UPDATE_BROKER_CONFIG: i32 = 25;
     pub(crate) const GET_BROKER_CONFIG: i32 = 26;
@@ -111,7 +113,8 @@ pub mod request_code {
 
 /// Response codes (`RemotingSysResponseCode`, 0..=4, and `ResponseCode`, which extends it),
 /// only those rocketha answers or acts on.
-pub mod response_code {
+#[cfg_attr(feature = "harness", visibility::make(pub))]
+pub(crate) mod response_code {
     pub const SUCCESS: i32 = 0;
     pub(crate) const SYSTEM_ERROR: i32 = 1;
     pub(crate) const REQUEST_CODE_NOT_SUPPORTED: i32 = 3;
@@ -229,7 +232,8 @@ impl LanguageCode {
 
 /// How a frame's header is serialized: the top byte of the frame's second word.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum SerializeType {
+#[cfg_attr(feature = "harness", visibility::make(pub))]
+pub(crate) enum SerializeType {
     Json,
     RocketMq,
 }

@@ -59,7 +59,8 @@ pub enum CommandError {
 
 /// RocketMQ's `RemotingCommand`: a request or a response, its header fields and its body.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RemotingCommand {
+#[cfg_attr(feature = "harness", visibility::make(pub))]
+pub(crate) struct RemotingCommand {
     /// A request code, or a response code when the response bit of `flag` is set.
     pub code: i32,
     pub language: LanguageCode,
@@ -93,7 +94,12 @@ impl RemotingCommand {
     }
 
     /// The response to `request`: its opaque and its serialize type, the response bit set.
-    pub fn response_to(request: &RemotingCommand, code: i32, remark: Option<String>) -> Self {
+    #[cfg_attr(feature = "harness", visibility::make(pub))]
+    pub(crate) fn response_to(
+        request: &RemotingCommand,
+        code: i32,
+        remark: Option<String>,
+    ) -> Self {
         RemotingCommand {
             code,
             language: LanguageCode::Rust,
@@ -111,7 +117,8 @@ impl RemotingCommand {
         self.flag & FLAG_RESPONSE != 0
     }
 
-    pub fn is_oneway(&self) -> bool {
+    #[cfg_attr(feature = "harness", visibility::make(pub))]
+    pub(crate) fn is_oneway(&self) -> bool {
         self.flag & FLAG_ONEWAY != 0
     }
 
@@ -124,14 +131,16 @@ impl RemotingCommand {
     }
 
     /// Decodes the command in a frame (header and a copy of the body).
-    pub fn decode(frame: &RawFrame<'_>) -> Result<RemotingCommand, CommandError> {
+    #[cfg_attr(feature = "harness", visibility::make(pub))]
+    pub(crate) fn decode(frame: &RawFrame<'_>) -> Result<RemotingCommand, CommandError> {
         let mut cmd = RemotingCommand::decode_header(frame.header, frame.serialize_type)?;
         cmd.body = frame.body.to_vec();
         Ok(cmd)
     }
 
     /// Decodes a header of the given type; the body is left empty.
-    pub fn decode_header(
+    #[cfg_attr(feature = "harness", visibility::make(pub))]
+    pub(crate) fn decode_header(
         header: &[u8],
         serialize_type: SerializeType,
     ) -> Result<RemotingCommand, CommandError> {
@@ -142,7 +151,8 @@ impl RemotingCommand {
     }
 
     /// The header in the command's own serialize type.
-    pub fn encode_header(&self) -> Result<Vec<u8>, CommandError> {
+    #[cfg_attr(feature = "harness", visibility::make(pub))]
+    pub(crate) fn encode_header(&self) -> Result<Vec<u8>, CommandError> {
         match self.serialize_type {
             SerializeType::Json => Ok(self.encode_json_header().into_bytes()),
             SerializeType::RocketMq => self.encode_rocketmq_header(),
@@ -150,7 +160,8 @@ impl RemotingCommand {
     }
 
     /// The whole frame, refusing one larger than `max_frame_size`.
-    pub fn encode(&self, max_frame_size: usize) -> Result<Vec<u8>, CommandError> {
+    #[cfg_attr(feature = "harness", visibility::make(pub))]
+    pub(crate) fn encode(&self, max_frame_size: usize) -> Result<Vec<u8>, CommandError> {
         let header = self.encode_header()?;
         let mut out = Vec::new();
         encode_frame(
@@ -243,7 +254,8 @@ impl RemotingCommand {
     }
 
     /// Adds a typed custom header's fields to `extFields` (`makeCustomHeaderToNet`).
-    pub fn write_custom_header<H: CustomHeader>(&mut self, header: &H) {
+    #[cfg_attr(feature = "harness", visibility::make(pub))]
+    pub(crate) fn write_custom_header<H: CustomHeader>(&mut self, header: &H) {
         self.ext_fields.extend(header.to_ext_fields());
     }
 }

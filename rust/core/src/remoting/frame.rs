@@ -12,11 +12,13 @@ use super::codes::SerializeType;
 
 /// Netty's `LengthFieldBasedFrameDecoder` limit in RocketMQ's `NettyDecoder`
 /// (`com.rocketmq.remoting.frameMaxLength`), counting the 4-byte length field too.
-pub const DEFAULT_MAX_FRAME_SIZE: usize = 16 * 1024 * 1024;
+#[cfg_attr(feature = "harness", visibility::make(pub))]
+pub(crate) const DEFAULT_MAX_FRAME_SIZE: usize = 16 * 1024 * 1024;
 /// The header length has 24 bits of the second word.
 pub(crate) const MAX_HEADER_LEN: usize = 0x00FF_FFFF;
 /// The two leading words.
-pub const PREFIX_LEN: usize = 8;
+#[cfg_attr(feature = "harness", visibility::make(pub))]
+pub(crate) const PREFIX_LEN: usize = 8;
 
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
 pub enum RemotingFrameError {
@@ -42,7 +44,8 @@ pub enum RemotingFrameError {
 
 /// One complete frame, borrowing the receive buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RawFrame<'a> {
+#[cfg_attr(feature = "harness", visibility::make(pub))]
+pub(crate) struct RawFrame<'a> {
     pub serialize_type: SerializeType,
     pub header: &'a [u8],
     pub body: &'a [u8],
@@ -50,7 +53,8 @@ pub struct RawFrame<'a> {
 
 /// What the front of the receive buffer holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Decoded<'a> {
+#[cfg_attr(feature = "harness", visibility::make(pub))]
+pub(crate) enum Decoded<'a> {
     /// Not a whole frame yet; `at_least` is how many bytes the buffer needs before trying again
     /// (the whole frame once its length is known).
     NeedMore { at_least: usize },
@@ -68,7 +72,11 @@ fn be_i32(buf: &[u8], at: usize) -> Option<i32> {
 
 /// Decodes the frame at the front of `buf`, refusing frames larger than `max_frame_size` bytes
 /// (length field included, as Netty counts).
-pub fn decode_frame(buf: &[u8], max_frame_size: usize) -> Result<Decoded<'_>, RemotingFrameError> {
+#[cfg_attr(feature = "harness", visibility::make(pub))]
+pub(crate) fn decode_frame(
+    buf: &[u8],
+    max_frame_size: usize,
+) -> Result<Decoded<'_>, RemotingFrameError> {
     let Some(total) = be_i32(buf, 0) else {
         return Ok(Decoded::NeedMore { at_least: 4 });
     };
@@ -115,7 +123,8 @@ pub fn decode_frame(buf: &[u8], max_frame_size: usize) -> Result<Decoded<'_>, Re
 }
 
 /// Appends one frame to `out`, refusing what the peer's decoder would refuse.
-pub fn encode_frame(
+#[cfg_attr(feature = "harness", visibility::make(pub))]
+pub(crate) fn encode_frame(
     serialize_type: SerializeType,
     header: &[u8],
     body: &[u8],

@@ -15,19 +15,29 @@
 //! unit tests (`remoting::tests`).
 
 pub(crate) mod client;
+#[cfg(feature = "harness")]
+pub mod codes;
+#[cfg(not(feature = "harness"))]
 pub(crate) mod codes;
 pub(crate) mod command;
+#[cfg(feature = "harness")]
 pub mod frame;
+#[cfg(not(feature = "harness"))]
+pub(crate) mod frame;
 pub mod header;
 pub(crate) mod server;
 pub(crate) mod tls;
 
 pub(crate) use client::{ClientConfig, ClientError, NettyRemotingClient, RemotingClient};
-pub use codes::{request_code, response_code, LanguageCode, SerializeType};
+#[cfg_attr(feature = "harness", visibility::make(pub))]
+pub(crate) use codes::{request_code, response_code};
+pub use command::CommandError;
 pub(crate) use command::ExtFields;
-pub use command::{CommandError, RemotingCommand};
-pub use frame::{decode_frame, encode_frame, Decoded, RawFrame, RemotingFrameError};
-pub use header::{CustomHeader, HeaderError};
+#[cfg_attr(feature = "harness", visibility::make(pub))]
+pub(crate) use command::RemotingCommand;
+#[cfg_attr(feature = "harness", visibility::make(pub))]
+pub(crate) use header::CustomHeader;
+pub use header::HeaderError;
 pub(crate) use server::{
     not_supported, RemotingServer, RequestContext, RequestProcessor, Responder,
 };

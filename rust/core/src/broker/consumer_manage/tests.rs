@@ -10,11 +10,9 @@ use crate::broker::controller::tests::{
 use crate::broker::{BrokerController, BrokerControllerConfig, BrokerSettings};
 use crate::commitlog::record;
 use crate::namesrv::{NameServer, NamesrvConfig};
-use crate::remoting::frame::DEFAULT_MAX_FRAME_SIZE;
+use crate::remoting::frame::{decode_frame, Decoded, DEFAULT_MAX_FRAME_SIZE};
 use crate::remoting::header::SendMessageResponseHeader;
-use crate::remoting::{
-    decode_frame, request_code, response_code, Decoded, RemotingClient, RemotingCommand,
-};
+use crate::remoting::{request_code, response_code, RemotingClient, RemotingCommand};
 
 fn request(code: i32, fields: &[(&str, &str)]) -> RemotingCommand {
     let mut r = RemotingCommand::request(code, 0);

@@ -1,5 +1,5 @@
 use super::*;
-use crate::remoting::SerializeType;
+use crate::remoting::codes::SerializeType;
 
 fn pull_header() -> PullMessageRequestHeader {
     PullMessageRequestHeader {

@@ -4,7 +4,8 @@
 custom_header! {
     /// `CreateTopicRequestHeader` (UPDATE_AND_CREATE_TOPIC).
     #[derive(Debug, Clone, PartialEq, Eq)]
-    pub struct CreateTopicRequestHeader("UPDATE_AND_CREATE_TOPIC") {
+    #[cfg_attr(feature = "harness", visibility::make(pub))]
+    pub(crate) struct CreateTopicRequestHeader("UPDATE_AND_CREATE_TOPIC") {
         pub topic: String = "topic",
         pub default_topic: String = "defaultTopic",
         pub read_queue_nums: i32 = "readQueueNums",

@@ -156,7 +156,8 @@ custom_header! {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::remoting::{CustomHeader, ExtFields, RemotingCommand, SerializeType};
+    use crate::remoting::codes::SerializeType;
+    use crate::remoting::{CustomHeader, ExtFields, RemotingCommand};
 
     /// A PULL_MESSAGE as RocketMQ 4.9's `PullAPIWrapper` sends it from a push consumer, each
     /// field written here by hand in the ROCKETMQ serialize type.

@@ -132,7 +132,8 @@ mod consume;
 mod namesrv;
 mod send;
 
-pub use admin::CreateTopicRequestHeader;
+#[cfg_attr(feature = "harness", visibility::make(pub))]
+pub(crate) use admin::CreateTopicRequestHeader;
 pub(crate) use admin::UnregisterClientRequestHeader;
 pub(crate) use consume::{
     pull_sys_flag, GetConsumerListByGroupRequestHeader, GetEarliestMsgStoretimeResponseHeader,
@@ -143,13 +144,15 @@ pub use consume::{
     UpdateConsumerOffsetRequestHeader,
 };
 pub(crate) use namesrv::QueryDataVersionResponseHeader;
-pub use namesrv::{
+#[cfg_attr(feature = "harness", visibility::make(pub))]
+pub(crate) use namesrv::{
     GetRouteInfoRequestHeader, QueryDataVersionRequestHeader, RegisterBrokerRequestHeader,
     RegisterBrokerResponseHeader, UnRegisterBrokerRequestHeader,
 };
-pub use send::{
-    ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader, SendMessageRequestHeaderV2,
-    SendMessageResponseHeader,
+pub use send::ConsumerSendMsgBackRequestHeader;
+#[cfg_attr(feature = "harness", visibility::make(pub))]
+pub(crate) use send::{
+    SendMessageRequestHeader, SendMessageRequestHeaderV2, SendMessageResponseHeader,
 };
 
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
@@ -171,7 +174,8 @@ pub enum HeaderError {
 
 /// A `CommandCustomHeader`: a typed view of a command's `extFields`, declared with
 /// `custom_header!`.
-pub trait CustomHeader: Sized {
+#[cfg_attr(feature = "harness", visibility::make(pub))]
+pub(crate) trait CustomHeader: Sized {
     /// What errors call the header: its request code's name, or the request's and "response".
     const NAME: &'static str;
 

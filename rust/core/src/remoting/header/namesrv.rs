@@ -8,7 +8,8 @@ custom_header! {
     /// `RegisterBrokerRequestHeader` (REGISTER_BROKER), plus the zone name the processor reads
     /// from the same `extFields`.
     #[derive(Debug, Clone, PartialEq, Eq)]
-    pub struct RegisterBrokerRequestHeader("REGISTER_BROKER") {
+    #[cfg_attr(feature = "harness", visibility::make(pub))]
+    pub(crate) struct RegisterBrokerRequestHeader("REGISTER_BROKER") {
         pub broker_name: String = "brokerName",
         pub broker_addr: String = "brokerAddr",
         pub cluster_name: String = "clusterName",
@@ -36,7 +37,8 @@ impl RegisterBrokerRequestHeader {
 custom_header! {
     /// `RegisterBrokerResponseHeader`: what a slave learns about its master.
     #[derive(Debug, Clone, Default, PartialEq, Eq)]
-    pub struct RegisterBrokerResponseHeader("REGISTER_BROKER response") {
+    #[cfg_attr(feature = "harness", visibility::make(pub))]
+    pub(crate) struct RegisterBrokerResponseHeader("REGISTER_BROKER response") {
         pub ha_server_addr: Option<String> = "haServerAddr",
         pub master_addr: Option<String> = "masterAddr",
     }
@@ -45,7 +47,8 @@ custom_header! {
 custom_header! {
     /// `UnRegisterBrokerRequestHeader` (UNREGISTER_BROKER).
     #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-    pub struct UnRegisterBrokerRequestHeader("UNREGISTER_BROKER") {
+    #[cfg_attr(feature = "harness", visibility::make(pub))]
+    pub(crate) struct UnRegisterBrokerRequestHeader("UNREGISTER_BROKER") {
         pub broker_name: String = "brokerName",
         pub broker_addr: String = "brokerAddr",
         pub cluster_name: String = "clusterName",
@@ -57,7 +60,8 @@ custom_header! {
     /// `QueryDataVersionRequestHeader` (QUERY_DATA_VERSION); the body is the broker's
     /// DataVersion.
     #[derive(Debug, Clone, PartialEq, Eq)]
-    pub struct QueryDataVersionRequestHeader("QUERY_DATA_VERSION") {
+    #[cfg_attr(feature = "harness", visibility::make(pub))]
+    pub(crate) struct QueryDataVersionRequestHeader("QUERY_DATA_VERSION") {
         pub broker_name: String = "brokerName",
         pub broker_addr: String = "brokerAddr",
         pub cluster_name: String = "clusterName",
@@ -76,7 +80,8 @@ custom_header! {
 custom_header! {
     /// `GetRouteInfoRequestHeader` (GET_ROUTEINFO_BY_TOPIC).
     #[derive(Debug, Clone, PartialEq, Eq)]
-    pub struct GetRouteInfoRequestHeader("GET_ROUTEINFO_BY_TOPIC") {
+    #[cfg_attr(feature = "harness", visibility::make(pub))]
+    pub(crate) struct GetRouteInfoRequestHeader("GET_ROUTEINFO_BY_TOPIC") {
         pub topic: String = "topic",
         /// Asks for the quoted-key JSON even from a client older than 4.9.4.
         pub accept_standard_json_only: Option<bool> = "acceptStandardJsonOnly",

@@ -11,11 +11,13 @@ custom_header! {
     /// `SendMessageRequestHeader` (SEND_MESSAGE). `SendMessageRequestHeaderV2` carries the same
     /// fields under single-letter names; both decode to this one type.
     #[derive(Debug, Clone, PartialEq, Eq)]
-    pub struct SendMessageRequestHeader("SEND_MESSAGE");
+    #[cfg_attr(feature = "harness", visibility::make(pub))]
+    pub(crate) struct SendMessageRequestHeader("SEND_MESSAGE");
     /// `SendMessageRequestHeaderV2`: the send header with fields `a`..`n`, which is what Java
     /// producers send by default.
     #[derive(Debug, Clone, PartialEq, Eq)]
-    pub struct SendMessageRequestHeaderV2("SEND_MESSAGE_V2");
+    #[cfg_attr(feature = "harness", visibility::make(pub))]
+    pub(crate) struct SendMessageRequestHeaderV2("SEND_MESSAGE_V2");
     {
         pub producer_group: String = "producerGroup" / "a",
         pub topic: String = "topic" / "b",
@@ -66,7 +68,8 @@ impl From<SendMessageRequestHeader> for SendMessageRequestHeaderV2 {
 custom_header! {
     /// `SendMessageResponseHeader`.
     #[derive(Debug, Clone, PartialEq, Eq)]
-    pub struct SendMessageResponseHeader("SEND_MESSAGE response") {
+    #[cfg_attr(feature = "harness", visibility::make(pub))]
+    pub(crate) struct SendMessageResponseHeader("SEND_MESSAGE response") {
         pub msg_id: String = "msgId",
         pub queue_id: i32 = "queueId",
         pub queue_offset: i64 = "queueOffset",

@@ -6,9 +6,10 @@ use std::net::{TcpListener, TcpStream};
 use std::time::Duration;
 
 use crate::remoting::codes::{response_code, SerializeType};
+use crate::remoting::frame::{decode_frame, Decoded};
 use crate::remoting::{
-    decode_frame, ClientError, Decoded, RemotingClient, RemotingCommand, RemotingServer, Responder,
-    ServerConfig, ServerEventKind,
+    ClientError, RemotingClient, RemotingCommand, RemotingServer, Responder, ServerConfig,
+    ServerEventKind,
 };
 
 use super::fixture::*;
