@@ -30,8 +30,10 @@ docs:
 test-rust:
 	cargo test --workspace --exclude rocketha-py
 
+# Two workers: most tests wait on brokers and JVMs more than they compute. The tests against
+# real JVMs (RocketMQ, Kafka) stay on one worker (tests/conftest.py), the Spark ones on one.
 test-python:
-	$(PYTHON) -m pytest -q --durations=15
+	$(PYTHON) -m pytest -q --durations=15 -n 2 --dist loadgroup
 
 # Only the tests against the real Apache RocketMQ (Java 17 + Maven; the harness resolves the
 # jars on first use). `test-python` runs them too.

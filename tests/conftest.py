@@ -22,6 +22,19 @@ from helpers import broker_pair  # noqa: E402
 from rocketha import Broker, NameServer, _children  # noqa: E402
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under ``-n 2 --dist loadgroup`` (``make test``) the tests against real JVMs run one
+    after another on one worker, as do the Spark tests: two such tests at once on a 2-core
+    machine would make each slower, and Maven's first resolve and the Spark session are
+    per-worker costs paid once this way."""
+    for item in items:
+        for group in ("interop", "spark"):
+            if item.get_closest_marker(group) is not None:
+                item.add_marker(pytest.mark.xdist_group(group))
+                break
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """SIGTERM (`timeout`, a CI runner cancelling a job) stops the session like Ctrl-C: pytest
     tears the fixtures down, which stops their brokers and JVMs, instead of dying on the spot."""

@@ -75,6 +75,11 @@ class BrokerProcess:
     def stop(self) -> int:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
+        return self.wait_exit()
+
+    def wait_exit(self) -> int:
+        """The exit status of a broker already told to stop, without signalling it again (a
+        second SIGTERM that lands as the interpreter finalizes meets the default handler)."""
         try:
             return self.proc.wait(timeout=30)
         except subprocess.TimeoutExpired:

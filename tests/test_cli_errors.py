@@ -222,7 +222,7 @@ def test_a_sigterm_right_after_a_sigcont_stops_a_broker(tmp_path: Path) -> None:
         broker.proc.send_signal(signal.SIGSTOP)
         broker.proc.send_signal(signal.SIGCONT)
         broker.proc.send_signal(signal.SIGTERM)
-        assert broker.stop() == 0, broker.stderr()
+        assert broker.wait_exit() == 0, broker.stderr()
 
 
 def test_a_stop_signal_ends_a_produce_waiting_on_stdin(

@@ -14,6 +14,7 @@ if sys.platform != "linux":
 
 from rocketha._core import Message, MessageExt, PutResult, __version__
 from rocketha.acl import SessionCredentials
+from rocketha.admin import Admin
 from rocketha.broker import Broker, GetMessageResult
 from rocketha.client import Producer, SendResult, SendStatus
 from rocketha.config import BrokerConfig
@@ -43,6 +44,7 @@ from rocketha.roles import BrokerRole, FlushDiskType, PutStatus
 from rocketha.store import MessageStore
 
 __all__ = [
+    "Admin",
     "Broker",
     "BrokerConfig",
     "BrokerRole",

@@ -187,6 +187,17 @@ class MessageStore:
     def get_messages(
         self, topic: str, queue_id: int, queue_offset: int, max_count: int
     ) -> list[MessageExt]: ...
+    def find(
+        self,
+        topic: str,
+        key: str,
+        *,
+        unique: bool = False,
+        begin: int = 0,
+        end: int = ...,
+        max_num: int = 64,
+    ) -> list[MessageExt]: ...
+    def index_files(self) -> list[str]: ...
     def queues(self) -> list[tuple[str, int, int, int]]: ...
     def segments(self) -> list[tuple[str, int, int]]: ...
     def refresh(self) -> int: ...
@@ -335,6 +346,18 @@ class MQClientAPI:
     def get_topic_route_info(
         self, namesrv_addr: str, topic: str, timeout: float
     ) -> bytes | None: ...
+    def query_message(
+        self,
+        addr: str,
+        *,
+        topic: str,
+        key: str,
+        max_num: int,
+        begin: int,
+        end: int,
+        unique: bool,
+        timeout: float,
+    ) -> list[MessageExt]: ...
     def send_message(
         self,
         addr: str,

@@ -191,6 +191,13 @@ class BrokerConfig:
     message_delay_level: str = _D["message_delay_level"]
     #: Milliseconds between writes of ``config/delayOffset.json`` (and one at shutdown).
     flush_delay_offset_interval: int = _D["flush_delay_offset_interval"]
+    #: Index every message's ``UNIQ_KEY`` and ``KEYS`` under ``index/`` (RocketMQ's format), so
+    #: it is found by key: ``QUERY_MESSAGE``, ``mqadmin queryMsgByKey``, ``MessageStore.find``.
+    message_index_enable: bool = _D["message_index_enable"]
+    #: Hash slots of one index file (4 bytes each, reserved when the file is created).
+    max_hash_slot_num: int = _D["max_hash_slot_num"]
+    #: Entries of one index file (20 bytes each; one per key of each message).
+    max_index_num: int = _D["max_index_num"]
 
     #: Keys that were read but are not acted on.
     ignored_keys: dict[str, str] = field(default_factory=dict, compare=False)

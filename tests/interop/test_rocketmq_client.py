@@ -45,6 +45,7 @@ from benches.peers.rocketmq import (
     RocketMQ,
     SendOutcome,
     Unavailable,
+    body,
     log_bytes,
 )
 
@@ -575,3 +576,59 @@ def test_acl_client_rpc_hook(version: str, acl_cluster: AclCluster, tmp_path: Pa
     assert [(r.queue_offset, r.body_len) for r in received] == [(0, len(b"acl-0"))], received
     stored = stored_bodies(acl_cluster.master.master_store)
     assert b"acl-0" in stored and not {b"acl-1", b"acl-2"} & stored, stored
+
+
+def query_on(address: str, topic: str, key: str, *, unique: bool = False) -> list[bytes]:
+    """QUERY_MESSAGE straight to one broker: the bodies it answers with."""
+    from rocketha.acl import mq_client_api
+
+    api = mq_client_api("127.0.0.1", None)
+    try:
+        found = api.query_message(
+            address,
+            topic=topic,
+            key=key,
+            max_num=32,
+            begin=0,
+            end=2**63 - 1,
+            unique=unique,
+            timeout=10.0,
+        )
+    finally:
+        api.close()
+    return [m.body for m in found]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_mqadmin_finds_messages_by_key_and_by_msg_id(
+    version: str, cluster: Cluster, rocketha_namesrv: RochaNamesrv, tmp_path: Path
+) -> None:
+    """The Java producer's keys (``k{seq}``) and the msgIds its ``SendResult``s carry (the
+    ``UNIQ_KEY``) find their messages: ``mqadmin queryMsgByKey`` (``queryMessage``) and
+    ``queryMsgByUniqueKey`` (``viewMessage(topic, msgId)``, which falls back from the offset
+    msgId decoding to a unique key query), through the master; and QUERY_MESSAGE asked of the
+    slave, whose own index its replication built."""
+    rmq = resolve(version)
+    ns = rocketha_namesrv.address
+    topic = f"FindByKey{tag(version)}"
+    sent = rmq.produce(ns, topic, 12, [64], home=tmp_path, broker=cluster.address)
+    assert [s.status for s in sent] == ["SEND_OK"] * 12
+
+    out = rmq.mqadmin(tmp_path, "queryMsgByKey", "-t", topic, "-k", "k7", "-n", ns)
+    assert sent[7].msg_id in out, out
+    assert not any(s.msg_id in out for s in sent if s.seq != 7), out
+
+    out = rmq.mqadmin(tmp_path, "queryMsgByUniqueKey", "-t", topic, "-i", sent[3].msg_id, "-n", ns)
+    details = dict(
+        (k.strip(), v.strip()) for k, _, v in (line.partition(":") for line in out.splitlines())
+    )
+    assert details["Topic"] == topic and details["Keys"] == "k3", out
+    assert int(details["Queue Offset"]) == sent[3].queue_offset, out
+    assert int(details["CommitLog Offset"]) == sent[3].commit_log_offset, out
+
+    assert cluster.slave is not None
+    slave = str(cluster.slave.started["listen_address"])
+    wanted = body(5, 64)
+    wait_for(lambda: query_on(slave, topic, "k5") == [wanted], what="k5 on the slave")
+    assert query_on(slave, topic, sent[5].msg_id, unique=True) == [wanted]
+    assert query_on(slave, topic, "k-none") == []

@@ -2,12 +2,14 @@
 //! layout (`commitlog/`, `consumequeue/<topic>/<queueId>/`, `abort`, `checkpoint`, `lock`).
 
 mod clean;
+mod index;
 mod open;
 pub(crate) mod schedule;
 use open::write_checkpoint;
 pub mod group_transfer;
 
 pub use clean::{CleanConfig, CleanEvents, CleanReport};
+pub use index::{IndexConfig, QueryOffsetResult};
 pub(crate) use schedule::{parse_message_delay_level, render_message_delay_level};
 
 use std::borrow::Cow;
@@ -34,6 +36,7 @@ pub use crate::protocol::now_millis;
 use crate::sync::{lock, read, write};
 use clean::Retention;
 use group_transfer::{Completion, GroupTransferService, PutStatus, WaitPolicy};
+use index::IndexService;
 use schedule::{ScheduleMessageService, Scheduled};
 
 #[derive(Debug, Clone)]
@@ -68,6 +71,8 @@ pub struct StoreConfig {
     /// `flushDelayOffsetInterval`: how often the delivery progress reaches
     /// `config/delayOffset.json`.
     pub flush_delay_offset_interval: Duration,
+    /// `messageIndexEnable`, `maxHashSlotNum`, `maxIndexNum`: finding messages by key.
+    pub index: IndexConfig,
 }
 
 impl StoreConfig {
@@ -91,6 +96,7 @@ impl StoreConfig {
             message_delay_level: parse_message_delay_level(schedule::DEFAULT_MESSAGE_DELAY_LEVEL)
                 .unwrap_or_default(),
             flush_delay_offset_interval: Duration::from_secs(10),
+            index: IndexConfig::default(),
         }
     }
 
@@ -186,6 +192,8 @@ pub struct MessageStore {
     retention: OnceLock<Arc<Retention>>,
     /// Delay levels: where puts with `DELAY` wait, delivered when due on a master.
     schedule: ScheduleMessageService,
+    /// Messages by key (`messageIndexEnable`); a read-only store maps what the writer built.
+    index: Option<Arc<IndexService>>,
 }
 
 impl MessageStore {
@@ -280,6 +288,9 @@ impl MessageStore {
     fn published(&self) {
         if let Some(listener) = read(&self.listener).as_ref() {
             listener(self.commit_log.max_offset());
+        }
+        if let Some(index) = &self.index {
+            index.published();
         }
     }
 
@@ -584,6 +595,20 @@ impl MessageStore {
         }
     }
 
+    /// The store time of the message at commit log `offset`, if one starts there.
+    fn store_timestamp_at(&self, offset: i64) -> Option<i64> {
+        let rec = self.look_message_by_offset(u64::try_from(offset).ok()?)?;
+        let at = rec.view().store_timestamp;
+        Some(at)
+    }
+
+    /// The index files, oldest first (none when `messageIndexEnable` is false).
+    pub fn index_files(&self) -> Vec<PathBuf> {
+        self.index
+            .as_ref()
+            .map_or_else(Vec::new, |i| i.file_paths())
+    }
+
     /// The delay levels and their delivery progress.
     pub(crate) fn schedule(&self) -> &ScheduleMessageService {
         &self.schedule
@@ -630,6 +655,9 @@ impl MessageStore {
             }
         }
         st.reput_offset = st.reput_offset.min(offset);
+        if let Some(index) = &self.index {
+            index.truncate(offset, |o| self.store_timestamp_at(o))?;
+        }
         Ok(deleted)
     }
 
@@ -640,6 +668,9 @@ impl MessageStore {
         }
         // Before the put lock: a delivery in progress needs it to finish.
         self.schedule.shutdown();
+        if let Some(index) = &self.index {
+            index.shutdown();
+        }
         let _st = self.lock_put();
         if let Some(r) = self.retention.get() {
             r.stop();
@@ -669,4 +700,15 @@ impl Drop for MessageStore {
     fn drop(&mut self) {
         let _ = self.close();
     }
+}
+
+/// The local calendar time of `secs` since the epoch (`deleteWhen` hours, index file names).
+pub(crate) fn local_time(secs: i64) -> libc::tm {
+    let now = secs as libc::time_t;
+    let mut tm = std::mem::MaybeUninit::<libc::tm>::zeroed();
+    // SAFETY: localtime_r writes into our buffer and is thread-safe; a zeroed `tm` stays if it
+    // fails.
+    unsafe { libc::localtime_r(&now, tm.as_mut_ptr()) };
+    // SAFETY: zero-initialised, and possibly filled in by localtime_r.
+    unsafe { tm.assume_init() }
 }

@@ -10,8 +10,8 @@ use pyo3::types::PyBytes;
 use rocketha_core::acl::SessionCredentials;
 use rocketha_core::arrow;
 use rocketha_core::client::{
-    ConsumerData, MqClientApi, OutgoingMessage, PullReply, SendError, SendOutcome, SendTarget,
-    SubscriptionData, AUTO_CREATE_TOPIC_KEY_TOPIC, DEFAULT_TOPIC_QUEUE_NUMS,
+    decode_pulled, ConsumerData, MqClientApi, OutgoingMessage, PullReply, SendError, SendOutcome,
+    SendTarget, SubscriptionData, AUTO_CREATE_TOPIC_KEY_TOPIC, DEFAULT_TOPIC_QUEUE_NUMS,
 };
 use rocketha_core::remoting::header::{
     ConsumerSendMsgBackRequestHeader, PullMessageRequestHeader, QueryConsumerOffsetRequestHeader,
@@ -25,7 +25,7 @@ use crate::errors::{
     CommitLogCorrupted, ForkGuard, InvalidMessageError, RemotingConnectError,
     SendStatusUnknownError,
 };
-use crate::message::Message;
+use crate::message::{Message, MessageExt};
 use crate::tls::ClientTls;
 
 /// `(rows, next_offset, (code, remark, min_offset, max_offset) of a refusal)`.
@@ -646,6 +646,44 @@ impl MQClientAPI {
             api.search_offset_by_timestamp(addr, topic, queue_id, timestamp, secs(timeout))
         })
         .map_err(send_error)
+    }
+
+    /// QUERY_MESSAGE to one broker: the messages indexed under `key` (a unique key when
+    /// `unique`) stored in `[begin, end]`, as the broker returns them (hash neighbours
+    /// included; the caller checks the key).
+    #[pyo3(signature = (addr, *, topic, key, max_num, begin, end, unique, timeout))]
+    #[allow(clippy::too_many_arguments)]
+    fn query_message(
+        &self,
+        py: Python<'_>,
+        addr: &str,
+        topic: &str,
+        key: &str,
+        max_num: i32,
+        begin: i64,
+        end: i64,
+        unique: bool,
+        timeout: f64,
+    ) -> PyResult<Vec<MessageExt>> {
+        self.guard.check()?;
+        let api = &self.inner;
+        let body = py
+            .detach(|| {
+                api.query_message(
+                    addr,
+                    topic,
+                    key,
+                    max_num,
+                    (begin, end),
+                    unique,
+                    secs(timeout),
+                )
+            })
+            .map_err(send_error)?;
+        let records = decode_pulled(&body).map_err(|e| {
+            CommitLogCorrupted::new_err(format!("{addr}: a queried record is broken: {e}"))
+        })?;
+        Ok(records.iter().map(MessageExt::from).collect())
     }
 
     /// HEART_BEAT of a consumer of `group` subscribed to `subscriptions`

@@ -313,6 +313,37 @@ impl PyMessageStore {
         Ok(list.unbind())
     }
 
+    /// Messages of `topic` indexed under `key` (its `UNIQ_KEY` when `unique`) and stored in
+    /// `[begin, end]` (ms), oldest first, at most `max_num` (and 64): RocketMQ's
+    /// `queryMessage`, once the index covers what was stored before the call.
+    #[pyo3(signature = (topic, key, *, unique=false, begin=0, end=i64::MAX, max_num=64))]
+    #[allow(clippy::too_many_arguments)]
+    fn find(
+        &self,
+        py: Python<'_>,
+        topic: &str,
+        key: &str,
+        unique: bool,
+        begin: i64,
+        end: i64,
+        max_num: usize,
+    ) -> PyResult<Py<PyList>> {
+        let store = self.store()?.clone();
+        let records = py
+            .detach(|| store.find(topic, key, max_num, begin, end, unique))
+            .map_err(to_py)?;
+        let list = PyList::empty(py);
+        for rec in records {
+            list.append(Bound::new(py, MessageExt::from(&rec.view()))?)?;
+        }
+        Ok(list.unbind())
+    }
+
+    /// The index files, oldest first.
+    fn index_files(&self) -> PyResult<Vec<PathBuf>> {
+        Ok(self.store()?.index_files())
+    }
+
     /// `(topic, queue_id, min_queue_offset, max_queue_offset)` of every consume queue.
     fn queues(&self) -> PyResult<Vec<(String, i32, i64, i64)>> {
         Ok(self.store()?.queues())

@@ -1,13 +1,15 @@
 //! The consume side of RocketMQ's `AdminBrokerProcessor` and `QueryMessageProcessor`: queue
 //! offsets (GET_MAX_OFFSET, GET_MIN_OFFSET, SEARCH_OFFSET_BY_TIMESTAMP,
-//! GET_EARLIEST_MSG_STORETIME), a message by its offset id (VIEW_MESSAGE_BY_ID), and the tables
+//! GET_EARLIEST_MSG_STORETIME), a message by its offset id (VIEW_MESSAGE_BY_ID) or by key
+//! (QUERY_MESSAGE), and the tables
 //! a slave syncs from its master (GET_ALL_TOPIC_CONFIG, GET_ALL_CONSUMER_OFFSET,
 //! GET_ALL_DELAY_OFFSET, GET_ALL_SUBSCRIPTIONGROUP_CONFIG) in RocketMQ's body shapes.
 
 use crate::commitlog::record::{self, Peeked};
 use crate::remoting::header::{
-    GetEarliestMsgStoretimeResponseHeader, OffsetResponseHeader, QueueRequestHeader,
-    SearchOffsetRequestHeader, ViewMessageRequestHeader,
+    GetEarliestMsgStoretimeResponseHeader, OffsetResponseHeader, QueryMessageRequestHeader,
+    QueryMessageResponseHeader, QueueRequestHeader, SearchOffsetRequestHeader,
+    ViewMessageRequestHeader,
 };
 use crate::remoting::{request_code, response_code, CustomHeader, RemotingCommand};
 use crate::store::MessageStore;
@@ -144,6 +146,79 @@ pub(crate) fn view_message_by_id(
             )),
         ),
     }
+}
+
+/// `MixAll.UNIQUE_MSG_QUERY_FLAG`: the key is a message's unique key (its client msg id).
+const UNIQUE_MSG_QUERY_FLAG: &str = "_UNIQUE_KEY_QUERY";
+/// `defaultQueryMaxNum`: how many a unique key query asks for, whatever the client says.
+const DEFAULT_QUERY_MAX_NUM: i32 = 32;
+
+/// QUERY_MESSAGE (RocketMQ's `QueryMessageProcessor.queryMessage`): the raw records indexed
+/// under the key and stored in the range, oldest first, or QUERY_NOT_FOUND. Answered as the
+/// index stands now: a message stored a moment ago may not be indexed yet, as in RocketMQ.
+pub(crate) fn query_message(store: &MessageStore, request: &RemotingCommand) -> RemotingCommand {
+    let mut h: QueryMessageRequestHeader = match request.decode_custom_header() {
+        Ok(h) => h,
+        Err(e) => return bad_header(request, e),
+    };
+    let unique = request
+        .ext_fields
+        .get(UNIQUE_MSG_QUERY_FLAG)
+        .is_some_and(|v| v == "true");
+    if unique {
+        h.max_num = DEFAULT_QUERY_MAX_NUM;
+    }
+    let not_found = |why: String| {
+        RemotingCommand::response_to(request, response_code::QUERY_NOT_FOUND, Some(why))
+    };
+    if h.begin_timestamp > h.end_timestamp || h.max_num <= 0 {
+        return not_found(format!(
+            "can not find message, maybe time range not correct: beginTimestamp {} is after \
+             endTimestamp {}, or maxNum {} is not positive",
+            h.begin_timestamp, h.end_timestamp, h.max_num
+        ));
+    }
+    let max = usize::try_from(h.max_num).unwrap_or_default();
+    let (records, offsets) = match store.query_message(
+        &h.topic,
+        &h.key,
+        max,
+        h.begin_timestamp,
+        h.end_timestamp,
+        unique,
+    ) {
+        Ok(found) => found,
+        Err(e) => {
+            return RemotingCommand::response_to(
+                request,
+                response_code::SYSTEM_ERROR,
+                Some(e.to_string()),
+            )
+        }
+    };
+    if records.is_empty() {
+        return not_found(format!(
+            "can not find message, maybe time range not correct: no message of topic {} with \
+             {} {:?} stored in [{}, {}]",
+            h.topic,
+            if unique { "unique key" } else { "key" },
+            h.key,
+            h.begin_timestamp,
+            h.end_timestamp
+        ));
+    }
+    let mut r = success_with(
+        request,
+        &QueryMessageResponseHeader {
+            index_last_update_timestamp: offsets.index_last_update_timestamp,
+            index_last_update_phyoffset: offsets.index_last_update_phy_offset,
+        },
+    );
+    r.body = records
+        .iter()
+        .flat_map(|rec| rec.bytes().to_vec())
+        .collect();
+    r
 }
 
 /// A SUCCESS carrying one of the tables a slave syncs.

@@ -277,6 +277,12 @@ broker_config! {
     /// Milliseconds between writes of `config/delayOffset.json` (delayed delivery's progress).
     flush_delay_offset_interval: i64 = "flushDelayOffsetInterval",
         ms(s.flush_delay_offset_interval);
+    /// Index every message's keys and unique key, to find it by them (`QUERY_MESSAGE`).
+    message_index_enable: bool = "messageIndexEnable", s.index.enabled;
+    /// Hash slots of one index file.
+    max_hash_slot_num: i64 = "maxHashSlotNum", int(s.index.max_hash_slot_num);
+    /// Entries of one index file (each key of each message takes one).
+    max_index_num: i64 = "maxIndexNum", int(s.index.max_index_num);
 }
 
 /// `deleteWhen` as written: two-digit hours separated by `;`.
@@ -313,9 +319,7 @@ pub const IGNORED_KEYS: &[&str] = &[
     "destroyMapedFileIntervalForcibly",
     "redeleteHangedFileInterval",
     "checkCRCOnRecover",
-    "messageIndexEnable",
-    "maxHashSlotNum",
-    "maxIndexNum",
+    "messageIndexSafe",
     "duplicationEnable",
     "enableDLegerCommitLog",
     "enableControllerMode",

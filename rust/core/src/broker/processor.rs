@@ -462,6 +462,7 @@ impl RequestProcessor for BrokerProcessor {
             request_code::SEARCH_OFFSET_BY_TIMESTAMP => {
                 Some(admin::search_offset_by_timestamp(&self.store, &request))
             }
+            request_code::QUERY_MESSAGE => Some(admin::query_message(&self.store, &request)),
             request_code::VIEW_MESSAGE_BY_ID => {
                 Some(admin::view_message_by_id(&self.store, &request))
             }

@@ -15,7 +15,8 @@ use crate::protocol::lock_batch::{LockBatchRequestBody, LockBatchResponseBody, M
 use crate::remoting::header::{
     ConsumerSendMsgBackRequestHeader, GetConsumerListByGroupRequestHeader, OffsetResponseHeader,
     PullMessageRequestHeader, PullMessageResponseHeader, QueryConsumerOffsetRequestHeader,
-    QueueRequestHeader, SearchOffsetRequestHeader, UpdateConsumerOffsetRequestHeader,
+    QueryMessageRequestHeader, QueueRequestHeader, SearchOffsetRequestHeader,
+    UpdateConsumerOffsetRequestHeader,
 };
 use crate::remoting::{request_code, response_code, CustomHeader, RemotingCommand};
 
@@ -509,6 +510,42 @@ impl MqClientApi {
             timeout,
         )?;
         offset_of(addr, "SEARCH_OFFSET_BY_TIMESTAMP", response)
+    }
+
+    /// QUERY_MESSAGE (`MQAdminImpl.queryMessage`, one broker): the raw records indexed under
+    /// `key` (a unique key when `unique`, asked as `_UNIQUE_KEY_QUERY`) and stored in
+    /// `[begin, end]`; empty when the broker found none (QUERY_NOT_FOUND).
+    #[allow(clippy::too_many_arguments)]
+    pub fn query_message(
+        &self,
+        addr: &str,
+        topic: &str,
+        key: &str,
+        max_num: i32,
+        (begin, end): (i64, i64),
+        unique: bool,
+        timeout: Duration,
+    ) -> Result<Vec<u8>, SendError> {
+        let header = QueryMessageRequestHeader {
+            topic: topic.to_owned(),
+            key: key.to_owned(),
+            max_num,
+            begin_timestamp: begin,
+            end_timestamp: end,
+        };
+        let mut request = request(request_code::QUERY_MESSAGE, &header);
+        if unique {
+            request
+                .ext_fields
+                .insert("_UNIQUE_KEY_QUERY".into(), "true".into());
+        }
+        let response = self.invoke(addr, request, timeout)?;
+        if response.code == response_code::QUERY_NOT_FOUND {
+            return Ok(Vec::new());
+        }
+        let body = response.body.clone();
+        expect_success(addr, "QUERY_MESSAGE", response)?;
+        Ok(body)
     }
 
     /// CONSUMER_SEND_MSG_BACK (`MQClientAPIImpl.consumerSendMessageBack`): hands a message

@@ -47,10 +47,21 @@ impl MappedFile {
         size: usize,
         prefault: usize,
     ) -> Result<Self, CommitLogError> {
-        let path = dir.join(segment_name(start));
+        Self::create_at(dir.join(segment_name(start)), start, size, prefault)
+    }
+
+    /// [`Self::create`] of a file named otherwise (an index file is named by its creation time).
+    pub(crate) fn create_at(
+        path: PathBuf,
+        start: u64,
+        size: usize,
+        prefault: usize,
+    ) -> Result<Self, CommitLogError> {
         // Built under a temporary name and renamed when complete, so a crash mid-creation never
         // leaves a short segment that would stop the store from opening.
-        let tmp = dir.join(format!("{}.tmp", segment_name(start)));
+        let mut tmp = path.clone().into_os_string();
+        tmp.push(".tmp");
+        let tmp = PathBuf::from(tmp);
         let file = OpenOptions::new()
             .read(true)
             .write(true)

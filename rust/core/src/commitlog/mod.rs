@@ -302,6 +302,11 @@ impl OwnedRecord {
     pub fn offset(&self) -> u64 {
         self.file.start() + self.pos as u64
     }
+    /// The record's bytes as stored.
+    pub fn bytes(&self) -> &[u8] {
+        let size = self.view().total_size as usize;
+        &self.file.readable(self.pos)[..size]
+    }
 }
 
 pub struct RecordIter<'a> {

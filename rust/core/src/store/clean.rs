@@ -19,6 +19,8 @@ use crate::consume_queue::ConsumeQueueTable;
 use crate::error::CommitLogError;
 use crate::sync::{deadline_after, lock, EventQueue, ServiceThread, Woke};
 
+use super::index::IndexService;
+
 /// RocketMQ's retention keys, with its defaults.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CleanConfig {
@@ -172,6 +174,8 @@ pub(crate) struct Retention {
     fake_ratio: AtomicU64,
     /// `CleanConsumeQueueService.lastPhysicalMinOffset`: queues are cleaned when it moves.
     last_physical_min_offset: AtomicU64,
+    /// Index files go once every entry of theirs points below the min offset.
+    index: Option<Arc<IndexService>>,
     /// One pass at a time: the thread's and an explicit [`crate::store::MessageStore::clean_now`].
     pass: Mutex<()>,
     /// CleanCommitLogService's thread: a pass every `cleanResourceInterval`.
@@ -180,10 +184,11 @@ pub(crate) struct Retention {
 }
 
 impl Retention {
-    pub(crate) fn new(config: CleanConfig, dir: PathBuf) -> Self {
+    pub(crate) fn new(config: CleanConfig, dir: PathBuf, index: Option<Arc<IndexService>>) -> Self {
         Self {
             config,
             dir,
+            index,
             disk_full: AtomicBool::new(false),
             last_ratio: AtomicU64::new(0f64.to_bits()),
             fake_ratio: AtomicU64::new(f64::NAN.to_bits()),
@@ -368,6 +373,20 @@ impl Retention {
         for cq in queues.all() {
             deleted += cq.delete_expired(min)?;
         }
+        if let Some(index) = &self.index {
+            let gone = index.delete_expired(min);
+            if let (Some(first), Some(last)) = (gone.first(), gone.last()) {
+                self.say(
+                    false,
+                    format!(
+                        "deleted {} index file(s) {} .. {}: every message they point at is gone",
+                        gone.len(),
+                        first.display(),
+                        last.display()
+                    ),
+                );
+            }
+        }
         self.last_physical_min_offset.store(min, Ordering::Release);
         Ok(deleted)
     }
@@ -418,14 +437,7 @@ fn disk_used_ratio(dir: &Path) -> Result<f64, CommitLogError> {
 
 /// The local hour of the day, which `deleteWhen` names (RocketMQ's `isItTimeToDo`).
 fn local_hour() -> u32 {
-    // SAFETY: `time(NULL)` only returns the time.
-    let now = unsafe { libc::time(std::ptr::null_mut()) };
-    let mut tm = std::mem::MaybeUninit::<libc::tm>::zeroed();
-    // SAFETY: localtime_r writes into our buffer and is thread-safe; a zeroed `tm` (hour 0)
-    // stays if it fails.
-    unsafe { libc::localtime_r(&now, tm.as_mut_ptr()) };
-    // SAFETY: zero-initialised, and possibly filled in by localtime_r.
-    unsafe { tm.assume_init() }.tm_hour as u32
+    super::local_time(crate::protocol::now_millis() / 1000).tm_hour as u32
 }
 
 #[cfg(test)]
@@ -464,7 +476,7 @@ mod tests {
 
     #[test]
     fn the_disk_full_flag_rises_past_the_warning_and_falls_below_the_forcible_ratio() {
-        let r = Retention::new(CleanConfig::default(), PathBuf::from("/tmp"));
+        let r = Retention::new(CleanConfig::default(), PathBuf::from("/tmp"), None);
         assert_eq!(r.space_to_delete(0.50), (false, false));
         assert_eq!(r.space_to_delete(0.80), (true, false));
         assert!(r.check_put().is_ok());

@@ -23,6 +23,7 @@ use crate::sync::lock;
 
 use super::clean::Retention;
 use super::group_transfer::GroupTransferService;
+use super::index::IndexService;
 use super::schedule::ScheduleMessageService;
 use super::{MessageStore, PutState, StoreConfig};
 
@@ -83,6 +84,7 @@ fn schedule_of(config: &StoreConfig) -> ScheduleMessageService {
 impl MessageStore {
     pub fn open(config: StoreConfig) -> Result<Self, CommitLogError> {
         config.clean.validate().map_err(CommitLogError::Config)?;
+        config.index.validate().map_err(CommitLogError::Config)?;
         if config.read_only {
             return Self::open_read_only(config);
         }
@@ -114,6 +116,12 @@ impl MessageStore {
         File::create(&abort).map_err(|e| CommitLogError::io(&abort, e))?;
         let schedule = schedule_of(&config);
         schedule.load()?;
+        let index = config
+            .index
+            .enabled
+            .then(|| IndexService::load(&config.root, config.index.clone(), true))
+            .transpose()?
+            .map(Arc::new);
 
         let store = Self {
             commit_log: commit_log.clone(),
@@ -133,6 +141,7 @@ impl MessageStore {
             closed: AtomicBool::new(false),
             retention: OnceLock::new(),
             schedule,
+            index,
             config,
         };
         {
@@ -147,6 +156,12 @@ impl MessageStore {
             // Replays records the consume queues may miss after a crash (idempotent).
             store.reput(&mut st)?;
         }
+        if let Some(index) = &store.index {
+            index.recover(&store.commit_log, |o| store.store_timestamp_at(o))?;
+            index
+                .start(store.commit_log.clone())
+                .map_err(|e| CommitLogError::io(&store.config.root, e))?;
+        }
         store.start_services();
         Ok(store)
     }
@@ -157,6 +172,7 @@ impl MessageStore {
         let retention = Arc::new(Retention::new(
             self.config.clean.clone(),
             self.config.commit_log_dir(),
+            self.index.clone(),
         ));
         retention.start(self.commit_log.clone(), self.consume_queues.clone());
         let _ = self.retention.set(retention);
@@ -243,6 +259,11 @@ impl MessageStore {
             closed: AtomicBool::new(false),
             retention: OnceLock::new(),
             schedule: schedule_of(&config),
+            index: Some(Arc::new(IndexService::load(
+                &config.root,
+                config.index.clone(),
+                false,
+            )?)),
             config,
         };
         store.scan(true)?;

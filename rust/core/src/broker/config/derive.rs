@@ -9,7 +9,7 @@ use super::{invalid, BrokerConfig, BrokerRole, ConfigError};
 use crate::broker::{BrokerControllerConfig, BrokerSettings, TransferLimit};
 use crate::ha::HaConfig;
 use crate::remoting::ServerConfig;
-use crate::store::{parse_message_delay_level, StoreConfig};
+use crate::store::{parse_message_delay_level, IndexConfig, StoreConfig};
 
 /// A validated non-negative value as the unsigned type the services take.
 fn narrow<T: TryFrom<i64> + Default>(n: i64) -> T {
@@ -46,7 +46,16 @@ impl BrokerConfig {
         store.message_delay_level = parse_message_delay_level(&self.message_delay_level)
             .map_err(|e| invalid("messageDelayLevel", e))?;
         store.flush_delay_offset_interval = millis(self.flush_delay_offset_interval);
+        store.index = self.index_config();
         Ok(store)
+    }
+
+    pub(crate) fn index_config(&self) -> IndexConfig {
+        IndexConfig {
+            enabled: self.message_index_enable,
+            max_hash_slot_num: narrow(self.max_hash_slot_num),
+            max_index_num: narrow(self.max_index_num),
+        }
     }
 
     /// The HA side's config, master or slave; `auth_secret` as `haAuthSecret` (or its file or

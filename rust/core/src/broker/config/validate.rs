@@ -93,6 +93,17 @@ impl BrokerConfig {
                 ),
             ));
         }
+        for (key, n) in [
+            ("maxHashSlotNum", self.max_hash_slot_num),
+            ("maxIndexNum", self.max_index_num),
+        ] {
+            if n < 1 || n > i64::from(i32::MAX) {
+                return Err(invalid(key, "must be a positive int"));
+            }
+        }
+        self.index_config()
+            .validate()
+            .map_err(|e| invalid("maxIndexNum", e))?;
         for (key, port) in [
             ("haListenPort", self.ha_listen_port),
             ("listenPort", self.listen_port),

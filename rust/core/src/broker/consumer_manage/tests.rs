@@ -428,3 +428,77 @@ fn committed_offsets_reach_the_file_every_flush_interval() {
         (json["offsetTable"]["orders@cg"]["0"] == 1).then_some(())
     });
 }
+
+#[test]
+fn messages_found_by_key_and_by_unique_key_and_clear_refusals() {
+    let b = start(BrokerControllerConfig::default(), 0, None);
+    let mut c = client(b.controller.local_addr());
+    let send = |c: &mut RemotingClient, uniq: &str, keys: &str| {
+        let props = format!("UNIQ_KEY\u{1}{uniq}\u{2}KEYS\u{1}{keys}\u{2}WAIT\u{1}true\u{2}");
+        let r = c
+            .invoke(
+                crate::broker::send::tests::send_v2("orders", 0, &props, uniq.as_bytes()),
+                TIMEOUT,
+            )
+            .unwrap();
+        assert_eq!(r.code, response_code::SUCCESS, "{:?}", r.remark);
+    };
+    send(&mut c, "U1", "order-1 customer-7");
+    send(&mut c, "U2", "order-2 customer-7");
+    let query = |c: &mut RemotingClient, key: &str, unique: bool, begin: i64, end: i64| {
+        let absurd = begin > end;
+        let (begin, end) = (begin.to_string(), end.to_string());
+        let mut r = request(
+            request_code::QUERY_MESSAGE,
+            &[
+                ("topic", "orders"),
+                ("key", key),
+                ("maxNum", "32"),
+                ("beginTimestamp", &begin),
+                ("endTimestamp", &end),
+            ],
+        );
+        if unique {
+            r.ext_fields
+                .insert("_UNIQUE_KEY_QUERY".into(), "true".into());
+        }
+        // The index follows the log on its own thread: ask until it has caught up.
+        wait_for("the index", || {
+            let r = c.invoke(r.clone(), TIMEOUT).unwrap();
+            (r.code != response_code::QUERY_NOT_FOUND || key == "nobody" || absurd).then_some(r)
+        })
+    };
+    let bodies = |r: &RemotingCommand| {
+        let mut out = Vec::new();
+        let mut rest = r.body.as_slice();
+        while let Ok(record::Peeked::Record(rec)) = record::decode(rest, true) {
+            out.push(String::from_utf8(rec.body.to_vec()).unwrap());
+            rest = &rest[rec.total_size as usize..];
+        }
+        out
+    };
+    let r = query(&mut c, "customer-7", false, 0, i64::MAX);
+    assert_eq!(r.code, response_code::SUCCESS);
+    assert_eq!(bodies(&r), ["U1", "U2"]);
+    assert!(
+        r.ext_fields["indexLastUpdatePhyoffset"]
+            .parse::<i64>()
+            .unwrap()
+            > 0
+    );
+    assert_eq!(
+        bodies(&query(&mut c, "order-2", false, 0, i64::MAX)),
+        ["U2"]
+    );
+    assert_eq!(bodies(&query(&mut c, "U1", true, 0, i64::MAX)), ["U1"]);
+
+    let none = query(&mut c, "nobody", false, 0, i64::MAX);
+    assert_eq!(none.code, response_code::QUERY_NOT_FOUND);
+    assert!(none.remark.unwrap().contains("\"nobody\""));
+    let absurd = query(&mut c, "order-1", false, 10, 5);
+    assert_eq!(absurd.code, response_code::QUERY_NOT_FOUND);
+    assert!(absurd
+        .remark
+        .unwrap()
+        .contains("beginTimestamp 10 is after endTimestamp 5"));
+}

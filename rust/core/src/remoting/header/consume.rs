@@ -146,6 +146,27 @@ custom_header! {
 }
 
 custom_header! {
+    /// `QueryMessageRequestHeader` (QUERY_MESSAGE): messages by key stored in a time range.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub(crate) struct QueryMessageRequestHeader("QUERY_MESSAGE") {
+        pub topic: String = "topic",
+        pub key: String = "key",
+        pub max_num: i32 = "maxNum",
+        pub begin_timestamp: i64 = "beginTimestamp",
+        pub end_timestamp: i64 = "endTimestamp",
+    }
+}
+
+custom_header! {
+    /// `QueryMessageResponseHeader`: how far the index had got when it answered.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub(crate) struct QueryMessageResponseHeader("QUERY_MESSAGE response") {
+        pub index_last_update_timestamp: i64 = "indexLastUpdateTimestamp",
+        pub index_last_update_phyoffset: i64 = "indexLastUpdatePhyoffset",
+    }
+}
+
+custom_header! {
     /// `GetConsumerListByGroupRequestHeader` (GET_CONSUMER_LIST_BY_GROUP).
     #[derive(Debug, Clone, PartialEq, Eq)]
     pub(crate) struct GetConsumerListByGroupRequestHeader("GET_CONSUMER_LIST_BY_GROUP") {

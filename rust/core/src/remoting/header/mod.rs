@@ -137,7 +137,8 @@ pub(crate) use admin::CreateTopicRequestHeader;
 pub(crate) use admin::UnregisterClientRequestHeader;
 pub(crate) use consume::{
     pull_sys_flag, GetConsumerListByGroupRequestHeader, GetEarliestMsgStoretimeResponseHeader,
-    OffsetResponseHeader, QueueRequestHeader, SearchOffsetRequestHeader, ViewMessageRequestHeader,
+    OffsetResponseHeader, QueryMessageRequestHeader, QueryMessageResponseHeader,
+    QueueRequestHeader, SearchOffsetRequestHeader, ViewMessageRequestHeader,
 };
 pub use consume::{
     PullMessageRequestHeader, PullMessageResponseHeader, QueryConsumerOffsetRequestHeader,
