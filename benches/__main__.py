@@ -28,6 +28,7 @@ SCENARIOS = {
     "consume": "benches.consume",
     "hostile": "benches.hostile",
     "retry": "benches.retry",
+    "index": "benches.index",
     "peers": "benches.peers_bench",
     "soak": "benches.soak",
 }

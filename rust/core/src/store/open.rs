@@ -156,14 +156,20 @@ impl MessageStore {
             // Replays records the consume queues may miss after a crash (idempotent).
             store.reput(&mut st)?;
         }
-        if let Some(index) = &store.index {
-            index.recover(&store.commit_log, |o| store.store_timestamp_at(o))?;
-            index
-                .start(store.commit_log.clone())
-                .map_err(|e| CommitLogError::io(&store.config.root, e))?;
-        }
+        store.start_index()?;
         store.start_services();
         Ok(store)
+    }
+
+    /// Repairs the index against the recovered log and starts following it.
+    fn start_index(&self) -> Result<(), CommitLogError> {
+        let Some(index) = &self.index else {
+            return Ok(());
+        };
+        index.recover(&self.commit_log, |o| self.store_timestamp_at(o))?;
+        index
+            .start(self.commit_log.clone())
+            .map_err(|e| CommitLogError::io(&self.config.root, e))
     }
 
     /// Starts the flush thread, the GroupTransferService it reports every msync to, and the
