@@ -789,6 +789,16 @@ class RocketMQ:
         lines = self._client(home, args, 120)
         return _outcomes(lines), _received(lines)
 
+    def create_topic(
+        self, namesrv: str, key: str, topic: str, queues: int, *, home: Path
+    ) -> list[tuple[str, int, int, int]]:
+        """``DefaultMQAdminExt.createTopic(key, topic, queues)`` (``key``: a cluster or broker
+        name), then ``examineTopicStats(topic)``: ``(broker name, queue id, min offset, max
+        offset)`` of each queue."""
+        lines = self._client(home, ["create-topic", namesrv, key, topic, str(queues)], 120)
+        stats = [line.split()[1:] for line in lines if line.startswith("STATS ")]
+        return sorted((b, int(q), int(lo), int(hi)) for b, q, lo, hi in stats)
+
     def group(
         self,
         namesrv: str,

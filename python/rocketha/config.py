@@ -101,6 +101,11 @@ class BrokerConfig:
     register_name_server_period: int = _D["register_name_server_period"]
     #: Sends to an unknown topic create it from ``TBW102`` (RocketMQ 4.x's default: true).
     auto_create_topic_enable: bool = _D["auto_create_topic_enable"]
+    #: The topic named after the cluster (16 queues) takes sends and pulls; it exists either
+    #: way, so that ``createTopic(cluster, ...)`` finds the cluster's brokers.
+    cluster_topic_enable: bool = _D["cluster_topic_enable"]
+    #: The same for the topic named after the broker (1 queue).
+    broker_topic_enable: bool = _D["broker_topic_enable"]
     #: Queues of the ``TBW102`` template, so at most this many per auto-created topic.
     default_topic_queue_nums: int = _D["default_topic_queue_nums"]
     #: 6 = read and write; 4 = read only (sends refused); 2 = write only.

@@ -633,3 +633,27 @@ def test_mqadmin_finds_messages_by_key_and_by_msg_id(
     wait_for(lambda: query_on(slave, topic, "k5") == [wanted], what="k5 on the slave")
     assert query_on(slave, topic, sent[5].msg_id, unique=True) == [wanted]
     assert query_on(slave, topic, "k-none") == []
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_admin_code_creates_a_topic_on_the_cluster_and_reads_its_status(
+    version: str, cluster: Cluster, rocketha_namesrv: RochaNamesrv, tmp_path: Path
+) -> None:
+    """``DefaultMQAdminExt.createTopic("DefaultCluster", topic, 8)``, what applications and test
+    harnesses call, finds the cluster's brokers through the topic named after the cluster, as
+    with RocketMQ's brokers; ``examineTopicStats`` (GET_TOPIC_STATS_INFO) and ``mqadmin
+    topicStatus`` show the new topic's queues, then the offsets a send moved."""
+    rmq = resolve(version)
+    ns = rocketha_namesrv.address
+    topic = f"ByCluster{tag(version)}"
+    stats = rmq.create_topic(ns, "DefaultCluster", topic, 8, home=tmp_path)
+    assert stats == [("javasend-a", q, 0, 0) for q in range(8)]
+    with Producer(ns, "by-cluster-producer") as producer:
+        sent = producer.send(Message(topic, b"counted"))
+    out = rmq.mqadmin(tmp_path, "topicStatus", "-t", topic, "-n", ns)
+    rows = [line.split() for line in out.splitlines() if line.startswith("javasend-a")]
+    assert len(rows) == 8, out
+    assert [r[1:4] for r in rows if r[1] == str(sent.queue_id)] == [
+        [str(sent.queue_id), "0", "1"]
+    ], out
+    assert exceptions(out) == [], out

@@ -377,6 +377,15 @@ def test_rocketha_reads_a_store_rocketmq_wrote(
             got = ms.get_messages(topic, qid, 0, len(queue) + 10)
             want = [(queue[q][0], queue[q][1]) for q in sorted(queue)]
             assert [(m.commitlog_offset, m.store_size) for m in got] == want
+        # RocketMQ's index files answer rocketha's lookups: by key, and by the msgId the Java
+        # producer got back (its UNIQ_KEY).
+        assert sorted(p.name for p in (store / "index").iterdir())
+        for s in run.sent[:: max(1, len(run.sent) // 25)]:
+            assert [m.commitlog_offset for m in ms.find(run.topic, f"k{s.seq}")] == [
+                s.commit_log_offset
+            ]
+            by_id = ms.find(run.topic, s.msg_id, unique=True)
+            assert [m.commitlog_offset for m in by_id] == [s.commit_log_offset]
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -543,8 +552,14 @@ def test_rocketmq_serves_a_store_rocketha_wrote(
         got = rmq.consume(
             namesrv.address, topic, len(msgs), home=workdir / "consumer", broker=java.address
         )
+        # rocketha's index files answer RocketMQ's lookups: mqadmin queryMsgByKey asks the
+        # Java broker, which loaded them from the store.
+        found = rmq.mqadmin(
+            workdir, "queryMsgByKey", "-t", topic, "-k", "k5", "-n", namesrv.address
+        )
     finally:
         java.kill()
+    assert results[5].msg_id in found and results[6].msg_id not in found, found
     want = {
         (m.queue_id, r.queue_offset): (r.offset, len(m.body), zlib.crc32(m.body), m.tags)
         for m, r in zip(msgs, results, strict=True)

@@ -58,6 +58,10 @@ import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
  *   GOT queueId queueOffset body                           stdin closes)
  *   MEMBERS n                (each rebalance: the group's member count it saw)
  *   DONE count
+ * create-topic NAMESRV KEY TOPIC QUEUES   (DefaultMQAdminExt.createTopic(KEY, ...): KEY is
+ *   a cluster or broker name, whose topic route names the brokers; then examineTopicStats)
+ *   STATS brokerName queueId minOffset maxOffset
+ *   DONE
  * acl NAMESRV TOPIC FORBIDDEN_TOPIC GROUP ACCESS_KEY SECRET_KEY   (AclClientRPCHook)
  *   RESULT 0 ...             (the right keys, TOPIC; body acl-0)
  *   REFUSED 1 code remark    (a wrong secret key, TOPIC; body acl-1)
@@ -151,6 +155,9 @@ public final class Peer {
                 break;
             case "acl":
                 acl(args[1], args[2], args[3], args[4], args[5], args[6]);
+                break;
+            case "create-topic":
+                createTopic(args[1], args[2], args[3], Integer.parseInt(args[4]));
                 break;
             default:
                 System.err.println("unknown mode " + args[0]);
@@ -308,6 +315,48 @@ public final class Peer {
                         return;
                     }
                 } catch (Exception e) {
+                    if (System.currentTimeMillis() > deadline) {
+                        throw e;
+                    }
+                }
+                Thread.sleep(100);
+            }
+        } finally {
+            admin.shutdown();
+        }
+    }
+
+    /** What admin code written for RocketMQ calls to create a topic on a cluster. */
+    static void createTopic(String namesrv, String key, String topic, int queues)
+        throws Exception {
+        DefaultMQAdminExt admin = new DefaultMQAdminExt("interop-admin");
+        admin.setInstanceName("interop-admin-" + System.nanoTime());
+        admin.setNamesrvAddr(namesrv);
+        admin.start();
+        try {
+            // 4.9's createTopic(key, topic, queues); 5.x adds the topic's attributes.
+            try {
+                DefaultMQAdminExt.class.getMethod("createTopic", String.class, String.class,
+                    int.class).invoke(admin, key, topic, queues);
+            } catch (NoSuchMethodException e) {
+                DefaultMQAdminExt.class.getMethod("createTopic", String.class, String.class,
+                    int.class, java.util.Map.class)
+                    .invoke(admin, key, topic, queues, new java.util.HashMap<String, String>());
+            }
+            long deadline = System.currentTimeMillis() + ROUTE_TIMEOUT_MS;
+            while (true) {
+                try {
+                    // TopicStatsTable moved package in 5.x; var keeps both compiling.
+                    var stats = admin.examineTopicStats(topic).getOffsetTable();
+                    for (var e : stats.entrySet()) {
+                        System.out.println("STATS " + e.getKey().getBrokerName() + " "
+                            + e.getKey().getQueueId() + " " + e.getValue().getMinOffset() + " "
+                            + e.getValue().getMaxOffset());
+                    }
+                    System.out.println("DONE");
+                    return;
+                } catch (Exception e) {
+                    // The route of a topic just created reaches the name server a moment later.
                     if (System.currentTimeMillis() > deadline) {
                         throw e;
                     }

@@ -5,11 +5,16 @@
 //! a slave syncs from its master (GET_ALL_TOPIC_CONFIG, GET_ALL_CONSUMER_OFFSET,
 //! GET_ALL_DELAY_OFFSET, GET_ALL_SUBSCRIPTIONGROUP_CONFIG) in RocketMQ's body shapes.
 
+use super::topic_config::TopicConfigManager;
 use crate::commitlog::record::{self, Peeked};
+use crate::consume_queue::ConsumeQueue;
+use crate::protocol::json::{to_json, JsonStyle};
+use crate::protocol::lock_batch::MessageQueue;
+use crate::protocol::topic_stats::{encode_topic_stats, TopicOffset};
 use crate::remoting::header::{
-    GetEarliestMsgStoretimeResponseHeader, OffsetResponseHeader, QueryMessageRequestHeader,
-    QueryMessageResponseHeader, QueueRequestHeader, SearchOffsetRequestHeader,
-    ViewMessageRequestHeader,
+    GetEarliestMsgStoretimeResponseHeader, GetTopicStatsInfoRequestHeader, OffsetResponseHeader,
+    QueryMessageRequestHeader, QueryMessageResponseHeader, QueueRequestHeader,
+    SearchOffsetRequestHeader, ViewMessageRequestHeader,
 };
 use crate::remoting::{request_code, response_code, CustomHeader, RemotingCommand};
 use crate::store::MessageStore;
@@ -59,16 +64,87 @@ pub(crate) fn queue_offset(store: &MessageStore, request: &RemotingCommand) -> R
             success_with(request, &OffsetResponseHeader { offset })
         }
         _ => {
-            let timestamp = cq
-                .and_then(|q| q.get(q.min_queue_offset(), 1).into_iter().next())
-                .and_then(|(_, e)| record_at(store, e.commitlog_offset as u64))
-                .map_or(-1, |(_, t)| t);
+            let timestamp = store_time_at(store, cq.as_deref(), |q| q.min_queue_offset());
             success_with(
                 request,
                 &GetEarliestMsgStoretimeResponseHeader { timestamp },
             )
         }
     }
+}
+
+/// When the message at the queue offset `at` picks was stored; -1 for an empty queue.
+fn store_time_at(
+    store: &MessageStore,
+    cq: Option<&ConsumeQueue>,
+    at: impl Fn(&ConsumeQueue) -> i64,
+) -> i64 {
+    cq.and_then(|q| q.get(at(q), 1).into_iter().next())
+        .and_then(|(_, e)| record_at(store, e.commitlog_offset as u64))
+        .map_or(-1, |(_, t)| t)
+}
+
+/// GET_TOPIC_CONFIG (`AdminBrokerProcessor.getTopicConfig`, what 5.x's `examineTopicStats`
+/// asks first): the topic's config as `TopicConfigAndQueueMapping`, with no static-topic
+/// mapping (rocketha has no logic queues).
+pub(crate) fn topic_config(
+    topics: &TopicConfigManager,
+    request: &RemotingCommand,
+) -> RemotingCommand {
+    let h: GetTopicStatsInfoRequestHeader = match request.decode_custom_header() {
+        Ok(h) => h,
+        Err(e) => return bad_header(request, e),
+    };
+    match topics.select(&h.topic) {
+        Some(config) => table(request, to_json(&config, JsonStyle::Fastjson).into_bytes()),
+        None => RemotingCommand::response_to(
+            request,
+            response_code::TOPIC_NOT_EXIST,
+            Some(format!("No topic in this broker. topic: {}", h.topic)),
+        ),
+    }
+}
+
+/// GET_TOPIC_STATS_INFO (`AdminBrokerProcessor.getTopicStatsInfo`): each write queue's min and
+/// max offsets and the store time of its last message (0 when it has none).
+pub(crate) fn topic_stats(
+    store: &MessageStore,
+    topics: &TopicConfigManager,
+    broker_name: &str,
+    request: &RemotingCommand,
+) -> RemotingCommand {
+    let h: GetTopicStatsInfoRequestHeader = match request.decode_custom_header() {
+        Ok(h) => h,
+        Err(e) => return bad_header(request, e),
+    };
+    let Some(config) = topics.select(&h.topic) else {
+        return RemotingCommand::response_to(
+            request,
+            response_code::TOPIC_NOT_EXIST,
+            Some(format!("topic[{}] not exist", h.topic)),
+        );
+    };
+    let offsets: Vec<(MessageQueue, TopicOffset)> = (0..config.write_queue_nums)
+        .map(|queue_id| {
+            let cq = store.consume_queue(&h.topic, queue_id);
+            let (min, max) = cq
+                .as_ref()
+                .map_or((0, 0), |q| (q.min_queue_offset(), q.max_queue_offset()));
+            let last = store_time_at(store, cq.as_deref(), |q| q.max_queue_offset() - 1);
+            let queue = MessageQueue {
+                topic: h.topic.clone(),
+                broker_name: broker_name.to_owned(),
+                queue_id,
+            };
+            let offset = TopicOffset {
+                min_offset: min,
+                max_offset: max,
+                last_update_timestamp: last.max(0),
+            };
+            (queue, offset)
+        })
+        .collect();
+    table(request, encode_topic_stats(&offsets))
 }
 
 /// SEARCH_OFFSET_BY_TIMESTAMP: the first queue offset whose message was stored at or after

@@ -198,6 +198,11 @@ broker_config! {
     register_name_server_period: i64 = "registerNameServerPeriod", 30_000;
     /// Sends to an unknown topic create it from `TBW102` (RocketMQ 4.x's default: true).
     auto_create_topic_enable: bool = "autoCreateTopicEnable", true;
+    /// The topic named after the cluster takes sends and pulls (it exists either way, so that
+    /// `createTopic(cluster, ...)` finds the cluster's brokers).
+    cluster_topic_enable: bool = "clusterTopicEnable", true;
+    /// The same for the topic named after the broker.
+    broker_topic_enable: bool = "brokerTopicEnable", true;
     /// Queues of the `TBW102` template, so at most this many per auto-created topic.
     default_topic_queue_nums: i64 = "defaultTopicQueueNums", 8;
     /// 6 = read and write; 4 = read only; 2 = write only.

@@ -202,12 +202,8 @@ impl BrokerController {
         settings: &BrokerSettings,
     ) -> Result<(Arc<TopicConfigManager>, ConsumeTables), BrokerError> {
         let root = &store.config().root;
-        let topics = TopicConfigManager::load(
-            root,
-            settings.auto_create_topic,
-            settings.default_topic_queue_nums,
-        )
-        .map_err(|e: TopicConfigError| BrokerError::TopicConfig(e.to_string()))?;
+        let topics = TopicConfigManager::load(root, settings)
+            .map_err(|e: TopicConfigError| BrokerError::TopicConfig(e.to_string()))?;
         let topics = Arc::new(topics);
         let consumer_config =
             |e: &dyn std::fmt::Display| BrokerError::ConsumerConfig(e.to_string());

@@ -39,6 +39,11 @@ pub struct BrokerSettings {
     pub is_slave: bool,
     /// `autoCreateTopicEnable`.
     pub auto_create_topic: bool,
+    /// `clusterTopicEnable`: the topic named after the cluster may be sent to and read, as
+    /// well as name the brokers `createTopic(cluster, ...)` creates a topic on.
+    pub cluster_topic_enable: bool,
+    /// `brokerTopicEnable`: the same for the topic named after the broker.
+    pub broker_topic_enable: bool,
     /// `defaultTopicQueueNums`.
     pub default_topic_queue_nums: i32,
     /// `maxMessageSize`.

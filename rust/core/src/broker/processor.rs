@@ -20,7 +20,7 @@ use super::rebalance_lock::{self, RebalanceLockManager, REBALANCE_LOCK_MAX_LIVE_
 use super::send::{retry_topic, retry_topic_sys_flag, SendMessageProcessor};
 use super::store_stats::StoreStatsService;
 use super::subscription_group::SubscriptionGroupManager;
-use super::topic_config::TopicConfigManager;
+use super::topic_config::{validate_topic, TopicConfigManager};
 use super::BrokerSettings;
 use crate::acl::plain_access_validator::PlainAccessValidator;
 use crate::ha::client::HaClient;
@@ -35,9 +35,6 @@ use crate::remoting::{
 use crate::store::MessageStore;
 use crate::sync::lock;
 use crate::sync::ServiceThread;
-
-/// `TopicValidator.TOPIC_MAX_LENGTH`.
-const TOPIC_MAX_LENGTH: usize = 127;
 
 /// What one connection's client told the broker in its heartbeats (`ClientChannelInfo` and the
 /// groups it belongs to).
@@ -399,28 +396,6 @@ fn count_stored(stats: &StoreStatsService, response: &RemotingCommand) {
     }
 }
 
-/// `TopicValidator.validateTopic`.
-fn validate_topic(topic: &str) -> Result<(), String> {
-    if topic.is_empty() {
-        return Err("The specified topic is blank.".into());
-    }
-    if topic.len() > TOPIC_MAX_LENGTH {
-        return Err(format!(
-            "The specified topic is longer than topic max length {TOPIC_MAX_LENGTH}."
-        ));
-    }
-    if !topic
-        .bytes()
-        .all(|b| b.is_ascii_alphanumeric() || b == b'%' || b == b'-' || b == b'_' || b == b'|')
-    {
-        return Err(format!(
-            "The specified topic[{topic}] contains illegal characters, allowing only \
-             ^[%|a-zA-Z0-9_-]+$"
-        ));
-    }
-    Ok(())
-}
-
 impl RequestProcessor for BrokerProcessor {
     fn process(&self, request: RemotingCommand, ctx: &RequestContext) -> Option<RemotingCommand> {
         // RocketMQ's ACL hook runs before any processor, so a refused request changes nothing.
@@ -462,6 +437,13 @@ impl RequestProcessor for BrokerProcessor {
             request_code::SEARCH_OFFSET_BY_TIMESTAMP => {
                 Some(admin::search_offset_by_timestamp(&self.store, &request))
             }
+            request_code::GET_TOPIC_STATS_INFO => Some(admin::topic_stats(
+                &self.store,
+                &self.topics,
+                &self.settings.broker_name,
+                &request,
+            )),
+            request_code::GET_TOPIC_CONFIG => Some(admin::topic_config(&self.topics, &request)),
             request_code::QUERY_MESSAGE => Some(admin::query_message(&self.store, &request)),
             request_code::VIEW_MESSAGE_BY_ID => {
                 Some(admin::view_message_by_id(&self.store, &request))

@@ -16,6 +16,11 @@ use crate::protocol::now_millis;
 pub(crate) use crate::protocol::AUTO_CREATE_TOPIC_KEY_TOPIC;
 use crate::sync::lock;
 
+use super::BrokerSettings;
+
+/// `TopicValidator.TOPIC_MAX_LENGTH`.
+const TOPIC_MAX_LENGTH: usize = 127;
+
 /// System topics every RocketMQ broker holds (`TopicValidator`), one queue each. Besides
 /// matching Java's table, they keep a broker's first registration from carrying a single
 /// topic, which the name server reads as an incremental update of an unknown broker and
@@ -47,15 +52,46 @@ pub(crate) struct TopicConfigManager {
     writer: Mutex<()>,
 }
 
+/// `TopicValidator.validateTopic`.
+pub(crate) fn validate_topic(topic: &str) -> Result<(), String> {
+    if topic.is_empty() {
+        return Err("The specified topic is blank.".into());
+    }
+    if topic.len() > TOPIC_MAX_LENGTH {
+        return Err(format!(
+            "The specified topic is longer than topic max length {TOPIC_MAX_LENGTH}."
+        ));
+    }
+    if !topic
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'%' || b == b'-' || b == b'_' || b == b'|')
+    {
+        return Err(format!(
+            "The specified topic[{topic}] contains illegal characters, allowing only \
+             ^[%|a-zA-Z0-9_-]+$"
+        ));
+    }
+    Ok(())
+}
+
+fn insert_missing(table: &mut TopicConfigSerializeWrapper, topic: &str, nums: i32, perm: i32) {
+    table
+        .topic_config_table
+        .entry(topic.to_owned())
+        .or_insert_with(|| TopicConfig {
+            topic_name: topic.to_owned(),
+            read_queue_nums: nums,
+            write_queue_nums: nums,
+            perm,
+            ..TopicConfig::default()
+        });
+}
+
 impl TopicConfigManager {
     /// Loads `ROOT/config/topics.json` (none yet: no topics). With `auto_create`, the
     /// `TBW102` template is there too, with `default_queue_nums` queues, as RocketMQ's broker
     /// adds it when `autoCreateTopicEnable` is on.
-    pub(crate) fn load(
-        root: &Path,
-        auto_create: bool,
-        default_queue_nums: i32,
-    ) -> Result<Self, TopicConfigError> {
+    pub(crate) fn load(root: &Path, settings: &BrokerSettings) -> Result<Self, TopicConfigError> {
         let path = root.join("config").join("topics.json");
         remove_stale_temporaries(&path);
         let mut table = match std::fs::read(&path) {
@@ -83,17 +119,29 @@ impl TopicConfigManager {
                     ..TopicConfig::default()
                 });
         }
-        if auto_create {
-            table
-                .topic_config_table
-                .entry(AUTO_CREATE_TOPIC_KEY_TOPIC.to_owned())
-                .or_insert_with(|| TopicConfig {
-                    topic_name: AUTO_CREATE_TOPIC_KEY_TOPIC.to_owned(),
-                    read_queue_nums: default_queue_nums,
-                    write_queue_nums: default_queue_nums,
-                    perm: perm::PERM_READ | perm::PERM_WRITE | PERM_INHERIT,
-                    ..TopicConfig::default()
-                });
+        if settings.auto_create_topic {
+            let nums = settings.default_topic_queue_nums;
+            let all = perm::PERM_READ | perm::PERM_WRITE | PERM_INHERIT;
+            insert_missing(&mut table, AUTO_CREATE_TOPIC_KEY_TOPIC, nums, all);
+        }
+        // `TopicConfigManager.init`: one topic named after the cluster (16 queues) and one
+        // after the broker (1), which admin tools resolve to find the brokers to act on.
+        let rw = |on: bool| {
+            PERM_INHERIT
+                | if on {
+                    perm::PERM_READ | perm::PERM_WRITE
+                } else {
+                    0
+                }
+        };
+        for (name, nums, on) in [
+            (&settings.cluster_name, 16, settings.cluster_topic_enable),
+            (&settings.broker_name, 1, settings.broker_topic_enable),
+        ] {
+            // A name RocketMQ's topic charset cannot carry is no topic (it would be refused).
+            if validate_topic(name).is_ok() {
+                insert_missing(&mut table, name, nums, rw(on));
+            }
         }
         Ok(Self {
             path,
@@ -258,7 +306,7 @@ mod tests {
     #[test]
     fn sends_create_topics_from_the_template_and_they_persist() {
         let dir = tempfile::tempdir().unwrap();
-        let topics = TopicConfigManager::load(dir.path(), true, 8).unwrap();
+        let topics = TopicConfigManager::load(dir.path(), &BrokerSettings::default()).unwrap();
         assert!(topics.select("orders").is_none());
         let created = topics
             .create_in_send("orders", AUTO_CREATE_TOPIC_KEY_TOPIC, 4, 0)
@@ -273,21 +321,48 @@ mod tests {
             topics.create_in_send("x", "orders", 4, 0).is_none(),
             "a topic without PERM_INHERIT is no template"
         );
-        let unsaved = TopicConfigManager::load(dir.path(), true, 8).unwrap();
+        let unsaved = TopicConfigManager::load(dir.path(), &BrokerSettings::default()).unwrap();
         assert!(
             unsaved.select("orders").is_none(),
             "not persisted by the send"
         );
         topics.persist_unsaved().unwrap();
-        let again = TopicConfigManager::load(dir.path(), true, 8).unwrap();
+        let again = TopicConfigManager::load(dir.path(), &BrokerSettings::default()).unwrap();
         assert_eq!(again.select("orders"), Some(created));
         assert!(again.wrapper().data_version.counter >= 2);
+    }
+
+    fn no_auto_create() -> BrokerSettings {
+        BrokerSettings {
+            auto_create_topic: false,
+            ..BrokerSettings::default()
+        }
+    }
+
+    #[test]
+    fn the_cluster_and_the_broker_name_topics_exist_as_rocketmqs_do() {
+        let dir = tempfile::tempdir().unwrap();
+        let topics = TopicConfigManager::load(dir.path(), &BrokerSettings::default()).unwrap();
+        let cluster = topics.select("DefaultCluster").unwrap();
+        assert_eq!((cluster.read_queue_nums, cluster.perm), (16, 7));
+        let broker = topics.select("broker-a").unwrap();
+        assert_eq!((broker.write_queue_nums, broker.perm), (1, 7));
+        let closed = BrokerSettings {
+            cluster_topic_enable: false,
+            broker_topic_enable: false,
+            cluster_name: "has space".into(),
+            ..BrokerSettings::default()
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let topics = TopicConfigManager::load(dir.path(), &closed).unwrap();
+        assert_eq!(topics.select("broker-a").unwrap().perm, PERM_INHERIT);
+        assert!(topics.select("has space").is_none(), "not a topic name");
     }
 
     #[test]
     fn without_auto_create_there_is_no_template() {
         let dir = tempfile::tempdir().unwrap();
-        let topics = TopicConfigManager::load(dir.path(), false, 8).unwrap();
+        let topics = TopicConfigManager::load(dir.path(), &no_auto_create()).unwrap();
         assert!(topics.select(AUTO_CREATE_TOPIC_KEY_TOPIC).is_none());
         assert!(topics
             .create_in_send("orders", AUTO_CREATE_TOPIC_KEY_TOPIC, 4, 0)
@@ -299,7 +374,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("config")).unwrap();
         std::fs::write(dir.path().join("config/topics.json"), b"{not json").unwrap();
-        let err = TopicConfigManager::load(dir.path(), true, 8)
+        let err = TopicConfigManager::load(dir.path(), &BrokerSettings::default())
             .err()
             .unwrap()
             .to_string();

@@ -10,6 +10,7 @@ pub(crate) mod heartbeat;
 pub(crate) mod json;
 pub(crate) mod lock_batch;
 pub(crate) mod reader;
+pub(crate) mod topic_stats;
 
 /// `TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC`: the template a producer names as
 /// `defaultTopic` when it sends to a topic nobody created (`autoCreateTopicEnable`).

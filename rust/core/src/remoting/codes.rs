@@ -54,6 +54,7 @@ pub(crate) mod request_code {
     pub(crate) const QUERY_DATA_VERSION: i32 = 322;
     pub(crate) const SEND_REPLY_MESSAGE: i32 = 324;
     pub(crate) const SEND_REPLY_MESSAGE_V2: i32 = 325;
+    pub(crate) const GET_TOPIC_CONFIG: i32 = 351;
     pub(crate) const GET_SUBSCRIPTIONGROUP_CONFIG: i32 = 352;
     /// RocketMQ 5's `DefaultLitePullConsumer` pulls under this code, same header and answer.
     pub(crate) const LITE_PULL_MESSAGE: i32 = 361;
@@ -95,6 +96,7 @@ pub(crate) mod request_code {
             UPDATE_AND_CREATE_SUBSCRIPTIONGROUP => "UPDATE_AND_CREATE_SUBSCRIPTIONGROUP",
             GET_ALL_SUBSCRIPTIONGROUP_CONFIG => "GET_ALL_SUBSCRIPTIONGROUP_CONFIG",
             GET_TOPIC_STATS_INFO => "GET_TOPIC_STATS_INFO",
+            GET_TOPIC_CONFIG => "GET_TOPIC_CONFIG",
             GET_CONSUMER_CONNECTION_LIST => "GET_CONSUMER_CONNECTION_LIST",
             GET_PRODUCER_CONNECTION_LIST => "GET_PRODUCER_CONNECTION_LIST",
             GET_ALL_TOPIC_LIST_FROM_NAMESERVER => "GET_ALL_TOPIC_LIST_FROM_NAMESERVER",

@@ -83,6 +83,8 @@ impl BrokerConfig {
             broker_id: self.broker_id,
             is_slave: self.broker_role == BrokerRole::Slave,
             auto_create_topic: self.auto_create_topic_enable,
+            cluster_topic_enable: self.cluster_topic_enable,
+            broker_topic_enable: self.broker_topic_enable,
             default_topic_queue_nums: narrow(self.default_topic_queue_nums),
             max_message_size: narrow(self.max_message_size),
             broker_permission: narrow(self.broker_permission),

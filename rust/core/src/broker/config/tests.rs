@@ -75,6 +75,11 @@ fn every_key_has_rocketmqs_default() {
             "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h",
         ),
         ("flushDelayOffsetInterval", "10000"),
+        ("clusterTopicEnable", "true"),
+        ("brokerTopicEnable", "true"),
+        ("messageIndexEnable", "true"),
+        ("maxHashSlotNum", "5000000"),
+        ("maxIndexNum", "20000000"),
     ];
     for (key, value) in expected {
         assert_eq!(c.get(key).as_deref(), Some(*value), "{key}");

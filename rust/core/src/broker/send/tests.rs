@@ -18,14 +18,7 @@ fn broker(dir: &std::path::Path, settings: BrokerSettings, slaves: usize) -> Sen
     config.sync_slaves = slaves;
     config.slave_timeout = Duration::from_millis(if slaves > 0 { 60_000 } else { 3000 });
     let store = Arc::new(MessageStore::open(config).unwrap());
-    let topics = Arc::new(
-        TopicConfigManager::load(
-            dir,
-            settings.auto_create_topic,
-            settings.default_topic_queue_nums,
-        )
-        .unwrap(),
-    );
+    let topics = Arc::new(TopicConfigManager::load(dir, &settings).unwrap());
     let groups = Arc::new(
         SubscriptionGroupManager::load(dir, settings.auto_create_subscription_group, 1).unwrap(),
     );

@@ -21,6 +21,15 @@ custom_header! {
 }
 
 custom_header! {
+    /// `GetTopicStatsInfoRequestHeader` (GET_TOPIC_STATS_INFO); `GetTopicConfigRequestHeader`
+    /// (GET_TOPIC_CONFIG) has the same field.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub(crate) struct GetTopicStatsInfoRequestHeader("GET_TOPIC_STATS_INFO") {
+        pub topic: String = "topic",
+    }
+}
+
+custom_header! {
     /// `UnregisterClientRequestHeader` (UNREGISTER_CLIENT).
     #[derive(Debug, Clone, PartialEq, Eq)]
     pub(crate) struct UnregisterClientRequestHeader("UNREGISTER_CLIENT") {
