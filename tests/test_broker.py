@@ -258,6 +258,42 @@ def test_metrics_endpoint_and_status_cli(tmp_path: Path) -> None:
         assert "not replicating from" in summary and "last error" in summary, summary
 
 
+def test_status_shows_each_consumer_groups_lag(tmp_path: Path) -> None:
+    """``rocketha status`` lists, per consumer group and topic, the messages its committed
+    offsets leave unread on this broker (``mqadmin consumerProgress``'s Diff Total)."""
+    from rocketha import ConsumeFromWhere, NameServer, Producer, PullConsumer
+
+    with NameServer("127.0.0.1:0") as ns:
+        config = BrokerConfig(
+            store_path_root_dir=str(tmp_path / "store"),
+            mapped_file_size_commit_log=SEGMENT,
+            listen_port=0,
+            ha_listen_port=0,
+            namesrv_addr=ns.listen_address,
+            metrics_port=0,
+        )
+        with Broker(config) as broker, Producer(ns.listen_address, "lag-producer") as producer:
+            url = f"http://127.0.0.1:{broker._metrics.port}"
+            for i in range(10):
+                producer.send(Message("Lagging", b"%d" % i))
+            with PullConsumer(
+                ns.listen_address,
+                "lag-group",
+                ["Lagging"],
+                consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+            ) as consumer:
+                got: list[Any] = []
+                wait_for(lambda: got.extend(consumer.poll(0.5)) or len(got) >= 10, what="ten")
+                consumer.commit_sync()
+            for i in range(4):
+                producer.send(Message("Lagging", b"late %d" % i))
+            state = json.loads(_status(url, "--json"))
+            mine = [q for q in state["consumers"] if q["group"] == "lag-group"]
+            assert sum(q["lag"] for q in mine) == 4 and {q["topic"] for q in mine} == {"Lagging"}
+            assert sum(q["consumer_offset"] for q in mine) == 10
+            assert "consumer group lag-group on Lagging: lag 4 message(s) in " in _status(url)
+
+
 def test_demo_cli_exits_zero_with_summary(tmp_path: Path) -> None:
     out = subprocess.run(
         [

@@ -380,7 +380,8 @@ class Broker:
     # -- status ----------------------------------------------------------------------------
 
     def ha_status(self) -> dict[str, Any]:
-        """Replication state as a dict (what ``rocketha status`` prints)."""
+        """Replication state, and each consumer group's committed offset against its queues'
+        heads (``consumers``), as a dict (what ``rocketha status`` prints)."""
         status: dict[str, Any] = {
             "broker_name": self.config.broker_name,
             "broker_id": self.config.broker_id,
@@ -393,6 +394,18 @@ class Broker:
             status["slave_read_enable"] = self.config.slave_read_enable
         if self.ha is not None:
             status.update(self.ha.status())
+        if self._controller is not None:
+            status["consumers"] = [
+                {
+                    "group": group,
+                    "topic": topic,
+                    "queue_id": queue_id,
+                    "broker_offset": head,
+                    "consumer_offset": committed,
+                    "lag": max(0, head - committed),
+                }
+                for group, topic, queue_id, head, committed in self._controller.consumer_lag()
+            ]
         return status
 
 

@@ -622,7 +622,23 @@ def _status_summary(s: dict[str, Any]) -> str:
             lines.append(
                 f"  STOPPED at offset {stop['offset']}: {stop['reason']} (master {stop['master']})"
             )
+    lines.extend(_lag_summary(s.get("consumers") or []))
     return "\n".join(lines)
+
+
+def _lag_summary(queues: list[dict[str, Any]]) -> list[str]:
+    """One line per consumer group and topic: messages not yet consumed, in how many queues
+    (``mqadmin consumerProgress``'s Diff Total, from this broker's queues)."""
+    totals: dict[tuple[str, str], list[int]] = {}
+    for q in queues:
+        total = totals.setdefault((q["group"], q["topic"]), [0, 0, 0])
+        total[0] += q["lag"]
+        total[1] += 1 if q["lag"] else 0
+        total[2] += 1
+    return [
+        f"  consumer group {group} on {topic}: lag {lag} message(s) in {behind} of {n} queue(s)"
+        for (group, topic), (lag, behind, n) in sorted(totals.items())
+    ]
 
 
 def _benches_root() -> Path | None:

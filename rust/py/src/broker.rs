@@ -20,6 +20,8 @@ use crate::tls::{ClientTls, ServerTls};
 type EventTuple = (String, &'static str, String, bool);
 /// `(client_id, producer_groups, consumer_groups)`.
 type ClientTuple = (String, Vec<String>, Vec<String>);
+/// (group, topic, queue id, broker offset, consumer offset).
+type LagTuple = (String, String, i32, i64, i64);
 
 #[pyclass(frozen, module = "rocketha._core")]
 pub struct BrokerController {
@@ -127,6 +129,25 @@ impl BrokerController {
     fn sync_from_master_now(&self) -> PyResult<()> {
         self.running()?.sync_from_master_now();
         Ok(())
+    }
+
+    /// `[(group, topic, queue_id, broker_offset, consumer_offset)]` of every group that
+    /// committed an offset here.
+    fn consumer_lag(&self) -> PyResult<Vec<LagTuple>> {
+        Ok(self
+            .running()?
+            .consumer_lag()
+            .into_iter()
+            .map(|l| {
+                (
+                    l.group,
+                    l.topic,
+                    l.queue_id,
+                    l.broker_offset,
+                    l.consumer_offset,
+                )
+            })
+            .collect())
     }
 
     /// `[(client_id, producer_groups, consumer_groups)]` of the clients that sent heartbeats.

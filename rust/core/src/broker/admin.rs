@@ -5,16 +5,22 @@
 //! a slave syncs from its master (GET_ALL_TOPIC_CONFIG, GET_ALL_CONSUMER_OFFSET,
 //! GET_ALL_DELAY_OFFSET, GET_ALL_SUBSCRIPTIONGROUP_CONFIG) in RocketMQ's body shapes.
 
+use std::collections::BTreeSet;
+
+use super::processor::ConsumeTables;
 use super::topic_config::TopicConfigManager;
 use crate::commitlog::record::{self, Peeked};
 use crate::consume_queue::ConsumeQueue;
 use crate::protocol::json::{to_json, JsonStyle};
 use crate::protocol::lock_batch::MessageQueue;
-use crate::protocol::topic_stats::{encode_topic_stats, TopicOffset};
+use crate::protocol::queue_stats::{
+    encode_consume_stats, encode_topic_stats, OffsetWrapper, TopicOffset,
+};
 use crate::remoting::header::{
-    GetEarliestMsgStoretimeResponseHeader, GetTopicStatsInfoRequestHeader, OffsetResponseHeader,
-    QueryMessageRequestHeader, QueryMessageResponseHeader, QueueRequestHeader,
-    SearchOffsetRequestHeader, ViewMessageRequestHeader,
+    GetConsumeStatsRequestHeader, GetEarliestMsgStoretimeResponseHeader,
+    GetTopicStatsInfoRequestHeader, OffsetResponseHeader, QueryMessageRequestHeader,
+    QueryMessageResponseHeader, QueueRequestHeader, SearchOffsetRequestHeader,
+    ViewMessageRequestHeader,
 };
 use crate::remoting::{request_code, response_code, CustomHeader, RemotingCommand};
 use crate::store::MessageStore;
@@ -145,6 +151,110 @@ pub(crate) fn topic_stats(
         })
         .collect();
     table(request, encode_topic_stats(&offsets))
+}
+
+/// GET_CONSUME_STATS (`AdminBrokerProcessor.getConsumeStats`): per read queue of each topic
+/// asked for (by default every topic the group committed in, less those a live group does not
+/// subscribe to), the queue's max offset, the group's committed offset and when the last
+/// message it consumed was stored. `consumeTps` is 0: rocketha samples no per-group rate.
+pub(crate) fn consume_stats(
+    store: &MessageStore,
+    topics: &TopicConfigManager,
+    consume: &ConsumeTables,
+    broker_name: &str,
+    request: &RemotingCommand,
+) -> RemotingCommand {
+    let h: GetConsumeStatsRequestHeader = match request.decode_custom_header() {
+        Ok(h) => h,
+        Err(e) => return bad_header(request, e),
+    };
+    let group = &h.consumer_group;
+    let listed: BTreeSet<String> = h
+        .topic_list
+        .iter()
+        .flat_map(|l| l.split(';'))
+        .filter(|t| !t.is_empty())
+        .map(str::to_owned)
+        .collect();
+    let wanted = if !listed.is_empty() {
+        listed
+    } else {
+        let mut wanted = match h.topic.as_deref().filter(|t| !t.is_empty()) {
+            Some(topic) => BTreeSet::from([topic.to_owned()]),
+            None => consume.offsets.topics_of(group),
+        };
+        if let Some(subscribed) = consume.consumers.subscribed_topics(group) {
+            if !subscribed.is_empty() {
+                wanted.retain(|t| subscribed.contains(t));
+            }
+        }
+        wanted
+    };
+    let mut table = Vec::new();
+    for topic in wanted {
+        let Some(config) = topics.select(&topic) else {
+            continue;
+        };
+        for queue_id in 0..config.read_queue_nums {
+            let cq = store.consume_queue(&topic, queue_id);
+            let broker_offset = cq.as_ref().map_or(0, |q| q.max_queue_offset());
+            let consumer_offset = consume
+                .offsets
+                .query_offset(group, &topic, queue_id)
+                .unwrap_or(0)
+                .max(0);
+            let last = if consumer_offset > 0 {
+                store_time_at(store, cq.as_deref(), |_| consumer_offset - 1)
+            } else {
+                0
+            };
+            let queue = MessageQueue {
+                topic: topic.clone(),
+                broker_name: broker_name.to_owned(),
+                queue_id,
+            };
+            let offsets = OffsetWrapper {
+                broker_offset,
+                consumer_offset,
+                pull_offset: consumer_offset,
+                last_timestamp: last.max(0),
+            };
+            table.push((queue, offsets));
+        }
+    }
+    self::table(request, encode_consume_stats(&table, 0.0))
+}
+
+/// One consumer group's progress in one queue: what `rocketha status` lists as lag.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConsumerLag {
+    pub group: String,
+    pub topic: String,
+    pub queue_id: i32,
+    /// The queue's next offset to be written.
+    pub broker_offset: i64,
+    /// The group's committed offset.
+    pub consumer_offset: i64,
+}
+
+/// The progress of every group that committed an offset here, by group, topic and queue.
+pub(crate) fn consumer_lag(store: &MessageStore, consume: &ConsumeTables) -> Vec<ConsumerLag> {
+    let mut out: Vec<ConsumerLag> = consume
+        .offsets
+        .all()
+        .into_iter()
+        .map(|(group, topic, queue_id, consumer_offset)| ConsumerLag {
+            broker_offset: store
+                .consume_queue(&topic, queue_id)
+                .map_or(0, |q| q.max_queue_offset()),
+            group,
+            topic,
+            queue_id,
+            consumer_offset,
+        })
+        .collect();
+    out.sort_by(|a, b| (&a.group, &a.topic, a.queue_id).cmp(&(&b.group, &b.topic, b.queue_id)));
+    out
 }
 
 /// SEARCH_OFFSET_BY_TIMESTAMP: the first queue offset whose message was stored at or after

@@ -231,6 +231,12 @@ impl ConsumerManager {
         Some(ids.into_iter().collect())
     }
 
+    /// The topics a live group subscribes to; `None` when no member of it is connected.
+    pub(crate) fn subscribed_topics(&self, group: &str) -> Option<BTreeSet<String>> {
+        let groups = lock(&self.groups);
+        Some(groups.get(group)?.subscriptions.keys().cloned().collect())
+    }
+
     /// `findSubscriptionData`; the outer `None` when the group is unknown.
     pub(crate) fn find_subscription(
         &self,

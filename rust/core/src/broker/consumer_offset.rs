@@ -5,7 +5,7 @@
 //! a crash cut short are deleted then, never read). A slave's table is replaced by
 //! its master's at every sync (`GET_ALL_CONSUMER_OFFSET`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
@@ -91,6 +91,30 @@ impl ConsumerOffsetManager {
         lock(&self.table)
             .get(&key(topic, group))
             .and_then(|q| q.get(&queue_id).copied())
+    }
+
+    /// Every committed offset: (group, topic, queue id, offset).
+    pub(crate) fn all(&self) -> Vec<(String, String, i32, i64)> {
+        let table = lock(&self.table);
+        let mut out = Vec::new();
+        for (k, queues) in table.iter() {
+            if let Some((topic, group)) = k.rsplit_once(TOPIC_GROUP_SEPARATOR) {
+                for (&queue_id, &offset) in queues {
+                    out.push((group.to_owned(), topic.to_owned(), queue_id, offset));
+                }
+            }
+        }
+        out
+    }
+
+    /// `whichTopicByConsumer`: the topics `group` committed an offset in.
+    pub(crate) fn topics_of(&self, group: &str) -> BTreeSet<String> {
+        lock(&self.table)
+            .keys()
+            .filter_map(|k| k.rsplit_once(TOPIC_GROUP_SEPARATOR))
+            .filter(|(_, g)| *g == group)
+            .map(|(topic, _)| topic.to_owned())
+            .collect()
     }
 
     /// What GET_ALL_CONSUMER_OFFSET answers.

@@ -278,6 +278,11 @@ impl BrokerController {
         self.register.wakeup();
     }
 
+    /// Each consumer group's committed offset and its queue's head, per queue.
+    pub fn consumer_lag(&self) -> Vec<super::ConsumerLag> {
+        self.processor.consumer_lag()
+    }
+
     /// The clients that sent heartbeats, one per connection.
     pub fn clients(&self) -> Vec<ClientChannel> {
         self.processor.clients()

@@ -20,6 +20,7 @@ pub(crate) mod store_stats;
 pub(crate) mod subscription_group;
 pub(crate) mod topic_config;
 
+pub use admin::ConsumerLag;
 pub use config::{
     parse_properties, BrokerConfig, ConfigError, Loaded, PropertiesError, Value, IGNORED_KEYS,
 };

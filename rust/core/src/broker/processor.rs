@@ -133,6 +133,11 @@ impl BrokerProcessor {
         &self.pull
     }
 
+    /// Every group's committed progress against its queues' heads.
+    pub(crate) fn consumer_lag(&self) -> Vec<admin::ConsumerLag> {
+        admin::consumer_lag(&self.store, &self.consume)
+    }
+
     /// The clients that sent heartbeats, by connection.
     pub(crate) fn clients(&self) -> Vec<ClientChannel> {
         lock(&self.clients).values().cloned().collect()
@@ -440,6 +445,13 @@ impl RequestProcessor for BrokerProcessor {
             request_code::GET_TOPIC_STATS_INFO => Some(admin::topic_stats(
                 &self.store,
                 &self.topics,
+                &self.settings.broker_name,
+                &request,
+            )),
+            request_code::GET_CONSUME_STATS => Some(admin::consume_stats(
+                &self.store,
+                &self.topics,
+                &self.consume,
                 &self.settings.broker_name,
                 &request,
             )),

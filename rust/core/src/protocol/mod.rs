@@ -9,8 +9,8 @@ pub(crate) mod config_file;
 pub(crate) mod heartbeat;
 pub(crate) mod json;
 pub(crate) mod lock_batch;
+pub(crate) mod queue_stats;
 pub(crate) mod reader;
-pub(crate) mod topic_stats;
 
 /// `TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC`: the template a producer names as
 /// `defaultTopic` when it sends to a topic nobody created (`autoCreateTopicEnable`).

@@ -48,6 +48,7 @@ pub(crate) mod request_code {
     pub(crate) const GET_CONSUMER_CONNECTION_LIST: i32 = 203;
     pub(crate) const GET_PRODUCER_CONNECTION_LIST: i32 = 204;
     pub(crate) const GET_ALL_TOPIC_LIST_FROM_NAMESERVER: i32 = 206;
+    pub(crate) const GET_CONSUME_STATS: i32 = 208;
     pub(crate) const GET_TOPICS_BY_CLUSTER: i32 = 224;
     pub const SEND_MESSAGE_V2: i32 = 310;
     pub(crate) const SEND_BATCH_MESSAGE: i32 = 320;
@@ -97,6 +98,7 @@ pub(crate) mod request_code {
             GET_ALL_SUBSCRIPTIONGROUP_CONFIG => "GET_ALL_SUBSCRIPTIONGROUP_CONFIG",
             GET_TOPIC_STATS_INFO => "GET_TOPIC_STATS_INFO",
             GET_TOPIC_CONFIG => "GET_TOPIC_CONFIG",
+            GET_CONSUME_STATS => "GET_CONSUME_STATS",
             GET_CONSUMER_CONNECTION_LIST => "GET_CONSUMER_CONNECTION_LIST",
             GET_PRODUCER_CONNECTION_LIST => "GET_PRODUCER_CONNECTION_LIST",
             GET_ALL_TOPIC_LIST_FROM_NAMESERVER => "GET_ALL_TOPIC_LIST_FROM_NAMESERVER",

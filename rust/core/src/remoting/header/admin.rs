@@ -30,6 +30,17 @@ custom_header! {
 }
 
 custom_header! {
+    /// `GetConsumeStatsRequestHeader` (GET_CONSUME_STATS): a group's progress, in one topic,
+    /// in the topics listed (5.x, separated by `;`), or in every topic it committed in.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub(crate) struct GetConsumeStatsRequestHeader("GET_CONSUME_STATS") {
+        pub consumer_group: String = "consumerGroup",
+        pub topic: Option<String> = "topic",
+        pub topic_list: Option<String> = "topicList",
+    }
+}
+
+custom_header! {
     /// `UnregisterClientRequestHeader` (UNREGISTER_CLIENT).
     #[derive(Debug, Clone, PartialEq, Eq)]
     pub(crate) struct UnregisterClientRequestHeader("UNREGISTER_CLIENT") {

@@ -134,6 +134,7 @@ mod send;
 
 #[cfg_attr(feature = "harness", visibility::make(pub))]
 pub(crate) use admin::CreateTopicRequestHeader;
+pub(crate) use admin::GetConsumeStatsRequestHeader;
 pub(crate) use admin::GetTopicStatsInfoRequestHeader;
 pub(crate) use admin::UnregisterClientRequestHeader;
 pub(crate) use consume::{
