@@ -652,7 +652,7 @@ def test_admin_code_creates_a_topic_on_the_cluster_and_reads_its_status(
     with Producer(ns, "by-cluster-producer") as producer:
         sent = producer.send(Message(topic, b"counted"))
     out = rmq.mqadmin(tmp_path, "topicStatus", "-t", topic, "-n", ns)
-    rows = [line.split() for line in out.splitlines() if line.startswith("javasend-a")]
+    rows = [row for row in map(str.split, out.splitlines()) if row[:1] == ["javasend-a"]]
     assert len(rows) == 8, out
     assert [r[1:4] for r in rows if r[1] == str(sent.queue_id)] == [
         [str(sent.queue_id), "0", "1"]

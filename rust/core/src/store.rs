@@ -9,7 +9,7 @@ use open::write_checkpoint;
 pub mod group_transfer;
 
 pub use clean::{CleanConfig, CleanEvents, CleanReport};
-pub use index::{IndexConfig, QueryOffsetResult};
+pub use index::{IndexConfig, KeyQuery, QueryOffsetResult};
 pub(crate) use schedule::{parse_message_delay_level, render_message_delay_level};
 
 use std::borrow::Cow;

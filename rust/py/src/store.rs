@@ -12,7 +12,7 @@ use pyo3::types::{PyBytes, PyList};
 use rocketha_core::commitlog::record::MessageDraft;
 use rocketha_core::commitlog::OwnedRecord;
 use rocketha_core::store::group_transfer::{PutStatus, Verdicts};
-use rocketha_core::store::{now_millis, MessageStore};
+use rocketha_core::store::{now_millis, KeyQuery, MessageStore};
 use rocketha_core::BrokerConfig;
 
 use crate::buffer::SegmentSlice;
@@ -330,7 +330,16 @@ impl PyMessageStore {
     ) -> PyResult<Py<PyList>> {
         let store = self.store()?.clone();
         let records = py
-            .detach(|| store.find(topic, key, max_num, begin, end, unique))
+            .detach(|| {
+                store.find(&KeyQuery {
+                    topic,
+                    key,
+                    unique,
+                    max: max_num,
+                    begin,
+                    end,
+                })
+            })
             .map_err(to_py)?;
         let list = PyList::empty(py);
         for rec in records {

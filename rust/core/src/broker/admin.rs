@@ -23,7 +23,7 @@ use crate::remoting::header::{
     ViewMessageRequestHeader,
 };
 use crate::remoting::{request_code, response_code, CustomHeader, RemotingCommand};
-use crate::store::MessageStore;
+use crate::store::{KeyQuery, MessageStore};
 
 /// The raw record at commit log offset `offset` and its store timestamp, if one starts there.
 pub(crate) fn record_at(store: &MessageStore, offset: u64) -> Option<(Vec<u8>, i64)> {
@@ -365,14 +365,15 @@ pub(crate) fn query_message(store: &MessageStore, request: &RemotingCommand) -> 
         ));
     }
     let max = usize::try_from(h.max_num).unwrap_or_default();
-    let (records, offsets) = match store.query_message(
-        &h.topic,
-        &h.key,
-        max,
-        h.begin_timestamp,
-        h.end_timestamp,
+    let query = KeyQuery {
+        topic: &h.topic,
+        key: &h.key,
         unique,
-    ) {
+        max,
+        begin: h.begin_timestamp,
+        end: h.end_timestamp,
+    };
+    let (records, offsets) = match store.query_message(&query) {
         Ok(found) => found,
         Err(e) => {
             return RemotingCommand::response_to(

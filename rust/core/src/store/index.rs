@@ -77,6 +77,18 @@ impl IndexConfig {
     }
 }
 
+/// A lookup by key, as QUERY_MESSAGE asks it: messages of `topic` indexed under `key` (a
+/// unique key when `unique`) and stored in `[begin, end]` (ms), at most `max`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyQuery<'a> {
+    pub topic: &'a str,
+    pub key: &'a str,
+    pub unique: bool,
+    pub max: usize,
+    pub begin: i64,
+    pub end: i64,
+}
+
 /// What a lookup found: commit log offsets, oldest first, and how far the index had got.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct QueryOffsetResult {
@@ -436,14 +448,10 @@ impl IndexService {
     /// `[begin, end]`, newest files first, at most `max` (and [`MAX_MSGS_NUM_BATCH`]).
     pub(crate) fn query_offsets(
         &self,
-        topic: &str,
-        key: &str,
-        max: usize,
-        begin: i64,
-        end: i64,
+        q: &KeyQuery<'_>,
     ) -> Result<QueryOffsetResult, CommitLogError> {
-        let max = max.min(MAX_MSGS_NUM_BATCH);
-        let hash = key_hash(topic, key);
+        let (max, begin, end) = (q.max.min(MAX_MSGS_NUM_BATCH), q.begin, q.end);
+        let hash = key_hash(q.topic, q.key);
         let mut result = QueryOffsetResult::default();
         // A reader of a live store maps the files as they are now.
         let fresh;
@@ -522,34 +530,20 @@ impl MessageStore {
     /// [`Self::query_message`] once the index covers every message stored before the call
     /// (waiting at most a second for it): what a caller in this process, which just stored
     /// the message, expects.
-    pub fn find(
-        &self,
-        topic: &str,
-        key: &str,
-        max: usize,
-        begin: i64,
-        end: i64,
-        unique: bool,
-    ) -> Result<Vec<OwnedRecord>, CommitLogError> {
+    pub fn find(&self, q: &KeyQuery<'_>) -> Result<Vec<OwnedRecord>, CommitLogError> {
         if let Some(index) = &self.index {
             index.catch_up(self.commit_log.max_offset());
         }
-        Ok(self.query_message(topic, key, max, begin, end, unique)?.0)
+        Ok(self.query_message(q)?.0)
     }
 
-    /// RocketMQ's `queryMessage`: the messages of `topic` with `key` (a unique key when
-    /// `unique`) stored in `[begin, end]`, oldest first, at most `max`; and the index's last
-    /// update, as the index stands now. Entries whose hash matches but whose message does not
+    /// RocketMQ's `queryMessage`: the messages the query asks for, oldest first, and the
+    /// index's last update, as the index stands now. Entries whose hash matches but whose message does not
     /// carry the key (another key with the same hash) are left out here rather than by the
     /// client.
     pub fn query_message(
         &self,
-        topic: &str,
-        key: &str,
-        max: usize,
-        begin: i64,
-        end: i64,
-        unique: bool,
+        q: &KeyQuery<'_>,
     ) -> Result<(Vec<OwnedRecord>, QueryOffsetResult), CommitLogError> {
         let Some(index) = self.index.as_ref() else {
             return Err(CommitLogError::Config(
@@ -557,12 +551,12 @@ impl MessageStore {
                     .into(),
             ));
         };
-        let offsets = index.query_offsets(topic, key, max, begin, end)?;
+        let offsets = index.query_offsets(q)?;
         let records = offsets
             .phy_offsets
             .iter()
             .filter_map(|&o| self.look_message_by_offset(u64::try_from(o).ok()?))
-            .filter(|rec| record_has_key(&rec.view(), topic, key, unique))
+            .filter(|rec| record_has_key(&rec.view(), q.topic, q.key, q.unique))
             .collect();
         Ok((records, offsets))
     }

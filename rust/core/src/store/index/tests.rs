@@ -33,9 +33,20 @@ fn put(store: &MessageStore, topic: &str, props: &[(&str, &str)]) -> u64 {
         .offset
 }
 
+fn query<'a>(topic: &'a str, key: &'a str, unique: bool, begin: i64, end: i64) -> KeyQuery<'a> {
+    KeyQuery {
+        topic,
+        key,
+        unique,
+        max: 64,
+        begin,
+        end,
+    }
+}
+
 fn find(store: &MessageStore, topic: &str, key: &str, unique: bool) -> Vec<u64> {
     store
-        .find(topic, key, 64, 0, i64::MAX, unique)
+        .find(&query(topic, key, unique, 0, i64::MAX))
         .unwrap()
         .iter()
         .map(OwnedRecord::offset)
@@ -92,14 +103,14 @@ fn a_time_range_outside_the_messages_finds_nothing() {
     let at = put(&store, "T", &[("KEYS", "a")]);
     let now = crate::protocol::now_millis();
     let found = store
-        .find("T", "a", 32, now - 60_000, now + 60_000, false)
+        .find(&query("T", "a", false, now - 60_000, now + 60_000))
         .unwrap();
     assert_eq!(
         found.iter().map(OwnedRecord::offset).collect::<Vec<_>>(),
         vec![at]
     );
     for (begin, end) in [(0, now - 60_000), (now + 60_000, i64::MAX), (now, 0)] {
-        let found = store.find("T", "a", 32, begin, end, false).unwrap();
+        let found = store.find(&query("T", "a", false, begin, end)).unwrap();
         assert!(found.is_empty(), "[{begin}, {end}]");
     }
 }
@@ -264,7 +275,7 @@ fn rolled_back_half_messages_are_not_indexed_and_a_disabled_index_says_so() {
     let mut off = config(dir.path(), 10, 100);
     off.index.enabled = false;
     let store = MessageStore::open(off).unwrap();
-    let Err(err) = store.find("T", "tx", 1, 0, i64::MAX, false) else {
+    let Err(err) = store.find(&query("T", "tx", false, 0, i64::MAX)) else {
         panic!("a store without an index answered a query");
     };
     assert!(err.to_string().contains("messageIndexEnable"), "{err}");
