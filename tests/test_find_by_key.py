@@ -4,6 +4,7 @@ gone, through its slave, whose index its replication built; and the index after 
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -98,3 +99,14 @@ def test_admin_finds_through_the_master_then_through_the_slave(tmp_path: Path) -
             what="order-7 through the slave",
         )
         assert slave.store.find("Orders", sent[3].msg_id, unique=True)[0].body == b"order 3"
+        # A master killed without a word stays in the route for a while: its group's slave
+        # answers instead (a port nobody listens on stands for the dead master).
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            dead = f"127.0.0.1:{s.getsockname()[1]}"
+        answered = admin._ask_group(
+            [dead, slave.listen_address], "Orders", "order-9", 64, 0, 2**63 - 1, False
+        )
+        assert [m.body for m in answered] == [b"order 9"]
+        with pytest.raises(MQClientError, match="no broker of the group could be asked"):
+            admin._ask_group([dead], "Orders", "order-9", 64, 0, 2**63 - 1, False)

@@ -77,9 +77,27 @@ class Admin:
         if begin > end:
             raise ValueError(f"begin {begin} is after end {end}")
         out: list[MessageExt] = []
-        for addr in self._brokers(topic):
-            out.extend(
-                self._api.query_message(
+        for addrs in self._brokers(topic):
+            out.extend(self._ask_group(addrs, topic, key, max_num, begin, end, unique))
+        return sorted(out, key=lambda m: (m.store_timestamp, m.store_host, m.commitlog_offset))
+
+    def _ask_group(
+        self,
+        addrs: list[str],
+        topic: str,
+        key: str,
+        max_num: int,
+        begin: int,
+        end: int,
+        unique: bool,
+    ) -> list[MessageExt]:
+        """The group's answer from its master or, when that cannot be reached (dead, but still
+        in the route until the name server notices), from its slaves in broker id order: each
+        holds the index its replication built."""
+        failures = []
+        for addr in addrs:
+            try:
+                return self._api.query_message(
                     addr,
                     topic=topic,
                     key=key,
@@ -89,12 +107,13 @@ class Admin:
                     unique=unique,
                     timeout=self.timeout,
                 )
-            )
-        return sorted(out, key=lambda m: (m.store_timestamp, m.store_host, m.commitlog_offset))
+            except RemotingConnectError as e:
+                failures.append(f"{addr}: {e}")
+        raise MQClientError(f"no broker of the group could be asked: {'; '.join(failures)}")
 
-    def _brokers(self, topic: str) -> list[str]:
-        """``BrokerData.selectBrokerAddr``: per broker group, its master, else its first
-        slave."""
+    def _brokers(self, topic: str) -> list[list[str]]:
+        """Per broker group of the topic, its addresses: the master first (RocketMQ's
+        ``BrokerData.selectBrokerAddr``), then the slaves."""
         try:
             raw = self._api.get_topic_route_info(";".join(self.namesrv_addrs), topic, self.timeout)
         except RemotingConnectError as e:
@@ -107,7 +126,7 @@ class Admin:
         for broker in json.loads(raw).get("brokerDatas") or []:
             addrs = {int(k): v for k, v in (broker.get("brokerAddrs") or {}).items()}
             if addrs:
-                out.append(addrs[min(addrs)])
+                out.append([addrs[i] for i in sorted(addrs)])
         return out
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 from helpers import RochaNamesrv, start_master, wait_for
 from rocketha import ConsumeFromWhere, Message, MessageExt, Producer, PullConsumer, _children
+from rocketha.acl import mq_client_api
 
 pytestmark = pytest.mark.interop
 
@@ -48,6 +49,20 @@ def goconsumer(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     assert done.returncode == 0, f"go build failed:\n{done.stderr}"
     return binary
+
+
+def wait_for_route(namesrv: str, topic: str) -> None:
+    """Until the name server routes ``topic``: the first send creates it on the broker, which
+    registers it with the name server a moment later, and the Go client's ``Start`` fails on a
+    topic with no route ("route info not found, it may not exist") instead of waiting."""
+    api = mq_client_api("127.0.0.1", None)
+    try:
+        wait_for(
+            lambda: api.get_topic_route_info(namesrv, topic, 3.0) is not None,
+            what=f"the route of {topic}",
+        )
+    finally:
+        api.close()
 
 
 @contextmanager
@@ -76,6 +91,7 @@ def test_a_go_push_consumer_that_fails_gets_each_message_again_then_the_dlq_has_
         with Producer(ns, "go-producer") as producer:
             for body in bodies:
                 producer.send(Message(topic, body.encode()))
+            wait_for_route(ns, topic)
         with (
             running(goconsumer, out, ns, topic, group, "2", "120"),
             PullConsumer(
@@ -121,6 +137,7 @@ def test_a_go_orderly_consumer_locks_its_queues_and_gets_each_in_order(
     try:
         with Producer(ns, "go-producer") as producer:
             sent = [producer.send(Message(topic, f"go-{i}".encode())) for i in range(40)]
+        wait_for_route(ns, topic)
         with running(goconsumer, out, ns, topic, group, "16", "120", "orderly"):
             wait_for(
                 lambda: out.read_text().count("GOT ") >= len(sent),
