@@ -99,6 +99,8 @@ pub(crate) fn parse(request: &RemotingCommand) -> Result<PlainAccessResource, St
             resource.add_group(fields.get("consumerGroup"));
             resource.add(fields.get("topic"), SUB);
         }
+        // Reading a topic's messages by key is reading the topic (RocketMQ's rule too).
+        request_code::QUERY_MESSAGE => resource.add(fields.get("topic"), SUB),
         _ => {}
     }
     Ok(resource)
@@ -114,5 +116,18 @@ impl PlainAccessValidator {
     pub(crate) fn validate(&self, request: &RemotingCommand, remote: IpAddr) -> Result<(), String> {
         let resource = parse(request)?;
         self.manager.policy().validate(&resource, remote)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_query_by_key_needs_sub_on_its_topic() {
+        let mut request = RemotingCommand::request(request_code::QUERY_MESSAGE, 0);
+        request.ext_fields.insert("topic".into(), "orders".into());
+        let parsed = parse(&request).unwrap();
+        assert_eq!(parsed.resources.get("orders"), Some(&SUB));
     }
 }
