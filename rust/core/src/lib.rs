@@ -22,7 +22,8 @@ mod sync;
 
 pub use broker::{
     parse_properties, BrokerConfig, BrokerController, BrokerControllerConfig, BrokerError,
-    BrokerSettings, ClientChannel, ConfigError, Loaded, PropertiesError, Value, IGNORED_KEYS,
+    BrokerSettings, ClientChannel, ConfigError, LiveFlag, LiveNumber, Loaded, PropertiesError,
+    Value, IGNORED_KEYS,
 };
 pub use commitlog::flush::FlushDiskType;
 pub use namesrv::{NameServer, NamesrvConfig};

@@ -641,6 +641,17 @@ impl MessageStore {
             .collect()
     }
 
+    /// RocketMQ's `deleteTopics`: the topic's consume queues go, files and all, so nobody reads
+    /// it any more; its records stay in the commit log until retention takes them. A later
+    /// put to the topic starts its queues at offset 0. The number of queues it had.
+    pub(crate) fn delete_topic(&self, topic: &str) -> Result<usize, CommitLogError> {
+        self.check_writable()?;
+        // Under the put lock: no put is dispatching into the queues being deleted.
+        let mut st = self.lock_put();
+        st.queues.remove(topic);
+        self.consume_queues.remove(topic)
+    }
+
     /// Cuts the log back to `offset` (a record boundary) and the consume queues with it.
     pub fn truncate_to(&self, offset: u64) -> Result<Vec<PathBuf>, CommitLogError> {
         self.check_writable()?;

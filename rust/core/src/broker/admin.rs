@@ -5,6 +5,13 @@
 //! a slave syncs from its master (GET_ALL_TOPIC_CONFIG, GET_ALL_CONSUMER_OFFSET,
 //! GET_ALL_DELAY_OFFSET, GET_ALL_SUBSCRIPTIONGROUP_CONFIG) in RocketMQ's body shapes.
 
+pub(crate) mod broker_config;
+pub(crate) mod groups;
+pub(crate) mod topics;
+
+#[cfg(test)]
+mod tests;
+
 use std::collections::BTreeSet;
 
 use super::processor::ConsumeTables;

@@ -117,6 +117,16 @@ impl ConsumerOffsetManager {
             .collect()
     }
 
+    /// `cleanOffsetByTopic` (a topic deleted) and `removeOffset` (a group deleted): drops the
+    /// offsets of every (topic, group) `matches` picks; the next persist writes the rest.
+    pub(crate) fn remove_where(&self, matches: impl Fn(&str, &str) -> bool) {
+        lock(&self.table).retain(|k, _| {
+            !k.rsplit_once(TOPIC_GROUP_SEPARATOR)
+                .is_some_and(|(topic, group)| matches(topic, group))
+        });
+        self.dirty.store(true, Ordering::Release);
+    }
+
     /// What GET_ALL_CONSUMER_OFFSET answers.
     pub(crate) fn encode(&self) -> Vec<u8> {
         let wrapper = ConsumerOffsetSerializeWrapper {

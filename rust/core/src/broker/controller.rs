@@ -6,7 +6,7 @@
 
 use std::net::TcpListener;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::consumer_manager::ConsumerManager;
@@ -71,6 +71,8 @@ pub struct BrokerControllerConfig {
     /// TLS on the broker's own connections, to name servers and (a slave's) master
     /// (RocketMQ's `tls.enable`).
     pub client_tls: Option<ClientTls>,
+    /// The whole `broker.conf`, for GET_BROKER_CONFIG and UPDATE_BROKER_CONFIG.
+    pub broker_config: super::BrokerConfig,
 }
 
 impl Default for BrokerControllerConfig {
@@ -83,33 +85,18 @@ impl Default for BrokerControllerConfig {
 /// A broker's network side, running until [`BrokerController::shutdown`].
 pub struct BrokerController {
     server: RemotingServer,
-    processor: Arc<BrokerProcessor>,
+    pub(crate) processor: Arc<BrokerProcessor>,
     /// The register loop, woken when the topics change.
     register: Arc<ServiceThread>,
     /// The housekeeping thread, woken when a slave learns its master.
     housekeeping: Arc<ServiceThread>,
     /// Persisted at shutdown: the topics sends created since the register loop last did.
-    topics: Arc<TopicConfigManager>,
+    pub(crate) topics: Arc<TopicConfigManager>,
     /// Its delay-level delivery stops (and writes its progress) at shutdown.
     store: Arc<MessageStore>,
     /// A slave's master, for the tests.
     #[cfg(test)]
     slave_sync: Option<Arc<SlaveSynchronize>>,
-}
-
-/// What the broker registers with the name servers as.
-fn registration(
-    settings: &BrokerSettings,
-    broker_addr: String,
-    ha_server_addr: String,
-) -> Registration {
-    Registration {
-        cluster_name: settings.cluster_name.clone(),
-        broker_name: settings.broker_name.clone(),
-        broker_id: settings.broker_id,
-        broker_addr,
-        ha_server_addr,
-    }
 }
 
 impl BrokerController {
@@ -148,6 +135,7 @@ impl BrokerController {
                 ha_master,
                 ha_client: ha_client.clone(),
                 stats: stats.clone(),
+                config: Mutex::new(config.broker_config.clone()),
             },
             register.clone(),
             &tables,
@@ -157,7 +145,11 @@ impl BrokerController {
             RemotingServer::start_on(listener, processor.clone(), config.server, events.clone())?;
         let outer = BrokerOuterApi::new(
             &config.namesrv_addr,
-            registration(&settings, broker_addr, config.ha_server_addr.clone()),
+            Registration {
+                settings: settings.clone(),
+                broker_addr,
+                ha_server_addr: config.ha_server_addr.clone(),
+            },
             topics.clone(),
             ha_client.filter(|_| {
                 config.update_master_ha_server_addr_periodically
@@ -199,7 +191,7 @@ impl BrokerController {
     /// offset tables, loaded from the store's root.
     fn initialize_metadata(
         store: &MessageStore,
-        settings: &BrokerSettings,
+        settings: &Arc<BrokerSettings>,
     ) -> Result<(Arc<TopicConfigManager>, ConsumeTables), BrokerError> {
         let root = &store.config().root;
         let topics = TopicConfigManager::load(root, settings)
@@ -209,12 +201,8 @@ impl BrokerController {
             |e: &dyn std::fmt::Display| BrokerError::ConsumerConfig(e.to_string());
         let tables = ConsumeTables {
             groups: Arc::new(
-                SubscriptionGroupManager::load(
-                    root,
-                    settings.auto_create_subscription_group,
-                    settings.which_broker_when_consume_slowly,
-                )
-                .map_err(|e| consumer_config(&e))?,
+                SubscriptionGroupManager::load(root, settings.clone())
+                    .map_err(|e| consumer_config(&e))?,
             ),
             consumers: Arc::new(ConsumerManager::default()),
             offsets: Arc::new(ConsumerOffsetManager::load(root).map_err(|e| consumer_config(&e))?),

@@ -10,6 +10,7 @@ pub(crate) mod consumer_manage;
 pub(crate) mod consumer_manager;
 pub(crate) mod consumer_offset;
 pub(crate) mod controller;
+pub(crate) mod live_setting;
 pub(crate) mod outer_api;
 pub(crate) mod processor;
 pub(crate) mod pull;
@@ -25,6 +26,7 @@ pub use config::{
     parse_properties, BrokerConfig, ConfigError, Loaded, PropertiesError, Value, IGNORED_KEYS,
 };
 pub use controller::{BrokerController, BrokerControllerConfig, BrokerError};
+pub use live_setting::{LiveFlag, LiveNumber};
 pub use processor::ClientChannel;
 
 /// What the processors need to know of the broker (RocketMQ's `BrokerConfig` keys).
@@ -38,8 +40,8 @@ pub struct BrokerSettings {
     pub broker_id: i64,
     /// `brokerRole=SLAVE`: sends are refused.
     pub is_slave: bool,
-    /// `autoCreateTopicEnable`.
-    pub auto_create_topic: bool,
+    /// `autoCreateTopicEnable` (changes at runtime).
+    pub auto_create_topic: LiveFlag,
     /// `clusterTopicEnable`: the topic named after the cluster may be sent to and read, as
     /// well as name the brokers `createTopic(cluster, ...)` creates a topic on.
     pub cluster_topic_enable: bool,
@@ -47,12 +49,13 @@ pub struct BrokerSettings {
     pub broker_topic_enable: bool,
     /// `defaultTopicQueueNums`.
     pub default_topic_queue_nums: i32,
-    /// `maxMessageSize`.
-    pub max_message_size: usize,
-    /// `brokerPermission`.
-    pub broker_permission: i32,
-    /// `slaveReadEnable`: consumers that lag are sent to a slave, and a slave serves pulls.
-    pub slave_read_enable: bool,
+    /// `maxMessageSize` (changes at runtime).
+    pub max_message_size: LiveNumber,
+    /// `brokerPermission` (changes at runtime).
+    pub broker_permission: LiveNumber,
+    /// `slaveReadEnable`: consumers that lag are sent to a slave, and a slave serves pulls
+    /// (changes at runtime).
+    pub slave_read_enable: LiveFlag,
     /// `whichBrokerWhenConsumeSlowly` of the subscription groups this broker creates.
     pub which_broker_when_consume_slowly: i64,
     /// `accessMessageInMemoryMaxRatio`: percent of RAM a consumer may lag before it is
@@ -60,8 +63,8 @@ pub struct BrokerSettings {
     pub access_message_in_memory_max_ratio: i32,
     /// `longPollingEnable`: a suspended pull is held for its `suspendTimeoutMillis` (else 1 s).
     pub long_polling_enable: bool,
-    /// `autoCreateSubscriptionGroup`.
-    pub auto_create_subscription_group: bool,
+    /// `autoCreateSubscriptionGroup` (changes at runtime).
+    pub auto_create_subscription_group: LiveFlag,
     /// `maxTransferBytesOnMessageInMemory` / `maxTransferCountOnMessageInMemory`: one pull's
     /// bounds while its records are (likely) in the page cache.
     pub max_transfer_in_memory: TransferLimit,

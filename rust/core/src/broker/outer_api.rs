@@ -13,8 +13,9 @@ use std::time::Duration;
 
 use super::slave_sync::SlaveSynchronize;
 use super::topic_config::TopicConfigManager;
+use super::BrokerSettings;
 use crate::ha::client::HaClient;
-use crate::protocol::body::{mq_version, RegisterBrokerBody};
+use crate::protocol::body::{mq_version, perm, RegisterBrokerBody, TopicConfigSerializeWrapper};
 use crate::protocol::body_crc;
 use crate::remoting::header::{
     RegisterBrokerRequestHeader, RegisterBrokerResponseHeader, UnRegisterBrokerRequestHeader,
@@ -32,9 +33,8 @@ const NAMESRV_TIMEOUT: Duration = Duration::from_secs(3);
 /// Who the broker is to the name servers.
 #[derive(Debug, Clone)]
 pub(crate) struct Registration {
-    pub(crate) cluster_name: String,
-    pub(crate) broker_name: String,
-    pub(crate) broker_id: i64,
+    /// The cluster, name and id, and `brokerPermission`, which an operator may change.
+    pub(crate) settings: Arc<BrokerSettings>,
     /// `brokerIP1:listenPort`.
     pub(crate) broker_addr: String,
     /// The HA address a slave of this broker connects to ("" on a slave).
@@ -158,20 +158,35 @@ impl BrokerOuterApi {
         })
     }
 
+    /// The topics as registered: a broker whose `brokerPermission` takes no sends (or no
+    /// pulls) registers every topic without that permission, so clients stop routing them
+    /// here (RocketMQ's `registerBrokerAll`).
+    fn topic_config_wrapper(&self) -> TopicConfigSerializeWrapper {
+        let mut wrapper = self.topics.wrapper();
+        let broker = i32::try_from(self.me.settings.broker_permission.get()).unwrap_or(0);
+        let all = perm::PERM_READ | perm::PERM_WRITE;
+        if broker & all != all {
+            for config in wrapper.topic_config_table.values_mut() {
+                config.perm &= broker;
+            }
+        }
+        wrapper
+    }
+
     /// `registerBrokerAll`: the whole topic config to every name server.
     pub(crate) fn register_broker_all(&self) {
         let body = RegisterBrokerBody {
-            topic_config_serialize_wrapper: self.topics.wrapper(),
+            topic_config_serialize_wrapper: self.topic_config_wrapper(),
             filter_server_list: Vec::new(),
         }
         .encode();
         let me = &self.me;
         let header = RegisterBrokerRequestHeader {
-            broker_name: me.broker_name.clone(),
+            broker_name: me.settings.broker_name.clone(),
             broker_addr: me.broker_addr.clone(),
-            cluster_name: me.cluster_name.clone(),
+            cluster_name: me.settings.cluster_name.clone(),
             ha_server_addr: me.ha_server_addr.clone(),
-            broker_id: me.broker_id,
+            broker_id: me.settings.broker_id,
             heartbeat_timeout_millis: None,
             enable_acting_master: Some(false),
             compressed: false,
@@ -227,7 +242,7 @@ impl BrokerOuterApi {
             format!(
                 "no name server answered, so haMasterAddress={configured} cannot be checked \
                  against broker {}'s registered master; replicating from it unchecked",
-                self.me.broker_name
+                self.me.settings.broker_name
             ),
         );
     }
@@ -258,7 +273,7 @@ impl BrokerOuterApi {
     /// they do not.
     fn check_master(&self, namesrv: &str, configured: &str, named: Option<String>) {
         let Some(ha) = &self.follow else { return };
-        let group = &self.me.broker_name;
+        let group = &self.me.settings.broker_name;
         match named {
             Some(named) if same_address(&named, configured) => self.set_master(
                 namesrv,
@@ -346,10 +361,10 @@ impl BrokerOuterApi {
     /// `unregisterBrokerAll`, at shutdown; failures only reported.
     fn unregister_broker_all(&self) {
         let header = UnRegisterBrokerRequestHeader {
-            broker_name: self.me.broker_name.clone(),
+            broker_name: self.me.settings.broker_name.clone(),
             broker_addr: self.me.broker_addr.clone(),
-            cluster_name: self.me.cluster_name.clone(),
-            broker_id: self.me.broker_id,
+            cluster_name: self.me.settings.cluster_name.clone(),
+            broker_id: self.me.settings.broker_id,
         };
         let mut links = lock(&self.links);
         for link in links.iter_mut() {

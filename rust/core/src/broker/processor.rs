@@ -12,6 +12,9 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
 use super::admin;
+use super::admin::broker_config;
+use super::admin::groups;
+use super::admin::topics::{self, ProtectedTopics};
 use super::consumer_manage::ConsumerManageProcessor;
 use super::consumer_manager::ConsumerManager;
 use super::consumer_offset::ConsumerOffsetManager;
@@ -21,7 +24,7 @@ use super::send::{retry_topic, retry_topic_sys_flag, SendMessageProcessor};
 use super::store_stats::StoreStatsService;
 use super::subscription_group::SubscriptionGroupManager;
 use super::topic_config::{validate_topic, TopicConfigManager};
-use super::BrokerSettings;
+use super::{BrokerConfig, BrokerSettings};
 use crate::acl::plain_access_validator::PlainAccessValidator;
 use crate::ha::client::HaClient;
 use crate::ha::master::HaMaster;
@@ -54,6 +57,9 @@ pub(crate) struct RuntimeView {
     /// Puts and pulls counted and sampled (`msgPutTotalTodayNow`, `putTps`, ...); shared with
     /// the deferred answers, which count when they are sent.
     pub(crate) stats: Arc<StoreStatsService>,
+    /// The `broker.conf` as it runs: GET_BROKER_CONFIG answers it, UPDATE_BROKER_CONFIG
+    /// changes its live keys.
+    pub(crate) config: Mutex<BrokerConfig>,
 }
 
 /// The consume side's tables, shared with the controller's housekeeping and the slave's sync.
@@ -68,7 +74,7 @@ pub(crate) struct BrokerProcessor {
     send: SendMessageProcessor,
     pull: Arc<PullMessageProcessor>,
     consumer_manage: ConsumerManageProcessor,
-    consume: ConsumeTables,
+    pub(crate) consume: ConsumeTables,
     store: Arc<MessageStore>,
     topics: Arc<TopicConfigManager>,
     settings: Arc<BrokerSettings>,
@@ -477,7 +483,7 @@ impl RequestProcessor for BrokerProcessor {
             request_code::GET_ALL_SUBSCRIPTIONGROUP_CONFIG => {
                 Some(admin::table(&request, self.consume.groups.encode()))
             }
-            _ => Some(not_supported(&request)),
+            _ => Some(self.process_admin(&request)),
         }
     }
 
@@ -485,5 +491,54 @@ impl RequestProcessor for BrokerProcessor {
         lock(&self.clients).remove(&connection_id);
         self.consume.consumers.on_close(connection_id);
         self.pull.hold_service().on_close(connection_id);
+    }
+}
+
+impl BrokerProcessor {
+    /// The operators' requests (`AdminBrokerProcessor`), and the answer to a code not served.
+    fn process_admin(&self, request: &RemotingCommand) -> RemotingCommand {
+        let groups = &self.consume.groups;
+        match request.code {
+            request_code::GET_BROKER_CONFIG => {
+                broker_config::get_broker_config(&self.runtime.config, request)
+            }
+            request_code::UPDATE_BROKER_CONFIG => {
+                let updated = broker_config::update_broker_config(
+                    &self.runtime.config,
+                    &self.settings,
+                    request,
+                );
+                if updated.permission_changed {
+                    self.topics.next_version();
+                    self.register.wakeup();
+                }
+                updated.response
+            }
+            request_code::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP => {
+                groups::update_and_create(groups, request)
+            }
+            request_code::DELETE_SUBSCRIPTIONGROUP => {
+                groups::delete(groups, &self.consume.offsets, request)
+            }
+            request_code::GET_SUBSCRIPTIONGROUP_CONFIG => groups::get(groups, request),
+            request_code::DELETE_TOPIC_IN_BROKER => {
+                let protected = ProtectedTopics {
+                    cluster_name: &self.settings.cluster_name,
+                    broker_name: &self.settings.broker_name,
+                };
+                let (response, deleted) = topics::delete(
+                    &self.topics,
+                    &self.consume.offsets,
+                    &self.store,
+                    &protected,
+                    request,
+                );
+                if deleted {
+                    self.register.wakeup();
+                }
+                response
+            }
+            _ => not_supported(request),
+        }
     }
 }

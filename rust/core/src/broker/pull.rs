@@ -201,14 +201,14 @@ impl PullMessageProcessor {
     ) -> (i32, i64) {
         let mut code = response_code_of(result.status, header.queue_offset);
         let mut suggest = match (
-            self.settings.slave_read_enable,
+            self.settings.slave_read_enable.get(),
             result.suggest_pulling_from_slave,
         ) {
             (false, _) => MASTER_ID,
             (true, true) => which_broker,
             (true, false) => broker_id,
         };
-        if self.settings.is_slave && !self.settings.slave_read_enable {
+        if self.settings.is_slave && !self.settings.slave_read_enable.get() {
             code = response_code::PULL_RETRY_IMMEDIATELY;
         }
         // A slave does not move consumers' offsets (`offsetCheckInSlave` off): retry instead.
@@ -278,7 +278,7 @@ impl PullMessageProcessor {
             .decode_custom_header()
             .map_err(|e| Refusal(response_code::SYSTEM_ERROR, e.to_string()))?;
         let s = &self.settings;
-        if s.broker_permission & perm::PERM_READ == 0 {
+        if s.broker_permission.get() & i64::from(perm::PERM_READ) == 0 {
             return Err(Refusal(
                 response_code::NO_PERMISSION,
                 format!("the broker[{}] pulling message is forbidden", s.broker_name),

@@ -228,13 +228,13 @@ impl SendMessageProcessor {
                     RecordError::DelayedBatch.to_string(),
                 ));
             }
-            if m.body.len() > self.settings.max_message_size {
+            if m.body.len() as i64 > self.settings.max_message_size.get() {
                 return Err(Refusal(
                     response_code::MESSAGE_ILLEGAL,
                     format!(
                         "the message body size {} is over the max value, MAX: {} (maxMessageSize)",
                         m.body.len(),
-                        self.settings.max_message_size
+                        self.settings.max_message_size.get()
                     ),
                 ));
             }
@@ -257,7 +257,7 @@ impl SendMessageProcessor {
         }
         let header = SendMessageRequestHeader::parse(request)
             .map_err(|e| Refusal(response_code::SYSTEM_ERROR, e.to_string()))?;
-        if s.broker_permission & perm::PERM_WRITE == 0 {
+        if s.broker_permission.get() & i64::from(perm::PERM_WRITE) == 0 {
             return Err(Refusal(
                 response_code::NO_PERMISSION,
                 format!("the broker[{}] sending message is forbidden", s.broker_name),
@@ -302,7 +302,7 @@ impl SendMessageProcessor {
         if let Some(config) = self.topics.select(&header.topic) {
             return Ok(config);
         }
-        let created = if self.settings.auto_create_topic {
+        let created = if self.settings.auto_create_topic.get() {
             self.topics.create_in_send(
                 &header.topic,
                 &header.default_topic,
@@ -317,7 +317,8 @@ impl SendMessageProcessor {
                 response_code::TOPIC_NOT_EXIST,
                 format!(
                     "topic[{}] not exist, apply first please! (autoCreateTopicEnable is {})",
-                    header.topic, self.settings.auto_create_topic
+                    header.topic,
+                    self.settings.auto_create_topic.get()
                 ),
             )
         })

@@ -5,14 +5,14 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
-use super::topic_config::{remove_stale_temporaries, write_atomically};
+use super::topic_config::{bump, remove_stale_temporaries, write_atomically};
+use super::BrokerSettings;
 use crate::protocol::body::DataVersion;
 use crate::protocol::json::parse_lenient;
-use crate::protocol::now_millis;
 use crate::sync::lock;
 
 /// `SubscriptionGroupConfig`, Java's defaults for whatever a file leaves out; fields of newer
@@ -78,9 +78,9 @@ pub(crate) enum SubscriptionGroupError {
 
 pub(crate) struct SubscriptionGroupManager {
     path: PathBuf,
-    auto_create: bool,
-    /// `whichBrokerWhenConsumeSlowly` of the groups this broker creates.
-    which_broker_when_consume_slowly: i64,
+    /// `autoCreateSubscriptionGroup`, and `whichBrokerWhenConsumeSlowly` of the groups this
+    /// broker creates.
+    settings: Arc<BrokerSettings>,
     /// Lookups on the loop thread, replacement from the sync thread.
     table: Mutex<SubscriptionGroupWrapper>,
     /// Held from snapshot to rename: the sync thread and the loop thread persist the file at
@@ -91,8 +91,7 @@ pub(crate) struct SubscriptionGroupManager {
 impl SubscriptionGroupManager {
     pub(crate) fn load(
         root: &Path,
-        auto_create: bool,
-        which_broker_when_consume_slowly: i64,
+        settings: Arc<BrokerSettings>,
     ) -> Result<Self, SubscriptionGroupError> {
         let path = root.join("config").join("subscriptionGroup.json");
         remove_stale_temporaries(&path);
@@ -110,8 +109,7 @@ impl SubscriptionGroupManager {
         };
         Ok(Self {
             path,
-            auto_create,
-            which_broker_when_consume_slowly,
+            settings,
             table: Mutex::new(table),
             persisting: Mutex::new(()),
         })
@@ -128,23 +126,30 @@ impl SubscriptionGroupManager {
             if let Some(config) = table.subscription_group_table.get(group) {
                 return Ok(Some(config.clone()));
             }
-            if !self.auto_create {
+            if !self.settings.auto_create_subscription_group.get() {
                 return Ok(None);
             }
             let config = SubscriptionGroupConfig {
                 group_name: group.to_owned(),
-                which_broker_when_consume_slowly: self.which_broker_when_consume_slowly,
+                which_broker_when_consume_slowly: self.settings.which_broker_when_consume_slowly,
                 ..SubscriptionGroupConfig::default()
             };
             table
                 .subscription_group_table
                 .insert(group.to_owned(), config.clone());
-            table.data_version.timestamp = now_millis();
-            table.data_version.counter += 1;
+            bump(&mut table.data_version);
             config
         };
         self.persist()?;
         Ok(Some(created))
+    }
+
+    /// The group's config, without creating it.
+    pub(crate) fn get(&self, group: &str) -> Option<SubscriptionGroupConfig> {
+        lock(&self.table)
+            .subscription_group_table
+            .get(group)
+            .cloned()
     }
 
     /// `containsSubscriptionGroup`: known, without creating it.
@@ -157,6 +162,34 @@ impl SubscriptionGroupManager {
     /// What GET_ALL_SUBSCRIPTIONGROUP_CONFIG answers.
     pub(crate) fn encode(&self) -> Vec<u8> {
         serde_json::to_vec(&*lock(&self.table)).unwrap_or_default()
+    }
+
+    /// UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: `config` replaces its group's, or creates it.
+    pub(crate) fn update_or_create(
+        &self,
+        config: SubscriptionGroupConfig,
+    ) -> Result<(), SubscriptionGroupError> {
+        {
+            let mut table = lock(&self.table);
+            table
+                .subscription_group_table
+                .insert(config.group_name.clone(), config);
+            bump(&mut table.data_version);
+        }
+        self.persist()
+    }
+
+    /// DELETE_SUBSCRIPTIONGROUP: false when there was no such group.
+    pub(crate) fn delete(&self, group: &str) -> Result<bool, SubscriptionGroupError> {
+        {
+            let mut table = lock(&self.table);
+            if table.subscription_group_table.remove(group).is_none() {
+                return Ok(false);
+            }
+            bump(&mut table.data_version);
+        }
+        self.persist()?;
+        Ok(true)
     }
 
     /// A slave's sync: the master's groups replace these, then are persisted.
@@ -185,14 +218,53 @@ mod tests {
     #[test]
     fn groups_are_created_on_first_use_and_persist() {
         let dir = tempfile::tempdir().unwrap();
-        let m = SubscriptionGroupManager::load(dir.path(), true, 1).unwrap();
+        let m = SubscriptionGroupManager::load(dir.path(), settings(true)).unwrap();
         let g = m.find("cg").unwrap().unwrap();
         assert!(g.consume_enable);
         assert_eq!((g.broker_id, g.which_broker_when_consume_slowly), (0, 1));
-        let again = SubscriptionGroupManager::load(dir.path(), false, 1).unwrap();
+        let again = SubscriptionGroupManager::load(dir.path(), settings(false)).unwrap();
         assert!(again.contains("cg"));
         assert!(again.find("other").unwrap().is_none());
         assert!(!again.contains("other"));
+    }
+
+    fn settings(auto_create: bool) -> Arc<BrokerSettings> {
+        Arc::new(BrokerSettings {
+            auto_create_subscription_group: auto_create.into(),
+            ..BrokerSettings::default()
+        })
+    }
+
+    #[test]
+    fn groups_are_updated_deleted_and_stay_so_after_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = SubscriptionGroupManager::load(dir.path(), settings(false)).unwrap();
+        m.update_or_create(SubscriptionGroupConfig {
+            group_name: "cg".into(),
+            retry_max_times: 3,
+            ..SubscriptionGroupConfig::default()
+        })
+        .unwrap();
+        m.update_or_create(SubscriptionGroupConfig {
+            group_name: "gone".into(),
+            ..SubscriptionGroupConfig::default()
+        })
+        .unwrap();
+        assert!(m.delete("gone").unwrap());
+        assert!(!m.delete("gone").unwrap());
+        let again = SubscriptionGroupManager::load(dir.path(), settings(false)).unwrap();
+        assert_eq!(again.find("cg").unwrap().unwrap().retry_max_times, 3);
+        assert!(!again.contains("gone"));
+    }
+
+    #[test]
+    fn auto_create_follows_the_setting_while_the_broker_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = settings(false);
+        let m = SubscriptionGroupManager::load(dir.path(), s.clone()).unwrap();
+        assert!(m.find("cg").unwrap().is_none());
+        s.auto_create_subscription_group.set(true);
+        assert!(m.find("cg").unwrap().is_some());
     }
 
     #[test]
@@ -206,7 +278,7 @@ mod tests {
                  "dataVersion":{"counter":2,"timestamp":5,"stateVersion":0}}"#,
         )
         .unwrap();
-        let m = SubscriptionGroupManager::load(dir.path(), true, 1).unwrap();
+        let m = SubscriptionGroupManager::load(dir.path(), settings(true)).unwrap();
         assert!(!m.find("cg").unwrap().unwrap().consume_enable);
         let body: serde_json::Value = serde_json::from_slice(&m.encode()).unwrap();
         let cg = &body["subscriptionGroupTable"]["cg"];

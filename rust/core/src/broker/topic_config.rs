@@ -119,7 +119,7 @@ impl TopicConfigManager {
                     ..TopicConfig::default()
                 });
         }
-        if settings.auto_create_topic {
+        if settings.auto_create_topic.get() {
             let nums = settings.default_topic_queue_nums;
             let all = perm::PERM_READ | perm::PERM_WRITE | PERM_INHERIT;
             insert_missing(&mut table, AUTO_CREATE_TOPIC_KEY_TOPIC, nums, all);
@@ -244,6 +244,28 @@ impl TopicConfigManager {
         self.persist()
     }
 
+    /// A new data version with the same topics: the name servers take a registration only
+    /// when its version is new, and the topics' permissions changed with `brokerPermission`.
+    /// The register loop persists it.
+    pub(crate) fn next_version(&self) {
+        let mut table = lock(&self.table);
+        bump(&mut table.data_version);
+        self.unsaved.store(true, Ordering::Release);
+    }
+
+    /// `deleteTopicConfig`: false when there was no such topic.
+    pub(crate) fn delete(&self, topic: &str) -> Result<bool, TopicConfigError> {
+        {
+            let mut table = lock(&self.table);
+            if table.topic_config_table.remove(topic).is_none() {
+                return Ok(false);
+            }
+            bump(&mut table.data_version);
+        }
+        self.persist()?;
+        Ok(true)
+    }
+
     /// A slave's sync: the master's table replaces this one when its data version differs
     /// (and takes its version), then is persisted.
     pub(crate) fn replace(
@@ -294,7 +316,7 @@ impl TopicConfigManager {
     }
 }
 
-fn bump(version: &mut DataVersion) {
+pub(crate) fn bump(version: &mut DataVersion) {
     version.timestamp = now_millis();
     version.counter += 1;
 }
@@ -334,7 +356,7 @@ mod tests {
 
     fn no_auto_create() -> BrokerSettings {
         BrokerSettings {
-            auto_create_topic: false,
+            auto_create_topic: false.into(),
             ..BrokerSettings::default()
         }
     }

@@ -372,6 +372,16 @@ impl ConsumeQueueTable {
             .clone())
     }
 
+    /// Forgets `topic`'s queues and deletes their files; the number of queues it had.
+    pub(crate) fn remove(&self, topic: &str) -> Result<usize, CommitLogError> {
+        let removed = write(&self.queues).remove(topic).map_or(0, |q| q.len());
+        let dir = self.root.join(topic);
+        match std::fs::remove_dir_all(&dir) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(CommitLogError::io(&dir, e)),
+            _ => Ok(removed),
+        }
+    }
+
     pub(crate) fn all(&self) -> Vec<Arc<ConsumeQueue>> {
         let queues = read(&self.queues);
         let mut all: Vec<_> = queues.values().flat_map(|m| m.values().cloned()).collect();

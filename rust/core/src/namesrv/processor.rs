@@ -18,8 +18,9 @@ use crate::protocol::json::{parse_lenient, to_json, JsonStyle};
 use crate::protocol::now_millis;
 use crate::remoting::codes::{request_code, response_code};
 use crate::remoting::header::{
-    GetRouteInfoRequestHeader, QueryDataVersionRequestHeader, QueryDataVersionResponseHeader,
-    RegisterBrokerRequestHeader, RegisterBrokerResponseHeader, UnRegisterBrokerRequestHeader,
+    DeleteTopicFromNamesrvRequestHeader, GetRouteInfoRequestHeader, QueryDataVersionRequestHeader,
+    QueryDataVersionResponseHeader, RegisterBrokerRequestHeader, RegisterBrokerResponseHeader,
+    UnRegisterBrokerRequestHeader,
 };
 use crate::remoting::{
     not_supported, HeaderError, RemotingCommand, RequestContext, RequestProcessor, ServerEventKind,
@@ -138,6 +139,18 @@ impl DefaultRequestProcessor {
                     RemotingCommand::response_to(request, response_code::SUCCESS, None);
                 response.body = lock(&self.routes).table.get_all_topic_list();
                 Ok(response)
+            }
+            // `mqadmin deleteTopic`, after the brokers deleted it.
+            request_code::DELETE_TOPIC_IN_NAMESRV => {
+                let header: DeleteTopicFromNamesrvRequestHeader = request.decode_custom_header()?;
+                lock(&self.routes)
+                    .table
+                    .delete_topic(&header.topic, header.cluster_name.as_deref());
+                Ok(RemotingCommand::response_to(
+                    request,
+                    response_code::SUCCESS,
+                    None,
+                ))
             }
             _ => Ok(not_supported(request)),
         }

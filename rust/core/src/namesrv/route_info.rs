@@ -545,6 +545,24 @@ impl RouteInfoManager {
             .into_bytes()
     }
 
+    /// `deleteTopic`: the topic's queues on the brokers of `cluster` (every broker when
+    /// `None`) leave the routes; a topic left with none is gone.
+    pub(crate) fn delete_topic(&mut self, topic: &str, cluster: Option<&str>) {
+        let Some(queues) = self.topic_queue_table.get_mut(topic) else {
+            return;
+        };
+        match cluster.filter(|c| !c.is_empty()) {
+            Some(cluster) => {
+                let brokers = self.cluster_addr_table.get(cluster);
+                queues.retain(|broker, _| !brokers.is_some_and(|b| b.contains(broker)));
+            }
+            None => queues.clear(),
+        }
+        if queues.is_empty() {
+            self.topic_queue_table.remove(topic);
+        }
+    }
+
     /// `getAllClusterInfo`: GET_BROKER_CLUSTER_INFO's answer.
     pub(crate) fn get_all_cluster_info(&self) -> ClusterInfo {
         ClusterInfo {

@@ -48,7 +48,10 @@ pub(crate) mod request_code {
     pub(crate) const GET_CONSUMER_CONNECTION_LIST: i32 = 203;
     pub(crate) const GET_PRODUCER_CONNECTION_LIST: i32 = 204;
     pub(crate) const GET_ALL_TOPIC_LIST_FROM_NAMESERVER: i32 = 206;
+    pub(crate) const DELETE_SUBSCRIPTIONGROUP: i32 = 207;
     pub(crate) const GET_CONSUME_STATS: i32 = 208;
+    pub(crate) const DELETE_TOPIC_IN_BROKER: i32 = 215;
+    pub(crate) const DELETE_TOPIC_IN_NAMESRV: i32 = 216;
     pub(crate) const GET_TOPICS_BY_CLUSTER: i32 = 224;
     pub const SEND_MESSAGE_V2: i32 = 310;
     pub(crate) const SEND_BATCH_MESSAGE: i32 = 320;
@@ -99,6 +102,9 @@ pub(crate) mod request_code {
             GET_TOPIC_STATS_INFO => "GET_TOPIC_STATS_INFO",
             GET_TOPIC_CONFIG => "GET_TOPIC_CONFIG",
             GET_CONSUME_STATS => "GET_CONSUME_STATS",
+            DELETE_SUBSCRIPTIONGROUP => "DELETE_SUBSCRIPTIONGROUP",
+            DELETE_TOPIC_IN_BROKER => "DELETE_TOPIC_IN_BROKER",
+            DELETE_TOPIC_IN_NAMESRV => "DELETE_TOPIC_IN_NAMESRV",
             GET_CONSUMER_CONNECTION_LIST => "GET_CONSUMER_CONNECTION_LIST",
             GET_PRODUCER_CONNECTION_LIST => "GET_PRODUCER_CONNECTION_LIST",
             GET_ALL_TOPIC_LIST_FROM_NAMESERVER => "GET_ALL_TOPIC_LIST_FROM_NAMESERVER",
@@ -137,6 +143,7 @@ pub(crate) mod response_code {
     pub(crate) const SUBSCRIPTION_NOT_EXIST: i32 = 24;
     pub(crate) const SUBSCRIPTION_NOT_LATEST: i32 = 25;
     pub(crate) const SUBSCRIPTION_GROUP_NOT_EXIST: i32 = 26;
+    pub(crate) const INVALID_PARAMETER: i32 = 29;
 
     /// A send answered with this code stored its message: the waits that fell short
     /// (`FLUSH_*_TIMEOUT`, `SLAVE_NOT_AVAILABLE`) still leave it in the master's log.

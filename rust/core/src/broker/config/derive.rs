@@ -82,17 +82,17 @@ impl BrokerConfig {
             broker_name: self.broker_name.clone(),
             broker_id: self.broker_id,
             is_slave: self.broker_role == BrokerRole::Slave,
-            auto_create_topic: self.auto_create_topic_enable,
+            auto_create_topic: self.auto_create_topic_enable.into(),
             cluster_topic_enable: self.cluster_topic_enable,
             broker_topic_enable: self.broker_topic_enable,
             default_topic_queue_nums: narrow(self.default_topic_queue_nums),
-            max_message_size: narrow(self.max_message_size),
-            broker_permission: narrow(self.broker_permission),
-            slave_read_enable: self.slave_read_enable,
+            max_message_size: self.max_message_size.into(),
+            broker_permission: self.broker_permission.into(),
+            slave_read_enable: self.slave_read_enable.into(),
             which_broker_when_consume_slowly: self.which_broker_when_consume_slowly,
             access_message_in_memory_max_ratio: narrow(self.access_message_in_memory_max_ratio),
             long_polling_enable: self.long_polling_enable,
-            auto_create_subscription_group: self.auto_create_subscription_group,
+            auto_create_subscription_group: self.auto_create_subscription_group.into(),
             max_transfer_in_memory: TransferLimit {
                 bytes: narrow(self.max_transfer_bytes_on_message_in_memory),
                 count: narrow(self.max_transfer_count_on_message_in_memory),
@@ -127,6 +127,7 @@ impl BrokerConfig {
             acl_file: None,
             server: ServerConfig::default(),
             client_tls: None,
+            broker_config: self.clone(),
         }
     }
 

@@ -293,7 +293,7 @@ fn a_slave_syncs_its_masters_topics_offsets_and_groups() {
             settings: BrokerSettings {
                 broker_id: 1,
                 is_slave: true,
-                slave_read_enable: true,
+                slave_read_enable: true.into(),
                 ..BrokerSettings::default()
             },
             broker_role: "SLAVE".into(),

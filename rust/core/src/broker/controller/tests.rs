@@ -140,7 +140,7 @@ fn a_send_over_the_socket_is_answered_with_the_header_fields() {
 #[test]
 fn a_created_topic_takes_sends_without_auto_create() {
     let mut config = BrokerControllerConfig::default();
-    config.settings.auto_create_topic = false;
+    config.settings.auto_create_topic = false.into();
     let b = start(config, 0, None);
     let mut c = client(b.controller.local_addr());
     let refused = c.invoke(send_v2("payments", 0, b"x"), TIMEOUT).unwrap();
@@ -260,7 +260,7 @@ fn heartbeats_are_remembered_per_connection_and_runtime_info_is_a_kv_table() {
     assert!(b.controller.clients().is_empty(), "forgotten on close");
 }
 
-fn route(ns: &NameServer, topic: &str) -> Option<TopicRouteData> {
+pub(crate) fn route(ns: &NameServer, topic: &str) -> Option<TopicRouteData> {
     let mut c = client(ns.local_addr());
     let mut request = RemotingCommand::request(request_code::GET_ROUTEINFO_BY_TOPIC, 0);
     request.write_custom_header(&GetRouteInfoRequestHeader {
@@ -337,7 +337,7 @@ fn a_slave_takes_the_master_ha_address_from_the_name_server() {
         is_slave: true,
         ..BrokerSettings::default()
     };
-    settings.auto_create_topic = true;
+    settings.auto_create_topic = true.into();
     let slave = BrokerController::start(
         listener,
         slave_store.clone(),

@@ -246,7 +246,7 @@ fn store_statuses_map_onto_rocketmqs_pull_codes() {
 #[test]
 fn bad_pulls_are_refused_naming_the_field() {
     let b = broker_with(BrokerSettings {
-        auto_create_subscription_group: false,
+        auto_create_subscription_group: false.into(),
         ..BrokerSettings::default()
     });
     let mut c = client(b.controller.local_addr());
@@ -364,7 +364,7 @@ fn a_held_pull_times_out_not_found_and_a_closed_one_is_dropped() {
 fn a_lagging_consumer_is_sent_to_the_slave_and_its_commit_is_stored() {
     // Ratio 0: every byte behind the head counts as lag beyond memory.
     let b = broker_with(BrokerSettings {
-        slave_read_enable: true,
+        slave_read_enable: true.into(),
         access_message_in_memory_max_ratio: 0,
         ..BrokerSettings::default()
     });
@@ -402,7 +402,7 @@ fn a_lagging_consumer_is_sent_to_the_slave_and_its_commit_is_stored() {
     // slaveReadEnable a master never suggests a slave.
     for (slave_read_enable, ratio) in [(true, 40), (false, 0)] {
         let b = broker_with(BrokerSettings {
-            slave_read_enable,
+            slave_read_enable: slave_read_enable.into(),
             access_message_in_memory_max_ratio: ratio,
             ..BrokerSettings::default()
         });
@@ -430,7 +430,7 @@ fn slave_of(
     let settings = BrokerSettings {
         broker_id: 1,
         is_slave: true,
-        slave_read_enable,
+        slave_read_enable: slave_read_enable.into(),
         ..BrokerSettings::default()
     };
     let controller = BrokerController::start(

@@ -90,7 +90,7 @@ impl SendMessageProcessor {
             .decode_custom_header()
             .map_err(|e| refusal(response_code::SYSTEM_ERROR, e.to_string()))?;
         let group = self.group(&header.group)?;
-        if s.broker_permission & perm::PERM_WRITE == 0 {
+        if s.broker_permission.get() & i64::from(perm::PERM_WRITE) == 0 {
             return Err(refusal(
                 response_code::NO_PERMISSION,
                 format!("the broker[{}] sending message is forbidden", s.broker_name),

@@ -19,10 +19,9 @@ fn broker(dir: &std::path::Path, settings: BrokerSettings, slaves: usize) -> Sen
     config.slave_timeout = Duration::from_millis(if slaves > 0 { 60_000 } else { 3000 });
     let store = Arc::new(MessageStore::open(config).unwrap());
     let topics = Arc::new(TopicConfigManager::load(dir, &settings).unwrap());
-    let groups = Arc::new(
-        SubscriptionGroupManager::load(dir, settings.auto_create_subscription_group, 1).unwrap(),
-    );
-    SendMessageProcessor::new(store, topics, groups, Arc::new(settings))
+    let settings = Arc::new(settings);
+    let groups = Arc::new(SubscriptionGroupManager::load(dir, settings.clone()).unwrap());
+    SendMessageProcessor::new(store, topics, groups, settings)
 }
 
 /// SEND_MESSAGE_V2 as `SendMessageRequestHeaderV2` names its fields `a`..`n`.
@@ -146,8 +145,8 @@ fn a_batch_stores_every_message_with_the_batch_properties() {
 fn refused_sends_name_the_problem_and_write_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let strict = BrokerSettings {
-        auto_create_topic: false,
-        max_message_size: 16,
+        auto_create_topic: false.into(),
+        max_message_size: 16.into(),
         ..BrokerSettings::default()
     };
     let p = broker(dir.path(), strict, 0);

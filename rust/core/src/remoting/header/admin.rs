@@ -41,6 +41,32 @@ custom_header! {
 }
 
 custom_header! {
+    /// `DeleteTopicRequestHeader` (DELETE_TOPIC_IN_BROKER).
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub(crate) struct DeleteTopicRequestHeader("DELETE_TOPIC_IN_BROKER") {
+        pub topic: String = "topic",
+    }
+}
+
+custom_header! {
+    /// `DeleteSubscriptionGroupRequestHeader` (DELETE_SUBSCRIPTIONGROUP): `cleanOffset` also
+    /// drops the group's committed offsets.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub(crate) struct DeleteSubscriptionGroupRequestHeader("DELETE_SUBSCRIPTIONGROUP") {
+        pub group_name: String = "groupName",
+        pub clean_offset: bool = "cleanOffset" or false,
+    }
+}
+
+custom_header! {
+    /// `GetSubscriptionGroupConfigRequestHeader` (GET_SUBSCRIPTIONGROUP_CONFIG).
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub(crate) struct GetSubscriptionGroupConfigRequestHeader("GET_SUBSCRIPTIONGROUP_CONFIG") {
+        pub group: String = "group",
+    }
+}
+
+custom_header! {
     /// `UnregisterClientRequestHeader` (UNREGISTER_CLIENT).
     #[derive(Debug, Clone, PartialEq, Eq)]
     pub(crate) struct UnregisterClientRequestHeader("UNREGISTER_CLIENT") {

@@ -134,9 +134,11 @@ mod send;
 
 #[cfg_attr(feature = "harness", visibility::make(pub))]
 pub(crate) use admin::CreateTopicRequestHeader;
-pub(crate) use admin::GetConsumeStatsRequestHeader;
-pub(crate) use admin::GetTopicStatsInfoRequestHeader;
-pub(crate) use admin::UnregisterClientRequestHeader;
+pub(crate) use admin::{
+    DeleteSubscriptionGroupRequestHeader, DeleteTopicRequestHeader, GetConsumeStatsRequestHeader,
+    GetSubscriptionGroupConfigRequestHeader, GetTopicStatsInfoRequestHeader,
+    UnregisterClientRequestHeader,
+};
 pub(crate) use consume::{
     pull_sys_flag, GetConsumerListByGroupRequestHeader, GetEarliestMsgStoretimeResponseHeader,
     OffsetResponseHeader, QueryMessageRequestHeader, QueryMessageResponseHeader,
@@ -146,7 +148,7 @@ pub use consume::{
     PullMessageRequestHeader, PullMessageResponseHeader, QueryConsumerOffsetRequestHeader,
     UpdateConsumerOffsetRequestHeader,
 };
-pub(crate) use namesrv::QueryDataVersionResponseHeader;
+pub(crate) use namesrv::{DeleteTopicFromNamesrvRequestHeader, QueryDataVersionResponseHeader};
 #[cfg_attr(feature = "harness", visibility::make(pub))]
 pub(crate) use namesrv::{
     GetRouteInfoRequestHeader, QueryDataVersionRequestHeader, RegisterBrokerRequestHeader,

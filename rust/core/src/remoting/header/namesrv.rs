@@ -45,6 +45,16 @@ custom_header! {
 }
 
 custom_header! {
+    /// `DeleteTopicFromNamesrvRequestHeader` (DELETE_TOPIC_IN_NAMESRV): 5.x names the cluster
+    /// whose brokers forget the topic; without it, every broker does.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub(crate) struct DeleteTopicFromNamesrvRequestHeader("DELETE_TOPIC_IN_NAMESRV") {
+        pub topic: String = "topic",
+        pub cluster_name: Option<String> = "clusterName",
+    }
+}
+
+custom_header! {
     /// `UnRegisterBrokerRequestHeader` (UNREGISTER_BROKER).
     #[derive(Debug, Clone, PartialEq, Eq, Hash)]
     #[cfg_attr(feature = "harness", visibility::make(pub))]

@@ -1,0 +1,230 @@
+//! The operators' requests over a real socket, as `mqadmin` sends them.
+
+use std::time::Duration;
+
+use crate::broker::controller::tests::{
+    client, create_topic, route, send_v2, start, wait_for, TIMEOUT,
+};
+use crate::broker::BrokerControllerConfig;
+use crate::namesrv::{NameServer, NamesrvConfig};
+use crate::remoting::header::{
+    DeleteSubscriptionGroupRequestHeader, DeleteTopicFromNamesrvRequestHeader,
+    DeleteTopicRequestHeader, GetSubscriptionGroupConfigRequestHeader, QueueRequestHeader,
+};
+use crate::remoting::{request_code, response_code, RemotingClient, RemotingCommand};
+
+fn update_config(c: &mut RemotingClient, body: &str) -> RemotingCommand {
+    let mut request = RemotingCommand::request(request_code::UPDATE_BROKER_CONFIG, 0);
+    request.body = body.as_bytes().to_vec();
+    c.invoke(request, TIMEOUT).unwrap()
+}
+
+fn broker_config(c: &mut RemotingClient) -> String {
+    let request = RemotingCommand::request(request_code::GET_BROKER_CONFIG, 0);
+    let response = c.invoke(request, TIMEOUT).unwrap();
+    assert_eq!(
+        response.code,
+        response_code::SUCCESS,
+        "{:?}",
+        response.remark
+    );
+    String::from_utf8(response.body).unwrap()
+}
+
+#[test]
+fn a_runtime_update_changes_the_live_keys_and_refuses_the_others_whole() {
+    let ns = NameServer::start("127.0.0.1:0".parse().unwrap(), NamesrvConfig::default()).unwrap();
+    let config = BrokerControllerConfig {
+        namesrv_addr: ns.local_addr().to_string(),
+        register_name_server_period: Duration::from_secs(3600),
+        ..BrokerControllerConfig::default()
+    };
+    let b = start(config, 0, None);
+    let mut c = client(b.controller.local_addr());
+    assert_eq!(c.invoke(create_topic("T", 2), TIMEOUT).unwrap().code, 0);
+    assert!(broker_config(&mut c).contains("brokerPermission=6\n"));
+
+    // One refused key refuses the whole update: nothing of it is applied.
+    let r = update_config(&mut c, "brokerPermission=4\nlistenPort=1234\n");
+    assert_eq!(r.code, response_code::NO_PERMISSION);
+    let remark = r.remark.unwrap();
+    assert!(
+        remark.starts_with("listenPort may not change while the broker runs"),
+        "{remark}"
+    );
+    assert!(broker_config(&mut c).contains("brokerPermission=6\n"));
+    let r = update_config(&mut c, "brokerPermision=4");
+    assert_eq!(r.code, response_code::SYSTEM_ERROR);
+    assert!(r
+        .remark
+        .unwrap()
+        .contains("did you mean 'brokerPermission'"));
+    let r = update_config(&mut c, "maxMessageSize=big");
+    assert!(r
+        .remark
+        .unwrap()
+        .starts_with("maxMessageSize: bad value 'big'"));
+
+    // Read-only: sends are refused, and the name server routes no writes here.
+    assert_eq!(update_config(&mut c, "brokerPermission=4").code, 0);
+    assert!(broker_config(&mut c).contains("brokerPermission=4\n"));
+    let sent = c.invoke(send_v2("T", 0, b"x"), TIMEOUT).unwrap();
+    assert_eq!(sent.code, response_code::NO_PERMISSION, "{:?}", sent.remark);
+    wait_for("the read-only route", || {
+        route(&ns, "T").filter(|r| r.queue_datas[0].perm == 4)
+    });
+    assert_eq!(update_config(&mut c, "brokerPermission=6").code, 0);
+    let sent = c.invoke(send_v2("T", 0, b"x"), TIMEOUT).unwrap();
+    assert_eq!(sent.code, response_code::SUCCESS, "{:?}", sent.remark);
+}
+
+fn group_request(code: i32, group: &str) -> RemotingCommand {
+    let mut request = RemotingCommand::request(code, 0);
+    match code {
+        request_code::GET_SUBSCRIPTIONGROUP_CONFIG => {
+            request.write_custom_header(&GetSubscriptionGroupConfigRequestHeader {
+                group: group.into(),
+            })
+        }
+        _ => request.write_custom_header(&DeleteSubscriptionGroupRequestHeader {
+            group_name: group.into(),
+            clean_offset: true,
+        }),
+    }
+    request
+}
+
+#[test]
+fn subscription_groups_are_created_read_and_deleted_with_their_offsets() {
+    let b = start(BrokerControllerConfig::default(), 0, None);
+    let mut c = client(b.controller.local_addr());
+    let mut create = RemotingCommand::request(request_code::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, 0);
+    create.body =
+        br#"{"groupName":"cg","retryMaxTimes":3,"consumeBroadcastEnable":false}"#.to_vec();
+    let r = c.invoke(create.clone(), TIMEOUT).unwrap();
+    assert_eq!(r.code, response_code::SUCCESS, "{:?}", r.remark);
+    let got = c.invoke(
+        group_request(request_code::GET_SUBSCRIPTIONGROUP_CONFIG, "cg"),
+        TIMEOUT,
+    );
+    let got: serde_json::Value = serde_json::from_slice(&got.unwrap().body).unwrap();
+    assert_eq!(
+        (
+            got["retryMaxTimes"].as_i64(),
+            got["retryQueueNums"].as_i64()
+        ),
+        (Some(3), Some(1))
+    );
+
+    b.controller
+        .processor
+        .consume
+        .offsets
+        .commit_offset("cg", "T", 0, 5);
+    b.controller
+        .processor
+        .consume
+        .offsets
+        .commit_offset("other", "T", 0, 7);
+    let r = c.invoke(
+        group_request(request_code::DELETE_SUBSCRIPTIONGROUP, "cg"),
+        TIMEOUT,
+    );
+    assert_eq!(r.unwrap().code, response_code::SUCCESS);
+    let offsets = &b.controller.processor.consume.offsets;
+    assert_eq!(offsets.query_offset("cg", "T", 0), None);
+    assert_eq!(offsets.query_offset("other", "T", 0), Some(7));
+    let r = c.invoke(
+        group_request(request_code::GET_SUBSCRIPTIONGROUP_CONFIG, "cg"),
+        TIMEOUT,
+    );
+    let r = r.unwrap();
+    assert_eq!(r.code, response_code::SUBSCRIPTION_GROUP_NOT_EXIST);
+    assert_eq!(r.remark.as_deref(), Some("No group cg in this broker"));
+
+    create.body = br#"{"groupName":"bad group"}"#.to_vec();
+    let r = c.invoke(create, TIMEOUT).unwrap();
+    assert_eq!(r.code, response_code::INVALID_PARAMETER);
+    assert!(r.remark.unwrap().contains("contains illegal characters"));
+}
+
+fn max_offset(c: &mut RemotingClient, topic: &str) -> i64 {
+    let mut request = RemotingCommand::request(request_code::GET_MAX_OFFSET, 0);
+    request.write_custom_header(&QueueRequestHeader {
+        topic: topic.into(),
+        queue_id: 0,
+    });
+    let response = c.invoke(request, TIMEOUT).unwrap();
+    response.ext_fields["offset"].parse().unwrap()
+}
+
+fn delete_topic(c: &mut RemotingClient, topic: &str) -> RemotingCommand {
+    let mut request = RemotingCommand::request(request_code::DELETE_TOPIC_IN_BROKER, 0);
+    request.write_custom_header(&DeleteTopicRequestHeader {
+        topic: topic.into(),
+    });
+    c.invoke(request, TIMEOUT).unwrap()
+}
+
+#[test]
+fn a_deleted_topic_leaves_the_broker_and_the_name_server() {
+    let ns = NameServer::start("127.0.0.1:0".parse().unwrap(), NamesrvConfig::default()).unwrap();
+    let config = BrokerControllerConfig {
+        namesrv_addr: ns.local_addr().to_string(),
+        register_name_server_period: Duration::from_secs(3600),
+        ..BrokerControllerConfig::default()
+    };
+    let b = start(config, 0, None);
+    let mut c = client(b.controller.local_addr());
+    assert_eq!(c.invoke(create_topic("T", 1), TIMEOUT).unwrap().code, 0);
+    for _ in 0..3 {
+        assert_eq!(c.invoke(send_v2("T", 0, b"x"), TIMEOUT).unwrap().code, 0);
+    }
+    b.controller
+        .processor
+        .consume
+        .offsets
+        .commit_offset("cg", "T", 0, 2);
+    wait_for("the topic's route", || route(&ns, "T"));
+
+    let r = delete_topic(&mut c, "T");
+    assert_eq!(r.code, response_code::SUCCESS, "{:?}", r.remark);
+    assert_eq!(max_offset(&mut c, "T"), 0);
+    assert!(b.controller.topics.select("T").is_none());
+    assert_eq!(
+        b.controller
+            .processor
+            .consume
+            .offsets
+            .query_offset("cg", "T", 0),
+        None
+    );
+    let mut ns_client = client(ns.local_addr());
+    let mut request = RemotingCommand::request(request_code::DELETE_TOPIC_IN_NAMESRV, 0);
+    request.write_custom_header(&DeleteTopicFromNamesrvRequestHeader {
+        topic: "T".into(),
+        cluster_name: Some("DefaultCluster".into()),
+    });
+    assert_eq!(ns_client.invoke(request, TIMEOUT).unwrap().code, 0);
+    assert!(route(&ns, "T").is_none());
+    // Deleted is not forbidden: an explicit create brings it back, from queue offset 0.
+    assert_eq!(c.invoke(create_topic("T", 1), TIMEOUT).unwrap().code, 0);
+    assert_eq!(c.invoke(send_v2("T", 0, b"x"), TIMEOUT).unwrap().code, 0);
+    assert_eq!(max_offset(&mut c, "T"), 1);
+
+    for system in [
+        "TBW102",
+        "SCHEDULE_TOPIC_XXXX",
+        "DefaultCluster",
+        "broker-a",
+        "rmq_sys_x",
+    ] {
+        let r = delete_topic(&mut c, system);
+        assert_eq!(r.code, response_code::INVALID_PARAMETER, "{system}");
+        let remark = r.remark.unwrap();
+        assert_eq!(
+            remark,
+            format!("The topic[{system}] is conflict with system topic.")
+        );
+    }
+}

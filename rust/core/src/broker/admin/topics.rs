@@ -1,0 +1,86 @@
+//! DELETE_TOPIC_IN_BROKER (`mqadmin deleteTopic`, which then asks the name servers too): the
+//! topic's config, its committed offsets and its consume queues go; its records stay in the
+//! commit log until retention takes them, as in RocketMQ.
+
+use super::super::consumer_offset::ConsumerOffsetManager;
+use super::super::topic_config::TopicConfigManager;
+use super::bad_header;
+use crate::remoting::header::DeleteTopicRequestHeader;
+use crate::remoting::{response_code, RemotingCommand};
+use crate::store::MessageStore;
+
+/// `TopicValidator`'s system topics, which no operator may delete, and the prefix of the
+/// topics it adds at runtime.
+const SYSTEM_TOPICS: &[&str] = &[
+    "TBW102",
+    "SCHEDULE_TOPIC_XXXX",
+    "BenchmarkTest",
+    "RMQ_SYS_TRANS_HALF_TOPIC",
+    "RMQ_SYS_TRACE_TOPIC",
+    "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+    "TRANS_CHECK_MAX_TIME_TOPIC",
+    "SELF_TEST_TOPIC",
+    "OFFSET_MOVED_EVENT",
+];
+const SYSTEM_TOPIC_PREFIX: &str = "rmq_sys_";
+
+/// What the broker's own topics are: the system ones, and the topics named after its cluster
+/// and itself, which RocketMQ adds to the system set.
+pub(crate) struct ProtectedTopics<'a> {
+    pub(crate) cluster_name: &'a str,
+    pub(crate) broker_name: &'a str,
+}
+
+impl ProtectedTopics<'_> {
+    fn contains(&self, topic: &str) -> bool {
+        SYSTEM_TOPICS.contains(&topic)
+            || topic.starts_with(SYSTEM_TOPIC_PREFIX)
+            || topic == self.cluster_name
+            || topic == self.broker_name
+    }
+}
+
+/// DELETE_TOPIC_IN_BROKER. True in the second field when a topic was deleted, so the name
+/// servers hear of it at once.
+pub(crate) fn delete(
+    topics: &TopicConfigManager,
+    offsets: &ConsumerOffsetManager,
+    store: &MessageStore,
+    protected: &ProtectedTopics<'_>,
+    request: &RemotingCommand,
+) -> (RemotingCommand, bool) {
+    let refuse = |code, remark: String| {
+        let response = RemotingCommand::response_to(request, code, Some(remark));
+        (response, false)
+    };
+    let header: DeleteTopicRequestHeader = match request.decode_custom_header() {
+        Ok(h) => h,
+        Err(e) => return (bad_header(request, e), false),
+    };
+    let topic = header.topic.as_str();
+    if topic.trim().is_empty() {
+        return refuse(
+            response_code::INVALID_PARAMETER,
+            "The specified topic is blank.".into(),
+        );
+    }
+    if protected.contains(topic) {
+        return refuse(
+            response_code::INVALID_PARAMETER,
+            format!("The topic[{topic}] is conflict with system topic."),
+        );
+    }
+    let deleted = match topics.delete(topic) {
+        Ok(deleted) => deleted,
+        Err(e) => return refuse(response_code::SYSTEM_ERROR, e.to_string()),
+    };
+    offsets.remove_where(|t, _| t == topic);
+    if let Err(e) = store.delete_topic(topic) {
+        return refuse(
+            response_code::SYSTEM_ERROR,
+            format!("topic {topic}: its config is deleted but its consume queues are not: {e}"),
+        );
+    }
+    let response = RemotingCommand::response_to(request, response_code::SUCCESS, None);
+    (response, deleted)
+}
