@@ -344,6 +344,15 @@ class MQClientAPI:
         tls: ClientTls | None = None,
     ) -> Self: ...
     def close(self) -> None: ...
+    def invoke_admin(
+        self,
+        addr: str,
+        code: int,
+        *,
+        ext_fields: dict[str, str],
+        body: bytes,
+        timeout: float,
+    ) -> tuple[int, str | None, dict[str, str], bytes]: ...
     def get_topic_route_info(
         self, namesrv_addr: str, topic: str, timeout: float
     ) -> bytes | None: ...
@@ -512,6 +521,7 @@ class MQClientAPI:
     ) -> None: ...
 
 def parse_subscription(topic: str, expression: str) -> tuple[str, list[str]]: ...
+def standard_json(body: bytes) -> str: ...
 
 @final
 class RecordFilter:

@@ -1,8 +1,12 @@
 """The administration side of a RocketMQ client (``DefaultMQAdminExt``), for programs without
-Java: finding messages by key or by msgId, in every broker group of a topic, against rocketha's
-brokers and RocketMQ's alike.
+Java, against rocketha's brokers and RocketMQ's alike: topics and consumer groups created,
+listed and deleted, a group's progress and lag per queue, its offsets reset to a time, a
+broker's config read and changed at runtime, and messages found by key or by msgId.
 
     >>> with Admin("127.0.0.1:9876") as admin:          # doctest: +SKIP
+    ...     admin.create_topic("orders", queues=8)
+    ...     for q in admin.consumer_progress("billing"):
+    ...         print(q.topic, q.broker_name, q.queue_id, q.lag)
     ...     for msg in admin.find("orders", "ORDER-42"):
     ...         print(msg.queue_id, msg.queue_offset, msg.body)
 """
@@ -10,16 +14,61 @@ brokers and RocketMQ's alike.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
+from typing import Any
 
-from rocketha._core import MessageExt
+from rocketha._core import MessageExt, standard_json
 from rocketha.acl import SessionCredentials, mq_client_api
-from rocketha.client import check_topic, namesrv_addrs
-from rocketha.exceptions import MQClientError, RemotingConnectError
+from rocketha.client import check_topic, check_topic_name, namesrv_addrs
+from rocketha.exceptions import MQBrokerError, MQClientError, RemotingConnectError
 
 #: ``Long.MAX_VALUE``: no upper bound on the store time.
 _FOREVER = 2**63 - 1
 #: ``maxMsgsNumBatch``: the most messages one broker answers a key query with.
 MAX_QUERY_NUM = 64
+#: ``MixAll.MASTER_ID``.
+_MASTER_ID = 0
+#: ``PermName``: read and write.
+PERM_READ_WRITE = 6
+
+
+class _Code:
+    """The request codes (``RequestCode``) these operations send."""
+
+    UPDATE_CONSUMER_OFFSET = 15
+    QUERY_CONSUMER_OFFSET = 14
+    UPDATE_AND_CREATE_TOPIC = 17
+    UPDATE_BROKER_CONFIG = 25
+    GET_BROKER_CONFIG = 26
+    SEARCH_OFFSET_BY_TIMESTAMP = 29
+    GET_MAX_OFFSET = 30
+    GET_CONSUMER_LIST_BY_GROUP = 38
+    GET_ALL_CONSUMER_OFFSET = 43
+    GET_BROKER_CLUSTER_INFO = 106
+    UPDATE_AND_CREATE_SUBSCRIPTIONGROUP = 200
+    GET_ALL_SUBSCRIPTIONGROUP_CONFIG = 201
+    GET_ALL_TOPIC_LIST_FROM_NAMESERVER = 206
+    DELETE_SUBSCRIPTIONGROUP = 207
+    DELETE_TOPIC_IN_BROKER = 215
+    DELETE_TOPIC_IN_NAMESRV = 216
+
+
+@dataclass(frozen=True)
+class QueueProgress:
+    """One queue of a consumer group's progress (a row of ``mqadmin consumerProgress``)."""
+
+    topic: str
+    broker_name: str
+    queue_id: int
+    #: The queue's max offset: where the next message will go.
+    broker_offset: int
+    #: The group's committed offset: the next message it will read.
+    consumer_offset: int
+
+    @property
+    def lag(self) -> int:
+        """Messages stored and not yet consumed (``Diff``)."""
+        return max(0, self.broker_offset - self.consumer_offset)
 
 
 class Admin:
@@ -47,6 +96,270 @@ class Admin:
 
     def close(self) -> None:
         self._api.close()
+
+    # -- the cluster ---------------------------------------------------------------------------
+
+    def clusters(self) -> dict[str, dict[str, dict[int, str]]]:
+        """``mqadmin clusterList``: cluster -> broker name -> broker id -> address."""
+        info = self._ask_namesrv(_Code.GET_BROKER_CLUSTER_INFO, {})
+        brokers = info.get("brokerAddrTable") or {}
+        out: dict[str, dict[str, dict[int, str]]] = {}
+        for cluster, names in (info.get("clusterAddrTable") or {}).items():
+            out[cluster] = {
+                name: {
+                    int(i): a for i, a in (brokers.get(name, {}).get("brokerAddrs") or {}).items()
+                }
+                for name in sorted(names)
+            }
+        return out
+
+    def masters(self, cluster: str | None = None) -> dict[str, str]:
+        """Broker name -> master address, in ``cluster`` or in every cluster."""
+        clusters = self.clusters()
+        if cluster is not None and cluster not in clusters:
+            raise MQClientError(
+                f"no cluster {cluster!r}: the name servers know {sorted(clusters) or 'none'}"
+            )
+        return {
+            name: ids[_MASTER_ID]
+            for c, names in clusters.items()
+            if cluster is None or c == cluster
+            for name, ids in names.items()
+            if _MASTER_ID in ids
+        }
+
+    # -- topics --------------------------------------------------------------------------------
+
+    def topics(self) -> list[str]:
+        """``mqadmin topicList``: every topic some broker registered, sorted."""
+        body = self._ask_namesrv(_Code.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, {})
+        return sorted(body.get("topicList") or [])
+
+    def create_topic(
+        self,
+        topic: str,
+        queues: int = 8,
+        *,
+        cluster: str | None = None,
+        perm: int = PERM_READ_WRITE,
+        order: bool = False,
+    ) -> list[str]:
+        """``mqadmin updateTopic -c``: creates ``topic`` (or updates its queues and permission)
+        on every master of ``cluster`` (of every cluster when None); the masters' addresses."""
+        check_topic(topic)
+        if queues < 1:
+            raise ValueError(f"queues must be at least 1, got {queues}")
+        fields = {
+            "topic": topic,
+            "defaultTopic": "TBW102",
+            "readQueueNums": str(queues),
+            "writeQueueNums": str(queues),
+            "perm": str(perm),
+            "topicFilterType": "SINGLE_TAG",
+            "topicSysFlag": "0",
+            "order": str(order).lower(),
+        }
+        addrs = self._masters_or_fail(cluster)
+        for addr in addrs:
+            self._ask(addr, _Code.UPDATE_AND_CREATE_TOPIC, fields)
+        return addrs
+
+    def delete_topic(self, topic: str, *, cluster: str | None = None) -> None:
+        """``mqadmin deleteTopic``: the masters of ``cluster`` forget the topic, its queues and
+        its consumers' offsets, then the name servers stop routing it."""
+        check_topic_name(topic)
+        for addr in self._masters_or_fail(cluster):
+            self._ask(addr, _Code.DELETE_TOPIC_IN_BROKER, {"topic": topic})
+        fields = {"topic": topic} if cluster is None else {"topic": topic, "clusterName": cluster}
+        for addr in self.namesrv_addrs:
+            self._ask(addr, _Code.DELETE_TOPIC_IN_NAMESRV, fields)
+
+    # -- consumer groups -----------------------------------------------------------------------
+
+    def groups(self, cluster: str | None = None) -> list[str]:
+        """The subscription groups the masters know (retry and system groups included)."""
+        names: set[str] = set()
+        for addr in self.masters(cluster).values():
+            body = self._ask(addr, _Code.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, {})
+            names.update((body.get("subscriptionGroupTable") or {}).keys())
+        return sorted(names)
+
+    def create_group(
+        self,
+        group: str,
+        *,
+        cluster: str | None = None,
+        retry_max_times: int = 16,
+        retry_queue_nums: int = 1,
+        consume_enable: bool = True,
+        orderly: bool = False,
+        broadcast: bool = True,
+    ) -> list[str]:
+        """``mqadmin updateSubGroup``: creates or updates ``group`` on every master of
+        ``cluster``; the masters' addresses."""
+        config = {
+            "groupName": group,
+            "consumeEnable": consume_enable,
+            "consumeFromMinEnable": True,
+            "consumeBroadcastEnable": broadcast,
+            "consumeMessageOrderly": orderly,
+            "retryQueueNums": retry_queue_nums,
+            "retryMaxTimes": retry_max_times,
+            "brokerId": _MASTER_ID,
+            "whichBrokerWhenConsumeSlowly": 1,
+            "notifyConsumerIdsChangedEnable": True,
+        }
+        body = json.dumps(config).encode()
+        addrs = self._masters_or_fail(cluster)
+        for addr in addrs:
+            self._ask(addr, _Code.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, {}, body)
+        return addrs
+
+    def delete_group(
+        self, group: str, *, cluster: str | None = None, clean_offset: bool = True
+    ) -> None:
+        """``mqadmin deleteSubGroup``: the masters forget ``group`` (and its committed offsets
+        unless ``clean_offset`` is False)."""
+        fields = {"groupName": group, "cleanOffset": str(clean_offset).lower()}
+        for addr in self._masters_or_fail(cluster):
+            self._ask(addr, _Code.DELETE_SUBSCRIPTIONGROUP, fields)
+
+    def consumer_progress(self, group: str, *, cluster: str | None = None) -> list[QueueProgress]:
+        """``mqadmin consumerProgress -g``: each queue ``group`` committed an offset in, with
+        the queue's max offset and the lag, ordered by topic, broker and queue."""
+        out = []
+        for name, addr in sorted(self.masters(cluster).items()):
+            for topic, queue_id, offset in self._committed(addr, group):
+                fields = {"topic": topic, "queueId": str(queue_id)}
+                head = int(self._ask_fields(addr, _Code.GET_MAX_OFFSET, fields)["offset"])
+                out.append(QueueProgress(topic, name, queue_id, head, offset))
+        return sorted(out, key=lambda q: (q.topic, q.broker_name, q.queue_id))
+
+    def reset_offset(
+        self, group: str, topic: str, timestamp_ms: int, *, cluster: str | None = None
+    ) -> dict[tuple[str, int], int]:
+        """``mqadmin resetOffsetByTime`` for a group whose consumers are stopped: each queue of
+        ``topic`` is set to its first message stored at or after ``timestamp_ms``, so the
+        group's next start reads from there. Refused while a consumer of the group is online
+        (it would commit its own offsets over these). (broker name, queue id) -> new offset."""
+        check_topic_name(topic)
+        masters = self._masters_or_fail_named(cluster)
+        for addr in masters.values():
+            online = self._online(addr, group)
+            if online:
+                raise MQClientError(
+                    f"group {group!r} has consumers online at {addr} ({', '.join(online)}): "
+                    "stop them, then reset its offsets"
+                )
+        reset: dict[tuple[str, int], int] = {}
+        for name, addr in sorted(masters.items()):
+            for queue_id in self._queue_ids(topic, name):
+                fields = {"topic": topic, "queueId": str(queue_id), "timestamp": str(timestamp_ms)}
+                found = self._ask_fields(addr, _Code.SEARCH_OFFSET_BY_TIMESTAMP, fields)
+                offset = int(found["offset"])
+                commit = {
+                    "consumerGroup": group,
+                    "topic": topic,
+                    "queueId": str(queue_id),
+                    "commitOffset": str(offset),
+                }
+                self._ask(addr, _Code.UPDATE_CONSUMER_OFFSET, commit)
+                reset[(name, queue_id)] = offset
+        return reset
+
+    # -- broker config -------------------------------------------------------------------------
+
+    def broker_config(self, broker_addr: str) -> dict[str, str]:
+        """``mqadmin getBrokerConfig``: every key of the broker's running config."""
+        text = self._invoke(broker_addr, _Code.GET_BROKER_CONFIG, {})[3].decode()
+        pairs = (line.split("=", 1) for line in text.splitlines() if "=" in line)
+        return {k.strip(): v.strip() for k, v in pairs}
+
+    def update_broker_config(self, broker_addr: str, changes: dict[str, Any]) -> None:
+        """``mqadmin updateBrokerConfig``: changes keys of a running broker. A rocketha broker
+        takes only the keys that act at once (``brokerPermission``, ``autoCreateTopicEnable``,
+        ``autoCreateSubscriptionGroup``, ``slaveReadEnable``, ``maxMessageSize``) and refuses
+        any update naming another, changing nothing."""
+        if not changes:
+            raise ValueError("no key to change")
+        text = "".join(f"{k}={_java_text(v)}\n" for k, v in changes.items())
+        self._invoke(broker_addr, _Code.UPDATE_BROKER_CONFIG, {}, text.encode())
+
+    # -- the wire ------------------------------------------------------------------------------
+
+    def _invoke(
+        self, addr: str, code: int, fields: dict[str, str], body: bytes = b""
+    ) -> tuple[int, str | None, dict[str, str], bytes]:
+        """One request; a refusal raises :class:`MQBrokerError` with the broker's code."""
+        try:
+            reply = self._api.invoke_admin(
+                addr, code, ext_fields=fields, body=body, timeout=self.timeout
+            )
+        except RemotingConnectError as e:
+            raise MQClientError(f"{addr}: {e}") from None
+        if reply[0] != 0:
+            raise MQBrokerError(reply[0], reply[1] or "", addr)
+        return reply
+
+    def _ask(
+        self, addr: str, code: int, fields: dict[str, str], body: bytes = b""
+    ) -> dict[str, Any]:
+        """The answer's JSON body (fastjson's bare integer keys read too); {} for none."""
+        raw = self._invoke(addr, code, fields, body)[3]
+        return json.loads(standard_json(raw)) if raw else {}
+
+    def _ask_fields(self, addr: str, code: int, fields: dict[str, str]) -> dict[str, str]:
+        """The answer's header fields."""
+        return self._invoke(addr, code, fields)[2]
+
+    def _ask_namesrv(self, code: int, fields: dict[str, str]) -> dict[str, Any]:
+        """The first name server's answer that comes."""
+        failures = []
+        for addr in self.namesrv_addrs:
+            try:
+                return self._ask(addr, code, fields)
+            except MQClientError as e:
+                failures.append(str(e))
+        raise MQClientError(f"no name server answered: {'; '.join(failures)}")
+
+    def _masters_or_fail_named(self, cluster: str | None) -> dict[str, str]:
+        masters = self.masters(cluster)
+        if not masters:
+            raise MQClientError("no master is registered with the name servers")
+        return masters
+
+    def _masters_or_fail(self, cluster: str | None) -> list[str]:
+        return sorted(self._masters_or_fail_named(cluster).values())
+
+    def _committed(self, addr: str, group: str) -> list[tuple[str, int, int]]:
+        """(topic, queue id, offset) of each offset ``group`` committed on the broker."""
+        table = self._ask(addr, _Code.GET_ALL_CONSUMER_OFFSET, {}).get("offsetTable") or {}
+        out: list[tuple[str, int, int]] = []
+        for key, queues in table.items():
+            topic, _, owner = key.rpartition("@")
+            if owner == group:
+                out.extend((topic, int(q), int(o)) for q, o in queues.items())
+        return out
+
+    def _online(self, addr: str, group: str) -> list[str]:
+        """The client ids of ``group``'s consumers connected to the broker."""
+        try:
+            body = self._ask(addr, _Code.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": group})
+        except MQBrokerError:
+            return []  # "no consumer for this group"
+        return list(body.get("consumerIdList") or [])
+
+    def _queue_ids(self, topic: str, broker_name: str) -> list[int]:
+        """The read queues ``topic`` has on the broker, from its route."""
+        route = self._api.get_topic_route_info(";".join(self.namesrv_addrs), topic, self.timeout)
+        if route is None:
+            raise MQClientError(
+                f"no route for topic {topic!r}: the name servers know no such topic"
+            )
+        for queue in json.loads(route).get("queueDatas") or []:
+            if queue.get("brokerName") == broker_name:
+                return list(range(int(queue["readQueueNums"])))
+        return []
 
     def find(
         self,
@@ -130,4 +443,9 @@ class Admin:
         return out
 
 
-__all__ = ["MAX_QUERY_NUM", "Admin"]
+def _java_text(value: object) -> str:
+    """A value as a ``broker.conf`` holds it: Java's ``true``/``false`` for booleans."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+__all__ = ["MAX_QUERY_NUM", "PERM_READ_WRITE", "Admin", "QueueProgress"]

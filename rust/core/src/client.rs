@@ -7,6 +7,7 @@
 //! ([`SendError::NotSent`]) is safe to retry elsewhere; a failure after the request was written
 //! ([`SendError::Unknown`]) may have stored the message, and retrying could store it twice.
 
+use std::collections::HashMap;
 use std::io;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -61,6 +62,21 @@ pub struct SendReply {
     pub queue_offset: i64,
 }
 
+/// A body as RocketMQ's Java side writes it (fastjson: integer map keys bare, as in
+/// `{"offsetTable":{"t@g":{0:5}}}`) in standard JSON, for programs that read admin answers.
+pub fn standard_json(body: &[u8]) -> String {
+    crate::protocol::json::quote_bare_keys(&String::from_utf8_lossy(body)).into_owned()
+}
+
+/// The answer to [`MqClientApi::invoke_admin`].
+#[derive(Debug, Clone)]
+pub struct AdminReply {
+    pub code: i32,
+    pub remark: Option<String>,
+    pub ext_fields: HashMap<String, String>,
+    pub body: Vec<u8>,
+}
+
 /// One message of a send: body, `key\x01value\x02` properties, flag.
 pub struct OutgoingMessage<'a> {
     pub body: &'a [u8],
@@ -107,6 +123,29 @@ impl MqClientApi {
         self.remoting
             .invoke_sync(addr, request, timeout)
             .map_err(send_error)
+    }
+
+    /// An operator's request (`MQAdminExt`'s calls are each one request and its answer), built
+    /// by the caller from its code, header fields and body, and signed as every other is.
+    /// The answer's code, remark, header fields and body, whatever the code.
+    pub fn invoke_admin(
+        &self,
+        addr: &str,
+        code: i32,
+        ext_fields: HashMap<String, String>,
+        body: Vec<u8>,
+        timeout: Duration,
+    ) -> Result<AdminReply, SendError> {
+        let mut request = RemotingCommand::request(code, 0);
+        request.ext_fields = ext_fields;
+        request.body = body;
+        let response = self.invoke(addr, request, timeout)?;
+        Ok(AdminReply {
+            code: response.code,
+            remark: response.remark,
+            ext_fields: response.ext_fields,
+            body: response.body,
+        })
     }
 
     /// Sends `request` to `addr` and returns; `callback` gets the answer on the client's loop

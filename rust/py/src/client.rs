@@ -2,6 +2,7 @@
 //! lookup, sends) from the core, called with the GIL released. Policy (routes, queues,
 //! retries) is `rocketha.client.Producer`'s.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -31,8 +32,17 @@ use crate::tls::ClientTls;
 /// `(rows, next_offset, (code, remark, min_offset, max_offset) of a refusal)`.
 type PulledTuple = (ColumnarBatch, i64, Option<(i32, Option<String>, i64, i64)>);
 
+/// A fastjson body (bare integer map keys) as standard JSON, which `json.loads` reads.
+#[pyfunction]
+pub(crate) fn standard_json(body: &[u8]) -> String {
+    rocketha_core::client::standard_json(body)
+}
+
 /// `(code, remark, offset_msg_id, queue_id, queue_offset, uniq_ids)`.
 type SendTuple = (i32, Option<String>, String, i32, i64, Vec<String>);
+
+/// An operator request's answer: code, remark, header fields, body.
+type AdminTuple<'py> = (i32, Option<String>, HashMap<String, String>, Bound<'py, PyBytes>);
 
 fn send_tuple((reply, uniq_ids): (rocketha_core::client::SendReply, Vec<String>)) -> SendTuple {
     (
@@ -164,6 +174,31 @@ impl MQClientAPI {
     /// Closes every connection (what is in flight on them fails); later calls connect again.
     fn close(&self, py: Python<'_>) {
         py.detach(|| self.inner.close());
+    }
+
+    /// An operator's request to `addr` (a broker or a name server): its code, header fields
+    /// and body. The answer's code, remark, header fields and body, whatever the code.
+    #[pyo3(signature = (addr, code, *, ext_fields, body, timeout))]
+    fn invoke_admin<'py>(
+        &self,
+        py: Python<'py>,
+        addr: &str,
+        code: i32,
+        ext_fields: HashMap<String, String>,
+        body: Vec<u8>,
+        timeout: f64,
+    ) -> PyResult<AdminTuple<'py>> {
+        self.guard.check()?;
+        let api = &self.inner;
+        let reply = py
+            .detach(|| api.invoke_admin(addr, code, ext_fields, body, secs(timeout)))
+            .map_err(send_error)?;
+        Ok((
+            reply.code,
+            reply.remark,
+            reply.ext_fields,
+            PyBytes::new(py, &reply.body),
+        ))
     }
 
     /// GET_ROUTEINFO_BY_TOPIC: the route's standard JSON, or None for an unknown topic, from

@@ -40,6 +40,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<tls::ServerTls>()?;
     m.add_class::<tls::ClientTls>()?;
     m.add_function(wrap_pyfunction!(consumer::parse_subscription, m)?)?;
+    m.add_function(wrap_pyfunction!(client::standard_json, m)?)?;
     m.add(
         "AUTO_CREATE_TOPIC_KEY_TOPIC",
         rocketha_core::client::AUTO_CREATE_TOPIC_KEY_TOPIC,

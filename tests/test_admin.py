@@ -1,0 +1,146 @@
+"""The operators' side (issue #27's admin surface) through :class:`rocketha.Admin`, against a
+name server and a SYNC_MASTER with its SLAVE: topics created, listed and deleted, consumer
+groups with their lag per queue and offsets reset to a time, a broker's config read and
+changed at runtime, and the refusals of what may not change."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from helpers import broker_pair, wait_for
+from rocketha import (
+    Admin,
+    Broker,
+    ConsumeFromWhere,
+    Message,
+    MQBrokerError,
+    MQClientError,
+    NameServer,
+    Producer,
+    PullConsumer,
+)
+
+
+def routed(admin: Admin, topic: str) -> bool:
+    return topic in admin.topics()
+
+
+def queues_of(broker: Broker, topic: str) -> list[tuple[int, int]]:
+    """(queue id, max offset) of each consume queue the broker's store has for ``topic``."""
+    return [(q, head) for t, q, _, head in broker.store.queues() if t == topic]
+
+
+def test_a_topic_is_created_listed_and_deleted_everywhere(tmp_path: Path) -> None:
+    with (
+        NameServer("127.0.0.1:0") as ns,
+        broker_pair(tmp_path, "broker-a", ns.listen_address) as (master, _slave),
+        Admin(ns.listen_address) as admin,
+    ):
+        assert admin.masters() == {"broker-a": master.listen_address}
+        assert admin.clusters()["DefaultCluster"]["broker-a"][0] == master.listen_address
+        assert admin.create_topic("Orders", queues=3) == [master.listen_address]
+        wait_for(lambda: routed(admin, "Orders"), what="the new topic's route")
+        with Producer(ns.listen_address, "admin-p") as producer:
+            for i in range(6):
+                producer.send(Message("Orders", b"%d" % i))
+        assert queues_of(master, "Orders") == [(0, 2), (1, 2), (2, 2)]
+
+        admin.delete_topic("Orders")
+        assert not routed(admin, "Orders")
+        assert queues_of(master, "Orders") == []
+        with pytest.raises(MQBrokerError, match="conflict with system topic"):
+            admin.delete_topic("TBW102")
+        with pytest.raises(MQClientError, match="no cluster 'Nope'"):
+            admin.create_topic("Orders", cluster="Nope")
+
+
+def test_a_groups_lag_per_queue_and_its_offsets_reset_to_a_time(tmp_path: Path) -> None:
+    with (
+        NameServer("127.0.0.1:0") as ns,
+        broker_pair(tmp_path, "broker-a", ns.listen_address) as _pair,
+        Admin(ns.listen_address) as admin,
+        Producer(ns.listen_address, "admin-p") as producer,
+    ):
+        admin.create_group("billing", retry_max_times=3)
+        assert "billing" in admin.groups()
+        admin.create_topic("Bills", queues=2)
+        wait_for(lambda: routed(admin, "Bills"), what="the topic's route")
+        for q in (0, 1):
+            producer.send_batch([Message("Bills", b"early %d" % i) for i in range(3)], queue_id=q)
+        time.sleep(0.05)  # store times are whole milliseconds: the reset time falls between
+        middle = int(time.time() * 1000)
+        time.sleep(0.05)
+        for q in (0, 1):
+            producer.send_batch(
+                [Message("Bills", b"late %d" % (2 * q + i)) for i in range(2)], queue_id=q
+            )
+        consumer = PullConsumer(
+            ns.listen_address,
+            "billing",
+            "Bills",
+            consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+        )
+        got: list[bytes] = []
+        wait_for(lambda: got.extend(m.body for m in consumer.poll(1.0)) or len(got) >= 10)
+        consumer.commit_sync()
+        with pytest.raises(MQClientError, match="consumers online"):
+            admin.reset_offset("billing", "Bills", middle)
+        consumer.close()
+        progress = admin.consumer_progress("billing")
+        assert [(q.topic, q.queue_id, q.broker_offset, q.lag) for q in progress] == [
+            ("Bills", 0, 5, 0),
+            ("Bills", 1, 5, 0),
+        ]
+
+        reset = admin.reset_offset("billing", "Bills", middle)
+        assert reset == {("broker-a", 0): 3, ("broker-a", 1): 3}
+        assert sum(q.lag for q in admin.consumer_progress("billing")) == 4
+        with PullConsumer(ns.listen_address, "billing", "Bills") as again:
+            late: list[bytes] = []
+            wait_for(lambda: late.extend(m.body for m in again.poll(1.0)) or len(late) >= 4)
+            assert sorted(late) == [b"late %d" % i for i in range(4)]
+
+        admin.delete_group("billing")
+        assert "billing" not in admin.groups()
+        assert admin.consumer_progress("billing") == []
+
+
+def test_a_brokers_config_is_read_and_its_live_keys_change_at_runtime(tmp_path: Path) -> None:
+    with (
+        NameServer("127.0.0.1:0") as ns,
+        broker_pair(tmp_path, "broker-a", ns.listen_address) as (master, _slave),
+        Admin(ns.listen_address) as admin,
+        Producer(ns.listen_address, "admin-p", retry_times_when_send_failed=0) as producer,
+    ):
+        config = admin.broker_config(master.listen_address)
+        assert (config["brokerName"], config["brokerRole"]) == ("broker-a", "SYNC_MASTER")
+        assert "haAuthSecret" not in config
+        producer.send(Message("Live", b"before"))
+
+        with pytest.raises(MQBrokerError, match="listenPort may not change while the broker runs"):
+            admin.update_broker_config(master.listen_address, {"listenPort": 1})
+        with pytest.raises(MQBrokerError, match="did you mean 'brokerPermission'"):
+            admin.update_broker_config(master.listen_address, {"brokerPermision": 4})
+        assert admin.broker_config(master.listen_address)["brokerPermission"] == "6"
+
+        # Read-only: the broker refuses sends and the name server routes none here.
+        admin.update_broker_config(master.listen_address, {"brokerPermission": 4})
+        assert admin.broker_config(master.listen_address)["brokerPermission"] == "4"
+        with pytest.raises(MQBrokerError, match="sending message is forbidden"):
+            producer.send(Message("Live", b"refused"))
+        admin.update_broker_config(master.listen_address, {"brokerPermission": 6})
+        wait_for(lambda: _sent(producer), what="sends taken again")
+
+        admin.update_broker_config(master.listen_address, {"autoCreateTopicEnable": False})
+        with pytest.raises((MQBrokerError, MQClientError), match="not exist"):
+            producer.send(Message("NeverCreated", b"x"))
+
+
+def _sent(producer: Producer) -> bool:
+    try:
+        producer.send(Message("Live", b"after"))
+    except (MQBrokerError, MQClientError):
+        return False
+    return True
