@@ -5,6 +5,8 @@ changed at runtime, and the refusals of what may not change."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -144,3 +146,68 @@ def _sent(producer: Producer) -> bool:
     except (MQBrokerError, MQClientError):
         return False
     return True
+
+
+def test_rocketha_admin_as_an_operator_types_it(tmp_path: Path) -> None:
+    """``rocketha admin``'s commands, each run as a process: the output an operator reads, and
+    a refusal as one line naming the key, exit status 2."""
+    with (
+        NameServer("127.0.0.1:0") as ns,
+        broker_pair(tmp_path, "broker-a", ns.listen_address) as (master, _slave),
+    ):
+
+        def admin(*argv: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                [sys.executable, "-m", "rocketha", "admin", "-n", ns.listen_address, *argv],
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+
+        r = admin("topic", "create", "Cli", "--queues", "2")
+        assert r.stdout == f"create topic Cli to {master.listen_address} success.\n", r.stderr
+        assert "Cli" in admin("topic", "list").stdout.split()
+        rows = admin("cluster", "list").stdout.splitlines()
+        assert rows[1].split() == ["DefaultCluster", "broker-a", "0", master.listen_address]
+        with Producer(ns.listen_address, "cli-p") as producer:
+            sent = [producer.send(Message("Cli", b"%d" % i, keys=f"k{i}")) for i in range(5)]
+        with PullConsumer(
+            ns.listen_address,
+            "cli-g",
+            "Cli",
+            consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+        ) as consumer:
+            got: list[bytes] = []
+            wait_for(lambda: got.extend(m.body for m in consumer.poll(1.0)) or len(got) >= 3)
+        lag = admin("group", "lag", "cli-g").stdout
+        assert lag.splitlines()[0].split() == [
+            "#Topic",
+            "#Broker",
+            "Name",
+            "#QID",
+            "#Broker",
+            "Offset",
+            "#Consumer",
+            "Offset",
+            "#Diff",
+        ]
+        assert lag.endswith(f"Diff Total: {5 - len(got)}\n")
+
+        found = admin("find", "--topic", "Cli", "--key", "k3")
+        assert found.returncode == 0 and found.stdout.startswith(sent[3].msg_id), found.stdout
+        assert admin("find", "--topic", "Cli", "--id", sent[1].msg_id).returncode == 0
+        assert admin("find", "--topic", "Cli", "--key", "nobody").stdout == "no message found\n"
+
+        config = admin("config", "get", master.listen_address).stdout
+        assert "brokerName" in config and "broker-a" in config
+        refused = admin("config", "set", master.listen_address, "listenPort=1")
+        assert refused.returncode == 2 and refused.stdout == ""
+        assert refused.stderr.startswith("rocketha: MQBrokerError: broker ")
+        assert "listenPort may not change while the broker runs" in refused.stderr
+        r = admin("config", "set", master.listen_address, "brokerPermission=6")
+        assert r.stdout == f"update broker config success, {master.listen_address}\n"
+
+        assert admin("topic", "delete", "Cli").returncode == 0
+        assert "Cli" not in admin("topic", "list").stdout.split()
+        gone = admin("-n", "127.0.0.1:1", "topic", "list")
+        assert gone.returncode == 2 and "no name server answered" in gone.stderr

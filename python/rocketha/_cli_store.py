@@ -6,14 +6,11 @@ from __future__ import annotations
 import argparse
 import sys
 import zlib
-from collections.abc import Callable
 from pathlib import Path
 
+from rocketha._cli_common import AddParser
 from rocketha.exceptions import RocketHAError
 from rocketha.store import MessageStore
-
-#: What each ``add_*`` is given: the subcommands' ``add_parser``, with ``-v`` / ``-q``.
-AddParser = Callable[..., argparse.ArgumentParser]
 
 
 def add_inspect(add: AddParser) -> None:
@@ -192,4 +189,4 @@ def cmd_repair(args: argparse.Namespace) -> int:
     return 0
 
 
-__all__ = ["AddParser", "add_inspect", "add_repair", "cmd_inspect", "cmd_repair"]
+__all__ = ["add_inspect", "add_repair", "cmd_inspect", "cmd_repair"]

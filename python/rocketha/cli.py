@@ -1,5 +1,5 @@
 """The ``rocketha`` command: ``demo``, ``namesrv``, ``broker``, ``produce``, ``consume``,
-``status``, ``inspect``, ``repair``, ``bench``."""
+``status``, ``inspect``, ``repair``, ``admin``, ``bench``."""
 
 from __future__ import annotations
 
@@ -24,11 +24,12 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from rocketha import Message, __version__, _children
-from rocketha._cli_store import AddParser, add_inspect, add_repair
-from rocketha.acl import SessionCredentials
+from rocketha._cli_admin import add_admin
+from rocketha._cli_common import SIGNING_HELP, AddParser, credentials
+from rocketha._cli_store import add_inspect, add_repair
 from rocketha.broker import Broker
 from rocketha.config import BrokerConfig, parse_key_value
-from rocketha.exceptions import ConfigError, RocketHAError
+from rocketha.exceptions import RocketHAError
 from rocketha.namesrv import NameServer
 from rocketha.tls import server_tls_from_properties
 
@@ -106,24 +107,6 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
-#: Where ``--access-key``'s secret comes from: never the command line, which ``ps`` shows.
-SECRET_KEY_ENV = "ROCKETHA_SECRET_KEY"
-_SIGNING = f"sign requests for a broker with aclEnable=true (secret key: ${SECRET_KEY_ENV})"
-
-
-def _credentials(args: argparse.Namespace) -> SessionCredentials | None:
-    """``--access-key`` with the secret key from ``$ROCKETHA_SECRET_KEY``, for a broker with
-    ``aclEnable=true``."""
-    if args.access_key is None:
-        return None
-    secret = os.environ.get(SECRET_KEY_ENV, "")
-    if not secret:
-        raise ConfigError(
-            f"--access-key {args.access_key}: set the account's secret key in ${SECRET_KEY_ENV}"
-        )
-    return SessionCredentials(args.access_key, secret)
-
-
 def _add_consume(add: AddParser) -> None:
     """``rocketha consume``'s options: the group, the topic, where a new group starts and
     what is printed."""
@@ -152,7 +135,7 @@ def _add_consume(add: AddParser) -> None:
         "end of each queue, except a queue whose first message is still in the broker's "
         "memory (a new topic), which is read from its start",
     )
-    consume.add_argument("--access-key", metavar="KEY", help=_SIGNING)
+    consume.add_argument("--access-key", metavar="KEY", help=SIGNING_HELP)
     consume.set_defaults(func=cmd_consume)
 
 
@@ -174,7 +157,7 @@ def cmd_consume(args: argparse.Namespace) -> int:
         args.topic,
         subscription=args.subscription,
         consume_from_where=where,
-        credentials=_credentials(args),
+        credentials=credentials(args),
     ) as consumer:
         while not stop.is_set() and (args.count is None or count < args.count):
             left = None if args.count is None else args.count - count
@@ -469,7 +452,7 @@ def _add_produce(add: AddParser) -> None:
         help="one JSON line per message: its line number and send result, or its error",
     )
     produce.set_defaults(func=cmd_produce)
-    produce.add_argument("--access-key", metavar="KEY", help=_SIGNING)
+    produce.add_argument("--access-key", metavar="KEY", help=SIGNING_HELP)
 
 
 def cmd_produce(args: argparse.Namespace) -> int:
@@ -493,7 +476,7 @@ def cmd_produce(args: argparse.Namespace) -> int:
     # producer starts inherits that, so a signal always reaches the main thread at its read.
     with (
         signals.starting(),
-        Producer(args.namesrv, args.group, credentials=_credentials(args)) as producer,
+        Producer(args.namesrv, args.group, credentials=credentials(args)) as producer,
     ):
         for number, body in enumerate(signals.until_stopped(bodies), 1):
             try:
@@ -713,6 +696,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_status(add)
     add_inspect(add)
     add_repair(add)
+    add_admin(add)
 
     # Its options belong to the harness (python -m benches), which parses them itself.
     bench = sub.add_parser(
