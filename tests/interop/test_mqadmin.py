@@ -1,0 +1,110 @@
+"""``mqadmin`` (rocketmq-tools 4.9.7 and 5.4.0) running the commands operators change a cluster
+with against ``rocketha namesrv`` and a rocketha master: ``getBrokerConfig``,
+``updateBrokerConfig`` (a live key taken, another refused with the broker's remark),
+``updateSubGroup`` / ``deleteSubGroup`` and ``deleteTopic``, each checked by what the broker
+and the name server then hold, not only by what mqadmin printed."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from helpers import BrokerProcess, RochaNamesrv, start_master, wait_for
+from rocketha import Admin
+
+from benches.peers.rocketmq import VERSIONS, RocketMQ, Unavailable
+
+pytestmark = pytest.mark.interop
+
+
+def resolve(version: str) -> RocketMQ:
+    try:
+        return RocketMQ.resolve(version)
+    except Unavailable as e:
+        pytest.fail(str(e))
+
+
+def tag(version: str) -> str:
+    return version.replace(".", "")
+
+
+def exceptions(out: str) -> list[str]:
+    return [line for line in out.splitlines() if "Exception" in line]
+
+
+@pytest.fixture(scope="module")
+def master(
+    tmp_path_factory: pytest.TempPathFactory, rocketha_namesrv: RochaNamesrv
+) -> Iterator[str]:
+    """A rocketha master of its own group; its client address."""
+    proc: BrokerProcess = start_master(
+        tmp_path_factory.mktemp("admin"), "admin-a", rocketha_namesrv.address
+    )
+    try:
+        yield str(proc.started["listen_address"])
+    finally:
+        proc.kill()
+
+
+def broker_config(rmq: RocketMQ, home: Path, ns: str, addr: str) -> dict[str, str]:
+    """``getBrokerConfig -b``'s ``key=  value`` lines."""
+    out = rmq.mqadmin(home, "getBrokerConfig", "-b", addr, "-n", ns)
+    assert exceptions(out) == [], out
+    pairs = (line.partition("=") for line in out.splitlines() if "=  " in line)
+    return {k.strip(): v.strip() for k, _, v in pairs}
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_mqadmin_reads_and_changes_a_brokers_config(
+    version: str, master: str, rocketha_namesrv: RochaNamesrv, tmp_path: Path
+) -> None:
+    rmq = resolve(version)
+    ns = rocketha_namesrv.address
+    config = broker_config(rmq, tmp_path, ns, master)
+    assert (config["brokerName"], config["brokerRole"]) == ("admin-a", "SYNC_MASTER")
+    assert config["brokerPermission"] == "6" and "haAuthSecret" not in config
+
+    out = rmq.mqadmin(
+        tmp_path, "updateBrokerConfig", "-b", master, "-k", "brokerPermission", "-v", "4", "-n", ns
+    )
+    assert f"update broker config success, {master}" in out, out
+    assert broker_config(rmq, tmp_path, ns, master)["brokerPermission"] == "4"
+    out = rmq.mqadmin(
+        tmp_path, "updateBrokerConfig", "-b", master, "-k", "brokerPermission", "-v", "6", "-n", ns
+    )
+    assert f"update broker config success, {master}" in out, out
+
+    out = rmq.mqadmin(
+        tmp_path, "updateBrokerConfig", "-b", master, "-k", "listenPort", "-v", "1", "-n", ns
+    )
+    assert "listenPort may not change while the broker runs" in out, out
+    assert broker_config(rmq, tmp_path, ns, master)["listenPort"] == "0"
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_mqadmin_creates_and_deletes_groups_and_topics(
+    version: str, master: str, rocketha_namesrv: RochaNamesrv, tmp_path: Path
+) -> None:
+    rmq = resolve(version)
+    ns = rocketha_namesrv.address
+    group, topic = f"ops-{tag(version)}", f"Ops{tag(version)}"
+    with Admin(ns) as admin:
+        out = rmq.mqadmin(
+            tmp_path, "updateSubGroup", "-b", master, "-g", group, "-r", "3", "-n", ns
+        )
+        assert f"create subscription group to {master} success." in out, out
+        assert group in admin.groups()
+        out = rmq.mqadmin(tmp_path, "deleteSubGroup", "-b", master, "-g", group, "-n", ns)
+        assert f"delete subscription group [{group}] from broker [{master}]" in out, out
+        assert group not in admin.groups()
+
+        out = rmq.mqadmin(tmp_path, "updateTopic", "-b", master, "-t", topic, "-n", ns)
+        assert f"create topic to {master} success." in out, out
+        wait_for(lambda: topic in admin.topics(), what=f"the route of {topic}")
+        out = rmq.mqadmin(tmp_path, "deleteTopic", "-t", topic, "-c", "DefaultCluster", "-n", ns)
+        assert f"delete topic [{topic}] from cluster [DefaultCluster] success." in out, out
+        assert f"delete topic [{topic}] from NameServer success." in out, out
+        assert exceptions(out) == [], out
+        assert topic not in admin.topics()
+        assert admin.consumer_progress(group) == []
