@@ -1,7 +1,8 @@
 """``mqadmin`` (rocketmq-tools 4.9.7 and 5.4.0) running the commands operators change a cluster
 with against ``rocketha namesrv`` and a rocketha master: ``getBrokerConfig``,
 ``updateBrokerConfig`` (a live key taken, another refused with the broker's remark),
-``updateSubGroup`` / ``deleteSubGroup`` and ``deleteTopic``, each checked by what the broker
+``updateSubGroup`` / ``deleteSubGroup``, ``deleteTopic``, ``consumerConnection`` and
+``producerConnection``, each checked by what the broker
 and the name server then hold, not only by what mqadmin printed."""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from helpers import BrokerProcess, RochaNamesrv, start_master, wait_for
-from rocketha import Admin
+from rocketha import Admin, ConsumeFromWhere, Message, Producer, PullConsumer
 
 from benches.peers.rocketmq import VERSIONS, RocketMQ, Unavailable
 
@@ -108,3 +109,40 @@ def test_mqadmin_creates_and_deletes_groups_and_topics(
         assert exceptions(out) == [], out
         assert topic not in admin.topics()
         assert admin.consumer_progress(group) == []
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_mqadmin_lists_a_groups_connections(
+    version: str, master: str, rocketha_namesrv: RochaNamesrv, tmp_path: Path
+) -> None:
+    """``consumerConnection`` and ``producerConnection``: the clients connected in a group, from
+    their heartbeats, with the consumer group's subscription."""
+    rmq = resolve(version)
+    ns = rocketha_namesrv.address
+    topic, group = f"Conn{tag(version)}", f"conn-{tag(version)}"
+    with Admin(ns) as admin:
+        admin.create_topic(topic, queues=1)
+        # Routed first: a consumer of a topic nobody routes yet waits for its next route check.
+        wait_for(lambda: topic in admin.topics(), what=f"the route of {topic}")
+    with Producer(ns, f"{group}-p") as producer:
+        producer.send(Message(topic, b"x", tags="a"))
+        consumer = PullConsumer(
+            ns,
+            group,
+            topic,
+            subscription="a || b",
+            consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+        )
+        wait_for(lambda: consumer.poll(0.5), what="the consumer's first message")
+        out = rmq.mqadmin(tmp_path, "consumerConnection", "-g", group, "-n", ns)
+        assert exceptions(out) == [], out
+        rows = [line.split() for line in out.splitlines() if "RUST" in line]
+        assert len(rows) == 1 and rows[0][1].startswith("127.0.0.1:"), out
+        subscriptions = [line.split(None, 1) for line in out.splitlines() if line.startswith(topic)]
+        assert subscriptions == [[topic, "a || b"]], out
+        assert "ConsumeType: CONSUME_ACTIVELY" in out and "MessageModel: CLUSTERING" in out, out
+
+        out = rmq.mqadmin(tmp_path, "producerConnection", "-g", f"{group}-p", "-t", topic, "-n", ns)
+        assert exceptions(out) == [], out
+        assert len([line for line in out.splitlines() if "RUST" in line]) == 1, out
+        consumer.close()

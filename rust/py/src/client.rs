@@ -42,7 +42,12 @@ pub(crate) fn standard_json(body: &[u8]) -> String {
 type SendTuple = (i32, Option<String>, String, i32, i64, Vec<String>);
 
 /// An operator request's answer: code, remark, header fields, body.
-type AdminTuple<'py> = (i32, Option<String>, HashMap<String, String>, Bound<'py, PyBytes>);
+type AdminTuple<'py> = (
+    i32,
+    Option<String>,
+    HashMap<String, String>,
+    Bound<'py, PyBytes>,
+);
 
 fn send_tuple((reply, uniq_ids): (rocketha_core::client::SendReply, Vec<String>)) -> SendTuple {
     (

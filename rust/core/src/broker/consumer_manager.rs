@@ -88,6 +88,16 @@ struct ConsumerGroupInfo {
     /// Connection id -> member.
     channels: HashMap<u64, Member>,
     subscriptions: BTreeMap<String, SubscriptionData>,
+    /// How the group consumes, as its last heartbeat said.
+    consuming: Consuming,
+}
+
+/// `consumeType`, `messageModel` and `consumeFromWhere` of a group.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Consuming {
+    pub(crate) consume_type: String,
+    pub(crate) message_model: String,
+    pub(crate) consume_from_where: String,
 }
 
 impl ConsumerGroupInfo {
@@ -178,6 +188,11 @@ impl ConsumerManager {
                 channel,
             };
             let joined = info.channels.insert(connection_id, member).is_none();
+            info.consuming = Consuming {
+                consume_type: data.consume_type.clone(),
+                message_model: data.message_model.clone(),
+                consume_from_where: data.consume_from_where.clone(),
+            };
             let changed = info.update_subscription(subscriptions);
             if joined || changed {
                 info.notices(&data.group_name)
@@ -231,6 +246,15 @@ impl ConsumerManager {
         Some(ids.into_iter().collect())
     }
 
+    /// A live group's subscriptions and how it consumes; `None` when no member of it is
+    /// connected.
+    pub(crate) fn consuming(&self, group: &str) -> Option<(Vec<SubscriptionData>, Consuming)> {
+        let groups = lock(&self.groups);
+        let info = groups.get(group)?;
+        let subscriptions = info.subscriptions.values().cloned().collect();
+        Some((subscriptions, info.consuming.clone()))
+    }
+
     /// The topics a live group subscribes to; `None` when no member of it is connected.
     pub(crate) fn subscribed_topics(&self, group: &str) -> Option<BTreeSet<String>> {
         let groups = lock(&self.groups);
@@ -259,6 +283,7 @@ mod tests {
             group_name: group.into(),
             consume_type: "CONSUME_PASSIVELY".into(),
             message_model: "CLUSTERING".into(),
+            consume_from_where: "CONSUME_FROM_LAST_OFFSET".into(),
             subscription_data_set: vec![SubscriptionWire {
                 topic: topic.into(),
                 sub_string: sub.into(),

@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex};
 
 use super::admin;
 use super::admin::broker_config;
+use super::admin::connections;
 use super::admin::groups;
 use super::admin::topics::{self, ProtectedTopics};
 use super::consumer_manage::ConsumerManageProcessor;
@@ -44,6 +45,11 @@ use crate::sync::ServiceThread;
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ClientChannel {
     pub client_id: String,
+    /// `ip:port` of the client's end of the connection.
+    pub client_addr: String,
+    /// The `LanguageCode` and `version` of its last heartbeat's header.
+    pub language: String,
+    pub version: i32,
     pub producer_groups: BTreeSet<String>,
     pub consumer_groups: BTreeSet<String>,
 }
@@ -350,6 +356,9 @@ impl BrokerProcessor {
         let mut clients = lock(&self.clients);
         let channel = clients.entry(ctx.connection_id()).or_default();
         channel.client_id = data.client_id;
+        channel.client_addr = ctx.remote().to_string();
+        channel.language = request.language.name().to_owned();
+        channel.version = request.version;
         channel
             .producer_groups
             .extend(data.producer_data_set.into_iter().map(|g| g.group_name));
@@ -521,6 +530,12 @@ impl BrokerProcessor {
                 groups::delete(groups, &self.consume.offsets, request)
             }
             request_code::GET_SUBSCRIPTIONGROUP_CONFIG => groups::get(groups, request),
+            request_code::GET_CONSUMER_CONNECTION_LIST => {
+                connections::consumer(&self.clients, &self.consume.consumers, request)
+            }
+            request_code::GET_PRODUCER_CONNECTION_LIST => {
+                connections::producer(&self.clients, request)
+            }
             request_code::DELETE_TOPIC_IN_BROKER => {
                 let protected = ProtectedTopics {
                     cluster_name: &self.settings.cluster_name,

@@ -30,6 +30,7 @@ pub(crate) struct ConsumerData {
     pub(crate) group_name: String,
     pub(crate) consume_type: String,
     pub(crate) message_model: String,
+    pub(crate) consume_from_where: String,
     pub(crate) subscription_data_set: Vec<SubscriptionWire>,
     /// Its retry topic is created with `TopicSysFlag`'s unit-sub flag.
     pub(crate) unit_mode: bool,

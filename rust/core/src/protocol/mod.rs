@@ -6,6 +6,7 @@
 
 pub(crate) mod body;
 pub(crate) mod config_file;
+pub(crate) mod connection;
 pub(crate) mod heartbeat;
 pub(crate) mod json;
 pub(crate) mod lock_batch;

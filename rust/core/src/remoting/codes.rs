@@ -144,6 +144,7 @@ pub(crate) mod response_code {
     pub(crate) const SUBSCRIPTION_NOT_LATEST: i32 = 25;
     pub(crate) const SUBSCRIPTION_GROUP_NOT_EXIST: i32 = 26;
     pub(crate) const INVALID_PARAMETER: i32 = 29;
+    pub(crate) const CONSUMER_NOT_ONLINE: i32 = 206;
 
     /// A send answered with this code stored its message: the waits that fell short
     /// (`FLUSH_*_TIMEOUT`, `SLAVE_NOT_AVAILABLE`) still leave it in the master's log.

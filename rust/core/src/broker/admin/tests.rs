@@ -228,3 +228,81 @@ fn a_deleted_topic_leaves_the_broker_and_the_name_server() {
         );
     }
 }
+
+fn connection_list(c: &mut RemotingClient, code: i32, field: &str, group: &str) -> RemotingCommand {
+    let mut request = RemotingCommand::request(code, 0);
+    request.ext_fields.insert(field.into(), group.into());
+    c.invoke(request, TIMEOUT).unwrap()
+}
+
+#[test]
+fn a_groups_connections_carry_each_clients_address_language_and_subscriptions() {
+    let b = start(BrokerControllerConfig::default(), 0, None);
+    let mut c = client(b.controller.local_addr());
+    let mut hb = RemotingCommand::request(request_code::HEART_BEAT, 0);
+    hb.version = 453;
+    hb.body = br#"{"clientID":"10.0.0.9@1","producerDataSet":[{"groupName":"pg"}],
+        "consumerDataSet":[{"groupName":"cg","consumeType":"CONSUME_PASSIVELY",
+        "messageModel":"CLUSTERING","consumeFromWhere":"CONSUME_FROM_LAST_OFFSET",
+        "subscriptionDataSet":[{"topic":"T","subString":"a || b","subVersion":7}]}]}"#
+        .to_vec();
+    assert_eq!(c.invoke(hb, TIMEOUT).unwrap().code, response_code::SUCCESS);
+    // The client's end of the connection: loopback, not the broker's port.
+    let me = b.controller.clients()[0].client_addr.clone();
+    assert!(me.starts_with("127.0.0.1:") && me != b.controller.local_addr().to_string());
+
+    let r = connection_list(
+        &mut c,
+        request_code::GET_CONSUMER_CONNECTION_LIST,
+        "consumerGroup",
+        "cg",
+    );
+    assert_eq!(r.code, response_code::SUCCESS, "{:?}", r.remark);
+    let body: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+    let connection = &body["connectionSet"][0];
+    assert_eq!(connection["clientId"], "10.0.0.9@1");
+    assert_eq!(connection["clientAddr"], me.as_str());
+    assert_eq!(
+        (
+            connection["language"].as_str(),
+            connection["version"].as_i64()
+        ),
+        (Some("RUST"), Some(453))
+    );
+    let sub = &body["subscriptionTable"]["T"];
+    assert_eq!(sub["tagsSet"], serde_json::json!(["a", "b"]));
+    assert_eq!(sub["subVersion"], 7);
+    assert_eq!(body["consumeFromWhere"], "CONSUME_FROM_LAST_OFFSET");
+
+    let r = connection_list(
+        &mut c,
+        request_code::GET_PRODUCER_CONNECTION_LIST,
+        "producerGroup",
+        "pg",
+    );
+    let body: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+    assert_eq!(body["connectionSet"][0]["clientAddr"], me.as_str());
+
+    let r = connection_list(
+        &mut c,
+        request_code::GET_CONSUMER_CONNECTION_LIST,
+        "consumerGroup",
+        "nobody",
+    );
+    assert_eq!(r.code, response_code::CONSUMER_NOT_ONLINE);
+    assert_eq!(
+        r.remark.as_deref(),
+        Some("the consumer group[nobody] not online")
+    );
+    let r = connection_list(
+        &mut c,
+        request_code::GET_PRODUCER_CONNECTION_LIST,
+        "producerGroup",
+        "nobody",
+    );
+    assert_eq!(r.code, response_code::SYSTEM_ERROR);
+    assert_eq!(
+        r.remark.as_deref(),
+        Some("the producer group[nobody] not exist")
+    );
+}

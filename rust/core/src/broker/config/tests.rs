@@ -345,9 +345,15 @@ fn services_configs_are_derived_with_the_same_defaults() {
         ),
         ("DefaultCluster", "broker-a", 0, false)
     );
-    assert_eq!((s.default_topic_queue_nums, s.broker_permission.get()), (8, 6));
     assert_eq!(
-        (s.max_message_size.get(), s.access_message_in_memory_max_ratio),
+        (s.default_topic_queue_nums, s.broker_permission.get()),
+        (8, 6)
+    );
+    assert_eq!(
+        (
+            s.max_message_size.get(),
+            s.access_message_in_memory_max_ratio
+        ),
         (4 << 20, 40)
     );
     assert_eq!(

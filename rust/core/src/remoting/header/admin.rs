@@ -67,6 +67,22 @@ custom_header! {
 }
 
 custom_header! {
+    /// `GetConsumerConnectionListRequestHeader` (GET_CONSUMER_CONNECTION_LIST).
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub(crate) struct GetConsumerConnectionListRequestHeader("GET_CONSUMER_CONNECTION_LIST") {
+        pub consumer_group: String = "consumerGroup",
+    }
+}
+
+custom_header! {
+    /// `GetProducerConnectionListRequestHeader` (GET_PRODUCER_CONNECTION_LIST).
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub(crate) struct GetProducerConnectionListRequestHeader("GET_PRODUCER_CONNECTION_LIST") {
+        pub producer_group: String = "producerGroup",
+    }
+}
+
+custom_header! {
     /// `UnregisterClientRequestHeader` (UNREGISTER_CLIENT).
     #[derive(Debug, Clone, PartialEq, Eq)]
     pub(crate) struct UnregisterClientRequestHeader("UNREGISTER_CLIENT") {

@@ -136,6 +136,7 @@ mod send;
 pub(crate) use admin::CreateTopicRequestHeader;
 pub(crate) use admin::{
     DeleteSubscriptionGroupRequestHeader, DeleteTopicRequestHeader, GetConsumeStatsRequestHeader,
+    GetConsumerConnectionListRequestHeader, GetProducerConnectionListRequestHeader,
     GetSubscriptionGroupConfigRequestHeader, GetTopicStatsInfoRequestHeader,
     UnregisterClientRequestHeader,
 };
