@@ -28,6 +28,8 @@ _FOREVER = 2**63 - 1
 MAX_QUERY_NUM = 64
 #: ``MixAll.MASTER_ID``.
 _MASTER_ID = 0
+#: ``ResponseCode.CONSUMER_NOT_ONLINE``.
+_CONSUMER_NOT_ONLINE = 206
 #: ``PermName``: read and write.
 PERM_READ_WRITE = 6
 
@@ -42,7 +44,6 @@ class _Code:
     GET_BROKER_CONFIG = 26
     SEARCH_OFFSET_BY_TIMESTAMP = 29
     GET_MAX_OFFSET = 30
-    GET_CONSUMER_LIST_BY_GROUP = 38
     GET_ALL_CONSUMER_OFFSET = 43
     GET_BROKER_CLUSTER_INFO = 106
     UPDATE_AND_CREATE_SUBSCRIPTIONGROUP = 200
@@ -51,6 +52,7 @@ class _Code:
     DELETE_SUBSCRIPTIONGROUP = 207
     DELETE_TOPIC_IN_BROKER = 215
     DELETE_TOPIC_IN_NAMESRV = 216
+    INVOKE_BROKER_TO_RESET_OFFSET = 222
 
 
 @dataclass(frozen=True)
@@ -238,34 +240,44 @@ class Admin:
     def reset_offset(
         self, group: str, topic: str, timestamp_ms: int, *, cluster: str | None = None
     ) -> dict[tuple[str, int], int]:
-        """``mqadmin resetOffsetByTime`` for a group whose consumers are stopped: each queue of
-        ``topic`` is set to its first message stored at or after ``timestamp_ms``, so the
-        group's next start reads from there. Refused while a consumer of the group is online
-        (it would commit its own offsets over these). (broker name, queue id) -> new offset."""
+        """``mqadmin resetOffsetByTime``: each queue of ``topic`` on the masters of ``cluster``
+        to its first message stored at or after ``timestamp_ms`` (-1: past the last), whether
+        the group's consumers run or not. The brokers set the offsets and move each running
+        consumer at its next pull (RocketMQ 5's server-side reset); a broker that asks its
+        consumers to do it (RocketMQ 4) and has none online gets the offsets committed
+        instead, as mqadmin does. (broker name, queue id) -> new offset."""
         check_topic_name(topic)
         masters = self._masters_or_fail_named(cluster)
-        for addr in masters.values():
-            online = self._online(addr, group)
-            if online:
-                raise MQClientError(
-                    f"group {group!r} has consumers online at {addr} ({', '.join(online)}): "
-                    "stop them, then reset its offsets"
-                )
+        fields = {"topic": topic, "group": group, "timestamp": str(timestamp_ms), "isForce": "true"}
         reset: dict[tuple[str, int], int] = {}
         for name, addr in sorted(masters.items()):
-            for queue_id in self._queue_ids(topic, name):
-                fields = {"topic": topic, "queueId": str(queue_id), "timestamp": str(timestamp_ms)}
-                found = self._ask_fields(addr, _Code.SEARCH_OFFSET_BY_TIMESTAMP, fields)
-                offset = int(found["offset"])
-                commit = {
-                    "consumerGroup": group,
-                    "topic": topic,
-                    "queueId": str(queue_id),
-                    "commitOffset": str(offset),
-                }
-                self._ask(addr, _Code.UPDATE_CONSUMER_OFFSET, commit)
-                reset[(name, queue_id)] = offset
+            queue_ids = self._queue_ids(topic, name)
+            if not queue_ids:
+                continue
+            try:
+                self._invoke(addr, _Code.INVOKE_BROKER_TO_RESET_OFFSET, fields)
+            except MQBrokerError as e:
+                if e.code != _CONSUMER_NOT_ONLINE:
+                    raise
+                self._commit_by_time(addr, group, topic, queue_ids, timestamp_ms)
+            for t, queue_id, offset in self._committed(addr, group):
+                if t == topic:
+                    reset[(name, queue_id)] = offset
         return reset
+
+    def _commit_by_time(
+        self, addr: str, group: str, topic: str, queue_ids: list[int], timestamp_ms: int
+    ) -> None:
+        """``resetOffsetByTimestampOld``: each queue's offset at the time, committed."""
+        for queue_id in queue_ids:
+            queue = {"topic": topic, "queueId": str(queue_id)}
+            if timestamp_ms < 0:
+                found = self._ask_fields(addr, _Code.GET_MAX_OFFSET, queue)
+            else:
+                at = {**queue, "timestamp": str(timestamp_ms)}
+                found = self._ask_fields(addr, _Code.SEARCH_OFFSET_BY_TIMESTAMP, at)
+            commit = {**queue, "consumerGroup": group, "commitOffset": found["offset"]}
+            self._invoke(addr, _Code.UPDATE_CONSUMER_OFFSET, commit)
 
     # -- broker config -------------------------------------------------------------------------
 
@@ -340,14 +352,6 @@ class Admin:
             if owner == group:
                 out.extend((topic, int(q), int(o)) for q, o in queues.items())
         return out
-
-    def _online(self, addr: str, group: str) -> list[str]:
-        """The client ids of ``group``'s consumers connected to the broker."""
-        try:
-            body = self._ask(addr, _Code.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": group})
-        except MQBrokerError:
-            return []  # "no consumer for this group"
-        return list(body.get("consumerIdList") or [])
 
     def _queue_ids(self, topic: str, broker_name: str) -> list[int]:
         """The read queues ``topic`` has on the broker, from its route."""

@@ -489,15 +489,17 @@ class PullConsumer:
                 self._waiting_for_master.discard(pq.mq.broker_name)
                 log.warning("group %s: %s's master answers again", self.group, pq.mq.broker_name)
             if code == _OFFSET_MOVED:
+                # The queue was cut below us, or an operator reset the group's offset: as the
+                # Java client drops its process queue, what is cached or being handled no
+                # longer holds the offset back, and the group continues from the broker's.
                 log.warning(
-                    "offset %d of %s is not stored on %s; moving to %d",
-                    pq.next_offset,
-                    pq.mq,
-                    pull.addr,
-                    next_begin,
+                    "%s: %s; moving from %d to %d", pq.mq, remark, pq.next_offset, next_begin
                 )
-                if not pq.cache:
-                    pq.consumed = next_begin
+                pq.cache.clear()
+                pq.processing.clear()
+                # The broker holds this offset now (a reset set it): what moves from here on
+                # is committed again.
+                pq.consumed = pq.committed = next_begin
             if code != _RETRY_IMMEDIATELY:
                 pq.next_offset = next_begin
             tags = self._subscriptions[pq.mq.topic][1]

@@ -8,6 +8,7 @@
 pub(crate) mod broker_config;
 pub(crate) mod connections;
 pub(crate) mod groups;
+pub(crate) mod offsets;
 pub(crate) mod topics;
 
 #[cfg(test)]
@@ -276,8 +277,25 @@ pub(crate) fn search_offset_by_timestamp(
         Ok(h) => h,
         Err(e) => return bad_header(request, e),
     };
-    let Some(cq) = store.consume_queue(&h.topic, h.queue_id) else {
-        return success_with(request, &OffsetResponseHeader { offset: 0 });
+    let upper = h
+        .boundary_type
+        .as_deref()
+        .is_some_and(|b| b.eq_ignore_ascii_case("UPPER"));
+    let offset = offset_by_time(store, &h.topic, h.queue_id, h.timestamp, upper);
+    success_with(request, &OffsetResponseHeader { offset })
+}
+
+/// `getOffsetInQueueByTime`: the first queue offset stored at or after `timestamp` (with
+/// `upper`, the last one stored at or before it); 0 for a queue that does not exist.
+pub(crate) fn offset_by_time(
+    store: &MessageStore,
+    topic: &str,
+    queue_id: i32,
+    timestamp: i64,
+    upper: bool,
+) -> i64 {
+    let Some(cq) = store.consume_queue(topic, queue_id) else {
+        return 0;
     };
     let stored_at = |qo: i64| {
         cq.get(qo, 1)
@@ -286,27 +304,22 @@ pub(crate) fn search_offset_by_timestamp(
             .and_then(|(_, e)| record_at(store, e.commitlog_offset as u64))
             .map_or(i64::MAX, |(_, t)| t)
     };
-    let upper = h
-        .boundary_type
-        .as_deref()
-        .is_some_and(|b| b.eq_ignore_ascii_case("UPPER"));
     // Store timestamps grow with the queue offset: the first offset stored after the bound.
     let (mut lo, mut hi) = (cq.min_queue_offset(), cq.max_queue_offset());
     while lo < hi {
         let mid = lo + (hi - lo) / 2;
         let t = stored_at(mid);
-        if t < h.timestamp || (upper && t == h.timestamp) {
+        if t < timestamp || (upper && t == timestamp) {
             lo = mid + 1;
         } else {
             hi = mid;
         }
     }
-    let offset = if upper {
+    if upper {
         (lo - 1).max(cq.min_queue_offset())
     } else {
         lo
-    };
-    success_with(request, &OffsetResponseHeader { offset })
+    }
 }
 
 /// VIEW_MESSAGE_BY_ID: the record at the commit log offset the offset msg id names

@@ -121,9 +121,12 @@ impl ConsumerManageProcessor {
                 ),
             );
         }
-        self.offsets
-            .commit_offset(&h.consumer_group, &h.topic, h.queue_id, h.commit_offset);
-        RemotingCommand::response_to(request, response_code::SUCCESS, None)
+        let taken =
+            self.offsets
+                .commit_offset(&h.consumer_group, &h.topic, h.queue_id, h.commit_offset);
+        // As RocketMQ answers: success, with why the offset did not move.
+        let remark = (!taken).then(|| "Offset has been previously reset".to_owned());
+        RemotingCommand::response_to(request, response_code::SUCCESS, remark)
     }
 
     /// `getConsumerListByGroup`: `{"consumerIdList":[...]}`.

@@ -48,6 +48,10 @@ pub(crate) struct ConsumerOffsetManager {
     table: Mutex<OffsetTable>,
     /// Something changed since the last persist: an idle broker does not rewrite the file.
     dirty: AtomicBool,
+    /// `resetOffsetTable`: offsets an operator reset, held until the group's next pull of
+    /// the queue takes them; meanwhile the group's own commits of the queue are ignored, so
+    /// a consumer still running cannot write its old position over the reset.
+    reset: Mutex<OffsetTable>,
 }
 
 impl ConsumerOffsetManager {
@@ -75,15 +79,59 @@ impl ConsumerOffsetManager {
             path,
             table: Mutex::new(table),
             dirty: AtomicBool::new(false),
+            reset: Mutex::default(),
         })
     }
 
-    pub(crate) fn commit_offset(&self, group: &str, topic: &str, queue_id: i32, offset: i64) {
+    /// A group's commit; false, and ignored, while an operator's reset of the queue waits
+    /// for the group's next pull (`hasOffsetReset`).
+    pub(crate) fn commit_offset(
+        &self,
+        group: &str,
+        topic: &str,
+        queue_id: i32,
+        offset: i64,
+    ) -> bool {
+        let key = key(topic, group);
+        if lock(&self.reset)
+            .get(&key)
+            .is_some_and(|q| q.contains_key(&queue_id))
+        {
+            return false;
+        }
+        self.set(key, queue_id, offset);
+        true
+    }
+
+    fn set(&self, key: String, queue_id: i32, offset: i64) {
         lock(&self.table)
-            .entry(key(topic, group))
+            .entry(key)
             .or_default()
             .insert(queue_id, offset);
         self.dirty.store(true, Ordering::Release);
+    }
+
+    /// `assignResetOffset`: the group's offset of the queue is `offset` now, and its next pull
+    /// of the queue is told to move there.
+    pub(crate) fn assign_reset_offset(&self, group: &str, topic: &str, queue_id: i32, offset: i64) {
+        let key = key(topic, group);
+        lock(&self.reset)
+            .entry(key.clone())
+            .or_default()
+            .insert(queue_id, offset);
+        self.set(key, queue_id, offset);
+    }
+
+    /// `queryThenEraseResetOffset`: a reset waiting for this pull, taken.
+    pub(crate) fn take_reset_offset(&self, group: &str, topic: &str, queue_id: i32) -> Option<i64> {
+        let mut reset = lock(&self.reset);
+        let key = key(topic, group);
+        let queues = reset.get_mut(&key)?;
+        let offset = queues.remove(&queue_id);
+        if queues.is_empty() {
+            reset.remove(&key);
+        }
+        offset
     }
 
     /// The committed offset, `None` when the group never committed for this queue.
@@ -120,10 +168,12 @@ impl ConsumerOffsetManager {
     /// `cleanOffsetByTopic` (a topic deleted) and `removeOffset` (a group deleted): drops the
     /// offsets of every (topic, group) `matches` picks; the next persist writes the rest.
     pub(crate) fn remove_where(&self, matches: impl Fn(&str, &str) -> bool) {
-        lock(&self.table).retain(|k, _| {
+        let keep = |k: &String, _: &mut BTreeMap<i32, i64>| {
             !k.rsplit_once(TOPIC_GROUP_SEPARATOR)
                 .is_some_and(|(topic, group)| matches(topic, group))
-        });
+        };
+        lock(&self.table).retain(keep);
+        lock(&self.reset).retain(keep);
         self.dirty.store(true, Ordering::Release);
     }
 

@@ -15,6 +15,7 @@ use super::admin;
 use super::admin::broker_config;
 use super::admin::connections;
 use super::admin::groups;
+use super::admin::offsets::{self, ResetTables};
 use super::admin::topics::{self, ProtectedTopics};
 use super::consumer_manage::ConsumerManageProcessor;
 use super::consumer_manager::ConsumerManager;
@@ -530,6 +531,18 @@ impl BrokerProcessor {
                 groups::delete(groups, &self.consume.offsets, request)
             }
             request_code::GET_SUBSCRIPTIONGROUP_CONFIG => groups::get(groups, request),
+            request_code::INVOKE_BROKER_TO_RESET_OFFSET => {
+                let tables = ResetTables {
+                    store: &self.store,
+                    topics: &self.topics,
+                    groups,
+                    offsets: &self.consume.offsets,
+                    broker_name: &self.settings.broker_name,
+                    is_slave: self.settings.is_slave,
+                    hold: self.pull.hold_service(),
+                };
+                offsets::reset_offset(&tables, request)
+            }
             request_code::GET_CONSUMER_CONNECTION_LIST => {
                 connections::consumer(&self.clients, &self.consume.consumers, request)
             }

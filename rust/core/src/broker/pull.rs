@@ -155,6 +155,9 @@ impl PullMessageProcessor {
                 return Some(RemotingCommand::response_to(request, code, Some(remark)))
             }
         };
+        if let Some(offset) = self.take_reset_offset(&header) {
+            return Some(self.offset_reset(request, &header, offset));
+        }
         let result = self.get_message(&header, &sub);
         let (code, suggest) = self.code_and_suggestion(&header, &result, which_broker, broker_id);
         if suspend_with.is_some()
@@ -217,6 +220,44 @@ impl PullMessageProcessor {
             suggest = broker_id;
         }
         (code, suggest)
+    }
+
+    /// An operator's reset of the group's offset in this queue, waiting for this pull (a
+    /// master's only: a slave never moves offsets).
+    fn take_reset_offset(&self, header: &PullMessageRequestHeader) -> Option<i64> {
+        if self.settings.is_slave {
+            return None;
+        }
+        self.offsets
+            .take_reset_offset(&header.consumer_group, &header.topic, header.queue_id)
+    }
+
+    /// RocketMQ's OFFSET_RESET answer: PULL_OFFSET_MOVED with the reset offset as the next,
+    /// which every client takes as its new position in the queue.
+    fn offset_reset(
+        &self,
+        request: &RemotingCommand,
+        header: &PullMessageRequestHeader,
+        offset: i64,
+    ) -> RemotingCommand {
+        let (min_offset, max_offset) = self
+            .store
+            .consume_queue(&header.topic, header.queue_id)
+            .map_or((0, 0), |q| (q.min_queue_offset(), q.max_queue_offset()));
+        let remark = format!(
+            "the offset of group {} in topic {} queueId {} was reset to {offset}",
+            header.consumer_group, header.topic, header.queue_id
+        );
+        let mut response =
+            RemotingCommand::response_to(request, response_code::PULL_OFFSET_MOVED, Some(remark));
+        response.write_custom_header(&PullMessageResponseHeader {
+            suggest_which_broker_id: MASTER_ID,
+            next_begin_offset: offset,
+            min_offset,
+            max_offset,
+        });
+        self.stats.add_get(0);
+        response
     }
 
     /// How long a suspended pull is held: the consumer's timeout with long polling, else
@@ -587,4 +628,4 @@ fn total_physical_memory() -> u64 {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

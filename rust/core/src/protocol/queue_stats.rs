@@ -1,7 +1,8 @@
 //! The admin bodies keyed by `MessageQueue`: `TopicStatsTable` (GET_TOPIC_STATS_INFO: per queue
 //! of a topic on one broker, its min and max offsets and when its last message was stored;
 //! `mqadmin topicStatus`) and `ConsumeStats` (GET_CONSUME_STATS: per queue, the broker's and
-//! a group's offsets; `mqadmin consumerProgress`). fastjson writes such a map with the queues
+//! a group's offsets; `mqadmin consumerProgress`) and `ResetOffsetBody` (a group's offsets as
+//! an operator reset them; `mqadmin resetOffsetByTime`). fastjson writes such a map with the queues
 //! as object keys, which is not JSON but what the Java client reads back.
 
 use super::json::write_json_string;
@@ -65,6 +66,14 @@ pub(crate) fn encode_consume_stats(table: &[(MessageQueue, OffsetWrapper)], tps:
             o.broker_offset, o.consumer_offset, o.last_timestamp, o.pull_offset
         )
     });
+    out.push('}');
+    out.into_bytes()
+}
+
+/// fastjson's text of a `ResetOffsetBody`: each queue's new offset.
+pub(crate) fn encode_reset_offset(table: &[(MessageQueue, i64)]) -> Vec<u8> {
+    let mut out = String::from("{");
+    offset_table(&mut out, table, i64::to_string);
     out.push('}');
     out.into_bytes()
 }

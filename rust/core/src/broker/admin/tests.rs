@@ -5,10 +5,11 @@ use std::time::Duration;
 use crate::broker::controller::tests::{
     client, create_topic, route, send_v2, start, wait_for, TIMEOUT,
 };
+use crate::broker::pull::tests::pull;
 use crate::broker::BrokerControllerConfig;
 use crate::namesrv::{NameServer, NamesrvConfig};
 use crate::remoting::header::{
-    DeleteSubscriptionGroupRequestHeader, DeleteTopicFromNamesrvRequestHeader,
+    pull_sys_flag, DeleteSubscriptionGroupRequestHeader, DeleteTopicFromNamesrvRequestHeader,
     DeleteTopicRequestHeader, GetSubscriptionGroupConfigRequestHeader, QueueRequestHeader,
 };
 use crate::remoting::{request_code, response_code, RemotingClient, RemotingCommand};
@@ -305,4 +306,132 @@ fn a_groups_connections_carry_each_clients_address_language_and_subscriptions() 
         r.remark.as_deref(),
         Some("the producer group[nobody] not exist")
     );
+}
+
+fn reset(c: &mut RemotingClient, fields: &[(&str, &str)]) -> RemotingCommand {
+    let mut request = RemotingCommand::request(request_code::INVOKE_BROKER_TO_RESET_OFFSET, 0);
+    for (k, v) in fields {
+        request.ext_fields.insert((*k).into(), (*v).into());
+    }
+    c.invoke(request, TIMEOUT).unwrap()
+}
+
+#[test]
+fn a_reset_moves_the_groups_offsets_and_its_next_pull_whatever_it_commits_meanwhile() {
+    let b = start(BrokerControllerConfig::default(), 0, None);
+    let mut c = client(b.controller.local_addr());
+    assert_eq!(c.invoke(create_topic("T", 1), TIMEOUT).unwrap().code, 0);
+    for _ in 0..3 {
+        assert_eq!(
+            c.invoke(send_v2("T", 0, b"early"), TIMEOUT).unwrap().code,
+            0
+        );
+    }
+    std::thread::sleep(Duration::from_millis(5)); // store times are whole milliseconds
+    let middle = crate::protocol::now_millis();
+    std::thread::sleep(Duration::from_millis(5));
+    for _ in 0..2 {
+        assert_eq!(c.invoke(send_v2("T", 0, b"late"), TIMEOUT).unwrap().code, 0);
+    }
+    let offsets = &b.controller.processor.consume.offsets;
+    assert!(b
+        .controller
+        .processor
+        .consume
+        .groups
+        .find("cg")
+        .unwrap()
+        .is_some());
+    offsets.commit_offset("cg", "T", 0, 5);
+
+    let at = middle.to_string();
+    let r = reset(
+        &mut c,
+        &[
+            ("topic", "T"),
+            ("group", "cg"),
+            ("timestamp", &at),
+            ("isForce", "true"),
+        ],
+    );
+    assert_eq!(r.code, response_code::SUCCESS, "{:?}", r.remark);
+    assert!(String::from_utf8(r.body)
+        .unwrap()
+        .ends_with("\"queueId\":0,\"topic\":\"T\"}:3}}"));
+    assert_eq!(offsets.query_offset("cg", "T", 0), Some(3));
+    // The running consumer commits its old position: ignored until it pulls.
+    let mut commit = RemotingCommand::request(request_code::UPDATE_CONSUMER_OFFSET, 0);
+    for (k, v) in [
+        ("consumerGroup", "cg"),
+        ("topic", "T"),
+        ("queueId", "0"),
+        ("commitOffset", "5"),
+    ] {
+        commit.ext_fields.insert(k.into(), v.into());
+    }
+    let r = c.invoke(commit.clone(), TIMEOUT).unwrap();
+    assert_eq!(
+        r.remark.as_deref(),
+        Some("Offset has been previously reset")
+    );
+    assert_eq!(offsets.query_offset("cg", "T", 0), Some(3));
+    let moved = c
+        .invoke(pull("T", 0, 5, 32, 0, Some("*")), TIMEOUT)
+        .unwrap();
+    assert_eq!(moved.code, response_code::PULL_OFFSET_MOVED);
+    assert_eq!(moved.ext_fields["nextBeginOffset"], "3");
+    let again = c.invoke(pull("T", 0, 3, 32, 0, Some("*")), TIMEOUT);
+    assert_eq!(again.unwrap().code, response_code::SUCCESS);
+    assert_eq!(c.invoke(commit, TIMEOUT).unwrap().remark, None);
+    assert_eq!(offsets.query_offset("cg", "T", 0), Some(5));
+
+    // A consumer waiting in a held pull at the head: a reset to the start (0) answers it at
+    // once, not when its hold times out.
+    let addr = b.controller.local_addr();
+    let held = std::thread::spawn(move || {
+        let pull = pull("T", 0, 5, 32, pull_sys_flag::FLAG_SUSPEND, Some("*"));
+        client(addr).invoke(pull, TIMEOUT).unwrap()
+    });
+    let hold = b.controller.processor.pull().hold_service();
+    wait_for("the held pull", || (hold.held() == 1).then_some(()));
+    let r = reset(
+        &mut c,
+        &[("topic", "T"), ("group", "cg"), ("timestamp", "0")],
+    );
+    assert_eq!(r.code, response_code::SUCCESS);
+    let moved = held.join().unwrap();
+    assert_eq!(moved.code, response_code::PULL_OFFSET_MOVED);
+    assert_eq!(moved.ext_fields["nextBeginOffset"], "0");
+
+    // One queue to an offset; the refusals.
+    let one = [
+        ("topic", "T"),
+        ("group", "cg"),
+        ("timestamp", "0"),
+        ("queueId", "0"),
+    ];
+    let r = reset(&mut c, &[&one[..], &[("offset", "1")]].concat());
+    assert_eq!(r.code, response_code::SUCCESS, "{:?}", r.remark);
+    assert_eq!(offsets.query_offset("cg", "T", 0), Some(1));
+    let r = reset(&mut c, &[&one[..], &[("offset", "9")]].concat());
+    assert_eq!(
+        r.remark.as_deref(),
+        Some("Target offset 9 not in consume queue range [0-5]")
+    );
+    let r = reset(
+        &mut c,
+        &[("topic", "Nope"), ("group", "cg"), ("timestamp", "0")],
+    );
+    assert_eq!(
+        (r.code, r.remark.as_deref()),
+        (
+            response_code::TOPIC_NOT_EXIST,
+            Some("Topic Nope does not exist")
+        )
+    );
+    let r = reset(
+        &mut c,
+        &[("topic", "T"), ("group", "nobody"), ("timestamp", "0")],
+    );
+    assert_eq!(r.code, response_code::SUBSCRIPTION_GROUP_NOT_EXIST);
 }

@@ -26,6 +26,7 @@ pub(crate) struct HeldPull {
     pub(crate) connection_id: u64,
     pub(crate) remote: SocketAddr,
     pub(crate) responder: Responder,
+    group: String,
     topic: String,
     queue_id: i32,
     /// `pullFromThisOffset`: an arrival at or past it wakes the pull.
@@ -49,6 +50,7 @@ impl HeldPull {
             connection_id,
             remote,
             responder,
+            group: header.consumer_group.clone(),
             topic: header.topic.clone(),
             queue_id: header.queue_id,
             pull_from: header.queue_offset,
@@ -156,6 +158,27 @@ impl PullRequestHoldService {
             } else {
                 i += 1;
             }
+        }
+        let woken = ready.len() - before;
+        drop(st);
+        if woken > 0 {
+            self.held.fetch_sub(woken, Ordering::AcqRel);
+            self.service.wakeup();
+        }
+    }
+
+    /// Wakes the pulls `group` holds in `topic`: an operator reset its offsets, which their
+    /// next run answers.
+    pub(crate) fn wake_group(&self, topic: &str, group: &str) {
+        let mut st = lock(&self.state);
+        let HoldState { table, ready, .. } = &mut *st;
+        let before = ready.len();
+        for pulls in table
+            .get_mut(topic)
+            .into_iter()
+            .flat_map(|q| q.values_mut())
+        {
+            ready.extend(pulls.extract_if(.., |p| p.group == group));
         }
         let woken = ready.len() - before;
         drop(st);

@@ -16,7 +16,7 @@ use crate::remoting::header::SendMessageResponseHeader;
 use crate::remoting::{request_code, RemotingClient};
 
 /// PULL_MESSAGE with every field a 4.9 consumer writes; `sub` set adds FLAG_SUBSCRIPTION.
-fn pull(
+pub(crate) fn pull(
     topic: &str,
     queue_id: i32,
     offset: i64,

@@ -83,6 +83,21 @@ custom_header! {
 }
 
 custom_header! {
+    /// `ResetOffsetRequestHeader` (INVOKE_BROKER_TO_RESET_OFFSET): every queue of the topic
+    /// to the first message stored at or after `timestamp` (-1: the end), or (5.x) one queue,
+    /// to `offset` when given.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub(crate) struct ResetOffsetRequestHeader("INVOKE_BROKER_TO_RESET_OFFSET") {
+        pub topic: String = "topic",
+        pub group: String = "group",
+        pub queue_id: Option<i32> = "queueId",
+        pub offset: Option<i64> = "offset",
+        pub timestamp: i64 = "timestamp",
+        pub is_force: bool = "isForce" or false,
+    }
+}
+
+custom_header! {
     /// `UnregisterClientRequestHeader` (UNREGISTER_CLIENT).
     #[derive(Debug, Clone, PartialEq, Eq)]
     pub(crate) struct UnregisterClientRequestHeader("UNREGISTER_CLIENT") {
