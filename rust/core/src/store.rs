@@ -602,6 +602,19 @@ impl MessageStore {
         Some(at)
     }
 
+    /// `getEarliestMessageTime`: when the oldest message kept was stored; -1 for none.
+    pub(crate) fn earliest_message_time(&self) -> i64 {
+        i64::try_from(self.min_offset())
+            .ok()
+            .and_then(|o| self.store_timestamp_at(o))
+            .unwrap_or(-1)
+    }
+
+    /// Used share of the filesystem holding the commit log (`commitLogDiskRatio`).
+    pub(crate) fn commit_log_disk_ratio(&self) -> Result<f64, CommitLogError> {
+        clean::disk_used_ratio(&self.config.commit_log_dir())
+    }
+
     /// The index files, oldest first (none when `messageIndexEnable` is false).
     pub fn index_files(&self) -> Vec<PathBuf> {
         self.index

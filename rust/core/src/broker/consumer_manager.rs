@@ -255,6 +255,15 @@ impl ConsumerManager {
         Some((subscriptions, info.consuming.clone()))
     }
 
+    /// `queryTopicConsumeByWho`: the live groups subscribed to `topic`.
+    pub(crate) fn groups_of(&self, topic: &str) -> BTreeSet<String> {
+        lock(&self.groups)
+            .iter()
+            .filter(|(_, info)| info.subscriptions.contains_key(topic))
+            .map(|(group, _)| group.clone())
+            .collect()
+    }
+
     /// The topics a live group subscribes to; `None` when no member of it is connected.
     pub(crate) fn subscribed_topics(&self, group: &str) -> Option<BTreeSet<String>> {
         let groups = lock(&self.groups);

@@ -157,11 +157,25 @@ impl ConsumerOffsetManager {
 
     /// `whichTopicByConsumer`: the topics `group` committed an offset in.
     pub(crate) fn topics_of(&self, group: &str) -> BTreeSet<String> {
+        self.pairs(|_, g| g == group, |topic, _| topic)
+    }
+
+    /// `whichGroupByTopic`: the groups that committed an offset in `topic`.
+    pub(crate) fn groups_of(&self, topic: &str) -> BTreeSet<String> {
+        self.pairs(|t, _| t == topic, |_, group| group)
+    }
+
+    /// One side of each (topic, group) of the table that `matches` picks.
+    fn pairs(
+        &self,
+        matches: impl Fn(&str, &str) -> bool,
+        side: impl for<'k> Fn(&'k str, &'k str) -> &'k str,
+    ) -> BTreeSet<String> {
         lock(&self.table)
             .keys()
             .filter_map(|k| k.rsplit_once(TOPIC_GROUP_SEPARATOR))
-            .filter(|(_, g)| *g == group)
-            .map(|(topic, _)| topic.to_owned())
+            .filter(|(topic, group)| matches(topic, group))
+            .map(|(topic, group)| side(topic, group).to_owned())
             .collect()
     }
 

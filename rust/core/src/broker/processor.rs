@@ -272,6 +272,20 @@ impl BrokerProcessor {
         ] {
             table.insert(key, "0".into());
         }
+        // A master delivers delayed messages (RocketMQ's `isSpecialServiceRunning`).
+        table.insert("brokerActive", (!self.settings.is_slave).to_string());
+        table.insert(
+            "earliestMessageTimeStamp",
+            self.store.earliest_message_time().to_string(),
+        );
+        if let Ok(ratio) = self.store.commit_log_disk_ratio() {
+            table.insert("commitLogDiskRatio", ratio.to_string());
+        }
+        // Records are dispatched to their queues as they are put.
+        table.insert("dispatchBehindBytes", "0".into());
+        // RocketMQ's `lockTimeMills` (how long the put in progress has held the commit log's
+        // lock) is not timed here: 0, what RocketMQ reports while no put holds it.
+        table.insert("pageCacheLockTimeMills", "0".into());
         table.insert(
             "pullRequestsHeld",
             self.pull.hold_service().held().to_string(),
@@ -531,6 +545,9 @@ impl BrokerProcessor {
                 groups::delete(groups, &self.consume.offsets, request)
             }
             request_code::GET_SUBSCRIPTIONGROUP_CONFIG => groups::get(groups, request),
+            request_code::QUERY_TOPIC_CONSUME_BY_WHO => {
+                groups::consumed_by(&self.consume.consumers, &self.consume.offsets, request)
+            }
             request_code::INVOKE_BROKER_TO_RESET_OFFSET => {
                 let tables = ResetTables {
                     store: &self.store,

@@ -140,6 +140,10 @@ impl DefaultRequestProcessor {
                 response.body = lock(&self.routes).table.get_all_topic_list();
                 Ok(response)
             }
+            // `mqadmin wipeWritePerm` / `addWritePerm`: drain a broker of sends, and undo it.
+            request_code::WIPE_WRITE_PERM_OF_BROKER | request_code::ADD_WRITE_PERM_OF_BROKER => {
+                Ok(self.operate_write_perm(request))
+            }
             // `mqadmin deleteTopic`, after the brokers deleted it.
             request_code::DELETE_TOPIC_IN_NAMESRV => {
                 let header: DeleteTopicFromNamesrvRequestHeader = request.decode_custom_header()?;
@@ -154,6 +158,28 @@ impl DefaultRequestProcessor {
             }
             _ => Ok(not_supported(request)),
         }
+    }
+
+    fn operate_write_perm(&self, request: &RemotingCommand) -> RemotingCommand {
+        let Some(broker_name) = request.ext_fields.get("brokerName") else {
+            return RemotingCommand::response_to(
+                request,
+                response_code::SYSTEM_ERROR,
+                Some("`brokerName` is missing".into()),
+            );
+        };
+        let wipe = request.code == request_code::WIPE_WRITE_PERM_OF_BROKER;
+        let count = lock(&self.routes)
+            .table
+            .operate_write_perm_of_broker(broker_name, wipe);
+        let mut response = RemotingCommand::response_to(request, response_code::SUCCESS, None);
+        let field = if wipe {
+            "wipeTopicCount"
+        } else {
+            "addTopicCount"
+        };
+        response.ext_fields.insert(field.into(), count.to_string());
+        response
     }
 
     fn register_broker(

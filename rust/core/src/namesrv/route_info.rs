@@ -545,6 +545,26 @@ impl RouteInfoManager {
             .into_bytes()
     }
 
+    /// `wipeWritePermOfBroker` (`wipe`) and `addWritePermOfBroker`: every topic's queues on
+    /// `broker_name` lose the write permission, so producers route around the broker while
+    /// consumers drain it, or get read and write back. The number of topics changed.
+    pub(crate) fn operate_write_perm_of_broker(&mut self, broker_name: &str, wipe: bool) -> i32 {
+        let mut count = 0;
+        for queue in self
+            .topic_queue_table
+            .values_mut()
+            .filter_map(|q| q.get_mut(broker_name))
+        {
+            queue.perm = if wipe {
+                queue.perm & !perm::PERM_WRITE
+            } else {
+                perm::PERM_READ | perm::PERM_WRITE
+            };
+            count += 1;
+        }
+        count
+    }
+
     /// `deleteTopic`: the topic's queues on the brokers of `cluster` (every broker when
     /// `None`) leave the routes; a topic left with none is gone.
     pub(crate) fn delete_topic(&mut self, topic: &str, cluster: Option<&str>) {

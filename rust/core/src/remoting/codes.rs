@@ -47,6 +47,7 @@ pub(crate) mod request_code {
     pub(crate) const GET_TOPIC_STATS_INFO: i32 = 202;
     pub(crate) const GET_CONSUMER_CONNECTION_LIST: i32 = 203;
     pub(crate) const GET_PRODUCER_CONNECTION_LIST: i32 = 204;
+    pub(crate) const WIPE_WRITE_PERM_OF_BROKER: i32 = 205;
     pub(crate) const GET_ALL_TOPIC_LIST_FROM_NAMESERVER: i32 = 206;
     pub(crate) const DELETE_SUBSCRIPTIONGROUP: i32 = 207;
     pub(crate) const GET_CONSUME_STATS: i32 = 208;
@@ -54,8 +55,10 @@ pub(crate) mod request_code {
     pub(crate) const DELETE_TOPIC_IN_NAMESRV: i32 = 216;
     pub(crate) const INVOKE_BROKER_TO_RESET_OFFSET: i32 = 222;
     pub(crate) const GET_TOPICS_BY_CLUSTER: i32 = 224;
+    pub(crate) const QUERY_TOPIC_CONSUME_BY_WHO: i32 = 300;
     pub const SEND_MESSAGE_V2: i32 = 310;
     pub(crate) const SEND_BATCH_MESSAGE: i32 = 320;
+    pub(crate) const ADD_WRITE_PERM_OF_BROKER: i32 = 327;
     pub(crate) const QUERY_DATA_VERSION: i32 = 322;
     pub(crate) const SEND_REPLY_MESSAGE: i32 = 324;
     pub(crate) const SEND_REPLY_MESSAGE_V2: i32 = 325;
@@ -110,7 +113,10 @@ pub(crate) mod request_code {
             GET_CONSUMER_CONNECTION_LIST => "GET_CONSUMER_CONNECTION_LIST",
             GET_PRODUCER_CONNECTION_LIST => "GET_PRODUCER_CONNECTION_LIST",
             GET_ALL_TOPIC_LIST_FROM_NAMESERVER => "GET_ALL_TOPIC_LIST_FROM_NAMESERVER",
+            WIPE_WRITE_PERM_OF_BROKER => "WIPE_WRITE_PERM_OF_BROKER",
+            ADD_WRITE_PERM_OF_BROKER => "ADD_WRITE_PERM_OF_BROKER",
             GET_TOPICS_BY_CLUSTER => "GET_TOPICS_BY_CLUSTER",
+            QUERY_TOPIC_CONSUME_BY_WHO => "QUERY_TOPIC_CONSUME_BY_WHO",
             SEND_MESSAGE_V2 => "SEND_MESSAGE_V2",
             SEND_BATCH_MESSAGE => "SEND_BATCH_MESSAGE",
             QUERY_DATA_VERSION => "QUERY_DATA_VERSION",

@@ -413,7 +413,7 @@ impl Retention {
     }
 }
 
-fn disk_used_ratio(dir: &Path) -> Result<f64, CommitLogError> {
+pub(crate) fn disk_used_ratio(dir: &Path) -> Result<f64, CommitLogError> {
     use std::os::unix::ffi::OsStrExt;
     let c_path = std::ffi::CString::new(dir.as_os_str().as_bytes()).map_err(|_| {
         CommitLogError::io(

@@ -2,6 +2,7 @@
 //! `examineSubscriptionGroupConfig`): UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
 //! DELETE_SUBSCRIPTIONGROUP and GET_SUBSCRIPTIONGROUP_CONFIG.
 
+use super::super::consumer_manager::ConsumerManager;
 use super::super::consumer_offset::ConsumerOffsetManager;
 use super::super::subscription_group::{SubscriptionGroupConfig, SubscriptionGroupManager};
 use super::bad_header;
@@ -84,6 +85,25 @@ pub(crate) fn delete(
         offsets.remove_where(|_, group| group == header.group_name);
     }
     RemotingCommand::response_to(request, response_code::SUCCESS, None)
+}
+
+/// QUERY_TOPIC_CONSUME_BY_WHO (the consumption track of `mqadmin queryMsgById`): the groups
+/// subscribed to the topic now or that committed an offset in it, as a `GroupList`.
+pub(crate) fn consumed_by(
+    consumers: &ConsumerManager,
+    offsets: &ConsumerOffsetManager,
+    request: &RemotingCommand,
+) -> RemotingCommand {
+    let Some(topic) = request.ext_fields.get("topic") else {
+        return bad_header(request, "QUERY_TOPIC_CONSUME_BY_WHO: `topic` is missing");
+    };
+    let mut groups = consumers.groups_of(topic);
+    groups.extend(offsets.groups_of(topic));
+    let mut response = RemotingCommand::response_to(request, response_code::SUCCESS, None);
+    response.body = serde_json::json!({ "groupList": groups })
+        .to_string()
+        .into_bytes();
+    response
 }
 
 /// GET_SUBSCRIPTIONGROUP_CONFIG: one group's config, as JSON.

@@ -435,3 +435,47 @@ fn a_reset_moves_the_groups_offsets_and_its_next_pull_whatever_it_commits_meanwh
     );
     assert_eq!(r.code, response_code::SUBSCRIPTION_GROUP_NOT_EXIST);
 }
+
+#[test]
+fn who_consumes_a_topic_and_a_brokers_write_permission_wiped_at_the_name_server() {
+    let ns = NameServer::start("127.0.0.1:0".parse().unwrap(), NamesrvConfig::default()).unwrap();
+    let config = BrokerControllerConfig {
+        namesrv_addr: ns.local_addr().to_string(),
+        register_name_server_period: Duration::from_secs(3600),
+        ..BrokerControllerConfig::default()
+    };
+    let b = start(config, 0, None);
+    let mut c = client(b.controller.local_addr());
+    assert_eq!(c.invoke(create_topic("T", 1), TIMEOUT).unwrap().code, 0);
+    let mut hb = RemotingCommand::request(request_code::HEART_BEAT, 0);
+    hb.body = br#"{"clientID":"c1","consumerDataSet":[{"groupName":"live",
+        "subscriptionDataSet":[{"topic":"T","subString":"*"}]}]}"#
+        .to_vec();
+    assert_eq!(c.invoke(hb, TIMEOUT).unwrap().code, 0);
+    b.controller
+        .processor
+        .consume
+        .offsets
+        .commit_offset("gone", "T", 0, 1);
+    let mut who = RemotingCommand::request(request_code::QUERY_TOPIC_CONSUME_BY_WHO, 0);
+    who.ext_fields.insert("topic".into(), "T".into());
+    let r = c.invoke(who, TIMEOUT).unwrap();
+    let body: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+    assert_eq!(body["groupList"], serde_json::json!(["gone", "live"]));
+
+    wait_for("the topic's route", || route(&ns, "T"));
+    let mut ns_client = client(ns.local_addr());
+    for (code, field, perm) in [
+        (request_code::WIPE_WRITE_PERM_OF_BROKER, "wipeTopicCount", 4),
+        (request_code::ADD_WRITE_PERM_OF_BROKER, "addTopicCount", 6),
+    ] {
+        let mut request = RemotingCommand::request(code, 0);
+        request
+            .ext_fields
+            .insert("brokerName".into(), "broker-a".into());
+        let r = ns_client.invoke(request, TIMEOUT).unwrap();
+        assert_eq!(r.code, response_code::SUCCESS, "{:?}", r.remark);
+        assert!(r.ext_fields[field].parse::<i32>().unwrap() >= 1);
+        assert_eq!(route(&ns, "T").unwrap().queue_datas[0].perm, perm);
+    }
+}
