@@ -146,3 +146,48 @@ def test_mqadmin_lists_a_groups_connections(
         assert exceptions(out) == [], out
         assert len([line for line in out.splitlines() if "RUST" in line]) == 1, out
         consumer.close()
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_mqadmin_resets_a_running_groups_offsets_and_drains_a_broker(
+    version: str, master: str, rocketha_namesrv: RochaNamesrv, tmp_path: Path
+) -> None:
+    """``resetOffsetByTime`` while our consumer runs: it reads the topic again from the start;
+    ``queryMsgByUniqueKey`` with its consumption track; ``wipeWritePerm`` / ``addWritePerm``
+    drain the broker of sends at the name server and undo it."""
+    rmq = resolve(version)
+    ns = rocketha_namesrv.address
+    topic, group = f"Reset{tag(version)}", f"reset-{tag(version)}"
+    with Admin(ns) as admin:
+        admin.create_topic(topic, queues=2)
+        wait_for(lambda: topic in admin.topics(), what=f"the route of {topic}")
+    with Producer(ns, f"{group}-p") as producer:
+        sent = [producer.send(Message(topic, b"%d" % i)) for i in range(6)]
+    with PullConsumer(
+        ns, group, topic, consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
+    ) as consumer:
+        got: list[bytes] = []
+        wait_for(lambda: got.extend(m.body for m in consumer.poll(0.5)) or len(got) >= 6)
+        consumer.commit_sync()
+        out = rmq.mqadmin(
+            tmp_path, "resetOffsetByTime", "-g", group, "-t", topic, "-s", "0", "-n", ns
+        )
+        assert exceptions(out) == [], out
+        again: list[bytes] = []
+        wait_for(lambda: again.extend(m.body for m in consumer.poll(0.5)) or len(again) >= 6)
+        assert sorted(again) == sorted(got), out
+
+        out = rmq.mqadmin(
+            tmp_path, "queryMsgByUniqueKey", "-t", topic, "-i", sent[2].msg_id, "-n", ns
+        )
+        assert exceptions(out) == [], out
+        assert sent[2].msg_id in out and group in out, out
+
+    out = rmq.mqadmin(tmp_path, "wipeWritePerm", "-b", "admin-a", "-n", ns)
+    assert f"wipe write perm of broker[admin-a] in name server[{ns}] OK" in out, out
+    route = rmq.mqadmin(tmp_path, "topicRoute", "-t", topic, "-n", ns)
+    assert '"perm":4' in "".join(route.split()), route
+    out = rmq.mqadmin(tmp_path, "addWritePerm", "-b", "admin-a", "-n", ns)
+    assert exceptions(out) == [] and "OK" in out, out
+    route = rmq.mqadmin(tmp_path, "topicRoute", "-t", topic, "-n", ns)
+    assert '"perm":6' in "".join(route.split()), route
