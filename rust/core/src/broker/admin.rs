@@ -16,6 +16,7 @@ mod tests;
 
 use std::collections::BTreeSet;
 
+use super::broker_stats::BrokerStatsManager;
 use super::processor::ConsumeTables;
 use super::topic_config::TopicConfigManager;
 use crate::commitlog::record::{self, Peeked};
@@ -170,6 +171,7 @@ pub(crate) fn consume_stats(
     store: &MessageStore,
     topics: &TopicConfigManager,
     consume: &ConsumeTables,
+    stats: &BrokerStatsManager,
     broker_name: &str,
     request: &RemotingCommand,
 ) -> RemotingCommand {
@@ -200,10 +202,12 @@ pub(crate) fn consume_stats(
         wanted
     };
     let mut table = Vec::new();
+    let mut tps = 0.0;
     for topic in wanted {
         let Some(config) = topics.select(&topic) else {
             continue;
         };
+        tps += stats.tps_group_get_nums(group, &topic);
         for queue_id in 0..config.read_queue_nums {
             let cq = store.consume_queue(&topic, queue_id);
             let broker_offset = cq.as_ref().map_or(0, |q| q.max_queue_offset());
@@ -231,7 +235,7 @@ pub(crate) fn consume_stats(
             table.push((queue, offsets));
         }
     }
-    self::table(request, encode_consume_stats(&table, 0.0))
+    self::table(request, encode_consume_stats(&table, tps))
 }
 
 /// One consumer group's progress in one queue: what `rocketha status` lists as lag.

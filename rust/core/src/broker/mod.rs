@@ -5,6 +5,7 @@
 //! them on the client port and registers the broker with the name servers.
 
 pub(crate) mod admin;
+pub(crate) mod broker_stats;
 pub(crate) mod config;
 pub(crate) mod consumer_manage;
 pub(crate) mod consumer_manager;

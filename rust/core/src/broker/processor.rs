@@ -482,6 +482,7 @@ impl RequestProcessor for BrokerProcessor {
                 &self.store,
                 &self.topics,
                 &self.consume,
+                self.runtime.stats.groups(),
                 &self.settings.broker_name,
                 &request,
             )),

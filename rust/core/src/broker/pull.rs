@@ -293,6 +293,11 @@ impl PullMessageProcessor {
             0
         });
         if code == response_code::SUCCESS {
+            self.stats.groups().inc_group_get_nums(
+                &header.consumer_group,
+                &header.topic,
+                result.count as u64,
+            );
             response.body = result.body;
         } else {
             response.remark = Some(format!(

@@ -4,10 +4,11 @@
 //! `double`), which `mqadmin clusterList` parses into its InTPS / OutTPS columns.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
+use super::broker_stats::{BrokerStatsManager, SAMPLE_INTERVAL_MILLIS};
 use crate::sync::lock;
 
 /// The windows each rate is reported over, in seconds.
@@ -39,6 +40,10 @@ pub(crate) struct StoreStatsService {
     /// Messages answered to pulls (`getMessageTransferedMsgCount`).
     transfered: AtomicU64,
     snapshots: Mutex<VecDeque<CallSnapshot>>,
+    /// Per group and topic, sampled every 10 s with these counters.
+    groups: BrokerStatsManager,
+    /// When `groups` was last sampled (millis since boot).
+    groups_sampled: AtomicI64,
 }
 
 impl Default for StoreStatsService {
@@ -53,6 +58,8 @@ impl Default for StoreStatsService {
             miss: AtomicU64::new(0),
             transfered: AtomicU64::new(0),
             snapshots: Mutex::default(),
+            groups: BrokerStatsManager::default(),
+            groups_sampled: AtomicI64::new(i64::MIN),
         };
         // The first snapshot at boot, so every rate has a last sample to end at.
         stats.sampling();
@@ -85,10 +92,22 @@ impl StoreStatsService {
         self.transfered.load(Ordering::Relaxed)
     }
 
-    /// Takes a snapshot of the counters, dropping the oldest beyond 10 minutes.
+    /// The per group and topic rates.
+    pub(crate) fn groups(&self) -> &BrokerStatsManager {
+        &self.groups
+    }
+
+    /// Takes a snapshot of the counters, dropping the oldest beyond 10 minutes; every 10 s,
+    /// one of the groups' too.
     pub(crate) fn sampling(&self) {
+        let millis = self.boot.elapsed().as_millis() as i64;
+        let last = self.groups_sampled.load(Ordering::Relaxed);
+        if millis.saturating_sub(last) >= SAMPLE_INTERVAL_MILLIS {
+            self.groups_sampled.store(millis, Ordering::Relaxed);
+            self.groups.sample(millis);
+        }
         self.record(CallSnapshot {
-            millis: self.boot.elapsed().as_millis() as i64,
+            millis,
             put: self.put.load(Ordering::Relaxed),
             found: self.found.load(Ordering::Relaxed),
             miss: self.miss.load(Ordering::Relaxed),
