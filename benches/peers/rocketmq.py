@@ -937,6 +937,14 @@ class GroupMember:
         counts = [int(line.split()[1]) for line in list(self.lines) if line.startswith("MEMBERS ")]
         return counts[-1] if counts else 0
 
+    def kill(self) -> list[tuple[int, int, str]]:
+        """SIGKILLs it mid-stream (no shutdown, no commit, its locks left to expire). Returns
+        what it got."""
+        _children.kill(self.proc)
+        self._reader.join(30)
+        (self.home / "peer-group.out").write_text("\n".join(self.lines))
+        return self.received
+
     def stop(self, timeout: float = 120.0) -> list[tuple[int, int, str]]:
         """Closes its input: it shuts down (committing) and exits. Returns what it got."""
         assert self.proc.stdin is not None

@@ -515,3 +515,46 @@ def test_orderly_members_take_queues_by_lock_and_keep_each_in_order(
     assert all(in_queue_order(g) for g in got), got
     assert got[1], "the second member took queues from the first"
     assert sorted(b for g in got for _, _, b in g) == wanted, "each message exactly once"
+
+
+def test_an_orderly_member_killed_mid_stream_leaves_its_queues_to_the_other(
+    pair: Pair, rocketha_namesrv: RochaNamesrv, tmp_path: Path
+) -> None:
+    """Two ``MessageListenerOrderly`` members (5.4.0); one is SIGKILLed while messages flow.
+    Its queue locks stay on the master until they expire (60 s, RocketMQ's
+    ``lockMaxLiveTime``: a member cut off, not dead, may still be consuming), then the
+    survivor locks them and reads on from the dead member's last commit. The survivor sees
+    each queue in offset order, and no message is lost (those the dead member took but never
+    committed come again)."""
+    rmq = resolve(VERSIONS[-1])
+    ns = rocketha_namesrv.address
+    topic, group = "OrderlyKilled", "orderly-killed"
+    create_topic(pair.master_address, topic, 4)
+    survivor = rmq.group_member(ns, topic, group, "orderly", home=tmp_path / "m0")
+    doomed = rmq.group_member(ns, topic, group, "orderly", home=tmp_path / "m1")
+    try:
+        wait_for(
+            lambda: survivor.members_seen == doomed.members_seen == 2,
+            what="both members to rebalance",
+        )
+        sent = rmq.send(ns, topic, "sync", COUNT, topic, home=tmp_path / "p0")
+        assert {o.status for o in sent} == {"SEND_OK"}, sent
+        wait_for(lambda: doomed.received, what="the doomed member's first message")
+        killed = doomed.kill()
+        more = rmq.send(ns, topic, "sync", COUNT, f"{topic}b", home=tmp_path / "p1")
+        assert {o.status for o in more} == {"SEND_OK"}, more
+        wanted = {f"{prefix}-{i}" for prefix in (topic, f"{topic}b") for i in range(COUNT)}
+        taken = {b for _, _, b in killed}
+        wait_for(
+            lambda: (
+                {b for _, _, b in survivor.received} | taken >= wanted
+                and {q for q, _, b in survivor.received if b.startswith(f"{topic}b")}
+                == {0, 1, 2, 3}
+            ),
+            timeout=240,
+            what="the survivor to take the dead member's queues",
+        )
+    finally:
+        got = survivor.stop()
+        doomed.kill()
+    assert killed and in_queue_order(got), got
