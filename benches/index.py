@@ -8,10 +8,11 @@
     p50 and p99, beside reading one message by its queue offset (``get_messages``), the
     cheapest lookup the store has;
 (c) QUERY_MESSAGE over loopback to a broker serving that store, p50 and p99, beside
-    GET_MAX_OFFSET (a round trip that reads one number) on the same connection.
-
-Apache RocketMQ 5.4.0's lookups on the same store are not measured here yet (its index is
-written by its own broker; loading 10M messages through its client takes tens of minutes).
+    GET_MAX_OFFSET (a round trip that reads one number) on the same connection;
+(d) the Java client's ``DefaultMQAdminExt.queryMessage`` (5.4.0) of random keys against a
+    rocketha broker and against Apache RocketMQ 5.4.0's, in the same run, each holding the
+    same messages sent by the Java producer (20,000; quick: 2,000: filling a RocketMQ broker
+    through its client at the 10M of (b) would take tens of minutes). Skipped without Java.
 """
 
 from __future__ import annotations
@@ -20,10 +21,11 @@ import random
 import time
 from pathlib import Path
 
-from rocketha import Broker, BrokerConfig, Message, MessageStore, _children
+from rocketha import Broker, BrokerConfig, Message, MessageStore, NameServer, _children
 from rocketha.acl import mq_client_api
 
 from benches.common import Figure, percentile
+from benches.peers import rocketmq
 
 BODY = b"x" * 100
 BATCH = 1000
@@ -119,7 +121,50 @@ def run(quick: bool, runs: int) -> list[Figure]:
             floor = _latencies_us(lambda k: api.get_max_offset(addr, "Orders", 0, 10.0), keys)
             api.close()
         figures += _pair("QUERY_MESSAGE over loopback", query, "GET_MAX_OFFSET", floor)
+        figures += _java_lookups(root / "java", quick)
     return figures
+
+
+def _java_lookups(root: Path, quick: bool) -> list[Figure]:
+    """(d): the same Java lookups against each broker, filled the same way."""
+    why = rocketmq.missing_tools()
+    if why:
+        print(f"bench index: (d) skipped, the peer RocketMQ is Java: {why}")
+        return []
+    rmq = rocketmq.RocketMQ.resolve(rocketmq.VERSION_5)
+    n, lookups = (2_000, 500) if quick else (20_000, LOOKUPS)
+    with NameServer("127.0.0.1:0") as ns:
+        config = BrokerConfig(
+            store_path_root_dir=str(root / "rocketha"),
+            namesrv_addr=ns.listen_address,
+            listen_port=0,
+            ha_listen_port=0,
+        )
+        with Broker(config) as broker:
+            ours = _fill_and_query(
+                rmq, root / "ours", ns.listen_address, broker.listen_address, n, lookups
+            )
+    namesrv = rmq.namesrv(root / "namesrv")
+    try:
+        theirs_broker = rmq.broker(root / "broker", namesrv)
+        try:
+            namesrv.wait_registered(theirs_broker.listen_port)
+            theirs = _fill_and_query(
+                rmq, root / "theirs", namesrv.address, theirs_broker.address, n, lookups
+            )
+        finally:
+            theirs_broker.kill()
+    finally:
+        namesrv.kill()
+    return _pair(f"Java queryMessage, {n:,} msgs, rocketha", ours, "Apache RocketMQ 5.4.0", theirs)
+
+
+def _fill_and_query(
+    rmq: rocketmq.RocketMQ, home: Path, namesrv: str, broker: str, n: int, lookups: int
+) -> list[float]:
+    home.mkdir(parents=True)
+    rmq.produce(namesrv, "Orders", n, [100], home=home, broker=broker, timeout=600)
+    return rmq.query(namesrv, "Orders", n, lookups, home=home)
 
 
 def _pair(name: str, ours: list[float], baseline: str, base: list[float]) -> list[Figure]:

@@ -799,6 +799,19 @@ class RocketMQ:
         stats = [line.split()[1:] for line in lines if line.startswith("STATS ")]
         return sorted((b, int(q), int(lo), int(hi)) for b, q, lo, hi in stats)
 
+    def query(
+        self, namesrv: str, topic: str, keys: int, lookups: int, *, home: Path
+    ) -> list[float]:
+        """``DefaultMQAdminExt.queryMessage`` of ``lookups`` random keys among ``k0`` ..
+        ``k{keys-1}`` (what :meth:`produce` sets), one at a time: each lookup's microseconds.
+        A key found nowhere fails the run."""
+        lines = self._client(home, ["query", namesrv, topic, str(keys), str(lookups)], 600)
+        timed = [line.split() for line in lines if line.startswith("LOOKUP ")]
+        missing = [t for t in timed if t[2] == "0"]
+        if len(timed) != lookups or missing:
+            raise RuntimeError(f"query: {len(timed)} lookups timed, {len(missing)} found nothing")
+        return [float(t[1]) for t in timed]
+
     def group(
         self,
         namesrv: str,

@@ -62,6 +62,10 @@ import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
  *   a cluster or broker name, whose topic route names the brokers; then examineTopicStats)
  *   STATS brokerName queueId minOffset maxOffset
  *   DONE
+ * query NAMESRV TOPIC KEYS LOOKUPS   (DefaultMQAdminExt.queryMessage of random keys k0..
+ *   k{KEYS-1}, each timed, after one untimed lookup that warms the route and connections)
+ *   LOOKUP micros found
+ *   DONE
  * acl NAMESRV TOPIC FORBIDDEN_TOPIC GROUP ACCESS_KEY SECRET_KEY   (AclClientRPCHook)
  *   RESULT 0 ...             (the right keys, TOPIC; body acl-0)
  *   REFUSED 1 code remark    (a wrong secret key, TOPIC; body acl-1)
@@ -158,6 +162,9 @@ public final class Peer {
                 break;
             case "create-topic":
                 createTopic(args[1], args[2], args[3], Integer.parseInt(args[4]));
+                break;
+            case "query":
+                query(args[1], args[2], Integer.parseInt(args[3]), Integer.parseInt(args[4]));
                 break;
             default:
                 System.err.println("unknown mode " + args[0]);
@@ -327,6 +334,27 @@ public final class Peer {
     }
 
     /** What admin code written for RocketMQ calls to create a topic on a cluster. */
+    static void query(String namesrv, String topic, int keys, int lookups) throws Exception {
+        DefaultMQAdminExt admin = new DefaultMQAdminExt("bench-query");
+        admin.setInstanceName("bench-query-" + System.nanoTime());
+        admin.setNamesrvAddr(namesrv);
+        admin.start();
+        try {
+            admin.queryMessage(topic, "k0", 32, 0, Long.MAX_VALUE);
+            Random random = new Random(7);
+            for (int i = 0; i < lookups; i++) {
+                String key = "k" + random.nextInt(keys);
+                long started = System.nanoTime();
+                int found = admin.queryMessage(topic, key, 32, 0, Long.MAX_VALUE)
+                    .getMessageList().size();
+                System.out.println("LOOKUP " + (System.nanoTime() - started) / 1000 + " " + found);
+            }
+            System.out.println("DONE");
+        } finally {
+            admin.shutdown();
+        }
+    }
+
     static void createTopic(String namesrv, String key, String topic, int queues)
         throws Exception {
         DefaultMQAdminExt admin = new DefaultMQAdminExt("interop-admin");
