@@ -8,13 +8,15 @@ import logging
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
-from helpers import RemotingSocket, broker_fields, wait_for
+from helpers import RemotingSocket, broker_fields, spawn_rocketha_namesrv, wait_for
 from rocketha import NameServer
 
 REGISTER_BROKER, UNREGISTER_BROKER, GET_ROUTEINFO_BY_TOPIC = 103, 104, 105
 SUCCESS, TOPIC_NOT_EXIST, REQUEST_CODE_NOT_SUPPORTED = 0, 17, 3
+PUT_KV_CONFIG, GET_KV_CONFIG = 100, 101
 
 
 REGISTER_BODY = json.dumps(
@@ -120,3 +122,30 @@ def test_non_loopback_listen_needs_allow_insecure() -> None:
     assert result.returncode == 2
     assert "--allow-insecure" in result.stderr
     assert "rewrite the routes" in result.stderr
+
+
+def test_the_kv_config_outlives_a_restart_in_its_file(tmp_path: Path) -> None:
+    """``rocketha namesrv --kv-config PATH``: what PUT_KV_CONFIG (``mqadmin updateKvConfig``)
+    stored is read back after the name server is stopped and started again; a file that is
+    not a KV config stops the start with a line naming it."""
+    kv = tmp_path / "namesrv" / "kvConfig.json"
+    entry = {"namespace": "ORDER_TOPIC_CONFIG", "key": "Orders"}
+    with spawn_rocketha_namesrv(tmp_path / "first.log", "--kv-config", str(kv)) as ns:
+        sock = RemotingSocket(ns.address)
+        response, _ = sock.invoke(PUT_KV_CONFIG, {**entry, "value": "broker-a:8"})
+        assert response["code"] == 0, response
+        sock.close()
+    with spawn_rocketha_namesrv(tmp_path / "again.log", "--kv-config", str(kv)) as ns:
+        sock = RemotingSocket(ns.address)
+        response, _ = sock.invoke(GET_KV_CONFIG, entry)
+        assert response["extFields"]["value"] == "broker-a:8", response
+        sock.close()
+    kv.write_text("not a kv config")
+    refused = subprocess.run(
+        [sys.executable, "-m", "rocketha", "namesrv", "--listen", "127.0.0.1:0", "--kv-config", kv],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert refused.returncode != 0
+    assert f"kvConfigPath {kv}: {kv} is not a KV config file" in refused.stderr, refused.stderr

@@ -299,6 +299,7 @@ class NameServer:
         *,
         broker_channel_expired_time_ms: int | None = None,
         tls: ServerTls | None = None,
+        kv_config_path: str | os.PathLike[str] | None = None,
     ) -> Self: ...
     @property
     def listen_address(self) -> str: ...

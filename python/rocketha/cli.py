@@ -404,6 +404,12 @@ def _add_namesrv(add: AddParser) -> None:
         help="listen on a non-loopback address although anyone reaching it can rewrite routes",
     )
     namesrv.add_argument(
+        "--kv-config",
+        metavar="PATH",
+        help="keep the KV config (mqadmin updateKvConfig) in this file, RocketMQ's "
+        "kvConfigPath (e.g. ~/namesrv/kvConfig.json); without it, in memory only",
+    )
+    namesrv.add_argument(
         "--set",
         action="append",
         default=[],
@@ -428,7 +434,7 @@ def cmd_namesrv(args: argparse.Namespace) -> int:
     tls = server_tls_from_properties(dict(parse_key_value(kv) for kv in args.set), "--set")
 
     signals = _StopSignals()
-    namesrv = NameServer(args.listen, tls=tls)
+    namesrv = NameServer(args.listen, tls=tls, kv_config_path=args.kv_config)
     with signals.starting():
         namesrv.start()
     with namesrv:

@@ -12,6 +12,7 @@ every producer and consumer follows; keep it on loopback or a trusted network.
 from __future__ import annotations
 
 import logging
+import os
 
 from rocketha import _core
 from rocketha._events import EventPump, cancel_stop_at_exit, stop_at_exit
@@ -31,13 +32,17 @@ class NameServer:
         *,
         broker_channel_expired_time_ms: int | None = None,
         tls: _core.ServerTls | None = None,
+        kv_config_path: str | os.PathLike[str] | None = None,
     ) -> None:
         """``broker_channel_expired_time_ms``: how long a broker that names no heartbeat
         timeout stays routed without registering again (RocketMQ's 120 s when left out).
-        ``tls``: TLS on the port (:func:`rocketha.tls.server_tls`)."""
+        ``tls``: TLS on the port (:func:`rocketha.tls.server_tls`). ``kv_config_path``: the
+        file its KV config (``mqadmin updateKvConfig``) is kept in (RocketMQ's
+        ``kvConfigPath``); without it, in memory until the name server stops."""
         self._listen = listen
         self._expired_time_ms = broker_channel_expired_time_ms
         self._tls = tls
+        self._kv_config_path = kv_config_path
         self._handle: _core.NameServer | None = None
         self._pump: EventPump[tuple[str, str, str, bool]] | None = None
 
@@ -46,7 +51,10 @@ class NameServer:
         if self._handle is not None:
             return self
         self._handle = _core.NameServer(
-            self._listen, broker_channel_expired_time_ms=self._expired_time_ms, tls=self._tls
+            self._listen,
+            broker_channel_expired_time_ms=self._expired_time_ms,
+            tls=self._tls,
+            kv_config_path=self._kv_config_path,
         )
         log.info("name server listening on %s", self._handle.listen_address)
         self._pump = EventPump("rocketha-namesrv-events", self._handle.next_events, _log_event)

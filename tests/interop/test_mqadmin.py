@@ -2,19 +2,25 @@
 with against ``rocketha namesrv`` and a rocketha master: ``getBrokerConfig``,
 ``updateBrokerConfig`` (a live key taken, another refused with the broker's remark),
 ``updateSubGroup`` / ``deleteSubGroup``, ``deleteTopic``, ``consumerConnection`` and
-``producerConnection``, each checked by what the broker
-and the name server then hold, not only by what mqadmin printed."""
+``producerConnection``, and the commands that read or write a topic's messages and a group's
+offsets (``printMsg``, ``queryMsgById``, ``consumeMessage``, ``sendMessage``,
+``cloneGroupOffset``, ``skipAccumulatedMessage``, ``clusterRT``, ...), each checked by what the
+broker and the name server then hold, not only by what mqadmin printed."""
 
 from __future__ import annotations
 
+import json
+import re
+import subprocess
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from helpers import BrokerProcess, RochaNamesrv, start_master, wait_for
-from rocketha import Admin, ConsumeFromWhere, Message, Producer, PullConsumer
+from rocketha import Admin, ConsumeFromWhere, Message, Producer, PullConsumer, _children
 
-from benches.peers.rocketmq import VERSIONS, RocketMQ, Unavailable
+from benches.peers.rocketmq import JDK17_FLAGS, VERSIONS, RocketMQ, Unavailable, rocketmq_home
 
 pytestmark = pytest.mark.interop
 
@@ -191,3 +197,285 @@ def test_mqadmin_resets_a_running_groups_offsets_and_drains_a_broker(
     assert exceptions(out) == [] and "OK" in out, out
     route = rmq.mqadmin(tmp_path, "topicRoute", "-t", topic, "-n", ns)
     assert '"perm":6' in "".join(route.split()), route
+
+
+def fields(out: str) -> dict[str, str]:
+    """``queryMsgById`` / ``queryMsgByOffset``'s ``Name:   value`` lines."""
+    pairs = (line.partition(":") for line in out.splitlines() if re.match(r"^[A-Z][\w ]*:  ", line))
+    return {k: v.strip() for k, _, v in pairs}
+
+
+def printed(out: str) -> list[tuple[int, int, str, str]]:
+    """The ``MSGID: ... BODY: ...`` lines of ``printMsg``, ``printMsgByQueue`` and
+    ``consumeMessage``: (queue id, queue offset, unique key, body) each."""
+    rows = []
+    for line in out.splitlines():
+        m = re.match(r"MSGID: (\w+) .*queueId=(\d+), .*queueOffset=(\d+),.* BODY: (.*)$", line)
+        if m:
+            rows.append((int(m[2]), int(m[3]), m[1], m[4]))
+    return rows
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_mqadmin_reads_and_sends_a_topics_messages(
+    version: str, master: str, rocketha_namesrv: RochaNamesrv, tmp_path: Path
+) -> None:
+    """``topicClusterList``, ``allocateMQ``, ``queryMsgById``, ``queryMsgByOffset``,
+    ``printMsg``, ``sendMessage``, ``printMsgByQueue`` and ``consumeMessage`` on a topic whose
+    messages we sent: each finds them where the producer was told they landed, bodies and
+    all."""
+    rmq = resolve(version)
+    ns = rocketha_namesrv.address
+    topic = f"Read{tag(version)}"
+    with Admin(ns) as admin:
+        admin.create_topic(topic, queues=4)
+        wait_for(lambda: topic in admin.topics(), what=f"the route of {topic}")
+    with Producer(ns, f"read-{tag(version)}-p") as producer:
+        sent = {
+            f"body-{i}": producer.send(Message(topic, b"body-%d" % i, tags="t", keys=f"k{i}"))
+            for i in range(8)
+        }
+    where = {(r.queue_id, r.queue_offset): (r.msg_id, body) for body, r in sent.items()}
+    assert len(where) == 8
+
+    out = rmq.mqadmin(tmp_path, "topicClusterList", "-t", topic, "-n", ns)
+    assert "DefaultCluster" in out.splitlines(), out
+
+    out = rmq.mqadmin(tmp_path, "allocateMQ", "-t", topic, "-i", "c1,c2", "-n", ns)
+    line = next((x for x in out.splitlines() if x.startswith('{"result"')), None)
+    assert line is not None, out
+    allocated = json.loads(line)["result"]
+    assert sorted(allocated) == ["c1", "c2"], out
+    assert all(len(queues) == 2 for queues in allocated.values()), out
+    queues = [q for qs in allocated.values() for q in qs]
+    assert {(q["topic"], q["brokerName"]) for q in queues} == {(topic, "admin-a")}, out
+    assert sorted(q["queueId"] for q in queues) == [0, 1, 2, 3], out
+
+    # By the broker's offset message id: the store host and commit log offset.
+    one = sent["body-5"]
+    by_topic = ["-t", topic] if version != VERSIONS[0] else []  # 5.x asks for the topic
+    out = rmq.mqadmin(tmp_path, "queryMsgById", "-i", one.offset_msg_id, *by_topic, "-n", ns)
+    assert exceptions(out) == [], out
+    found = fields(out)
+    assert found["OffsetID"] == one.offset_msg_id and found["Topic"] == topic, out
+    assert (found["Queue ID"], found["Queue Offset"]) == (
+        str(one.queue_id),
+        str(one.queue_offset),
+    ), out
+    assert (found["Tags"], found["Keys"]) == ("[t]", "[k5]"), out
+    assert f"UNIQ_KEY={one.msg_id}" in found["Properties"], out
+    assert Path(found["Message Body Path"]).read_bytes() == b"body-5", out
+
+    out = rmq.mqadmin(
+        tmp_path,
+        "queryMsgByOffset",
+        "-t",
+        topic,
+        "-b",
+        "admin-a",
+        "-i",
+        str(one.queue_id),
+        "-o",
+        str(one.queue_offset),
+        "-n",
+        ns,
+    )
+    assert exceptions(out) == [], out
+    found = fields(out)
+    assert found["OffsetID"] == one.offset_msg_id and found["Keys"] == "[k5]", out
+
+    out = rmq.mqadmin(tmp_path, "printMsg", "-t", topic, "-c", "UTF-8", "-n", ns)
+    assert exceptions(out) == [], out
+    rows = printed(out)
+    assert sorted(rows) == sorted((q, o, key, body) for (q, o), (key, body) in where.items()), out
+    heads = re.findall(
+        r"^minOffset=0, maxOffset=(\d+), MessageQueue \[.*queueId=(\d+)\]", out, re.M
+    )
+    assert sorted((int(q), int(n)) for n, q in heads) == [
+        (q, sum(1 for qq, _ in where if qq == q)) for q in range(4)
+    ], out
+
+    # Into queue 1, then read back from it.
+    out = rmq.mqadmin(
+        tmp_path,
+        "sendMessage",
+        "-t",
+        topic,
+        "-p",
+        "from-mqadmin",
+        "-k",
+        "mk",
+        "-c",
+        "mt",
+        "-b",
+        "admin-a",
+        "-i",
+        "1",
+        "-n",
+        ns,
+    )
+    result = [line.split() for line in out.splitlines() if line.startswith("admin-a")]
+    assert len(result) == 1, out
+    assert result[0][:3] in (["admin-a", "1", "SEND_OK"], ["admin-a", "1", "SLAVE_NOT_AVAILABLE"])
+    sent_id = result[0][3]
+
+    out = rmq.mqadmin(
+        tmp_path,
+        "printMsgByQueue",
+        *("-t", topic, "-a", "admin-a", "-i", "1", "-c", "UTF-8"),
+        *("-p", "true", "-d", "true", "-f", "true"),
+        "-n",
+        ns,
+    )
+    assert exceptions(out) == [], out
+    in_queue_1 = sorted((o, key, body) for (q, o), (key, body) in where.items() if q == 1)
+    assert [r[1:] for r in printed(out)] == [
+        *in_queue_1,
+        (len(in_queue_1), sent_id, "from-mqadmin"),
+    ], out
+    counts = dict(re.findall(r"^Tag: (\S+)\s+Count: (\d+)$", out, re.M))
+    assert counts == {"t": str(len(in_queue_1)), "mt": "1"}, out
+
+    out = rmq.mqadmin(
+        tmp_path,
+        "consumeMessage",
+        *("-t", topic, "-b", "admin-a", "-i", "1", "-o", "0", "-c", "2"),
+        "-n",
+        ns,
+    )
+    assert "Consume ok" in out and exceptions(out) == [], out
+    assert [r[:2] + r[3:] for r in printed(out)] == [
+        (1, 0, where[1, 0][1]),
+        (1, 1, where[1, 1][1]),
+    ], out
+
+
+def cluster_rt_first_round(rmq: RocketMQ, home: Path, ns: str) -> str:
+    """``clusterRT`` sends and prints one round per interval forever: none of its options
+    (``-a`` messages a round, ``-i`` seconds between rounds) ends it. Runs it (as
+    ``RocketMQ.mqadmin`` does) until the first round's row is printed, then kills it; a stuck
+    one is killed after two minutes."""
+    proc = _children.spawn(
+        [
+            "java",
+            "-Xmx128m",
+            "-XX:+UseSerialGC",
+            "-XX:TieredStopAtLevel=1",
+            "-XX:-UsePerfData",
+            *JDK17_FLAGS,
+            f"-Duser.home={home}",
+            "-Drocketmq.client.logUseSlf4j=false",
+            "-cp",
+            rmq.classpath,
+            "org.apache.rocketmq.tools.command.MQAdminStartup",
+            *("clusterRT", "-a", "5", "-s", "64", "-i", "1", "-c", "DefaultCluster", "-n", ns),
+        ],
+        cwd=home,
+        env=rocketmq_home(home),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    guard = threading.Timer(120.0, _children.kill, [proc])
+    guard.start()
+    lines: list[str] = []
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line)
+            if line.startswith("DefaultCluster"):
+                break
+    finally:
+        guard.cancel()
+        _children.kill(proc)
+        assert proc.stdout is not None
+        proc.stdout.close()
+    (home / "mqadmin-clusterRT.out").write_text("".join(lines))
+    return "".join(lines)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_mqadmin_moves_a_groups_offsets_and_measures_sends(
+    version: str, master: str, rocketha_namesrv: RochaNamesrv, tmp_path: Path
+) -> None:
+    """``getConsumerConfig``, ``cloneGroupOffset`` (into a group made first: it must exist),
+    ``checkMsgSendRT``, ``skipAccumulatedMessage``, ``updateTopicPerm``, ``clusterRT`` and
+    ``brokerConsumeStats`` (refused: rocketha does not serve request code 317)."""
+    rmq = resolve(version)
+    ns = rocketha_namesrv.address
+    topic, group = f"Move{tag(version)}", f"move-{tag(version)}"
+    clone = f"{group}-clone"
+    with Admin(ns) as admin:
+        admin.create_topic(topic, queues=2)
+        admin.create_group(group, retry_max_times=5, retry_queue_nums=1)
+        admin.create_group(clone)
+        wait_for(lambda: topic in admin.topics(), what=f"the route of {topic}")
+        with Producer(ns, f"{group}-p") as producer:
+            for i in range(6):
+                producer.send(Message(topic, b"%d" % i))
+        with PullConsumer(
+            ns, group, topic, consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
+        ) as consumer:
+            got: list[bytes] = []
+            wait_for(lambda: got.extend(m.body for m in consumer.poll(0.5)) or len(got) >= 6)
+            consumer.commit_sync()
+
+        def progress(g: str) -> dict[int, tuple[int, int]]:
+            return {
+                q.queue_id: (q.consumer_offset, q.broker_offset) for q in admin.consumer_progress(g)
+            }
+
+        before = progress(group)
+        assert sorted(before) == [0, 1] and sum(b for _, b in before.values()) == 6, before
+        assert all(c == b for c, b in before.values()), before
+
+        out = rmq.mqadmin(tmp_path, "getConsumerConfig", "-g", group, "-n", ns)
+        assert exceptions(out) == [], out
+        config = {
+            k.strip(): v.strip()
+            for k, _, v in (x.partition("=") for x in out.splitlines() if "=  " in x)
+        }
+        assert config["groupName"] == group, out
+        assert (config["retryMaxTimes"], config["retryQueueNums"]) == ("5", "1"), out
+
+        out = rmq.mqadmin(
+            tmp_path, "cloneGroupOffset", "-s", group, "-d", clone, "-t", topic, "-n", ns
+        )
+        assert (
+            f"clone group offset success. srcGroup[{group}], destGroup=[{clone}], topic[{topic}]"
+            in out
+        ), out
+        assert progress(clone) == before
+
+        out = rmq.mqadmin(tmp_path, "checkMsgSendRT", "-t", topic, "-a", "3", "-s", "64", "-n", ns)
+        rows = [line.split() for line in out.splitlines() if line.startswith("admin-a")]
+        assert len(rows) == 3 and all(r[2] == "true" and r[1] in ("0", "1") for r in rows), out
+        assert "Avg RT:" in out, out
+        heads = {q: b for q, (_, b) in progress(group).items()}
+        assert sum(heads.values()) == 9, heads  # its three messages were stored
+
+        out = rmq.mqadmin(tmp_path, "skipAccumulatedMessage", "-g", group, "-t", topic, "-n", ns)
+        assert exceptions(out) == [], out
+        skipped = {
+            int(r[1]): int(r[2])
+            for r in (x.split() for x in out.splitlines())
+            if r[:1] == ["admin-a"]
+        }
+        assert skipped == heads, out
+        assert progress(group) == {q: (b, b) for q, b in heads.items()}
+        assert progress(clone) == {q: (c, heads[q]) for q, (c, _) in before.items()}  # its own
+
+        out = rmq.mqadmin(
+            tmp_path, "updateTopicPerm", "-t", topic, "-b", master, "-p", "4", "-n", ns
+        )
+        assert f"update topic perm from 6 to 4 in {master} success." in out, out
+        route = rmq.mqadmin(tmp_path, "topicRoute", "-t", topic, "-n", ns)
+        assert '"perm":4' in "".join(route.split()), route
+
+    out = cluster_rt_first_round(rmq, tmp_path, ns)
+    row = [line.split() for line in out.splitlines() if line.startswith("DefaultCluster")]
+    assert len(row) == 1 and row[0][:2] == ["DefaultCluster", "admin-a"], out
+    assert (row[0][3], row[0][4]) == ("5", "0"), out  # -a 5: five sent, none failed
+
+    out = rmq.mqadmin(tmp_path, "brokerConsumeStats", "-b", master, "-n", ns)
+    assert "request type 317 not supported" in out, out

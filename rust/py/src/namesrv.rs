@@ -24,15 +24,17 @@ pub struct NameServer {
 impl NameServer {
     /// Keyword arguments left out take the core's defaults (RocketMQ's).
     #[new]
-    #[pyo3(signature = (listen, *, broker_channel_expired_time_ms=None, tls=None))]
+    #[pyo3(signature = (listen, *, broker_channel_expired_time_ms=None, tls=None, kv_config_path=None))]
     fn new(
         py: Python<'_>,
         listen: &str,
         broker_channel_expired_time_ms: Option<u64>,
         tls: Option<PyRef<'_, ServerTls>>,
+        kv_config_path: Option<std::path::PathBuf>,
     ) -> PyResult<Self> {
         let listen = parse_host(listen)?;
         let mut config = NamesrvConfig::default();
+        config.kv_config_path = kv_config_path;
         config.server.tls = tls.and_then(|t| t.inner.clone());
         if let Some(ms) = broker_channel_expired_time_ms {
             config.broker_channel_expired_time = Duration::from_millis(ms);
@@ -43,7 +45,7 @@ impl NameServer {
             .map_err(|e| {
                 pyo3::exceptions::PyOSError::new_err((
                     e.raw_os_error().unwrap_or(0),
-                    format!("name server cannot listen on {listen}: {e}"),
+                    format!("name server on {listen} cannot start: {e}"),
                 ))
             })?;
         Ok(Self {

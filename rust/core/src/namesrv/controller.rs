@@ -2,10 +2,12 @@
 //! housekeeping thread that expires silent brokers.
 
 use std::io;
+use std::path::Path;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::kv_config::KvConfigManager;
 use super::processor::DefaultRequestProcessor;
 use super::route_info::DEFAULT_BROKER_CHANNEL_EXPIRED_TIME_MS;
 use crate::remoting::{RemotingServer, ServerConfig, ServerEvents};
@@ -19,6 +21,8 @@ pub struct NamesrvConfig {
     pub broker_channel_expired_time: Duration,
     /// `supportActingMaster`: a master-less group's first slave serves reads as id 0.
     pub support_acting_master: bool,
+    /// `kvConfigPath`: where the KV config is kept; `None`, in memory only.
+    pub kv_config_path: Option<std::path::PathBuf>,
 }
 
 impl Default for NamesrvConfig {
@@ -29,6 +33,7 @@ impl Default for NamesrvConfig {
                 DEFAULT_BROKER_CHANNEL_EXPIRED_TIME_MS.unsigned_abs(),
             ),
             support_acting_master: false,
+            kv_config_path: None,
         }
     }
 }
@@ -43,9 +48,14 @@ impl NameServer {
     /// Binds `listen` (port 0 = OS-chosen) and serves until [`NameServer::shutdown`].
     pub fn start(listen: SocketAddr, config: NamesrvConfig) -> Result<Self, io::Error> {
         let events = Arc::new(ServerEvents::default());
+        let kv = KvConfigManager::load(config.kv_config_path.as_deref()).map_err(|e| {
+            let path = config.kv_config_path.as_deref().unwrap_or(Path::new(""));
+            io::Error::new(e.kind(), format!("kvConfigPath {}: {e}", path.display()))
+        })?;
         let processor = Arc::new(DefaultRequestProcessor::new(
             config.support_acting_master,
             config.broker_channel_expired_time,
+            kv,
             events.clone(),
         ));
         processor.start_housekeeping()?;
@@ -342,17 +352,58 @@ mod tests {
 
         let response = c
             .invoke(
-                RemotingCommand::request(request_code::PUT_KV_CONFIG, 0),
+                // GET_NAMESRV_CONFIG: not served.
+                RemotingCommand::request(319, 0),
                 TIMEOUT,
             )
             .unwrap();
         assert_eq!(response.code, response_code::REQUEST_CODE_NOT_SUPPORTED);
         assert_eq!(
             response.remark.as_deref(),
-            Some(" request type 100 not supported")
+            Some(" request type 319 not supported")
         );
         // The connection is still good.
         register(&mut c, 0, MASTER, MASTER_HA);
+    }
+
+    #[test]
+    fn kv_config_is_put_read_listed_and_deleted_and_kept_across_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = || NamesrvConfig {
+            kv_config_path: Some(dir.path().join("kvConfig.json")),
+            ..NamesrvConfig::default()
+        };
+        let kv = |c: &mut RemotingClient, code: i32, fields: &[(&str, &str)]| {
+            let mut request = RemotingCommand::request(code, 0);
+            for (k, v) in fields {
+                request.ext_fields.insert((*k).into(), (*v).into());
+            }
+            c.invoke(request, TIMEOUT).unwrap()
+        };
+        let ns = start(config());
+        let mut c = client(&ns);
+        let entry = [("namespace", "ns"), ("key", "k")];
+        let put = [&entry[..], &[("value", "v1")]].concat();
+        assert_eq!(kv(&mut c, request_code::PUT_KV_CONFIG, &put).code, 0);
+        let got = kv(&mut c, request_code::GET_KV_CONFIG, &entry);
+        assert_eq!(got.ext_fields["value"], "v1");
+        let r = kv(&mut c, request_code::PUT_KV_CONFIG, &entry);
+        assert_eq!(r.remark.as_deref(), Some("`value` is missing"));
+        ns.shutdown();
+
+        let ns = start(config());
+        let mut c = client(&ns);
+        let listed = kv(&mut c, request_code::GET_KVLIST_BY_NAMESPACE, &entry[..1]);
+        let body: serde_json::Value = serde_json::from_slice(&listed.body).unwrap();
+        assert_eq!(body["table"]["k"], "v1");
+        assert_eq!(kv(&mut c, request_code::DELETE_KV_CONFIG, &entry).code, 0);
+        let gone = kv(&mut c, request_code::GET_KV_CONFIG, &entry);
+        assert_eq!(gone.code, response_code::QUERY_NOT_FOUND);
+        assert_eq!(
+            gone.remark.as_deref(),
+            Some("No config item, Namespace: ns Key: k")
+        );
+        ns.shutdown();
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! [`protocol`](crate::protocol)'s.
 
 mod controller;
+pub(crate) mod kv_config;
 pub(crate) mod processor;
 pub(crate) mod route_info;
 

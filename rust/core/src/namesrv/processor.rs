@@ -12,6 +12,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use super::kv_config::KvConfigManager;
 use super::route_info::{BrokerAddrInfo, RegisterBrokerResult, RouteInfoManager};
 use crate::protocol::body::{BodyError, DataVersion, RegisterBrokerBody};
 use crate::protocol::json::{parse_lenient, to_json, JsonStyle};
@@ -57,12 +58,14 @@ pub(crate) struct DefaultRequestProcessor {
     events: Arc<ServerEvents>,
     /// The heartbeat timeout of a broker whose register request names none.
     broker_channel_expired_time_ms: i64,
+    kv: KvConfigManager,
 }
 
 impl DefaultRequestProcessor {
     pub(crate) fn new(
         support_acting_master: bool,
         broker_channel_expired_time: Duration,
+        kv: KvConfigManager,
         events: Arc<ServerEvents>,
     ) -> Self {
         Self {
@@ -74,6 +77,7 @@ impl DefaultRequestProcessor {
             events,
             broker_channel_expired_time_ms: i64::try_from(broker_channel_expired_time.as_millis())
                 .unwrap_or(i64::MAX),
+            kv,
         }
     }
 
@@ -140,6 +144,10 @@ impl DefaultRequestProcessor {
                 response.body = lock(&self.routes).table.get_all_topic_list();
                 Ok(response)
             }
+            request_code::PUT_KV_CONFIG
+            | request_code::GET_KV_CONFIG
+            | request_code::DELETE_KV_CONFIG
+            | request_code::GET_KVLIST_BY_NAMESPACE => Ok(self.kv_config(request)),
             // `mqadmin wipeWritePerm` / `addWritePerm`: drain a broker of sends, and undo it.
             request_code::WIPE_WRITE_PERM_OF_BROKER | request_code::ADD_WRITE_PERM_OF_BROKER => {
                 Ok(self.operate_write_perm(request))
@@ -157,6 +165,69 @@ impl DefaultRequestProcessor {
                 ))
             }
             _ => Ok(not_supported(request)),
+        }
+    }
+
+    /// The KV config's requests; a missing field is named, as RocketMQ's header check does.
+    fn kv_config(&self, request: &RemotingCommand) -> RemotingCommand {
+        let field = |name: &str| request.ext_fields.get(name).map(String::as_str);
+        let answer =
+            |code, remark: Option<String>| RemotingCommand::response_to(request, code, remark);
+        let Some(namespace) = field("namespace") else {
+            return answer(
+                response_code::SYSTEM_ERROR,
+                Some("`namespace` is missing".into()),
+            );
+        };
+        if request.code == request_code::GET_KVLIST_BY_NAMESPACE {
+            return match self.kv.list(namespace) {
+                Some(table) => {
+                    let mut response = answer(response_code::SUCCESS, None);
+                    response.body = serde_json::json!({ "table": table })
+                        .to_string()
+                        .into_bytes();
+                    response
+                }
+                None => answer(
+                    response_code::QUERY_NOT_FOUND,
+                    Some(format!("No config item, Namespace: {namespace}")),
+                ),
+            };
+        }
+        let Some(key) = field("key") else {
+            return answer(response_code::SYSTEM_ERROR, Some("`key` is missing".into()));
+        };
+        let written = match request.code {
+            request_code::PUT_KV_CONFIG => match field("value") {
+                Some(value) => self.kv.put(namespace, key, value),
+                None => {
+                    return answer(
+                        response_code::SYSTEM_ERROR,
+                        Some("`value` is missing".into()),
+                    )
+                }
+            },
+            request_code::DELETE_KV_CONFIG => self.kv.delete(namespace, key),
+            _ => {
+                return match self.kv.get(namespace, key) {
+                    Some(value) => {
+                        let mut response = answer(response_code::SUCCESS, None);
+                        response.ext_fields.insert("value".into(), value);
+                        response
+                    }
+                    None => answer(
+                        response_code::QUERY_NOT_FOUND,
+                        Some(format!("No config item, Namespace: {namespace} Key: {key}")),
+                    ),
+                }
+            }
+        };
+        match written {
+            Ok(()) => answer(response_code::SUCCESS, None),
+            Err(e) => answer(
+                response_code::SYSTEM_ERROR,
+                Some(format!("KV config not saved: {e}")),
+            ),
         }
     }
 

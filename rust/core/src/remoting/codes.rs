@@ -38,6 +38,8 @@ pub(crate) mod request_code {
     pub(crate) const GET_ALL_DELAY_OFFSET: i32 = 45;
     pub(crate) const CHECK_CLIENT_CONFIG: i32 = 46;
     pub(crate) const PUT_KV_CONFIG: i32 = 100;
+    pub(crate) const GET_KV_CONFIG: i32 = 101;
+    pub(crate) const DELETE_KV_CONFIG: i32 = 102;
     pub(crate) const REGISTER_BROKER: i32 = 103;
     pub(crate) const UNREGISTER_BROKER: i32 = 104;
     pub(crate) const GET_ROUTEINFO_BY_TOPIC: i32 = 105;
@@ -53,6 +55,7 @@ pub(crate) mod request_code {
     pub(crate) const GET_CONSUME_STATS: i32 = 208;
     pub(crate) const DELETE_TOPIC_IN_BROKER: i32 = 215;
     pub(crate) const DELETE_TOPIC_IN_NAMESRV: i32 = 216;
+    pub(crate) const GET_KVLIST_BY_NAMESPACE: i32 = 219;
     pub(crate) const INVOKE_BROKER_TO_RESET_OFFSET: i32 = 222;
     pub(crate) const GET_TOPICS_BY_CLUSTER: i32 = 224;
     pub(crate) const QUERY_TOPIC_CONSUME_BY_WHO: i32 = 300;
@@ -97,6 +100,9 @@ pub(crate) mod request_code {
             GET_ALL_DELAY_OFFSET => "GET_ALL_DELAY_OFFSET",
             CHECK_CLIENT_CONFIG => "CHECK_CLIENT_CONFIG",
             PUT_KV_CONFIG => "PUT_KV_CONFIG",
+            GET_KV_CONFIG => "GET_KV_CONFIG",
+            DELETE_KV_CONFIG => "DELETE_KV_CONFIG",
+            GET_KVLIST_BY_NAMESPACE => "GET_KVLIST_BY_NAMESPACE",
             REGISTER_BROKER => "REGISTER_BROKER",
             UNREGISTER_BROKER => "UNREGISTER_BROKER",
             GET_ROUTEINFO_BY_TOPIC => "GET_ROUTEINFO_BY_TOPIC",
