@@ -41,7 +41,6 @@ import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 
-from rocketha import _core
 from rocketha._core import MessageExt
 from rocketha._events import cancel_stop_at_exit, stop_at_exit
 from rocketha.acl import SessionCredentials, mq_client_api

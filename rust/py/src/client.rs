@@ -707,7 +707,9 @@ impl MQClientAPI {
         self.guard.check()?;
         let subscriptions = subscriptions
             .iter()
-            .map(|(topic, expr, kind, version)| SubscriptionData::build(topic, expr, kind, *version))
+            .map(|(topic, expr, kind, version)| {
+                SubscriptionData::build(topic, expr, kind, *version)
+            })
             .collect::<Result<Vec<_>, _>>()
             .map_err(subscription_error)?;
         let consumer = ConsumerData {

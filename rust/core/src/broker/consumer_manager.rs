@@ -325,7 +325,10 @@ mod tests {
         assert!(sub.matches_properties(&props("7")));
         assert!(!sub.matches_properties(&props("3")) && !sub.matches_properties(&[]));
         let err = SubscriptionData::build("T", "a >", Some("SQL92"), 0).unwrap_err();
-        assert!(err.starts_with("SQL92 expression \"a >\" of topic T"), "{err}");
+        assert!(
+            err.starts_with("SQL92 expression \"a >\" of topic T"),
+            "{err}"
+        );
     }
 
     fn subscriptions(entries: &[(&str, &str, i64)]) -> BTreeMap<String, SubscriptionData> {

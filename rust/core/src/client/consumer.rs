@@ -51,8 +51,9 @@ impl SubscriptionData {
         match expression_type {
             filter::TAG => Self::build_tag(topic, sub_string, sub_version),
             filter::SQL92 => {
-                SqlFilter::compile(sub_string)
-                    .map_err(|e| format!("SQL92 expression {sub_string:?} of topic {topic}: {e}"))?;
+                SqlFilter::compile(sub_string).map_err(|e| {
+                    format!("SQL92 expression {sub_string:?} of topic {topic}: {e}")
+                })?;
                 Ok(Self {
                     topic: topic.to_owned(),
                     sub_string: sub_string.trim().to_owned(),

@@ -195,7 +195,11 @@ fn compare(
         (Value::Str(l), Value::Str(r)) => {
             let (l, r) = match (parse_double(&l), parse_double(&r)) {
                 (Some(l), Some(r)) => (l, r),
-                _ => return Err(format!("It's illegal to compare string by {op:?}: {l}, {r}")),
+                _ => {
+                    return Err(format!(
+                        "It's illegal to compare string by {op:?}: {l}, {r}"
+                    ))
+                }
             };
             l.total_cmp(&r)
         }

@@ -35,7 +35,8 @@ impl SqlFilter {
     /// evaluation that fails (a property that is not the number it is compared with) does not
     /// match, as RocketMQ logs and skips it.
     pub(crate) fn matches(&self, properties: &[u8]) -> bool {
-        let lookup = |name: &str| find_property(properties, name).and_then(|v| std::str::from_utf8(v).ok());
+        let lookup =
+            |name: &str| find_property(properties, name).and_then(|v| std::str::from_utf8(v).ok());
         self.evaluate(&lookup)
     }
 

@@ -140,7 +140,9 @@ fn is_boolean(e: &Expression) -> bool {
         e,
         Expression::Property(_)
             | Expression::Negate(_)
-            | Expression::Constant(Value::Int(_) | Value::Long(_) | Value::Double(_) | Value::Str(_))
+            | Expression::Constant(
+                Value::Int(_) | Value::Long(_) | Value::Double(_) | Value::Str(_)
+            )
     )
 }
 
@@ -165,7 +167,12 @@ fn translate(expr: &Expr) -> Result<Expression, String> {
             negated,
             low,
             high,
-        } => between(translate(expr)?, translate(low)?, translate(high)?, *negated)?,
+        } => between(
+            translate(expr)?,
+            translate(low)?,
+            translate(high)?,
+            *negated,
+        )?,
         Expr::In {
             expr,
             target: InTarget::List(list),
@@ -205,9 +212,7 @@ fn binary(left: &Expr, op: &BinaryOperator, right: &Expr) -> Result<Expression, 
     let (l, r) = (translate(left)?, translate(right)?);
     let compare = |c| comparison(l.clone(), c, r.clone());
     Ok(match op {
-        BinaryOperator::And => {
-            Expression::And(Box::new(as_boolean(l)?), Box::new(as_boolean(r)?))
-        }
+        BinaryOperator::And => Expression::And(Box::new(as_boolean(l)?), Box::new(as_boolean(r)?)),
         BinaryOperator::Or => Expression::Or(Box::new(as_boolean(l)?), Box::new(as_boolean(r)?)),
         BinaryOperator::Eq => equal(l, r)?,
         BinaryOperator::NotEq => Expression::Not(Box::new(equal(l, r)?)),
@@ -295,7 +300,9 @@ fn as_f64(v: &Value) -> Option<f64> {
 /// `createInFilter`: a property against string literals.
 fn in_list(expr: &Expr, list: &[Expr], not: bool) -> Result<Expression, String> {
     let Expression::Property(property) = translate(expr)? else {
-        return Err(format!("Expected a property for In expression, got: {expr}"));
+        return Err(format!(
+            "Expected a property for In expression, got: {expr}"
+        ));
     };
     let list = list
         .iter()

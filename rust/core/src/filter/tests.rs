@@ -13,7 +13,9 @@ fn refused(sql: &str) -> String {
 #[test]
 fn numbers_compare_as_numbers_and_strings_as_strings() {
     let a7 = [("a", "7")];
-    for sql in ["a > 5", "a >= 7", "a < 7.5", "a <= 7", "a = 7", "a <> 8", "7 = a", "5 < a"] {
+    for sql in [
+        "a > 5", "a >= 7", "a < 7.5", "a <= 7", "a = 7", "a <> 8", "7 = a", "5 < a",
+    ] {
         assert!(matches(sql, &a7), "{sql}");
     }
     for sql in ["a > 7", "a < 5", "a = 8", "a <> 7", "a > 10"] {
@@ -36,7 +38,14 @@ fn numbers_compare_as_numbers_and_strings_as_strings() {
 #[test]
 fn a_missing_property_is_null() {
     let none: [(&str, &str); 0] = [];
-    for sql in ["a > 5", "a = 5", "a <> 5", "a = 'x'", "a IN ('x')", "a NOT IN ('x')"] {
+    for sql in [
+        "a > 5",
+        "a = 5",
+        "a <> 5",
+        "a = 'x'",
+        "a IN ('x')",
+        "a NOT IN ('x')",
+    ] {
         assert!(!matches(sql, &none), "{sql}");
         assert!(!matches(&format!("NOT ({sql})"), &none), "NOT ({sql})");
     }
@@ -116,7 +125,10 @@ fn what_rocketmq_refuses_is_refused_by_name() {
 
 #[test]
 fn identifiers_and_literals_follow_the_grammar() {
-    assert!(matches("$a_1 = 1 AND _b = 2", &[("$a_1", "1"), ("_b", "2")]));
+    assert!(matches(
+        "$a_1 = 1 AND _b = 2",
+        &[("$a_1", "1"), ("_b", "2")]
+    ));
     assert!(matches("a > .5 AND a < 5E1", &[("a", "1")]));
     assert!(matches("a = 5 -- a comment\n", &[("a", "5")]));
     assert!(matches("a /* block */ = 5", &[("a", "5")]));

@@ -179,10 +179,15 @@ fn golden_consumer_heartbeat_body() {
 #[test]
 fn a_subscription_naming_no_tag_is_refused() {
     assert_eq!(
-        SubscriptionData::build("T", " * ", "TAG", 0).unwrap().sub_string,
+        SubscriptionData::build("T", " * ", "TAG", 0)
+            .unwrap()
+            .sub_string,
         "*"
     );
-    assert!(SubscriptionData::build("T", "", "TAG", 0).unwrap().tags.is_empty());
+    assert!(SubscriptionData::build("T", "", "TAG", 0)
+        .unwrap()
+        .tags
+        .is_empty());
     let err = SubscriptionData::build("T", "|| ||", "TAG", 0).unwrap_err();
     assert!(err.contains("names no tag"), "{err}");
 }
@@ -195,7 +200,10 @@ fn a_sql92_subscription_must_compile_and_has_no_tags() {
     assert_eq!(json["expressionType"], "SQL92");
     assert_eq!(json["subString"], "a > 5");
     let err = SubscriptionData::build("T", "a >", "SQL92", 0).unwrap_err();
-    assert!(err.starts_with("SQL92 expression \"a >\" of topic T"), "{err}");
+    assert!(
+        err.starts_with("SQL92 expression \"a >\" of topic T"),
+        "{err}"
+    );
     let err = SubscriptionData::build("T", "a", "CLASS", 0).unwrap_err();
     assert!(err.contains("unknown"), "{err}");
 }
