@@ -304,7 +304,6 @@ fn render_delete_when(hours: &[u32]) -> String {
 /// RocketMQ broker and store keys that load but that rocketha does not act on.
 pub const IGNORED_KEYS: &[&str] = &[
     "brokerIP2",
-    "enablePropertyFilter",
     "storePathConsumeQueue",
     "storePathIndex",
     "storeCheckpoint",
