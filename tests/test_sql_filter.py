@@ -173,7 +173,7 @@ def test_a_broker_without_enable_property_filter_refuses_sql92_at_start(tmp_path
 @pytest.mark.parametrize(
     ("sql", "why"),
     [
-        ("a >", "SQL92 expression \"a >\" of topic T"),
+        ("a >", 'SQL92 expression "a >" of topic T'),
         ("a > 'x'", "cannot be compared"),
         ("a LIKE 'x%'", "does not support"),
         ("a IN (1)", "string literals only"),
