@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from rocketha import Broker, BrokerConfig, Message, MessageStore, _children
+from rocketha import Broker, BrokerConfig, Message, NameServer, Producer, _children
 from rocketha.acl import mq_client_api
 
 from benches.common import Figure
@@ -27,22 +27,14 @@ SQL = "k = 0 AND region = 'eu'"
 FLAG_SUBSCRIPTION = 0x4
 
 
-def _fill(root: Path, n: int) -> None:
-    store = MessageStore.from_config(
-        root, BrokerConfig(store_path_root_dir=str(root)).native(), store_host="127.0.0.1:0"
-    )
-    try:
+def _fill(namesrv: str, n: int) -> None:
+    with Producer(namesrv, "bench-sql-producer") as producer:
         for start in range(0, n, BATCH):
-            store.put_batch(
-                [
-                    Message(
-                        TOPIC, BODY, tags=f"t{i % 10}", properties={"k": i % 10, "region": "eu"}
-                    )
-                    for i in range(start, start + BATCH)
-                ]
-            )
-    finally:
-        store.close()
+            batch = [
+                Message(TOPIC, BODY, tags=f"t{i % 10}", properties={"k": i % 10, "region": "eu"})
+                for i in range(start, start + BATCH)
+            ]
+            producer.send_batch(batch, queue_id=0)
 
 
 def _drain(api: object, addr: str, n: int, expression: str, expression_type: str) -> float:
@@ -70,7 +62,7 @@ def _drain(api: object, addr: str, n: int, expression: str, expression_type: str
             answers = api.next_pulled(30.0)  # type: ignore[attr-defined]
         ((got_ticket, outcome),) = answers
         assert got_ticket == ticket and not isinstance(outcome, BaseException), outcome
-        code, remark, next_begin, _, _, _, msgs = outcome
+        code, remark, _, next_begin, _, _, msgs = outcome
         assert code in (0, 20), f"pull answered {code}: {remark}"
         got += len(msgs)
         offset = next_begin
@@ -82,17 +74,17 @@ def _drain(api: object, addr: str, n: int, expression: str, expression_type: str
 def run(quick: bool, runs: int) -> list[Figure]:
     n = 50_000 if quick else 1_000_000
     rates: dict[str, list[float]] = {"TAG": [], "SQL92": []}
-    with _children.temp_run_dir("bench-sql-filter") as d:
-        root = Path(d)
-        _fill(root, n)
+    with _children.temp_run_dir("bench-sql-filter") as d, NameServer("127.0.0.1:0") as ns:
         config = BrokerConfig(
-            store_path_root_dir=str(root),
+            store_path_root_dir=str(Path(d) / "store"),
+            namesrv_addr=ns.listen_address,
             listen_port=0,
             ha_listen_port=0,
+            ha_listen_address="127.0.0.1",
             enable_property_filter=True,
-            auto_create_topic_enable=True,
         )
         with Broker(config) as broker:
+            _fill(ns.listen_address, n)
             api = mq_client_api("127.0.0.1", None)
             try:
                 for _ in range(runs):
