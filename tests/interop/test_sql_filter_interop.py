@@ -56,17 +56,12 @@ def rocketmq(version: str) -> RocketMQ:
         pytest.fail(str(e))
 
 
-@pytest.fixture(scope="module", params=["rocketmq", "rocketha"])
-def cluster(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Cluster]:
-    """A name server and one master with ``enablePropertyFilter=true``, of either kind."""
-    root = tmp_path_factory.mktemp(f"sql-{request.param}")
+def one_broker(request: pytest.FixtureRequest, root: Path, **keys: str) -> Iterator[Cluster]:
+    """A name server and one master with ``keys``, of the kind ``request.param`` names."""
+    name = f"sql-{root.name}"
     if request.param == "rocketmq":
         namesrv = request.getfixturevalue("namesrv")
-        broker = rocketmq(VERSION_5).broker(
-            root / "broker", namesrv, brokerName="sql-a", enablePropertyFilter="true"
-        )
+        broker = rocketmq(VERSION_5).broker(root / "broker", namesrv, brokerName=name, **keys)
         try:
             namesrv.wait_registered(broker.listen_port)
             yield Cluster("rocketmq", namesrv.address)
@@ -74,13 +69,28 @@ def cluster(
             broker.kill()
         return
     with spawn_rocketha_namesrv(root / "namesrv.log") as ns:
-        master = start_master(
-            root, "sql-a", ns.address, brokerRole="ASYNC_MASTER", enablePropertyFilter="true"
-        )
+        master = start_master(root, name, ns.address, brokerRole="ASYNC_MASTER", **keys)
         try:
             yield Cluster("rocketha", ns.address)
         finally:
             master.kill()
+
+
+@pytest.fixture(scope="module", params=["rocketmq", "rocketha"])
+def cluster(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Cluster]:
+    """A master with ``enablePropertyFilter=true``, of either kind."""
+    root = tmp_path_factory.mktemp(f"on-{request.param}")
+    yield from one_broker(request, root, enablePropertyFilter="true")
+
+
+@pytest.fixture(scope="module", params=["rocketmq", "rocketha"])
+def cluster_off(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Cluster]:
+    """A master with RocketMQ's default, ``enablePropertyFilter=false``, of either kind."""
+    yield from one_broker(request, tmp_path_factory.mktemp(f"off-{request.param}"))
 
 
 def sent_topic(cluster: Cluster, workdir: Path) -> str:
@@ -126,3 +136,16 @@ def test_our_pull_consumer_by_sql_receives_exactly_the_matching_messages(
 
         wait_for(all_matching, what="the matching messages")
     assert sorted(got) == MATCHING
+
+
+@pytest.mark.parametrize("version", [VERSION_4, VERSION_5])
+def test_a_broker_without_enable_property_filter_refuses_the_java_push_consumer(
+    cluster_off: Cluster, workdir: Path, version: str
+) -> None:
+    topic = sent_topic(cluster_off, workdir)
+    with pytest.raises(RuntimeError) as e:
+        rocketmq(version).group(
+            cluster_off.namesrv, topic, f"sql-off-{next(_NAMES)}", "push", 1,
+            home=workdir / "consumer", sql=SQL, timeout_ms=30_000,
+        )  # fmt: skip
+    assert "The broker does not support consumer to filter message by SQL92" in str(e.value)

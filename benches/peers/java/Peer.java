@@ -131,6 +131,17 @@ public final class Peer {
             System.err.println("usage: Peer produce|consume ...");
             System.exit(2);
         }
+        try {
+            run(args);
+        } catch (Exception e) {
+            // A client that failed to start leaves its threads running: exit, saying why.
+            e.printStackTrace();
+            System.exit(1);
+        }
+        System.exit(0);
+    }
+
+    static void run(String[] args) throws Exception {
         switch (args[0]) {
             case "produce":
                 prepareTopic(args[1], args[2], args[3]);
@@ -174,7 +185,6 @@ public final class Peer {
                 System.err.println("unknown mode " + args[0]);
                 System.exit(2);
         }
-        System.exit(0);
     }
 
     static void produce(String namesrv, String topic, String group, int count, String sizes,
