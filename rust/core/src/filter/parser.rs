@@ -4,7 +4,7 @@
 //! into [`Expression`] with the checks RocketMQ's `create*` factories make. Whatever RocketMQ's
 //! subset lacks (arithmetic, `LIKE`, functions, quoted identifiers, ...) is refused by name.
 
-use sqlparser::ast::{BinaryOperator, Expr, InTarget, UnaryOperator, Value as SqlValue};
+use sqlparser::ast::{BinaryOperator, Expr, Ident, InTarget, UnaryOperator, Value as SqlValue};
 use sqlparser::dialect::{Dialect, Precedence};
 use sqlparser::parser::{Parser, ParserError};
 use sqlparser::tokenizer::Token;
@@ -19,6 +19,22 @@ const TEXT_TESTS: [(&str, TextTest); 3] = [
 ];
 /// `NOT <test>`'s operator, as the dialect writes it.
 const NOT_PREFIX: &str = "NOT ";
+/// RocketMQ's reserved words: every other word is a property, even one SQL reserves (`user`,
+/// `date`, `order`, ...).
+const RESERVED: [&str; 12] = [
+    "NOT",
+    "AND",
+    "OR",
+    "BETWEEN",
+    "IN",
+    "TRUE",
+    "FALSE",
+    "NULL",
+    "IS",
+    "CONTAINS",
+    "STARTSWITH",
+    "ENDSWITH",
+];
 
 /// RocketMQ's grammar as a `sqlparser` dialect.
 #[derive(Debug)]
@@ -51,6 +67,18 @@ impl Dialect for RocketMqDialect {
 
     fn is_identifier_part(&self, ch: char) -> bool {
         ch.is_ascii_alphanumeric() || ch == '_' || ch == '$'
+    }
+
+    fn parse_prefix(&self, parser: &mut Parser) -> Option<Result<Expr, ParserError>> {
+        let Token::Word(w) = &parser.peek_token_ref().token else {
+            return None;
+        };
+        if w.quote_style.is_some() || RESERVED.iter().any(|r| w.value.eq_ignore_ascii_case(r)) {
+            return None;
+        }
+        let ident = Ident::new(w.value.clone());
+        parser.next_token();
+        Some(Ok(Expr::Identifier(ident)))
     }
 
     fn get_next_precedence(&self, parser: &Parser) -> Option<Result<u8, ParserError>> {
