@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from helpers import wait_for
+from helpers import routed, wait_for
 from rocketha import (
     Broker,
     BrokerConfig,
@@ -155,6 +155,8 @@ def test_a_broker_without_enable_property_filter_refuses_sql92_at_start(tmp_path
     for cluster in broker_cluster(tmp_path, False):
         with Producer(cluster.namesrv, "sql-off-producer") as producer:
             producer.send(Message("SqlOff", b"x", properties={"a": "7"}))
+        # The check asks the topic's brokers, so the route must be known (as in Java).
+        wait_for(lambda: routed(cluster.namesrv, "SqlOff"), what="the route of SqlOff")
         with pytest.raises(MQClientError) as e:
             PullConsumer(
                 cluster.namesrv, "sql-off", "SqlOff", subscription=MessageSelector.by_sql("a > 5")
