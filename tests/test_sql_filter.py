@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,6 +46,7 @@ class Cluster:
     namesrv: str
 
 
+@contextmanager
 def broker_cluster(tmp_path: Path, enable_property_filter: bool) -> Iterator[Cluster]:
     with NameServer("127.0.0.1:0") as ns:
         config = BrokerConfig(
@@ -64,7 +66,8 @@ def broker_cluster(tmp_path: Path, enable_property_filter: bool) -> Iterator[Clu
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    yield from broker_cluster(tmp_path, True)
+    with broker_cluster(tmp_path, True) as c:
+        yield c
 
 
 def send_mixed(namesrv: str, topic: str) -> set[bytes]:
@@ -152,7 +155,7 @@ def test_a_tag_selector_is_a_tag_subscription(cluster: Cluster) -> None:
 
 
 def test_a_broker_without_enable_property_filter_refuses_sql92_at_start(tmp_path: Path) -> None:
-    for cluster in broker_cluster(tmp_path, False):
+    with broker_cluster(tmp_path, False) as cluster:
         with Producer(cluster.namesrv, "sql-off-producer") as producer:
             producer.send(Message("SqlOff", b"x", properties={"a": "7"}))
         # The check asks the topic's brokers, so the route must be known (as in Java).

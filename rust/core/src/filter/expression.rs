@@ -5,17 +5,20 @@
 //! compared with one (`ComparisonExpression` with `convertStringExpressions`, which
 //! RocketMQ's parser always turns on).
 
+use std::borrow::Cow;
 use std::cmp::Ordering;
 
 /// A value during evaluation: Java's `Boolean`, `Integer`, `Long`, `Double`, `String` or null.
+/// A string borrows from the message's properties or the expression, so evaluating a record
+/// allocates nothing.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Value {
+pub(crate) enum Value<'a> {
     Null,
     Bool(bool),
     Int(i32),
     Long(i64),
     Double(f64),
-    Str(String),
+    Str(Cow<'a, str>),
 }
 
 /// `>`, `>=`, `<`, `<=`.
@@ -39,7 +42,7 @@ pub(crate) enum TextTest {
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Expression {
     /// `ConstantExpression` / `BooleanConstantExpression`.
-    Constant(Value),
+    Constant(Value<'static>),
     /// `PropertyExpression`: a user or system property (`TAGS`, `KEYS`, ...).
     Property(String),
     /// `UnaryExpression.createNegate`.
@@ -72,12 +75,13 @@ pub(crate) type EvalError = String;
 impl Expression {
     /// `evaluate`: `lookup` answers a property's value, `None` when the message lacks it.
     pub(crate) fn evaluate<'a>(
-        &self,
+        &'a self,
         lookup: &impl Fn(&str) -> Option<&'a str>,
-    ) -> Result<Value, EvalError> {
+    ) -> Result<Value<'a>, EvalError> {
         Ok(match self {
+            Self::Constant(Value::Str(s)) => Value::Str(Cow::Borrowed(s)),
             Self::Constant(v) => v.clone(),
-            Self::Property(name) => lookup(name).map_or(Value::Null, |s| Value::Str(s.to_owned())),
+            Self::Property(name) => lookup(name).map_or(Value::Null, |s| Value::Str(s.into())),
             Self::Negate(e) => match e.evaluate(lookup)? {
                 Value::Int(i) => Value::Int(i.wrapping_neg()),
                 Value::Long(l) => Value::Long(l.wrapping_neg()),
@@ -120,7 +124,7 @@ impl Expression {
     /// The value of a boolean operand (null as `None`); the parser lets only boolean
     /// expressions reach here, as RocketMQ's `asBooleanExpression` does.
     fn evaluate_bool<'a>(
-        &self,
+        &'a self,
         lookup: &impl Fn(&str) -> Option<&'a str>,
     ) -> Result<Option<bool>, EvalError> {
         match self.evaluate(lookup)? {
@@ -143,11 +147,11 @@ impl TextTest {
 
 /// `LogicExpression.createAND` (`short_on` false) and `createOR` (`short_on` true): the first
 /// operand equal to `short_on` decides; otherwise a null operand makes the answer null.
-fn logic(
+fn logic<'a>(
     left: Option<bool>,
     right: impl FnOnce() -> Result<Option<bool>, EvalError>,
     short_on: bool,
-) -> Result<Value, EvalError> {
+) -> Result<Value<'a>, EvalError> {
     if left == Some(short_on) {
         return Ok(Value::Bool(short_on));
     }
@@ -161,7 +165,7 @@ fn logic(
 
 /// `doCreateEqual`: null equals only null; a null left operand against a value is null, a
 /// null right operand FALSE (so `IS NULL` is TRUE exactly when the property is missing).
-fn equal(left: Value, right: Value) -> Result<Value, EvalError> {
+fn equal<'a>(left: Value<'a>, right: Value<'a>) -> Result<Value<'a>, EvalError> {
     Ok(match (&left, &right) {
         (Value::Null, Value::Null) => Value::Bool(true),
         (Value::Null, _) => Value::Null,
@@ -181,11 +185,11 @@ fn java_equals(left: &Value, right: &Value) -> bool {
 
 /// `ComparisonExpression.evaluate` for `>`, `>=`, `<`, `<=`: two strings compare as numbers
 /// (`Double.valueOf`), or the evaluation fails.
-fn compare(
-    left: Value,
+fn compare<'a>(
+    left: Value<'a>,
     op: Comparison,
-    right: impl FnOnce() -> Result<Value, EvalError>,
-) -> Result<Value, EvalError> {
+    right: impl FnOnce() -> Result<Value<'a>, EvalError>,
+) -> Result<Value<'a>, EvalError> {
     if left == Value::Null {
         return Ok(Value::Null);
     }
@@ -216,7 +220,7 @@ fn compare(
 /// `ComparisonExpression.__compare`: values of different types are converted up (an integer
 /// to a long or double, a string to the other side's number or boolean); types it cannot
 /// compare answer -1, as in Java.
-fn compare_values(left: Value, right: Value) -> Result<Ordering, EvalError> {
+fn compare_values(left: Value<'_>, right: Value<'_>) -> Result<Ordering, EvalError> {
     use Value::{Bool, Double, Int, Long, Str};
     let (left, right) = match (left, right) {
         (Bool(_), Str(_)) => return Err("a boolean cannot be converted to a string".into()),
@@ -243,14 +247,14 @@ fn compare_values(left: Value, right: Value) -> Result<Ordering, EvalError> {
 /// A property's string as the other operand's type (`Integer.valueOf`, `Long.valueOf`,
 /// `Double.valueOf`, `Boolean.valueOf`); a string that is not such a number fails the
 /// evaluation, as Java's `NumberFormatException` does.
-fn convert(s: &str, like: &Value) -> Result<Value, EvalError> {
+fn convert<'a>(s: &str, like: &Value<'_>) -> Result<Value<'a>, EvalError> {
     let bad = || format!("property value {s:?} is not a number like {like:?}");
     match like {
         Value::Bool(_) => Ok(Value::Bool(s.eq_ignore_ascii_case("true"))),
         Value::Int(_) => s.parse().map(Value::Int).map_err(|_| bad()),
         Value::Long(_) => s.parse().map(Value::Long).map_err(|_| bad()),
         Value::Double(_) => parse_double(s).map(Value::Double).ok_or_else(bad),
-        Value::Null | Value::Str(_) => Ok(Value::Str(s.to_owned())),
+        Value::Null | Value::Str(_) => Ok(Value::Str(Cow::Owned(s.to_owned()))),
     }
 }
 

@@ -40,7 +40,7 @@ impl SqlFilter {
         self.evaluate(&lookup)
     }
 
-    fn evaluate<'a>(&self, lookup: &impl Fn(&str) -> Option<&'a str>) -> bool {
+    fn evaluate<'a>(&'a self, lookup: &impl Fn(&str) -> Option<&'a str>) -> bool {
         matches!(self.expression.evaluate(lookup), Ok(Value::Bool(true)))
     }
 }

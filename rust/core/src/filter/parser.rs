@@ -217,9 +217,9 @@ fn unsupported(what: &str) -> String {
 
 /// `literal()`: strings, decimal integers (an `Integer` when it fits, else a `Long`), floats,
 /// TRUE, FALSE and NULL.
-fn constant(v: &SqlValue) -> Result<Value, String> {
+fn constant(v: &SqlValue) -> Result<Value<'static>, String> {
     Ok(match v {
-        SqlValue::SingleQuotedString(s) => Value::Str(s.clone()),
+        SqlValue::SingleQuotedString(s) => Value::Str(s.clone().into()),
         SqlValue::Boolean(b) => Value::Bool(*b),
         SqlValue::Null => Value::Null,
         SqlValue::Number(n, _) if n.bytes().all(|b| b.is_ascii_digit()) => {
@@ -366,7 +366,7 @@ fn text_test(operand: Expression, word: &str, search: Expression) -> Result<Expr
     Ok(Expression::Text {
         operand: Box::new(operand),
         test,
-        search,
+        search: search.into_owned(),
         not,
     })
 }
