@@ -133,6 +133,9 @@ fn identifiers_and_literals_follow_the_grammar() {
     assert!(matches("a = 5 -- a comment\n", &[("a", "5")]));
     assert!(matches("a /* block */ = 5", &[("a", "5")]));
     assert!(matches("a = -5", &[("a", "-5")]));
+    assert!(matches("a = 5L", &[("a", "5")]));
+    // Leniency (docs/differences.md): `!=` is read as `<>`.
+    assert!(matches("a != 5", &[("a", "6")]));
     assert!(!matches("a AND b IS NULL", &[("a", "x")]));
     // Words SQL reserves are properties in RocketMQ's grammar.
     let props = [
