@@ -29,6 +29,7 @@ SCENARIOS = {
     "hostile": "benches.hostile",
     "retry": "benches.retry",
     "index": "benches.index",
+    "sql-filter": "benches.sql_filter",
     "peers": "benches.peers_bench",
     "soak": "benches.soak",
 }

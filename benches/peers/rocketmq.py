@@ -822,21 +822,29 @@ class RocketMQ:
         *,
         home: Path,
         timeout_ms: int = 90_000,
+        sql: str | None = None,
     ) -> list[tuple[int, int, str]]:
         """One member of consumer group ``group`` (``kind``: ``lite`` for
         ``DefaultLitePullConsumer``, ``push`` for ``DefaultMQPushConsumer``, ``orderly`` for
         one with a ``MessageListenerOrderly``) reading ``topic``
         from the group's committed offsets until it has ``at_least`` messages, then shutting
-        down (which commits). Returns ``(queue_id, queue_offset, body)`` of each message it was
-        given, duplicates included."""
-        lines = self._client(
-            home,
-            ["group", namesrv, topic, group, kind, str(at_least), str(timeout_ms)],
-            timeout_ms / 1000 + 60,
-        )
+        down (which commits); subscribed to every tag, or with ``MessageSelector.bySql(sql)``.
+        Returns ``(queue_id, queue_offset, body)`` of each message it was given, duplicates
+        included."""
+        args = ["group", namesrv, topic, group, kind, str(at_least), str(timeout_ms)]
+        lines = self._client(home, args + ([sql] if sql else []), timeout_ms / 1000 + 60)
         if not any(line.startswith("DONE ") for line in lines):
             raise RuntimeError(f"Peer group {kind} did not finish: {lines[-20:]}")
         return _got(lines)
+
+    def send_props(
+        self, namesrv: str, topic: str, props: Sequence[dict[str, str]], *, home: Path
+    ) -> list[SendOutcome]:
+        """One ``DefaultMQProducer.send`` a dict of ``props``: its user properties (``TAGS``:
+        the message's tag), body ``p-<index>``."""
+        encoded = [";".join(f"{k}={v}" for k, v in p.items()) for p in props]
+        lines = self._client(home, ["send-props", namesrv, topic, f"{topic}-props", *encoded], 120)
+        return _outcomes(lines)
 
     def reconsume(
         self,

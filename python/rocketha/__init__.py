@@ -41,6 +41,7 @@ from rocketha.ha import HAService
 from rocketha.namesrv import NameServer
 from rocketha.push_consumer import ConsumeResult, PushConsumer
 from rocketha.roles import BrokerRole, FlushDiskType, PutStatus
+from rocketha.selector import MessageSelector
 from rocketha.store import MessageStore
 
 __all__ = [
@@ -63,6 +64,7 @@ __all__ = [
     "MQClientError",
     "Message",
     "MessageExt",
+    "MessageSelector",
     "MessageStore",
     "NameServer",
     "NotMasterError",

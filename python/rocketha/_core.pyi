@@ -431,6 +431,7 @@ class MQClientAPI:
         commit_offset: int,
         suspend_timeout_millis: int,
         subscription: str,
+        expression_type: str,
         sub_version: int,
         timeout: float,
     ) -> int: ...
@@ -517,11 +518,24 @@ class MQClientAPI:
         consume_type: str,
         message_model: str,
         consume_from_where: str,
-        subscriptions: list[tuple[str, str, int]],
+        subscriptions: list[tuple[str, str, str, int]],
+        timeout: float,
+    ) -> None: ...
+    def check_client_config(
+        self,
+        addr: str,
+        client_id: str,
+        *,
+        group: str,
+        topic: str,
+        expression: str,
+        expression_type: str,
         timeout: float,
     ) -> None: ...
 
-def parse_subscription(topic: str, expression: str) -> tuple[str, list[str]]: ...
+def parse_subscription(
+    topic: str, expression: str, expression_type: str = "TAG"
+) -> tuple[str, list[str]]: ...
 def standard_json(body: bytes) -> str: ...
 
 @final

@@ -135,6 +135,9 @@ class BrokerConfig:
     access_message_in_memory_max_ratio: int = _D["access_message_in_memory_max_ratio"]
     #: The broker id the subscription groups this broker creates send lagging consumers to.
     which_broker_when_consume_slowly: int = _D["which_broker_when_consume_slowly"]
+    #: Consumers may subscribe with SQL92 expressions over message properties
+    #: (``MessageSelector.by_sql``); off, such subscriptions are refused.
+    enable_property_filter: bool = _D["enable_property_filter"]
     #: A suspended pull is held for its ``suspendTimeoutMillis`` (else 1 s) until a message
     #: for its queue arrives.
     long_polling_enable: bool = _D["long_polling_enable"]

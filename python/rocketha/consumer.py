@@ -41,7 +41,6 @@ import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 
-from rocketha import _core
 from rocketha._core import MessageExt
 from rocketha._events import cancel_stop_at_exit, stop_at_exit
 from rocketha.acl import SessionCredentials, mq_client_api
@@ -62,6 +61,7 @@ from rocketha.rebalance import (
     parse_subscribe_route,
     queue_key,
 )
+from rocketha.selector import MessageSelector, check_client_in_broker, subscription_of
 from rocketha.send_back import SendBack, producer_options, send_back_target
 from rocketha.tls import client_tls
 
@@ -98,7 +98,7 @@ class PullConsumer:
         group: str,
         topics: str | Sequence[str],
         *,
-        subscription: str = "*",
+        subscription: str | MessageSelector = "*",
         consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
         consume_timestamp: int | None = None,
         pull_batch_size: int = 32,
@@ -127,12 +127,8 @@ class PullConsumer:
                 f"pull_batch_size ({pull_batch_size}) must be >= 1 and at most "
                 f"pull_threshold_for_queue ({pull_threshold_for_queue})"
             )
-        try:
-            self.subscription, tags = _core.parse_subscription(self.topics[0], subscription)
-        except ValueError as e:
-            raise MQClientError(f"subscription: {e}") from None
-        #: Topic -> (expression, tags a message must carry one of; none: all).
-        self._subscriptions = {t: (self.subscription, tags) for t in self.topics}
+        sub = subscription_of(self.topics[0], subscription)
+        self.subscription, self._subscriptions = sub.expression, {t: sub for t in self.topics}
         self.group = group
         self.consume_from_where = ConsumeFromWhere(consume_from_where)
         #: ``consumeTimestamp``: half an hour ago unless given (ms).
@@ -198,6 +194,8 @@ class PullConsumer:
         constructor's; then the pull and service threads."""
         try:
             self._refresh_and_rebalance()
+            check_client_in_broker(self._api, self.client_id, self.group, self._subscriptions,
+                                   self._routes, self.request_timeout)  # fmt: skip
         except BaseException:
             self._api.close()
             raise
@@ -440,7 +438,8 @@ class PullConsumer:
                     sys_flag=_FLAG_SUSPEND | _FLAG_SUBSCRIPTION,
                     commit_offset=0,
                     suspend_timeout_millis=int(self.long_polling_timeout * 1000),
-                    subscription=self._subscriptions[pq.mq.topic][0],
+                    subscription=self._subscriptions[pq.mq.topic].expression,
+                    expression_type=self._subscriptions[pq.mq.topic].expression_type,
                     sub_version=self._sub_version,
                     timeout=self.long_polling_timeout + _PULL_TIMEOUT_MARGIN,
                 )
@@ -502,7 +501,7 @@ class PullConsumer:
                 pq.consumed = pq.committed = next_begin
             if code != _RETRY_IMMEDIATELY:
                 pq.next_offset = next_begin
-            tags = self._subscriptions[pq.mq.topic][1]
+            tags = self._subscriptions[pq.mq.topic].tags
             kept = [(m, pull.broker_id) for m in msgs if not tags or m.tags in tags]
             if kept:
                 pq.cache.extend(kept)
@@ -609,7 +608,7 @@ class PullConsumer:
 
     def _heartbeat(self) -> None:
         """``sendHeartbeatToAllBroker``: a consumer heartbeats masters and slaves alike."""
-        subscriptions = [(t, sub[0], self._sub_version) for t, sub in self._subscriptions.items()]
+        subscriptions = [(t, *s[:2], self._sub_version) for t, s in self._subscriptions.items()]
         for addr in self._all_addrs():
             try:
                 self._api.send_consumer_heartbeat(

@@ -11,6 +11,7 @@ from rocketha._core import MessageExt
 from rocketha.consumer import PullConsumer
 from rocketha.exceptions import RocketHAError
 from rocketha.process_queue import ProcessQueue
+from rocketha.selector import subscription_of
 from rocketha.send_back import retry_topic, send_back_target
 
 
@@ -26,7 +27,8 @@ class PushEngine(PullConsumer):
         super().__init__(*args, **kwargs)
 
     def _start(self) -> None:
-        self._subscriptions[retry_topic(self.group)] = ("*", [])
+        retry = retry_topic(self.group)
+        self._subscriptions[retry] = subscription_of(retry, "*")
         super()._start()
 
     def _threshold(self, pq: ProcessQueue) -> int:

@@ -14,6 +14,7 @@ import org.apache.rocketmq.acl.common.SessionCredentials;
 import org.apache.rocketmq.client.consumer.AllocateMessageQueueStrategy;
 import org.apache.rocketmq.client.consumer.DefaultLitePullConsumer;
 import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
+import org.apache.rocketmq.client.consumer.MessageSelector;
 import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
 import org.apache.rocketmq.client.consumer.listener.ConsumeOrderlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
@@ -54,8 +55,9 @@ import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
  *   DONE
  * set-ha-master BROKER HA_ADDRESS          (5.x only)
  *   OK
- * group NAMESRV TOPIC GROUP KIND AT_LEAST TIMEOUT_MS   (KIND: lite|push; AT_LEAST 0: until
- *   GOT queueId queueOffset body                           stdin closes)
+ * group NAMESRV TOPIC GROUP KIND AT_LEAST TIMEOUT_MS [SQL92]   (KIND: lite|push; AT_LEAST 0:
+ *   GOT queueId queueOffset body                    until stdin closes; SQL92: subscribed
+ *                                                   by MessageSelector.bySql, else "*")
  *   MEMBERS n                (each rebalance: the group's member count it saw)
  *   DONE count
  * create-topic NAMESRV KEY TOPIC QUEUES   (DefaultMQAdminExt.createTopic(KEY, ...): KEY is
@@ -65,6 +67,9 @@ import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
  * query NAMESRV TOPIC KEYS LOOKUPS   (DefaultMQAdminExt.queryMessage of random keys k0..
  *   k{KEYS-1}, each timed, after one untimed lookup that warms the route and connections)
  *   LOOKUP micros found
+ *   DONE
+ * send-props NAMESRV TOPIC GROUP PROPS...   (one message a PROPS, "k=v;k2=v2" as user
+ *   RESULT seq status msgId offsetMsgId queueId queueOffset   properties, body "p-seq")
  *   DONE
  * acl NAMESRV TOPIC FORBIDDEN_TOPIC GROUP ACCESS_KEY SECRET_KEY   (AclClientRPCHook)
  *   RESULT 0 ...             (the right keys, TOPIC; body acl-0)
@@ -130,6 +135,17 @@ public final class Peer {
             System.err.println("usage: Peer produce|consume ...");
             System.exit(2);
         }
+        try {
+            run(args);
+        } catch (Exception e) {
+            // A client that failed to start leaves its threads running: exit, saying why.
+            e.printStackTrace();
+            System.exit(1);
+        }
+        System.exit(0);
+    }
+
+    static void run(String[] args) throws Exception {
         switch (args[0]) {
             case "produce":
                 prepareTopic(args[1], args[2], args[3]);
@@ -150,8 +166,14 @@ public final class Peer {
                 setHaMaster(args[1], args[2]);
                 break;
             case "group":
+                MessageSelector selector = args.length > 7
+                    ? MessageSelector.bySql(args[7]) : MessageSelector.byTag("*");
                 group(args[1], args[2], args[3], args[4], Integer.parseInt(args[5]),
-                    Long.parseLong(args[6]));
+                    Long.parseLong(args[6]), selector);
+                break;
+            case "send-props":
+                sendProps(args[1], args[2], args[3],
+                    java.util.Arrays.copyOfRange(args, 4, args.length));
                 break;
             case "reconsume":
                 reconsume(args[1], args[2], args[3], Integer.parseInt(args[4]),
@@ -170,7 +192,6 @@ public final class Peer {
                 System.err.println("unknown mode " + args[0]);
                 System.exit(2);
         }
-        System.exit(0);
     }
 
     static void produce(String namesrv, String topic, String group, int count, String sizes,
@@ -305,6 +326,40 @@ public final class Peer {
     }
 
     /** Creates {@code topic} on {@code broker} (unless "-") and waits for its route. */
+    /** One synchronous send a PROPS argument, its user properties set from "k=v;k2=v2". */
+    static void sendProps(String namesrv, String topic, String group, String[] props)
+        throws Exception {
+        DefaultMQProducer producer = new DefaultMQProducer(group);
+        producer.setNamesrvAddr(namesrv);
+        producer.setInstanceName("interop-props-" + System.nanoTime());
+        producer.setRetryTimesWhenSendFailed(0);
+        producer.start();
+        try {
+            for (int seq = 0; seq < props.length; seq++) {
+                Message msg = new Message(topic, ("p-" + seq).getBytes("UTF-8"));
+                for (String pair : props[seq].split(";")) {
+                    int at = pair.indexOf('=');
+                    if (at <= 0) {
+                        continue;
+                    }
+                    String key = pair.substring(0, at);
+                    if (key.equals("TAGS")) {
+                        msg.setTags(pair.substring(at + 1));  // reserved: not a user property
+                    } else {
+                        msg.putUserProperty(key, pair.substring(at + 1));
+                    }
+                }
+                SendResult r = producer.send(msg);
+                System.out.println("RESULT " + seq + " " + r.getSendStatus() + " "
+                    + r.getMsgId() + " " + r.getOffsetMsgId() + " "
+                    + r.getMessageQueue().getQueueId() + " " + r.getQueueOffset());
+            }
+        } finally {
+            producer.shutdown();
+        }
+        System.out.println("DONE");
+    }
+
     static void prepareTopic(String namesrv, String broker, String topic) throws Exception {
         if (broker.equals("-")) {
             return;
@@ -640,7 +695,7 @@ public final class Peer {
      * AT_LEAST 0, once its standard input closes (the test stops a group's members together).
      */
     static void group(String namesrv, String topic, String group, String kind, int atLeast,
-        long timeoutMs) throws Exception {
+        long timeoutMs, MessageSelector selector) throws Exception {
         long deadline = System.currentTimeMillis() + timeoutMs;
         AtomicInteger count = new AtomicInteger();
         String instance = "interop-group-" + System.nanoTime();
@@ -667,7 +722,7 @@ public final class Peer {
             consumer.setHeartbeatBrokerInterval(HEARTBEAT_MS);
             consumer.setAutoCommit(false);
             consumer.setAllocateMessageQueueStrategy(new Reporting());
-            consumer.subscribe(topic, "*");
+            consumer.subscribe(topic, selector);
             consumer.start();
             try {
                 while (enough.getCount() > 0 && System.currentTimeMillis() < deadline) {
@@ -691,7 +746,7 @@ public final class Peer {
             consumer.setInstanceName(instance);
             consumer.setPollNameServerInterval(ROUTE_POLL_MS);
             consumer.setHeartbeatBrokerInterval(HEARTBEAT_MS);
-            consumer.subscribe(topic, "*");
+            consumer.subscribe(topic, selector);
             consumer.setAllocateMessageQueueStrategy(new Reporting());
             // Messages handed to the listener finish (and commit) before shutdown persists.
             consumer.setAwaitTerminationMillisWhenShutdown(30000);

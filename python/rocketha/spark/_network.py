@@ -363,7 +363,7 @@ def commit(opts: ReadOptions, state: dict[QueueKey, QueueState], ends: dict[Queu
             consume_type="CONSUME_ACTIVELY",
             message_model="CLUSTERING",
             consume_from_where="CONSUME_FROM_FIRST_OFFSET",
-            subscriptions=[(t, "*", 0) for t in opts.topics],
+            subscriptions=[(t, "*", "TAG", 0) for t in opts.topics],
             timeout=_TIMEOUT,
         )
         for topic, queue_id, offset in offsets:

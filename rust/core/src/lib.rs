@@ -13,6 +13,7 @@ pub mod commitlog;
 mod consume_queue;
 pub mod error;
 mod event_loop;
+mod filter;
 pub mod ha;
 mod namesrv;
 pub(crate) mod protocol;

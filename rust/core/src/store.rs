@@ -161,11 +161,10 @@ struct PutState {
 }
 
 pub(crate) type AppendListener = Arc<dyn Fn(u64) + Send + Sync>;
-/// RocketMQ's `MessageArrivingListener`: told `(topic, queue id, next queue offset, tag hash)`
-/// for every
-/// record dispatched into a consume queue, on a master's put and a slave's replication alike.
+/// RocketMQ's `MessageArrivingListener`: told `(topic, queue id, next queue offset, tag hash,
+/// encoded properties)` for every record dispatched into a consume queue, on a master's put and a slave's replication alike.
 /// Runs under the put lock, so it must only hand the news on.
-pub(crate) type ArrivingListener = Arc<dyn Fn(&str, i32, i64, i64) + Send + Sync>;
+pub(crate) type ArrivingListener = Arc<dyn Fn(&str, i32, i64, i64, &[u8]) + Send + Sync>;
 
 pub struct MessageStore {
     config: StoreConfig,
@@ -279,9 +278,16 @@ impl MessageStore {
         *write(&self.arriving) = listener;
     }
 
-    fn arrived(&self, topic: &str, queue_id: i32, next_queue_offset: i64, tags_code: i64) {
+    fn arrived(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        next_queue_offset: i64,
+        tags_code: i64,
+        properties: &[u8],
+    ) {
         if let Some(listener) = read(&self.arriving).as_ref() {
-            listener(topic, queue_id, next_queue_offset, tags_code);
+            listener(topic, queue_id, next_queue_offset, tags_code, properties);
         }
     }
 
@@ -337,6 +343,7 @@ impl MessageStore {
             draft.queue_id,
             result.queue_offset + 1,
             tags_code,
+            draft.properties,
         );
         Ok(result)
     }
@@ -470,7 +477,13 @@ impl MessageStore {
         };
         slot.1.put(r.queue_offset, entry)?;
         slot.0 = slot.0.max(r.queue_offset + 1);
-        self.arrived(&topic, r.queue_id, r.queue_offset + 1, entry.tags_code);
+        self.arrived(
+            &topic,
+            r.queue_id,
+            r.queue_offset + 1,
+            entry.tags_code,
+            r.properties,
+        );
         Ok(())
     }
 

@@ -318,6 +318,14 @@ fn get_broker_runtime_info_answers_a_kv_table() {
         text[at..].split('"').next().unwrap().to_owned()
     };
     let (boot, put_tps) = (value("bootTimestamp"), value("putTps"));
+    let (earliest, disk) = (
+        value("earliestMessageTimeStamp"),
+        value("commitLogDiskRatio"),
+    );
+    assert!(
+        (0.0..=1.0).contains(&disk.parse::<f64>().unwrap()),
+        "{disk}"
+    );
     assert_eq!(
         put_tps
             .split(' ')
@@ -329,21 +337,26 @@ fn get_broker_runtime_info_answers_a_kv_table() {
     // `KVTable`: {"table":{key: value}}, every value a string.
     let body = format!(
         concat!(
-            r#"{{"table":{{"bootTimestamp":"{}","#,
+            r#"{{"table":{{"bootTimestamp":"{}","brokerActive":"true","#,
             r#""brokerId":"0","brokerName":"broker-a","brokerRole":"ASYNC_MASTER","#,
-            r#""brokerVersionDesc":"rocketha {}","commitLogMaxOffset":"{}","#,
-            r#""commitLogMinOffset":"0","getFoundTps":"0.0 0.0 0.0","#,
+            r#""brokerVersionDesc":"rocketha {}","commitLogDiskRatio":"{}","#,
+            r#""commitLogMaxOffset":"{}","#,
+            r#""commitLogMinOffset":"0","dispatchBehindBytes":"0","#,
+            r#""earliestMessageTimeStamp":"{}","getFoundTps":"0.0 0.0 0.0","#,
             r#""getMissTps":"0.0 0.0 0.0","getTotalTps":"0.0 0.0 0.0","#,
             r#""getTransferedTps":"0.0 0.0 0.0","getTransferredTps":"0.0 0.0 0.0","#,
             r#""groupTransferPending":"0","msgGetTotalTodayNow":"0","#,
-            r#""msgPutTotalTodayNow":"1","pullRequestsHeld":"0","#,
+            r#""msgPutTotalTodayNow":"1","pageCacheLockTimeMills":"0","#,
+            r#""pullRequestsHeld":"0","#,
             r#""pullThreadPoolQueueHeadWaitTimeMills":"0","pullThreadPoolQueueSize":"0","#,
             r#""putTps":"{}","sendThreadPoolQueueHeadWaitTimeMills":"0","#,
             r#""sendThreadPoolQueueSize":"0"}}}}"#
         ),
         boot,
         env!("CARGO_PKG_VERSION"),
+        disk,
         first_record_size(),
+        earliest,
         put_tps,
     );
     assert_eq!(

@@ -387,7 +387,7 @@ impl MQClientAPI {
     /// PULL_MESSAGE without waiting: returns a ticket whose answer `next_pulled` delivers.
     /// `timeout` must exceed `suspend_timeout_millis`, which the broker may hold the pull for.
     /// Raises at once (RemotingConnectError) when nothing could be sent.
-    #[pyo3(signature = (addr, *, consumer_group, topic, queue_id, queue_offset, max_msg_nums, sys_flag, commit_offset, suspend_timeout_millis, subscription, sub_version, timeout))]
+    #[pyo3(signature = (addr, *, consumer_group, topic, queue_id, queue_offset, max_msg_nums, sys_flag, commit_offset, suspend_timeout_millis, subscription, expression_type, sub_version, timeout))]
     #[allow(clippy::too_many_arguments)]
     fn pull_message_async(
         &self,
@@ -402,6 +402,7 @@ impl MQClientAPI {
         commit_offset: i64,
         suspend_timeout_millis: i64,
         subscription: String,
+        expression_type: String,
         sub_version: i64,
         timeout: f64,
     ) -> PyResult<u64> {
@@ -410,6 +411,7 @@ impl MQClientAPI {
             commit_offset,
             suspend_timeout_millis,
             sub_version,
+            expression_type: Some(expression_type),
             ..PullMessageRequestHeader::tag(
                 consumer_group,
                 topic,
@@ -727,7 +729,7 @@ impl MQClientAPI {
     }
 
     /// HEART_BEAT of a consumer of `group` subscribed to `subscriptions`
-    /// (`[(topic, expression, sub_version)]`).
+    /// (`[(topic, expression, expression_type, sub_version)]`).
     #[pyo3(signature = (addr, client_id, *, group, consume_type, message_model, consume_from_where, subscriptions, timeout))]
     #[allow(clippy::too_many_arguments)]
     fn send_consumer_heartbeat(
@@ -739,13 +741,15 @@ impl MQClientAPI {
         consume_type: String,
         message_model: String,
         consume_from_where: String,
-        subscriptions: Vec<(String, String, i64)>,
+        subscriptions: Vec<(String, String, String, i64)>,
         timeout: f64,
     ) -> PyResult<()> {
         self.guard.check()?;
         let subscriptions = subscriptions
             .iter()
-            .map(|(topic, expr, version)| SubscriptionData::build(topic, expr, *version))
+            .map(|(topic, expr, kind, version)| {
+                SubscriptionData::build(topic, expr, kind, *version)
+            })
             .collect::<Result<Vec<_>, _>>()
             .map_err(subscription_error)?;
         let consumer = ConsumerData {
@@ -757,6 +761,28 @@ impl MQClientAPI {
         };
         let api = &self.inner;
         py.detach(|| api.send_consumer_heartbeat(addr, client_id, &consumer, secs(timeout)))
+            .map_err(send_error)
+    }
+
+    /// CHECK_CLIENT_CONFIG: raises with the broker's code and reason when it does not take `expression` (of `expression_type`) on `topic` for `group`.
+    #[pyo3(signature = (addr, client_id, *, group, topic, expression, expression_type, timeout))]
+    #[allow(clippy::too_many_arguments)]
+    fn check_client_config(
+        &self,
+        py: Python<'_>,
+        addr: &str,
+        client_id: &str,
+        group: &str,
+        topic: &str,
+        expression: &str,
+        expression_type: &str,
+        timeout: f64,
+    ) -> PyResult<()> {
+        self.guard.check()?;
+        let sub = SubscriptionData::build(topic, expression, expression_type, 0)
+            .map_err(subscription_error)?;
+        let api = &self.inner;
+        py.detach(|| api.check_client_config(addr, client_id, group, &sub, secs(timeout)))
             .map_err(send_error)
     }
 }

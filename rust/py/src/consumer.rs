@@ -33,12 +33,18 @@ pub(crate) fn subscription_error(reason: String) -> PyErr {
     PyValueError::new_err(reason)
 }
 
-/// `FilterAPI.buildSubscriptionData`: the expression as sent (`*` for every tag) and the
-/// tags a message must carry one of (empty for every message). Raises ValueError for an
-/// expression naming no tag.
+/// `FilterAPI.build`: the expression as sent (`*` for every tag) and the tags a message must
+/// carry one of (empty for every message, and for SQL92, which the broker filters by). Raises
+/// ValueError for a TAG expression naming no tag, SQL92 that does not compile, or another
+/// expression type.
 #[pyfunction]
-pub(crate) fn parse_subscription(topic: &str, expression: &str) -> PyResult<(String, Vec<String>)> {
-    SubscriptionData::build(topic, expression, 0)
+#[pyo3(signature = (topic, expression, expression_type = "TAG"))]
+pub(crate) fn parse_subscription(
+    topic: &str,
+    expression: &str,
+    expression_type: &str,
+) -> PyResult<(String, Vec<String>)> {
+    SubscriptionData::build(topic, expression, expression_type, 0)
         .map(|s| (s.sub_string, s.tags))
         .map_err(subscription_error)
 }

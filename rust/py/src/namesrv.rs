@@ -33,8 +33,10 @@ impl NameServer {
         kv_config_path: Option<std::path::PathBuf>,
     ) -> PyResult<Self> {
         let listen = parse_host(listen)?;
-        let mut config = NamesrvConfig::default();
-        config.kv_config_path = kv_config_path;
+        let mut config = NamesrvConfig {
+            kv_config_path,
+            ..NamesrvConfig::default()
+        };
         config.server.tls = tls.and_then(|t| t.inner.clone());
         if let Some(ms) = broker_channel_expired_time_ms {
             config.broker_channel_expired_time = Duration::from_millis(ms);

@@ -230,6 +230,8 @@ broker_config! {
     access_message_in_memory_max_ratio: i64 = "accessMessageInMemoryMaxRatio", 40;
     /// The broker id the subscription groups this broker creates send lagging consumers to.
     which_broker_when_consume_slowly: i64 = "whichBrokerWhenConsumeSlowly", 1;
+    /// Consumers may subscribe with SQL92 expressions over message properties.
+    enable_property_filter: bool = "enablePropertyFilter", false;
     /// A suspended pull is held for its `suspendTimeoutMillis` (else 1 s).
     long_polling_enable: bool = "longPollingEnable", true;
     /// Milliseconds between writes of `config/consumerOffset.json`.
@@ -302,7 +304,6 @@ fn render_delete_when(hours: &[u32]) -> String {
 /// RocketMQ broker and store keys that load but that rocketha does not act on.
 pub const IGNORED_KEYS: &[&str] = &[
     "brokerIP2",
-    "enablePropertyFilter",
     "storePathConsumeQueue",
     "storePathIndex",
     "storeCheckpoint",

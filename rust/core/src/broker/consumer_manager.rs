@@ -7,10 +7,11 @@
 //! rebalances at once, rather than at its next 20 s rebalance.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::commitlog::record::tags_hash_code;
+use crate::filter::{self, SqlFilter};
 pub(crate) use crate::protocol::heartbeat::ConsumerData;
 use crate::remoting::{request_code, RemotingCommand, Responder};
 use crate::sync::lock;
@@ -20,33 +21,52 @@ pub(crate) const CHANNEL_EXPIRED_TIMEOUT: Duration = Duration::from_secs(120);
 /// `SubscriptionData.SUB_ALL`.
 const SUB_ALL: &str = "*";
 
-/// A subscription the broker filters by: RocketMQ's `SubscriptionData` for TAG expressions,
-/// matched against the consume queue's tag hash (`codeSet`).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A subscription the broker filters by: RocketMQ's `SubscriptionData`. A TAG expression is
+/// matched against the consume queue's tag hash (`codeSet`); a SQL92 one, compiled as
+/// `ConsumerFilterData` holds it, against each message's properties.
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct SubscriptionData {
     pub(crate) topic: String,
     pub(crate) sub_string: String,
-    /// Empty for `*`: every message matches.
+    /// Empty for `*` and for SQL92: every message passes the consume queue.
     pub(crate) code_set: BTreeSet<i64>,
     pub(crate) sub_version: i64,
+    /// The compiled SQL92 expression; `None` for TAG.
+    pub(crate) sql: Option<Arc<SqlFilter>>,
 }
 
 impl SubscriptionData {
     /// `FilterAPI.build`: `*` (or nothing) takes every message, `a || b` the messages tagged
-    /// `a` or `b`. An expression naming no tag, or of a type other than TAG (SQL92 needs
-    /// property filtering, which rocketha does not do), is refused with the reason.
+    /// `a` or `b`; a SQL92 expression is compiled (`ConsumerFilterManager.build`). An
+    /// expression naming no tag, malformed SQL92, or another expression type is refused with
+    /// the reason.
     pub(crate) fn build(
         topic: &str,
         sub_string: &str,
         expression_type: Option<&str>,
         sub_version: i64,
     ) -> Result<Self, String> {
-        if let Some(t) = expression_type.filter(|t| !t.is_empty() && *t != "TAG") {
-            return Err(format!(
-                "expressionType {t}: the broker does not support consumer to filter message by \
-                 {t}; only TAG expressions (\"*\" or \"a || b\")"
-            ));
+        match expression_type.filter(|t| !t.is_empty()) {
+            None | Some(filter::TAG) => Self::build_tag(topic, sub_string, sub_version),
+            Some(filter::SQL92) => {
+                let sql = SqlFilter::compile(sub_string).map_err(|e| {
+                    format!("SQL92 expression {sub_string:?} of topic {topic}: {e}")
+                })?;
+                Ok(Self {
+                    topic: topic.to_owned(),
+                    sub_string: sub_string.trim().to_owned(),
+                    code_set: BTreeSet::new(),
+                    sub_version,
+                    sql: Some(Arc::new(sql)),
+                })
+            }
+            Some(t) => Err(format!(
+                "expressionType {t}: unknown expression type; the broker filters by TAG or SQL92"
+            )),
         }
+    }
+
+    fn build_tag(topic: &str, sub_string: &str, sub_version: i64) -> Result<Self, String> {
         let trimmed = sub_string.trim();
         let mut code_set = BTreeSet::new();
         if !trimmed.is_empty() && trimmed != SUB_ALL {
@@ -65,12 +85,25 @@ impl SubscriptionData {
             sub_string: if trimmed.is_empty() { SUB_ALL } else { trimmed }.to_owned(),
             code_set,
             sub_version,
+            sql: None,
         })
     }
 
-    /// `ExpressionMessageFilter.isMatchedByConsumeQueue` for TAG expressions.
+    /// `ExpressionMessageFilter.isMatchedByConsumeQueue`: a TAG expression by tag hash; a
+    /// SQL92 one passes every entry, for [`Self::matches_properties`] to decide.
     pub(crate) fn matches(&self, tags_code: i64) -> bool {
         self.code_set.is_empty() || self.code_set.contains(&tags_code)
+    }
+
+    /// `ExpressionMessageFilter.isMatchedByCommitLog`: a SQL92 expression over the message's
+    /// encoded properties; TAG expressions were decided by the consume queue.
+    pub(crate) fn matches_properties(&self, properties: &[u8]) -> bool {
+        self.sql.as_ref().is_none_or(|sql| sql.matches(properties))
+    }
+
+    /// True when a pull may skip many entries for each one it takes.
+    pub(crate) fn is_filtered(&self) -> bool {
+        !self.code_set.is_empty() || self.sql.is_some()
     }
 }
 
@@ -285,6 +318,7 @@ impl ConsumerManager {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::commitlog::record;
     use crate::protocol::heartbeat::SubscriptionWire;
 
     fn consumer(group: &str, topic: &str, sub: &str) -> ConsumerData {
@@ -312,8 +346,23 @@ mod tests {
         assert!(!ab.matches(tags_hash_code("c")) && !ab.matches(0));
         let err = SubscriptionData::build("T", "||", None, 0).unwrap_err();
         assert!(err.contains("subString split error"), "{err}");
-        let err = SubscriptionData::build("T", "a > 1", Some("SQL92"), 0).unwrap_err();
-        assert!(err.starts_with("expressionType SQL92"), "{err}");
+        let err = SubscriptionData::build("T", "a", Some("CLASS"), 0).unwrap_err();
+        assert!(err.contains("unknown expression type"), "{err}");
+    }
+
+    #[test]
+    fn sql92_expressions_pass_the_consume_queue_and_match_by_properties() {
+        let sub = SubscriptionData::build("T", " a > 5 ", Some("SQL92"), 3).unwrap();
+        assert_eq!((sub.sub_string.as_str(), sub.sub_version), ("a > 5", 3));
+        assert!(sub.is_filtered() && sub.matches(tags_hash_code("x")));
+        let props = |v: &str| record::encode_properties([("a", v)]).unwrap();
+        assert!(sub.matches_properties(&props("7")));
+        assert!(!sub.matches_properties(&props("3")) && !sub.matches_properties(&[]));
+        let err = SubscriptionData::build("T", "a >", Some("SQL92"), 0).unwrap_err();
+        assert!(
+            err.starts_with("SQL92 expression \"a >\" of topic T"),
+            "{err}"
+        );
     }
 
     fn subscriptions(entries: &[(&str, &str, i64)]) -> BTreeMap<String, SubscriptionData> {

@@ -64,6 +64,8 @@ pub struct BrokerSettings {
     pub access_message_in_memory_max_ratio: i32,
     /// `longPollingEnable`: a suspended pull is held for its `suspendTimeoutMillis` (else 1 s).
     pub long_polling_enable: bool,
+    /// `enablePropertyFilter`: consumers may subscribe with SQL92 over message properties.
+    pub enable_property_filter: bool,
     /// `autoCreateSubscriptionGroup` (changes at runtime).
     pub auto_create_subscription_group: LiveFlag,
     /// `maxTransferBytesOnMessageInMemory` / `maxTransferCountOnMessageInMemory`: one pull's

@@ -18,7 +18,7 @@ use super::admin::groups;
 use super::admin::offsets::{self, ResetTables};
 use super::admin::topics::{self, ProtectedTopics};
 use super::consumer_manage::ConsumerManageProcessor;
-use super::consumer_manager::ConsumerManager;
+use super::consumer_manager::{ConsumerManager, SubscriptionData};
 use super::consumer_offset::ConsumerOffsetManager;
 use super::pull::PullMessageProcessor;
 use super::rebalance_lock::{self, RebalanceLockManager, REBALANCE_LOCK_MAX_LIVE_TIME};
@@ -28,10 +28,11 @@ use super::subscription_group::SubscriptionGroupManager;
 use super::topic_config::{validate_topic, TopicConfigManager};
 use super::{BrokerConfig, BrokerSettings};
 use crate::acl::plain_access_validator::PlainAccessValidator;
+use crate::filter;
 use crate::ha::client::HaClient;
 use crate::ha::master::HaMaster;
 use crate::protocol::body::{perm, TopicConfig};
-use crate::protocol::heartbeat::HeartbeatData;
+use crate::protocol::heartbeat::{CheckClientRequestBody, HeartbeatData};
 use crate::protocol::json::parse_lenient;
 use crate::remoting::header::{CreateTopicRequestHeader, UnregisterClientRequestHeader};
 use crate::remoting::{
@@ -386,6 +387,42 @@ impl BrokerProcessor {
         RemotingCommand::response_to(request, response_code::SUCCESS, remark)
     }
 
+    /// `ClientManageProcessor.checkClientConfig`: a consumer about to start asks whether the
+    /// broker takes its subscription. TAG always; SQL92 only with `enablePropertyFilter`, and
+    /// only when it compiles (SUBSCRIPTION_PARSE_FAILED with the reason otherwise).
+    fn check_client_config(&self, request: &RemotingCommand) -> RemotingCommand {
+        let body: CheckClientRequestBody =
+            match parse_lenient(&request.body, "CheckClientRequestBody") {
+                Ok(b) => b,
+                Err(e) => return system_error(request, e),
+            };
+        let Some(sub) = body.subscription_data else {
+            return RemotingCommand::response_to(request, response_code::SUCCESS, None);
+        };
+        let expression_type = sub.expression_type.as_deref().filter(|t| !t.is_empty());
+        if expression_type.is_none_or(|t| t == filter::TAG) {
+            return RemotingCommand::response_to(request, response_code::SUCCESS, None);
+        }
+        let t = expression_type.unwrap_or_default();
+        if !self.settings.enable_property_filter {
+            return system_error(
+                request,
+                format!(
+                    "The broker does not support consumer to filter message by {t} \
+                     (enablePropertyFilter is false)"
+                ),
+            );
+        }
+        match SubscriptionData::build(&sub.topic, &sub.sub_string, Some(t), sub.sub_version) {
+            Ok(_) => RemotingCommand::response_to(request, response_code::SUCCESS, None),
+            Err(why) => RemotingCommand::response_to(
+                request,
+                response_code::SUBSCRIPTION_PARSE_FAILED,
+                Some(format!("client {}@{}: {why}", body.client_id, body.group)),
+            ),
+        }
+    }
+
     /// `ClientManageProcessor.unregisterClient`.
     fn unregister_client(
         &self,
@@ -451,6 +488,7 @@ impl RequestProcessor for BrokerProcessor {
             request_code::GET_BROKER_RUNTIME_INFO => Some(self.get_broker_runtime_info(&request)),
             request_code::HEART_BEAT => Some(self.heart_beat(&request, ctx)),
             request_code::UNREGISTER_CLIENT => Some(self.unregister_client(&request, ctx)),
+            request_code::CHECK_CLIENT_CONFIG => Some(self.check_client_config(&request)),
             request_code::PULL_MESSAGE | request_code::LITE_PULL_MESSAGE => {
                 self.pull
                     .process(&request, ctx.connection_id(), ctx.remote(), ctx.responder())

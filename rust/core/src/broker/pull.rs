@@ -21,6 +21,8 @@ use super::store_stats::StoreStatsService;
 use super::subscription_group::{SubscriptionGroupConfig, SubscriptionGroupManager};
 use super::topic_config::TopicConfigManager;
 use super::{BrokerSettings, TransferLimit};
+use crate::commitlog::record::{self, Peeked};
+use crate::filter;
 use crate::protocol::body::{perm, MASTER_ID};
 use crate::remoting::header::{pull_sys_flag, PullMessageRequestHeader, PullMessageResponseHeader};
 use crate::remoting::{response_code, RemotingCommand, Responder};
@@ -348,6 +350,16 @@ impl PullMessageProcessor {
         } else {
             self.registered_subscription(&header)?
         };
+        if sub.sql.is_some() && !s.enable_property_filter {
+            return Err(Refusal(
+                response_code::SYSTEM_ERROR,
+                format!(
+                    "The broker does not support consumer to filter message by {} \
+                     (enablePropertyFilter is false)",
+                    filter::SQL92
+                ),
+            ));
+        }
         Ok((
             header,
             sub,
@@ -516,7 +528,7 @@ impl PullMessageProcessor {
             .and_then(|b| usize::try_from(b).ok())
             .unwrap_or(usize::MAX);
         // A filtered subscription may skip many entries for each one it takes.
-        let scan = if sub.code_set.is_empty() {
+        let scan = if !sub.is_filtered() {
             max_msgs
         } else {
             max_msgs.max(MAX_FILTER_ENTRIES)
@@ -560,6 +572,10 @@ impl PullMessageProcessor {
             else {
                 break;
             };
+            if !matches_by_commit_log(sub, slice.bytes()) {
+                next = qo + 1;
+                continue;
+            }
             result.body.extend_from_slice(slice.bytes());
             result.count += 1;
             status = GetMessageStatus::Found;
@@ -602,6 +618,19 @@ fn response_code_of(status: GetMessageStatus, queue_offset: i64) -> i32 {
         GetMessageStatus::OffsetOverflowBadly | GetMessageStatus::OffsetTooSmall => {
             response_code::PULL_OFFSET_MOVED
         }
+    }
+}
+
+/// `isMatchedByCommitLog` over a stored record: its properties decide a SQL92 subscription.
+/// A record that does not decode is not the filter's to judge: it goes to the consumer, whose
+/// own decoding reports it.
+fn matches_by_commit_log(sub: &SubscriptionData, record: &[u8]) -> bool {
+    if sub.sql.is_none() {
+        return true;
+    }
+    match record::decode(record, false) {
+        Ok(Peeked::Record(r)) => sub.matches_properties(r.properties),
+        _ => true,
     }
 }
 

@@ -11,6 +11,7 @@ use std::time::Duration;
 use super::{expect_success, MqClientApi, SendError};
 use crate::commitlog::record::{self, tags_hash_code, Peeked, RecordView};
 use crate::error::RecordError;
+use crate::filter::{self, SqlFilter};
 use crate::protocol::lock_batch::{LockBatchRequestBody, LockBatchResponseBody, MessageQueue};
 use crate::remoting::header::{
     ConsumerSendMsgBackRequestHeader, GetConsumerListByGroupRequestHeader, OffsetResponseHeader,
@@ -25,20 +26,51 @@ use crate::remoting::{request_code, response_code, CustomHeader, RemotingCommand
 /// `retryMaxTimes`), so those requests say it; the client's other requests say 0.
 pub(super) const SEND_BACK_VERSION: i32 = 121;
 
-/// `SubscriptionData` as a heartbeat carries it (TAG expressions only).
+/// `SubscriptionData` as a heartbeat carries it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SubscriptionData {
     pub topic: String,
     pub sub_string: String,
-    /// Empty for `*`.
+    /// `TAG` or `SQL92` (`ExpressionType`).
+    pub expression_type: String,
+    /// Empty for `*` and for SQL92, which the broker alone filters by.
     pub tags: Vec<String>,
     pub sub_version: i64,
 }
 
 impl SubscriptionData {
-    /// `FilterAPI.buildSubscriptionData`: `*` (or nothing) takes every message, `a || b` the
-    /// messages tagged `a` or `b`; an expression naming no tag is refused.
-    pub fn build(topic: &str, sub_string: &str, sub_version: i64) -> Result<Self, String> {
+    /// `FilterAPI.build`: for TAG, `*` (or nothing) takes every message, `a || b` the
+    /// messages tagged `a` or `b`, and an expression naming no tag is refused; a SQL92
+    /// expression must compile as the broker will compile it. Another type is refused.
+    pub fn build(
+        topic: &str,
+        sub_string: &str,
+        expression_type: &str,
+        sub_version: i64,
+    ) -> Result<Self, String> {
+        match expression_type {
+            filter::TAG => Self::build_tag(topic, sub_string, sub_version),
+            filter::SQL92 => {
+                SqlFilter::compile(sub_string).map_err(|e| {
+                    format!("SQL92 expression {sub_string:?} of topic {topic}: {e}")
+                })?;
+                Ok(Self {
+                    topic: topic.to_owned(),
+                    sub_string: sub_string.trim().to_owned(),
+                    expression_type: filter::SQL92.to_owned(),
+                    tags: Vec::new(),
+                    sub_version,
+                })
+            }
+            other => Err(format!(
+                "expression type {other:?}: unknown; use {:?} or {:?}",
+                filter::TAG,
+                filter::SQL92
+            )),
+        }
+    }
+
+    fn build_tag(topic: &str, sub_string: &str, sub_version: i64) -> Result<Self, String> {
         let trimmed = sub_string.trim();
         let mut tags: Vec<String> = Vec::new();
         if !trimmed.is_empty() && trimmed != "*" {
@@ -57,6 +89,7 @@ impl SubscriptionData {
         Ok(Self {
             topic: topic.to_owned(),
             sub_string: if tags.is_empty() { "*" } else { trimmed }.to_owned(),
+            expression_type: filter::TAG.to_owned(),
             tags,
             sub_version,
         })
@@ -67,7 +100,7 @@ impl SubscriptionData {
         serde_json::json!({
             "classFilterMode": false,
             "codeSet": codes,
-            "expressionType": "TAG",
+            "expressionType": self.expression_type,
             "subString": self.sub_string,
             "subVersion": self.sub_version,
             "tagsSet": self.tags,
@@ -626,6 +659,28 @@ impl MqClientApi {
         request.body = consumer_heartbeat_data(client_id, consumer);
         let response = self.invoke(addr, request, timeout)?;
         expect_success(addr, "HEART_BEAT", response)
+    }
+
+    /// CHECK_CLIENT_CONFIG (`checkClientInBroker`): asks a broker whether it takes a
+    /// subscription before the consumer starts; the broker's remark says why not.
+    pub fn check_client_config(
+        &self,
+        addr: &str,
+        client_id: &str,
+        group: &str,
+        subscription: &SubscriptionData,
+        timeout: Duration,
+    ) -> Result<(), SendError> {
+        let mut request = RemotingCommand::request(request_code::CHECK_CLIENT_CONFIG, 0);
+        request.body = serde_json::json!({
+            "clientId": client_id,
+            "group": group,
+            "subscriptionData": subscription.to_json(),
+        })
+        .to_string()
+        .into_bytes();
+        let response = self.invoke(addr, request, timeout)?;
+        expect_success(addr, "CHECK_CLIENT_CONFIG", response)
     }
 }
 

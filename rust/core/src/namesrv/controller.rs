@@ -2,8 +2,8 @@
 //! housekeeping thread that expires silent brokers.
 
 use std::io;
-use std::path::Path;
 use std::net::SocketAddr;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 

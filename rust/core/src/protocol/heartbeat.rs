@@ -45,3 +45,13 @@ pub(crate) struct SubscriptionWire {
     pub(crate) sub_version: i64,
     pub(crate) expression_type: Option<String>,
 }
+
+/// `CheckClientRequestBody`: the subscription a consumer asks a broker to check before it
+/// starts (CHECK_CLIENT_CONFIG).
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub(crate) struct CheckClientRequestBody {
+    pub(crate) client_id: String,
+    pub(crate) group: String,
+    pub(crate) subscription_data: Option<SubscriptionWire>,
+}

@@ -8,6 +8,7 @@ use std::sync::Mutex;
 use super::super::consumer_manager::{ConsumerManager, SubscriptionData};
 use super::super::processor::ClientChannel;
 use super::bad_header;
+use crate::filter;
 use crate::protocol::connection::{
     Connection, ConsumerConnection, ProducerConnection, SubscriptionBody,
 };
@@ -37,7 +38,13 @@ fn connections(
 }
 
 fn subscription_body(s: SubscriptionData) -> SubscriptionBody {
+    let expression_type = if s.sql.is_some() {
+        filter::SQL92
+    } else {
+        filter::TAG
+    };
     let tags_set = match s.sub_string.as_str() {
+        _ if s.sql.is_some() => Vec::new(),
         "*" => Vec::new(),
         tags => tags.split("||").map(|t| t.trim().to_owned()).collect(),
     };
@@ -48,7 +55,7 @@ fn subscription_body(s: SubscriptionData) -> SubscriptionBody {
         tags_set,
         code_set: s.code_set.into_iter().collect(),
         sub_version: s.sub_version,
-        expression_type: "TAG".into(),
+        expression_type: expression_type.into(),
     }
 }
 

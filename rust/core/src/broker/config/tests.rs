@@ -48,6 +48,7 @@ fn every_key_has_rocketmqs_default() {
         ("slaveReadEnable", "false"),
         ("accessMessageInMemoryMaxRatio", "40"),
         ("whichBrokerWhenConsumeSlowly", "1"),
+        ("enablePropertyFilter", "false"),
         ("longPollingEnable", "true"),
         ("flushConsumerOffsetInterval", "5000"),
         ("autoCreateSubscriptionGroup", "true"),

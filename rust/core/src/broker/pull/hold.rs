@@ -97,11 +97,13 @@ impl PullRequestHoldService {
         answer: impl Fn(HeldPull) + Send + 'static,
     ) -> std::io::Result<()> {
         let weak = Arc::downgrade(self);
-        store.set_arriving_listener(Some(Arc::new(move |topic, queue_id, next, tags_code| {
-            if let Some(service) = weak.upgrade() {
-                service.notify_message_arriving(topic, queue_id, next, tags_code);
-            }
-        })));
+        store.set_arriving_listener(Some(Arc::new(
+            move |topic, queue_id, next, tags_code, properties: &[u8]| {
+                if let Some(service) = weak.upgrade() {
+                    service.notify_message_arriving(topic, queue_id, next, tags_code, properties);
+                }
+            },
+        )));
         let service = self.clone();
         self.service
             .start(move |waiter| service.run(&waiter, answer))
@@ -134,13 +136,15 @@ impl PullRequestHoldService {
     }
 
     /// Wakes the pulls of a queue a record just went to (the store's arriving listener): those
-    /// waiting at or before it whose subscription takes its tag.
+    /// waiting at or before it whose subscription takes it, by its tag and, for SQL92, by its
+    /// properties (`isMatchedByCommitLog`).
     pub(crate) fn notify_message_arriving(
         &self,
         topic: &str,
         queue_id: i32,
         next_queue_offset: i64,
         tags_code: i64,
+        properties: &[u8],
     ) {
         if self.held.load(Ordering::Acquire) == 0 {
             return;
@@ -153,7 +157,11 @@ impl PullRequestHoldService {
         let before = ready.len();
         let mut i = 0;
         while i < pulls.len() {
-            if next_queue_offset > pulls[i].pull_from && pulls[i].sub.matches(tags_code) {
+            let sub = &pulls[i].sub;
+            if next_queue_offset > pulls[i].pull_from
+                && sub.matches(tags_code)
+                && sub.matches_properties(properties)
+            {
                 ready.push(pulls.swap_remove(i));
             } else {
                 i += 1;

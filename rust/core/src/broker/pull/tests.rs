@@ -422,6 +422,7 @@ fn a_lagging_consumer_is_sent_to_the_slave_and_its_commit_is_stored() {
 fn slave_of(
     master: Option<String>,
     slave_read_enable: bool,
+    enable_property_filter: bool,
 ) -> (BrokerController, Arc<HaClient>, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -431,6 +432,7 @@ fn slave_of(
         broker_id: 1,
         is_slave: true,
         slave_read_enable: slave_read_enable.into(),
+        enable_property_filter,
         ..BrokerSettings::default()
     };
     let controller = BrokerController::start(
@@ -450,7 +452,7 @@ fn slave_of(
 }
 
 fn slave(slave_read_enable: bool) -> (BrokerController, tempfile::TempDir) {
-    let (controller, _, dir) = slave_of(None, slave_read_enable);
+    let (controller, _, dir) = slave_of(None, slave_read_enable, false);
     (controller, dir)
 }
 
@@ -460,7 +462,7 @@ fn a_pull_held_on_the_slave_is_answered_by_replication() {
     let mut m = client(master.controller.local_addr());
     m.invoke(create_topic("orders", 1), TIMEOUT).unwrap();
     send_tagged(&mut m, "orders", "a", b"before");
-    let (s, _ha_client, _dir) = slave_of(Some(ha.local_addr().to_string()), true);
+    let (s, _ha_client, _dir) = slave_of(Some(ha.local_addr().to_string()), true, false);
     let addr = s.local_addr();
     let mut c = client(addr);
     c.invoke(create_topic("orders", 1), TIMEOUT).unwrap();
@@ -561,4 +563,156 @@ fn msg_get_total_counts_the_messages_answered_to_pulls_held_ones_too() {
     let r = waiting.join().unwrap();
     assert_eq!(r.code, response_code::SUCCESS, "{:?}", r.remark);
     assert_eq!(got(&mut c), "4");
+}
+
+fn send_with(c: &mut RemotingClient, topic: &str, props: &[(&str, &str)]) -> u64 {
+    let mut encoded = String::new();
+    for (k, v) in props.iter().chain(&[("WAIT", "true")]) {
+        encoded.push_str(&format!("{k}\u{1}{v}\u{2}"));
+    }
+    let send = crate::broker::send::tests::send_v2(topic, 0, &encoded, b"m");
+    let r = c.invoke(send, TIMEOUT).unwrap();
+    assert_eq!(r.code, response_code::SUCCESS, "{:?}", r.remark);
+    let h: SendMessageResponseHeader = r.decode_custom_header().unwrap();
+    u64::from_str_radix(&h.msg_id[16..], 16).unwrap()
+}
+
+fn sql_pull(offset: i64, sys_flag: i32, sql: &str) -> RemotingCommand {
+    let mut r = pull("orders", 0, offset, 32, sys_flag, Some(sql));
+    r.ext_fields.insert("expressionType".into(), "SQL92".into());
+    r
+}
+
+fn sql_broker(enable_property_filter: bool) -> Broker {
+    broker_with(BrokerSettings {
+        enable_property_filter,
+        ..BrokerSettings::default()
+    })
+}
+
+#[test]
+fn a_sql92_pull_answers_the_records_whose_properties_match() {
+    let b = sql_broker(true);
+    let mut c = client(b.controller.local_addr());
+    let at: Vec<u64> = ["7", "3", "x", "9"]
+        .iter()
+        .map(|a| send_with(&mut c, "orders", &[("a", a)]))
+        .collect();
+    let tagged = send_with(&mut c, "orders", &[("TAGS", "t")]);
+    let r = c.invoke(sql_pull(0, 0, "a > 5"), TIMEOUT).unwrap();
+    assert_eq!(r.code, response_code::SUCCESS, "{:?}", r.remark);
+    let mut want = record_bytes(&b.store, at[0]);
+    want.extend(record_bytes(&b.store, at[3]));
+    assert_eq!(
+        r.body, want,
+        "7 and 9; not 3, nor x, nor the message without a"
+    );
+    assert_eq!(header(&r).next_begin_offset, 5);
+    // TAGS is a property; a missing one IS NULL.
+    let r = c
+        .invoke(sql_pull(0, 0, "TAGS = 't' AND a IS NULL"), TIMEOUT)
+        .unwrap();
+    assert_eq!(r.body, record_bytes(&b.store, tagged));
+    // Nothing matching: the consumer is told to pull again from past what was looked at.
+    let r = c.invoke(sql_pull(0, 0, "a = 'nope'"), TIMEOUT).unwrap();
+    assert_eq!(r.code, response_code::PULL_RETRY_IMMEDIATELY);
+    assert_eq!(header(&r).next_begin_offset, 5);
+    let r = c.invoke(sql_pull(0, 0, "a >"), TIMEOUT).unwrap();
+    assert_eq!(r.code, response_code::SUBSCRIPTION_PARSE_FAILED);
+    assert!(r.remark.unwrap().contains("SQL92 expression"));
+}
+
+#[test]
+fn sql92_is_refused_without_enable_property_filter_and_checked_by_check_client_config() {
+    let check = |c: &mut RemotingClient, kind: &str, sql: &str| {
+        let mut r = RemotingCommand::request(request_code::CHECK_CLIENT_CONFIG, 0);
+        r.body = serde_json::json!({"clientId": "c1", "group": "cg", "subscriptionData": {
+            "topic": "orders", "subString": sql, "expressionType": kind, "subVersion": 1}})
+        .to_string()
+        .into_bytes();
+        let r = c.invoke(r, TIMEOUT).unwrap();
+        (r.code, r.remark.unwrap_or_default())
+    };
+    let off = sql_broker(false);
+    let mut c = client(off.controller.local_addr());
+    send_with(&mut c, "orders", &[("a", "7")]);
+    let r = c.invoke(sql_pull(0, 0, "a > 5"), TIMEOUT).unwrap();
+    assert_eq!(r.code, response_code::SYSTEM_ERROR);
+    let remark = r.remark.unwrap();
+    assert!(remark.contains("does not support consumer to filter message by SQL92"));
+    assert_eq!(
+        check(&mut c, "TAG", "a || b"),
+        (response_code::SUCCESS, String::new())
+    );
+    let (code, why) = check(&mut c, "SQL92", "a > 5");
+    assert_eq!(code, response_code::SYSTEM_ERROR);
+    assert!(why.contains("enablePropertyFilter is false"), "{why}");
+
+    let on = sql_broker(true);
+    let mut c = client(on.controller.local_addr());
+    assert_eq!(
+        check(&mut c, "SQL92", "a > 5"),
+        (response_code::SUCCESS, String::new())
+    );
+    let (code, why) = check(&mut c, "SQL92", "a > 'x'");
+    assert_eq!(code, response_code::SUBSCRIPTION_PARSE_FAILED);
+    assert!(why.contains("cannot be compared"), "{why}");
+    let (code, why) = check(&mut c, "CLASS", "x");
+    assert_eq!(code, response_code::SUBSCRIPTION_PARSE_FAILED);
+    assert!(why.contains("unknown expression type"), "{why}");
+}
+
+#[test]
+fn a_held_sql92_pull_wakes_only_for_a_matching_message() {
+    let b = sql_broker(true);
+    let addr = b.controller.local_addr();
+    let mut c = client(addr);
+    send_with(&mut c, "orders", &[("a", "9")]);
+    let waiting = std::thread::spawn(move || {
+        let mut consumer = client(addr);
+        consumer
+            .invoke(sql_pull(1, pull_sys_flag::FLAG_SUSPEND, "a > 5"), TIMEOUT)
+            .unwrap()
+    });
+    wait_for("the pull to be held", || held(&mut c));
+    send_with(&mut c, "orders", &[("a", "1")]);
+    send_with(&mut c, "orders", &[("b", "9")]);
+    // Still held after two messages that do not match: they arrived before the next send
+    // answered, and arrivals are handled as they are dispatched.
+    assert_eq!(runtime_info(&mut c, "pullRequestsHeld"), "1");
+    let at = send_with(&mut c, "orders", &[("a", "6")]);
+    let r = waiting.join().unwrap();
+    assert_eq!(r.code, response_code::SUCCESS, "{:?}", r.remark);
+    assert_eq!(r.body, record_bytes(&b.store, at));
+    assert_eq!(header(&r).next_begin_offset, 4);
+}
+
+#[test]
+fn a_sql92_pull_held_on_the_slave_wakes_for_a_replicated_match_only() {
+    let (master, ha) = start_ha_master("");
+    let mut m = client(master.controller.local_addr());
+    m.invoke(create_topic("orders", 1), TIMEOUT).unwrap();
+    send_with(&mut m, "orders", &[("a", "9")]);
+    let (s, _ha_client, _dir) = slave_of(Some(ha.local_addr().to_string()), true, true);
+    let addr = s.local_addr();
+    let mut c = client(addr);
+    c.invoke(create_topic("orders", 1), TIMEOUT).unwrap();
+    wait_for("the slave to catch up", || {
+        let r = c.invoke(sql_pull(0, 0, "a > 5"), TIMEOUT).ok()?;
+        (r.code == response_code::SUCCESS).then_some(())
+    });
+    let waiting = std::thread::spawn(move || {
+        let sql = sql_pull(1, pull_sys_flag::FLAG_SUSPEND, "a > 5");
+        client(addr).invoke(sql, TIMEOUT).unwrap()
+    });
+    wait_for("the pull to be held on the slave", || held(&mut c));
+    send_with(&mut m, "orders", &[("a", "1")]);
+    let at = send_with(&mut m, "orders", &[("a", "6")]);
+    let r = waiting.join().unwrap();
+    assert_eq!(r.code, response_code::SUCCESS, "{:?}", r.remark);
+    let record = crate::broker::admin::record_at(&master.store, at)
+        .unwrap()
+        .0;
+    assert_eq!(r.body, record, "only the replicated match");
+    assert_eq!(header(&r).next_begin_offset, 3);
 }

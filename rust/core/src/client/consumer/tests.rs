@@ -162,7 +162,7 @@ fn golden_consumer_heartbeat_body() {
         consume_type: "CONSUME_ACTIVELY".into(),
         message_model: "CLUSTERING".into(),
         consume_from_where: "CONSUME_FROM_LAST_OFFSET".into(),
-        subscriptions: vec![SubscriptionData::build("T", "a || b", 7).unwrap()],
+        subscriptions: vec![SubscriptionData::build("T", "a || b", "TAG", 7).unwrap()],
     };
     assert_eq!(
         String::from_utf8(consumer_heartbeat_data("c1", &consumer)).unwrap(),
@@ -179,12 +179,33 @@ fn golden_consumer_heartbeat_body() {
 #[test]
 fn a_subscription_naming_no_tag_is_refused() {
     assert_eq!(
-        SubscriptionData::build("T", " * ", 0).unwrap().sub_string,
+        SubscriptionData::build("T", " * ", "TAG", 0)
+            .unwrap()
+            .sub_string,
         "*"
     );
-    assert!(SubscriptionData::build("T", "", 0).unwrap().tags.is_empty());
-    let err = SubscriptionData::build("T", "|| ||", 0).unwrap_err();
+    assert!(SubscriptionData::build("T", "", "TAG", 0)
+        .unwrap()
+        .tags
+        .is_empty());
+    let err = SubscriptionData::build("T", "|| ||", "TAG", 0).unwrap_err();
     assert!(err.contains("names no tag"), "{err}");
+}
+
+#[test]
+fn a_sql92_subscription_must_compile_and_has_no_tags() {
+    let sub = SubscriptionData::build("T", " a > 5 ", "SQL92", 3).unwrap();
+    assert_eq!((sub.sub_string.as_str(), sub.tags.len()), ("a > 5", 0));
+    let json = sub.to_json();
+    assert_eq!(json["expressionType"], "SQL92");
+    assert_eq!(json["subString"], "a > 5");
+    let err = SubscriptionData::build("T", "a >", "SQL92", 0).unwrap_err();
+    assert!(
+        err.starts_with("SQL92 expression \"a >\" of topic T"),
+        "{err}"
+    );
+    let err = SubscriptionData::build("T", "a", "CLASS", 0).unwrap_err();
+    assert!(err.contains("unknown"), "{err}");
 }
 
 /// The client's CONSUMER_SEND_MSG_BACK as the broker (and RocketMQ's) reads it: every field a
