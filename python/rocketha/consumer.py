@@ -488,16 +488,14 @@ class PullConsumer:
                 self._waiting_for_master.discard(pq.mq.broker_name)
                 log.warning("group %s: %s's master answers again", self.group, pq.mq.broker_name)
             if code == _OFFSET_MOVED:
-                # The queue was cut below us, or an operator reset the group's offset: as the
-                # Java client drops its process queue, what is cached or being handled no
-                # longer holds the offset back, and the group continues from the broker's.
+                # The queue was cut below us, or an operator reset the group's offset (which
+                # the broker holds now): as the Java client drops its process queue, the group
+                # continues from the broker's offset, whatever it cached or is handling.
                 log.warning(
                     "%s: %s; moving from %d to %d", pq.mq, remark, pq.next_offset, next_begin
                 )
                 pq.cache.clear()
                 pq.processing.clear()
-                # The broker holds this offset now (a reset set it): what moves from here on
-                # is committed again.
                 pq.consumed = pq.committed = next_begin
             if code != _RETRY_IMMEDIATELY:
                 pq.next_offset = next_begin

@@ -99,6 +99,19 @@ pub struct BrokerController {
     slave_sync: Option<Arc<SlaveSynchronize>>,
 }
 
+/// What the broker registers with the name servers as.
+fn registration(
+    settings: &Arc<BrokerSettings>,
+    broker_addr: String,
+    ha_server_addr: String,
+) -> Registration {
+    Registration {
+        settings: settings.clone(),
+        broker_addr,
+        ha_server_addr,
+    }
+}
+
 impl BrokerController {
     /// Serves `listener` (bound beforehand, so the store knows the real port) for `store`;
     /// `ha_master` on a master, `ha_client` on a slave: their state is in the runtime info,
@@ -145,11 +158,7 @@ impl BrokerController {
             RemotingServer::start_on(listener, processor.clone(), config.server, events.clone())?;
         let outer = BrokerOuterApi::new(
             &config.namesrv_addr,
-            Registration {
-                settings: settings.clone(),
-                broker_addr,
-                ha_server_addr: config.ha_server_addr.clone(),
-            },
+            registration(&settings, broker_addr, config.ha_server_addr.clone()),
             topics.clone(),
             ha_client.filter(|_| {
                 config.update_master_ha_server_addr_periodically

@@ -243,6 +243,25 @@ impl BrokerProcessor {
 
     /// `AdminBrokerProcessor.getBrokerRuntimeInfo`: a KVTable, the keys RocketMQ uses where
     /// rocketha has the figure, plus the replication state `rocketha status` shows.
+    /// The store's part of the runtime info (`DefaultMessageStore.getRuntimeInfo`'s keys
+    /// `mqadmin clusterList` and `brokerStatus` print).
+    fn store_runtime_info(&self, table: &mut BTreeMap<&str, String>) {
+        // A master delivers delayed messages (RocketMQ's `isSpecialServiceRunning`).
+        table.insert("brokerActive", (!self.settings.is_slave).to_string());
+        table.insert(
+            "earliestMessageTimeStamp",
+            self.store.earliest_message_time().to_string(),
+        );
+        if let Ok(ratio) = self.store.commit_log_disk_ratio() {
+            table.insert("commitLogDiskRatio", ratio.to_string());
+        }
+        // Records are dispatched to their queues as they are put.
+        table.insert("dispatchBehindBytes", "0".into());
+        // RocketMQ's `lockTimeMills` (how long the put in progress has held the commit log's
+        // lock) is not timed here: 0, what RocketMQ reports while no put holds it.
+        table.insert("pageCacheLockTimeMills", "0".into());
+    }
+
     fn get_broker_runtime_info(&self, request: &RemotingCommand) -> RemotingCommand {
         let mut table: BTreeMap<&str, String> = BTreeMap::new();
         table.insert(
@@ -273,20 +292,7 @@ impl BrokerProcessor {
         ] {
             table.insert(key, "0".into());
         }
-        // A master delivers delayed messages (RocketMQ's `isSpecialServiceRunning`).
-        table.insert("brokerActive", (!self.settings.is_slave).to_string());
-        table.insert(
-            "earliestMessageTimeStamp",
-            self.store.earliest_message_time().to_string(),
-        );
-        if let Ok(ratio) = self.store.commit_log_disk_ratio() {
-            table.insert("commitLogDiskRatio", ratio.to_string());
-        }
-        // Records are dispatched to their queues as they are put.
-        table.insert("dispatchBehindBytes", "0".into());
-        // RocketMQ's `lockTimeMills` (how long the put in progress has held the commit log's
-        // lock) is not timed here: 0, what RocketMQ reports while no put holds it.
-        table.insert("pageCacheLockTimeMills", "0".into());
+        self.store_runtime_info(&mut table);
         table.insert(
             "pullRequestsHeld",
             self.pull.hold_service().held().to_string(),

@@ -53,47 +53,10 @@ pub(crate) fn reset_offset(t: &ResetTables<'_>, request: &RemotingCommand) -> Re
             format!("Group {} does not exist", h.group),
         );
     }
-    let head = |queue_id: i32| {
-        t.store
-            .consume_queue(&h.topic, queue_id)
-            .map_or((0, 0), |q| (q.min_queue_offset(), q.max_queue_offset()))
+    let table = match targets(t, &h, topic.read_queue_nums) {
+        Ok(table) => table,
+        Err((code, remark)) => return refuse(code, remark),
     };
-    let by_time = |queue_id: i32| match h.timestamp {
-        // -1: past everything stored.
-        at if at < 0 => head(queue_id).1,
-        at => offset_by_time(t.store, &h.topic, queue_id, at, false),
-    };
-    let mut table = Vec::new();
-    match h.queue_id.filter(|q| *q >= 0) {
-        Some(queue_id) => {
-            if queue_id >= topic.read_queue_nums {
-                return refuse(
-                    response_code::INVALID_PARAMETER,
-                    format!(
-                        "queueId {queue_id} is illegal: topic {} has {} read queues",
-                        h.topic, topic.read_queue_nums
-                    ),
-                );
-            }
-            let offset = match h.offset.filter(|o| *o != -1) {
-                Some(offset) => {
-                    let (min, max) = head(queue_id);
-                    if offset < min || offset > max {
-                        return refuse(
-                            response_code::SYSTEM_ERROR,
-                            format!(
-                                "Target offset {offset} not in consume queue range [{min}-{max}]"
-                            ),
-                        );
-                    }
-                    offset
-                }
-                None => by_time(queue_id),
-            };
-            table.push((queue_id, offset));
-        }
-        None => table.extend((0..topic.read_queue_nums).map(|q| (q, by_time(q)))),
-    }
     let mut body = Vec::with_capacity(table.len());
     for (queue_id, offset) in table {
         t.offsets
@@ -109,4 +72,49 @@ pub(crate) fn reset_offset(t: &ResetTables<'_>, request: &RemotingCommand) -> Re
     let mut response = RemotingCommand::response_to(request, response_code::SUCCESS, None);
     response.body = encode_reset_offset(&body);
     response
+}
+
+/// (queue id, new offset) of each queue the request resets, or the code and remark it is
+/// refused with.
+fn targets(
+    t: &ResetTables<'_>,
+    h: &ResetOffsetRequestHeader,
+    read_queue_nums: i32,
+) -> Result<Vec<(i32, i64)>, (i32, String)> {
+    let head = |queue_id: i32| {
+        t.store
+            .consume_queue(&h.topic, queue_id)
+            .map_or((0, 0), |q| (q.min_queue_offset(), q.max_queue_offset()))
+    };
+    let by_time = |queue_id: i32| match h.timestamp {
+        // -1: past everything stored.
+        at if at < 0 => head(queue_id).1,
+        at => offset_by_time(t.store, &h.topic, queue_id, at, false),
+    };
+    let Some(queue_id) = h.queue_id.filter(|q| *q >= 0) else {
+        return Ok((0..read_queue_nums).map(|q| (q, by_time(q))).collect());
+    };
+    if queue_id >= read_queue_nums {
+        return Err((
+            response_code::INVALID_PARAMETER,
+            format!(
+                "queueId {queue_id} is illegal: topic {} has {read_queue_nums} read queues",
+                h.topic
+            ),
+        ));
+    }
+    let offset = match h.offset.filter(|o| *o != -1) {
+        Some(offset) => {
+            let (min, max) = head(queue_id);
+            if offset < min || offset > max {
+                return Err((
+                    response_code::SYSTEM_ERROR,
+                    format!("Target offset {offset} not in consume queue range [{min}-{max}]"),
+                ));
+            }
+            offset
+        }
+        None => by_time(queue_id),
+    };
+    Ok(vec![(queue_id, offset)])
 }
