@@ -34,7 +34,7 @@ def add_admin(add: AddParser) -> None:
         help="name server host:port, ';' for more (default: $NAMESRV_ADDR, else %(default)s)",
     )
     admin.add_argument("--access-key", metavar="KEY", help=SIGNING_HELP)
-    objects = admin.add_subparsers(dest="object", required=True)
+    objects = admin.add_subparsers(dest="object", required=True, help="what to operate on")
     _add_topic(objects)
     _add_group(objects)
     cluster = objects.add_parser("cluster", help="the brokers of each cluster")
