@@ -17,12 +17,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import BrokerProcess, RochaNamesrv, start_master, wait_for
+from helpers import BrokerProcess, RemotingSocket, RochaNamesrv, start_master, wait_for
 from rocketha import Admin, ConsumeFromWhere, Message, Producer, PullConsumer, _children
 
 from benches.peers.rocketmq import JDK17_FLAGS, VERSIONS, RocketMQ, Unavailable, rocketmq_home
 
 pytestmark = pytest.mark.interop
+
+GET_KV_CONFIG, QUERY_NOT_FOUND = 101, 22
 
 
 def resolve(version: str) -> RocketMQ:
@@ -480,3 +482,39 @@ def test_mqadmin_moves_a_groups_offsets_and_measures_sends(
 
     out = rmq.mqadmin(tmp_path, "brokerConsumeStats", "-b", master, "-n", ns)
     assert "request type 317 not supported" in out, out
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_mqadmin_reads_a_consume_queue_and_keeps_kv_config(
+    version: str, master: str, rocketha_namesrv: RochaNamesrv, tmp_path: Path
+) -> None:
+    """``queryCq``: a window of a queue's entries (commit log offset, size, tag hash) with the
+    queue's bounds; ``updateKvConfig`` / ``deleteKvConfig`` on the name server, read back
+    over the wire."""
+    rmq = resolve(version)
+    ns = rocketha_namesrv.address
+    topic = f"Cq{tag(version)}"
+    with Admin(ns) as admin:
+        admin.create_topic(topic, queues=1)
+        wait_for(lambda: topic in admin.topics(), what=f"the route of {topic}")
+    with Producer(ns, f"cq-{tag(version)}") as producer:
+        sent = [producer.send(Message(topic, b"%d" % i)) for i in range(3)]
+    out = rmq.mqadmin(tmp_path, "queryCq", "-t", topic, "-q", "0", "-i", "1", "-c", "2", "-n", ns)
+    assert exceptions(out) == [], out
+    assert "max: 3, min: 0" in out, out
+    assert [line for line in out.splitlines() if line.startswith("idx: ")] == [
+        "idx: 1",
+        "idx: 2",
+    ], out
+    assert f"physicOffset={int(sent[1].offset_msg_id[-16:], 16)}" in out, out
+
+    key = ["-s", f"ns-{tag(version)}", "-k", "Orders"]
+    out = rmq.mqadmin(tmp_path, "updateKvConfig", *key, "-v", "broker-a:8", "-n", ns)
+    assert "create or update kv config to namespace success." in out, out
+    entry = {"namespace": f"ns-{tag(version)}", "key": "Orders"}
+    sock = RemotingSocket(ns)
+    assert sock.invoke(GET_KV_CONFIG, entry)[0]["extFields"]["value"] == "broker-a:8"
+    out = rmq.mqadmin(tmp_path, "deleteKvConfig", *key, "-n", ns)
+    assert "delete kv config from namespace success." in out, out
+    assert sock.invoke(GET_KV_CONFIG, entry)[0]["code"] == QUERY_NOT_FOUND
+    sock.close()

@@ -7,6 +7,7 @@
 
 pub(crate) mod broker_config;
 pub(crate) mod connections;
+pub(crate) mod consume_queue;
 pub(crate) mod groups;
 pub(crate) mod offsets;
 pub(crate) mod topics;

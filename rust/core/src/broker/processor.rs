@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex};
 use super::admin;
 use super::admin::broker_config;
 use super::admin::connections;
+use super::admin::consume_queue;
 use super::admin::groups;
 use super::admin::offsets::{self, ResetTables};
 use super::admin::topics::{self, ProtectedTopics};
@@ -590,6 +591,9 @@ impl BrokerProcessor {
                 groups::delete(groups, &self.consume.offsets, request)
             }
             request_code::GET_SUBSCRIPTIONGROUP_CONFIG => groups::get(groups, request),
+            request_code::QUERY_CONSUME_QUEUE => {
+                consume_queue::query_consume_queue(&self.store, &self.consume.consumers, request)
+            }
             request_code::QUERY_TOPIC_CONSUME_BY_WHO => {
                 groups::consumed_by(&self.consume.consumers, &self.consume.offsets, request)
             }

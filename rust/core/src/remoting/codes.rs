@@ -61,6 +61,7 @@ pub(crate) mod request_code {
     pub(crate) const QUERY_TOPIC_CONSUME_BY_WHO: i32 = 300;
     pub const SEND_MESSAGE_V2: i32 = 310;
     pub(crate) const SEND_BATCH_MESSAGE: i32 = 320;
+    pub(crate) const QUERY_CONSUME_QUEUE: i32 = 321;
     pub(crate) const ADD_WRITE_PERM_OF_BROKER: i32 = 327;
     pub(crate) const QUERY_DATA_VERSION: i32 = 322;
     pub(crate) const SEND_REPLY_MESSAGE: i32 = 324;
@@ -125,6 +126,7 @@ pub(crate) mod request_code {
             QUERY_TOPIC_CONSUME_BY_WHO => "QUERY_TOPIC_CONSUME_BY_WHO",
             SEND_MESSAGE_V2 => "SEND_MESSAGE_V2",
             SEND_BATCH_MESSAGE => "SEND_BATCH_MESSAGE",
+            QUERY_CONSUME_QUEUE => "QUERY_CONSUME_QUEUE",
             QUERY_DATA_VERSION => "QUERY_DATA_VERSION",
             SEND_REPLY_MESSAGE => "SEND_REPLY_MESSAGE",
             SEND_REPLY_MESSAGE_V2 => "SEND_REPLY_MESSAGE_V2",

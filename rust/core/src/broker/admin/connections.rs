@@ -37,7 +37,8 @@ fn connections(
     out
 }
 
-fn subscription_body(s: SubscriptionData) -> SubscriptionBody {
+/// `SubscriptionData` as the Java side reads it back.
+pub(crate) fn subscription_body(s: SubscriptionData) -> SubscriptionBody {
     let expression_type = if s.sql.is_some() {
         filter::SQL92
     } else {

@@ -481,3 +481,53 @@ fn who_consumes_a_topic_and_a_brokers_write_permission_wiped_at_the_name_server(
         assert_eq!(route(&ns, "T").unwrap().queue_datas[0].perm, perm);
     }
 }
+
+#[test]
+fn a_consume_queue_window_is_answered_with_its_bounds() {
+    let b = start(BrokerControllerConfig::default(), 0, None);
+    let mut c = client(b.controller.local_addr());
+    assert_eq!(c.invoke(create_topic("T", 1), TIMEOUT).unwrap().code, 0);
+    for _ in 0..5 {
+        assert_eq!(c.invoke(send_v2("T", 0, b"x"), TIMEOUT).unwrap().code, 0);
+    }
+    let query = |c: &mut RemotingClient, queue: &str, index: &str, group: Option<&str>| {
+        let mut request = RemotingCommand::request(request_code::QUERY_CONSUME_QUEUE, 0);
+        for (k, v) in [
+            ("topic", "T"),
+            ("queueId", queue),
+            ("index", index),
+            ("count", "2"),
+        ] {
+            request.ext_fields.insert(k.into(), v.into());
+        }
+        if let Some(g) = group {
+            request.ext_fields.insert("consumerGroup".into(), g.into());
+        }
+        c.invoke(request, TIMEOUT).unwrap()
+    };
+    let r = query(&mut c, "0", "1", Some("nobody"));
+    assert_eq!(r.code, response_code::SUCCESS, "{:?}", r.remark);
+    let body: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+    assert_eq!(
+        (
+            body["minQueueIndex"].as_i64(),
+            body["maxQueueIndex"].as_i64()
+        ),
+        (Some(0), Some(5))
+    );
+    let entries = body["queueData"].as_array().unwrap();
+    assert_eq!(entries.len(), 2);
+    let second = b.store.consume_queue("T", 0).unwrap().get(1, 1)[0].1;
+    assert_eq!(entries[0]["physicOffset"], second.commitlog_offset);
+    assert_eq!(body["filterData"], "nobody@T is not online!");
+    let r = query(&mut c, "3", "0", None);
+    assert_eq!(
+        (r.code, r.remark.as_deref()),
+        (response_code::SYSTEM_ERROR, Some("3@T is not exist!"))
+    );
+    let r = query(&mut c, "0", "9", None);
+    assert!(r
+        .remark
+        .unwrap()
+        .starts_with("Index 9 of 0@T is not exist!"));
+}

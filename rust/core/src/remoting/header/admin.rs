@@ -98,6 +98,18 @@ custom_header! {
 }
 
 custom_header! {
+    /// `QueryConsumeQueueRequestHeader`.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub(crate) struct QueryConsumeQueueRequestHeader("QUERY_CONSUME_QUEUE") {
+        pub topic: String = "topic",
+        pub queue_id: i32 = "queueId",
+        pub index: i64 = "index",
+        pub count: i32 = "count",
+        pub consumer_group: Option<String> = "consumerGroup",
+    }
+}
+
+custom_header! {
     /// `UnregisterClientRequestHeader` (UNREGISTER_CLIENT).
     #[derive(Debug, Clone, PartialEq, Eq)]
     pub(crate) struct UnregisterClientRequestHeader("UNREGISTER_CLIENT") {

@@ -138,7 +138,7 @@ pub(crate) use admin::{
     DeleteSubscriptionGroupRequestHeader, DeleteTopicRequestHeader, GetConsumeStatsRequestHeader,
     GetConsumerConnectionListRequestHeader, GetProducerConnectionListRequestHeader,
     GetSubscriptionGroupConfigRequestHeader, GetTopicStatsInfoRequestHeader,
-    ResetOffsetRequestHeader, UnregisterClientRequestHeader,
+    QueryConsumeQueueRequestHeader, ResetOffsetRequestHeader, UnregisterClientRequestHeader,
 };
 pub(crate) use consume::{
     pull_sys_flag, GetConsumerListByGroupRequestHeader, GetEarliestMsgStoretimeResponseHeader,
