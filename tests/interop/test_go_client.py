@@ -3,7 +3,8 @@ a push consumer answering ``ConsumeRetryLater`` gets each message again after it
 delay, under its own topic, until ``maxReconsumeTimes``; then ``%DLQ%<group>`` holds it. (That
 client counts any answer to its send-back as success and commits past the message: before the
 broker served CONSUMER_SEND_MSG_BACK, every failed message was lost.) An orderly consumer
-locks its queues (LOCK_BATCH_MQ, issue 27) and gets each in offset order.
+locks its queues (LOCK_BATCH_MQ, issue 27) and gets each in offset order, and a member killed
+mid-stream leaves its queues to the other once their locks expire.
 
 Needs ``go`` on PATH and the Go module proxy (the build resolves ``go.sum`` once).
 Run: ``pytest -m interop``.
@@ -12,6 +13,7 @@ Run: ``pytest -m interop``.
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import shutil
 import signal
@@ -156,3 +158,79 @@ def test_a_go_orderly_consumer_locks_its_queues_and_gets_each_in_order(
     assert sorted(bodies) == sorted(f"go-{i}" for i in range(len(sent))), out.read_text()
     for queue_id, offsets in got.items():
         assert offsets == list(range(len(offsets))), (queue_id, offsets)
+
+
+def members(broker: str, group: str) -> int:
+    """How many consumers of ``group`` the broker knows (GET_CONSUMER_LIST_BY_GROUP)."""
+    api = mq_client_api("127.0.0.1", None)
+    try:
+        code, _, _, body = api.invoke_admin(
+            broker, 38, ext_fields={"consumerGroup": group}, body=b"", timeout=3.0
+        )
+    finally:
+        api.close()
+    return len(json.loads(body)["consumerIdList"]) if code == 0 else 0
+
+
+def test_a_go_orderly_member_killed_mid_stream_leaves_its_queues_to_the_other(
+    tmp_path: Path, rocketha_namesrv: RochaNamesrv, goconsumer: Path
+) -> None:
+    """Two Go orderly members; one is SIGKILLed after its first messages. Its locks stay on
+    the master until they expire (60 s), then the survivor locks its queues and reads on from
+    the dead member's last commit: the survivor sees each queue in offset order, and every
+    message reaches one of them (those the dead one took but never committed come again)."""
+    ns = rocketha_namesrv.address
+    master = start_master(tmp_path, "go-k", ns, brokerRole="ASYNC_MASTER")
+    address = str(master.started["listen_address"])
+    topic, group = "GoOrderlyKilled", "go-orderly-killed"
+    survivor_out, doomed_out = tmp_path / "survivor.out", tmp_path / "doomed.out"
+    sent: list[str] = []
+    try:
+        with Producer(ns, "go-producer") as producer:
+            producer.send(Message(topic, b"first"))
+            sent.append("first")
+            wait_for_route(ns, topic)
+            with running(goconsumer, survivor_out, ns, topic, group, "16", "300", "orderly"):
+                with doomed_out.open("w") as stdout:
+                    doomed = _children.spawn(
+                        [str(goconsumer), ns, topic, group, "16", "300", "orderly"],
+                        stdout=stdout,
+                        stderr=subprocess.STDOUT,
+                    )
+                try:
+                    wait_for(lambda: members(address, group) == 2, what="both members")
+                    for i in range(40):
+                        sent.append(f"a-{i}")
+                        producer.send(Message(topic, sent[-1].encode()))
+                    # Its queues may still be locked by the first member: up to one lock life.
+                    wait_for(
+                        lambda: "GOT " in doomed_out.read_text(),
+                        timeout=150,
+                        what="the doomed member's first message",
+                    )
+                finally:
+                    _children.kill(doomed)
+                for i in range(40):
+                    sent.append(f"b-{i}")
+                    producer.send(Message(topic, sent[-1].encode()))
+                taken = {line.split(" ")[3] for line in _got(doomed_out)}
+                wait_for(
+                    lambda: (
+                        {line.split(" ")[3] for line in _got(survivor_out)} | taken >= set(sent)
+                    ),
+                    timeout=240,
+                    what="the survivor to take the dead member's queues",
+                )
+    finally:
+        master.kill()
+    offsets: dict[int, list[int]] = defaultdict(list)
+    for line in _got(survivor_out):
+        _, queue_id, offset, _ = line.split(" ")
+        offsets[int(queue_id)].append(int(offset))
+    assert taken and len(offsets) == 4, offsets
+    for queue_id, seen in offsets.items():
+        assert seen == sorted(set(seen)), (queue_id, seen)
+
+
+def _got(out: Path) -> list[str]:
+    return [line for line in out.read_text().splitlines() if line.startswith("GOT ")]
