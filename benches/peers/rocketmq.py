@@ -564,29 +564,33 @@ class RocketMQ:
             )
         return proc.stdout.splitlines()
 
+    def mqadmin_command(self, home: Path, *args: str) -> list[str]:
+        """The command line of ``mqadmin ARGS``, for a caller that runs it itself (in
+        ``home``, with :func:`rocketmq_home` as its environment)."""
+        return [
+            "java",
+            "-Xmx128m",
+            "-XX:+UseSerialGC",
+            "-XX:TieredStopAtLevel=1",
+            "-XX:-UsePerfData",
+            *JDK17_FLAGS,
+            f"-Duser.home={home}",
+            "-Drocketmq.client.logUseSlf4j=false",
+            "-cp",
+            self.classpath,
+            "org.apache.rocketmq.tools.command.MQAdminStartup",
+            *args,
+        ]
+
     def mqadmin(self, home: Path, *args: str, timeout: float = 120.0) -> str:
         """``mqadmin ARGS`` (rocketmq-tools' ``MQAdminStartup``, a dependency of the broker
         jar) with ``home`` as its ``ROCKETMQ_HOME``: what it printed (stdout and stderr). It
         exits 0 even when a command fails (it prints the exception), so callers check the
         output."""
-        env = rocketmq_home(home)
         proc = _children.run(
-            [
-                "java",
-                "-Xmx128m",
-                "-XX:+UseSerialGC",
-                "-XX:TieredStopAtLevel=1",
-                "-XX:-UsePerfData",
-                *JDK17_FLAGS,
-                f"-Duser.home={home}",
-                "-Drocketmq.client.logUseSlf4j=false",
-                "-cp",
-                self.classpath,
-                "org.apache.rocketmq.tools.command.MQAdminStartup",
-                *args,
-            ],
+            self.mqadmin_command(home, *args),
             cwd=home,
-            env=env,
+            env=rocketmq_home(home),
             capture_output=True,
             text=True,
             timeout=timeout,

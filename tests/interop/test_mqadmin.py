@@ -20,7 +20,7 @@ import pytest
 from helpers import BrokerProcess, RemotingSocket, RochaNamesrv, start_master, wait_for
 from rocketha import Admin, ConsumeFromWhere, Message, Producer, PullConsumer, _children
 
-from benches.peers.rocketmq import JDK17_FLAGS, VERSIONS, RocketMQ, Unavailable, rocketmq_home
+from benches.peers.rocketmq import VERSIONS, RocketMQ, Unavailable, rocketmq_home
 
 pytestmark = pytest.mark.interop
 
@@ -358,21 +358,9 @@ def cluster_rt_first_round(rmq: RocketMQ, home: Path, ns: str) -> str:
     (``-a`` messages a round, ``-i`` seconds between rounds) ends it. Runs it (as
     ``RocketMQ.mqadmin`` does) until the first round's row is printed, then kills it; a stuck
     one is killed after two minutes."""
+    args = ("clusterRT", "-a", "5", "-s", "64", "-i", "1", "-c", "DefaultCluster", "-n", ns)
     proc = _children.spawn(
-        [
-            "java",
-            "-Xmx128m",
-            "-XX:+UseSerialGC",
-            "-XX:TieredStopAtLevel=1",
-            "-XX:-UsePerfData",
-            *JDK17_FLAGS,
-            f"-Duser.home={home}",
-            "-Drocketmq.client.logUseSlf4j=false",
-            "-cp",
-            rmq.classpath,
-            "org.apache.rocketmq.tools.command.MQAdminStartup",
-            *("clusterRT", "-a", "5", "-s", "64", "-i", "1", "-c", "DefaultCluster", "-n", ns),
-        ],
+        rmq.mqadmin_command(home, *args),
         cwd=home,
         env=rocketmq_home(home),
         stdout=subprocess.PIPE,

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use crate::broker::controller::tests::{
-    client, create_topic, route, send_v2, start, wait_for, TIMEOUT,
+    client, create_topic, route, send_v2, start, wait_for, Broker, TIMEOUT,
 };
 use crate::broker::pull::tests::pull;
 use crate::broker::BrokerControllerConfig;
@@ -13,6 +13,18 @@ use crate::remoting::header::{
     DeleteTopicRequestHeader, GetSubscriptionGroupConfigRequestHeader, QueueRequestHeader,
 };
 use crate::remoting::{request_code, response_code, RemotingClient, RemotingCommand};
+
+/// A name server, and a broker registered with it that registers again only when its topics
+/// change (its period is an hour).
+fn registered_broker() -> (NameServer, Broker) {
+    let ns = NameServer::start("127.0.0.1:0".parse().unwrap(), NamesrvConfig::default()).unwrap();
+    let config = BrokerControllerConfig {
+        namesrv_addr: ns.local_addr().to_string(),
+        register_name_server_period: Duration::from_secs(3600),
+        ..BrokerControllerConfig::default()
+    };
+    (ns, start(config, 0, None))
+}
 
 fn update_config(c: &mut RemotingClient, body: &str) -> RemotingCommand {
     let mut request = RemotingCommand::request(request_code::UPDATE_BROKER_CONFIG, 0);
@@ -34,13 +46,7 @@ fn broker_config(c: &mut RemotingClient) -> String {
 
 #[test]
 fn a_runtime_update_changes_the_live_keys_and_refuses_the_others_whole() {
-    let ns = NameServer::start("127.0.0.1:0".parse().unwrap(), NamesrvConfig::default()).unwrap();
-    let config = BrokerControllerConfig {
-        namesrv_addr: ns.local_addr().to_string(),
-        register_name_server_period: Duration::from_secs(3600),
-        ..BrokerControllerConfig::default()
-    };
-    let b = start(config, 0, None);
+    let (ns, b) = registered_broker();
     let mut c = client(b.controller.local_addr());
     assert_eq!(c.invoke(create_topic("T", 2), TIMEOUT).unwrap().code, 0);
     assert!(broker_config(&mut c).contains("brokerPermission=6\n"));
@@ -169,13 +175,7 @@ fn delete_topic(c: &mut RemotingClient, topic: &str) -> RemotingCommand {
 
 #[test]
 fn a_deleted_topic_leaves_the_broker_and_the_name_server() {
-    let ns = NameServer::start("127.0.0.1:0".parse().unwrap(), NamesrvConfig::default()).unwrap();
-    let config = BrokerControllerConfig {
-        namesrv_addr: ns.local_addr().to_string(),
-        register_name_server_period: Duration::from_secs(3600),
-        ..BrokerControllerConfig::default()
-    };
-    let b = start(config, 0, None);
+    let (ns, b) = registered_broker();
     let mut c = client(b.controller.local_addr());
     assert_eq!(c.invoke(create_topic("T", 1), TIMEOUT).unwrap().code, 0);
     for _ in 0..3 {
@@ -438,13 +438,7 @@ fn a_reset_moves_the_groups_offsets_and_its_next_pull_whatever_it_commits_meanwh
 
 #[test]
 fn who_consumes_a_topic_and_a_brokers_write_permission_wiped_at_the_name_server() {
-    let ns = NameServer::start("127.0.0.1:0".parse().unwrap(), NamesrvConfig::default()).unwrap();
-    let config = BrokerControllerConfig {
-        namesrv_addr: ns.local_addr().to_string(),
-        register_name_server_period: Duration::from_secs(3600),
-        ..BrokerControllerConfig::default()
-    };
-    let b = start(config, 0, None);
+    let (ns, b) = registered_broker();
     let mut c = client(b.controller.local_addr());
     assert_eq!(c.invoke(create_topic("T", 1), TIMEOUT).unwrap().code, 0);
     let mut hb = RemotingCommand::request(request_code::HEART_BEAT, 0);
