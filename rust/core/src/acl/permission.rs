@@ -10,11 +10,14 @@ pub(crate) const ANY: u8 = 1 << 1;
 pub(crate) const PUB: u8 = 1 << 2;
 pub(crate) const SUB: u8 = 1 << 3;
 
-/// `Permission.ADMIN_CODE`, the codes of it rocketha serves or knows.
-const ADMIN_CODES: [i32; 3] = [
+/// `Permission.ADMIN_CODE` (RocketMQ 4.9's ACL 1.0): what changes a broker's topics, groups or
+/// config.
+const ADMIN_CODES: [i32; 5] = [
     request_code::UPDATE_AND_CREATE_TOPIC,
     request_code::UPDATE_BROKER_CONFIG,
+    request_code::DELETE_TOPIC_IN_BROKER,
     request_code::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
+    request_code::DELETE_SUBSCRIPTIONGROUP,
 ];
 
 pub(crate) fn need_admin_perm(code: i32) -> bool {

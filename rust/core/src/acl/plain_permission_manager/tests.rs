@@ -141,6 +141,18 @@ fn white_addresses_and_admins() {
     );
     signed(&mut create, "rocketmq2", "87654321");
     assert_eq!(check(&policy, &create, local()), Ok(()));
+    // Deleting a topic or a group, and changing the broker's config, are admin requests too.
+    for code in [
+        request_code::DELETE_TOPIC_IN_BROKER,
+        request_code::DELETE_SUBSCRIPTIONGROUP,
+        request_code::UPDATE_BROKER_CONFIG,
+    ] {
+        let mut request = RemotingCommand::request(code, 1);
+        request.ext_fields.insert("topic".into(), "t".into());
+        signed(&mut request, "RocketMQ", "12345678");
+        let e = check(&policy, &request, local()).unwrap_err();
+        assert!(e.contains("Need admin permission"), "{code}: {e}");
+    }
 }
 
 /// The Java client's headers carry the same names; a send built by rocketha's own header
