@@ -142,7 +142,7 @@ def test_a_brokers_config_is_read_and_its_live_keys_change_at_runtime(tmp_path: 
         # Refused by the broker, or not sent at all once the producer has the read-only route.
         with pytest.raises(
             (MQBrokerError, MQClientError),
-            match="sending message is forbidden|has no writable queue on a master",
+            match=r"sending message is forbidden|has no writable queue on a master",
         ):
             producer.send(Message("Live", b"refused"))
         admin.update_broker_config(master.listen_address, {"brokerPermission": 6})
