@@ -206,7 +206,13 @@ class StopSignal(KeyboardInterrupt):
         self.signum = signum
 
 
-def _raise_stop(signum: int, _frame: FrameType | None) -> None:
+def _raise_stop(signum: int, frame: FrameType | None) -> None:
+    # Python prints and ignores an exception raised in an at-fork callback, and logging's lock
+    # release after a fork is one: a stop landing there would be lost and the program would
+    # run on. It is delivered again a moment later instead, outside logging.
+    if frame is not None and frame.f_globals.get("__name__") == "logging":
+        threading.Timer(0.05, os.kill, (os.getpid(), signum)).start()
+        return
     raise StopSignal(signum)
 
 

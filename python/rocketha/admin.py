@@ -227,14 +227,23 @@ class Admin:
             self._ask(addr, _Code.DELETE_SUBSCRIPTIONGROUP, fields)
 
     def consumer_progress(self, group: str, *, cluster: str | None = None) -> list[QueueProgress]:
-        """``mqadmin consumerProgress -g``: each queue ``group`` committed an offset in, with
-        the queue's max offset and the lag, ordered by topic, broker and queue."""
+        """``mqadmin consumerProgress -g``: each queue of the topics ``group`` committed an
+        offset in (a queue it never committed in at offset 0, as RocketMQ's consume stats
+        count it), with the queue's max offset and the lag, ordered by topic, broker and
+        queue."""
         out = []
         for name, addr in sorted(self.masters(cluster).items()):
-            for topic, queue_id, offset in self._committed(addr, group):
-                fields = {"topic": topic, "queueId": str(queue_id)}
-                head = int(self._ask_fields(addr, _Code.GET_MAX_OFFSET, fields)["offset"])
-                out.append(QueueProgress(topic, name, queue_id, head, offset))
+            committed = {(t, q): o for t, q, o in self._committed(addr, group)}
+            for topic in sorted({t for t, _ in committed}):
+                try:
+                    queue_ids = self._queue_ids(topic, name)
+                except MQClientError:  # no longer routed: what the group committed in
+                    queue_ids = sorted(q for t, q in committed if t == topic)
+                for queue_id in queue_ids:
+                    fields = {"topic": topic, "queueId": str(queue_id)}
+                    head = int(self._ask_fields(addr, _Code.GET_MAX_OFFSET, fields)["offset"])
+                    offset = committed.get((topic, queue_id), 0)
+                    out.append(QueueProgress(topic, name, queue_id, head, offset))
         return sorted(out, key=lambda q: (q.topic, q.broker_name, q.queue_id))
 
     def reset_offset(
