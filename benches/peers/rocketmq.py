@@ -68,6 +68,16 @@ JDK17_FLAGS = [
     "--add-exports=java.base/jdk.internal.ref=ALL-UNNAMED",
 ]
 
+#: A client's JVM (Peer, mqadmin): small and quick to start.
+CLIENT_JVM = [
+    "java",
+    "-Xmx128m",
+    "-XX:+UseSerialGC",
+    "-XX:TieredStopAtLevel=1",
+    "-XX:-UsePerfData",
+    *JDK17_FLAGS,
+]
+
 MESSAGE_MAGIC = 0xDAA320A7
 MESSAGE_MAGIC_V2 = 0xDAA320AB
 BLANK_MAGIC = 0xCBD43194
@@ -516,12 +526,7 @@ class RocketMQ:
         (``-Dtls.enable=true`` is ``useTLS`` for every client the JVM makes)."""
         home.mkdir(parents=True, exist_ok=True)
         return [
-            "java",
-            "-Xmx128m",
-            "-XX:+UseSerialGC",
-            "-XX:TieredStopAtLevel=1",
-            "-XX:-UsePerfData",
-            *JDK17_FLAGS,
+            *CLIENT_JVM,
             *jvm,
             f"-Duser.home={home}",
             "-Drocketmq.client.logRoot=" + str(home / "logs"),
@@ -568,12 +573,7 @@ class RocketMQ:
         """The command line of ``mqadmin ARGS``, for a caller that runs it itself (in
         ``home``, with :func:`rocketmq_home` as its environment)."""
         return [
-            "java",
-            "-Xmx128m",
-            "-XX:+UseSerialGC",
-            "-XX:TieredStopAtLevel=1",
-            "-XX:-UsePerfData",
-            *JDK17_FLAGS,
+            *CLIENT_JVM,
             f"-Duser.home={home}",
             "-Drocketmq.client.logUseSlf4j=false",
             "-cp",
