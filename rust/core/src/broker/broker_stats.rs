@@ -20,14 +20,11 @@ struct Counter {
     samples: VecDeque<(i64, u64)>,
 }
 
-/// `GROUP_GET_NUMS` by `topic@group`.
+/// `GROUP_GET_NUMS` by topic, then group: a pull's count finds its counter without building a
+/// `topic@group` key.
 #[derive(Default)]
 pub(crate) struct BrokerStatsManager {
-    counters: Mutex<HashMap<String, Counter>>,
-}
-
-fn key(group: &str, topic: &str) -> String {
-    format!("{topic}@{group}")
+    counters: Mutex<HashMap<String, HashMap<String, Counter>>>,
 }
 
 impl BrokerStatsManager {
@@ -36,15 +33,23 @@ impl BrokerStatsManager {
         if messages == 0 {
             return;
         }
-        lock(&self.counters)
-            .entry(key(group, topic))
-            .or_default()
-            .total += messages;
+        let mut counters = lock(&self.counters);
+        let groups = match counters.get_mut(topic) {
+            Some(groups) => groups,
+            None => counters.entry(topic.to_owned()).or_default(),
+        };
+        match groups.get_mut(group) {
+            Some(counter) => counter.total += messages,
+            None => groups.entry(group.to_owned()).or_default().total += messages,
+        }
     }
 
     /// Takes a sample of every counter at `millis` (every [`SAMPLE_INTERVAL_MILLIS`]).
     pub(crate) fn sample(&self, millis: i64) {
-        for counter in lock(&self.counters).values_mut() {
+        for counter in lock(&self.counters)
+            .values_mut()
+            .flat_map(|g| g.values_mut())
+        {
             counter.samples.push_back((millis, counter.total));
             if counter.samples.len() > MINUTE_SAMPLES {
                 counter.samples.pop_front();
@@ -55,7 +60,11 @@ impl BrokerStatsManager {
     /// `tpsGroupGetNums`: messages a second over the samples of the last minute; 0 before two.
     pub(crate) fn tps_group_get_nums(&self, group: &str, topic: &str) -> f64 {
         let counters = lock(&self.counters);
-        let Some(samples) = counters.get(&key(group, topic)).map(|c| &c.samples) else {
+        let Some(samples) = counters
+            .get(topic)
+            .and_then(|g| g.get(group))
+            .map(|c| &c.samples)
+        else {
             return 0.0;
         };
         match (samples.front(), samples.back()) {
