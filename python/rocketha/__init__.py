@@ -43,6 +43,7 @@ from rocketha.push_consumer import ConsumeResult, PushConsumer
 from rocketha.roles import BrokerRole, FlushDiskType, PutStatus
 from rocketha.selector import MessageSelector
 from rocketha.store import MessageStore
+from rocketha.transaction import TransactionSendResult, TransactionState
 
 __all__ = [
     "Admin",
@@ -83,5 +84,7 @@ __all__ = [
     "SessionCredentials",
     "StoreClosedError",
     "StoreLockedError",
+    "TransactionSendResult",
+    "TransactionState",
     "__version__",
 ]

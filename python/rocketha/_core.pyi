@@ -357,6 +357,9 @@ class MQClientAPI:
     def get_topic_route_info(
         self, namesrv_addr: str, topic: str, timeout: float
     ) -> bytes | None: ...
+    def next_transaction_check(
+        self, timeout: float
+    ) -> tuple[str, dict[str, str], MessageExt] | None: ...
     def query_message(
         self,
         addr: str,

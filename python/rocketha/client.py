@@ -30,7 +30,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import TypedDict
@@ -47,6 +47,17 @@ from rocketha.exceptions import (
     SendStatusUnknownError,
 )
 from rocketha.tls import client_tls
+from rocketha.transaction import (
+    Check,
+    Execute,
+    TransactionChecker,
+    TransactionSendResult,
+    TransactionState,
+    end_fields,
+    end_transaction,
+    half_message,
+    state_of,
+)
 
 log = logging.getLogger("rocketha.client")
 
@@ -283,6 +294,7 @@ class Producer:
         tls_cert_path: str | None = None,
         tls_key_path: str | None = None,
         credentials: SessionCredentials | None = None,
+        check_transaction: Check | None = None,
     ) -> None:
         self.namesrv_addrs = namesrv_addrs(namesrv_addr)
         self.group = group
@@ -317,6 +329,11 @@ class Producer:
         self._async: AsyncSendService | None = None
         self._heartbeat: threading.Thread | None = None
         self._closed = threading.Event()
+        #: Answers brokers' check-backs: ``check_transaction`` for a transaction this process
+        #: did not send (before a restart), a send's own ``check`` for its own.
+        self._checker = TransactionChecker(self._api, group, check_transaction, send_timeout)
+        if check_transaction is not None:
+            self._checker.expect("", None)
         stop_at_exit(self.shutdown)
 
     def __enter__(self) -> Producer:
@@ -337,6 +354,7 @@ class Producer:
             service, self._async = self._async, None
         if heartbeat is not None:
             heartbeat.join(timeout=self.send_timeout + 1)
+        self._checker.close()
         for addr in brokers:
             try:
                 self._api.unregister_client(
@@ -525,6 +543,49 @@ class Producer:
                 return outcome
             last_broker, last_error = mq.broker_name, outcome
         raise self._exhausted(topic, last_error)
+
+    def send_in_transaction(
+        self, msg: Message, execute: Execute, check: Check | None = None
+    ) -> TransactionSendResult:
+        """``sendMessageInTransaction``: stores ``msg`` as a half message, runs ``execute(msg)``
+        (the local transaction), then commits or rolls back as it answers; see
+        :mod:`rocketha.transaction`. ``check`` answers the broker's check-backs for this
+        message (an UNKNOWN answer, or a producer that dies before its end). A half message the
+        broker did not store with SEND_OK is rolled back without running ``execute``. If
+        ``execute`` raises, nothing is ended (the broker checks back) and the error propagates.
+        """
+        result = self._send([half_message(msg, self.group)])
+        if result.status is not SendStatus.SEND_OK:
+            return self._end_in_transaction(msg, result, TransactionState.ROLLBACK)
+        self._checker.expect(result.msg_id, check)
+        return self._end_in_transaction(msg, result, execute(msg))
+
+    async def send_in_transaction_async(
+        self,
+        msg: Message,
+        execute: Callable[[Message], Awaitable[TransactionState]],
+        check: Check | None = None,
+    ) -> TransactionSendResult:
+        """:meth:`send_in_transaction` for asyncio: ``execute`` is a coroutine function."""
+        result = await self.send_async(half_message(msg, self.group))
+        state: object = TransactionState.ROLLBACK
+        if result.status is SendStatus.SEND_OK:
+            self._checker.expect(result.msg_id, check)
+            state = await execute(msg)
+        return await asyncio.to_thread(self._end_in_transaction, msg, result, state)
+
+    def _end_in_transaction(
+        self, msg: Message, result: SendResult, outcome: object
+    ) -> TransactionSendResult:
+        """``endTransaction``: tells the broker that stored the half message its outcome."""
+        state = state_of(outcome, "execute")
+        if state is not TransactionState.UNKNOWN:
+            addr = self._publish_info(msg.topic).master_addrs[result.queue.broker_name]
+            end_transaction(
+                self._api, addr, end_fields(self.group, result), state, self.send_timeout
+            )
+            self._checker.ended(result.msg_id)
+        return TransactionSendResult(result, result.msg_id, state)
 
     def send_oneway(self, msg: Message) -> None:
         """``sendOneway``: the request is written and never answered; nothing says whether

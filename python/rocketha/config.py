@@ -206,6 +206,14 @@ class BrokerConfig:
     max_hash_slot_num: int = _D["max_hash_slot_num"]
     #: Entries of one index file (20 bytes each; one per key of each message).
     max_index_num: int = _D["max_index_num"]
+    #: Transactional sends are refused (``NO_PERMISSION``).
+    reject_transaction_message: bool = _D["reject_transaction_message"]
+    #: Milliseconds a half message waits for its producer's outcome before it is checked.
+    transaction_time_out: int = _D["transaction_time_out"]
+    #: Check-backs of one half message before it is discarded to ``TRANS_CHECK_MAX_TIME_TOPIC``.
+    transaction_check_max: int = _D["transaction_check_max"]
+    #: Milliseconds between check rounds.
+    transaction_check_interval: int = _D["transaction_check_interval"]
 
     #: Keys that were read but are not acted on.
     ignored_keys: dict[str, str] = field(default_factory=dict, compare=False)

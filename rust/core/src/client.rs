@@ -14,6 +14,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use crate::acl::{AclClientRpcHook, SessionCredentials};
+use crate::protocol::transaction::{is_transactional, sys_flag};
 use crate::commitlog::record;
 use crate::protocol::{body_crc, now_millis};
 use crate::remoting::client::RpcHook;
@@ -21,6 +22,7 @@ use crate::remoting::header::{
     GetRouteInfoRequestHeader, SendMessageRequestHeader, SendMessageRequestHeaderV2,
     SendMessageResponseHeader, UnregisterClientRequestHeader,
 };
+use crate::remoting::client::ServerRequests;
 use crate::remoting::{
     request_code, response_code, ClientConfig, ClientError, ClientTls, NettyRemotingClient,
     RemotingCommand,
@@ -84,10 +86,22 @@ pub struct OutgoingMessage<'a> {
     pub flag: i32,
 }
 
+/// A request a broker sent this client: CHECK_TRANSACTION_STATE.
+#[derive(Debug, Clone)]
+pub struct ServerRequest {
+    /// The broker's address, where the answer goes.
+    pub addr: String,
+    pub code: i32,
+    pub ext_fields: HashMap<String, String>,
+    pub body: Vec<u8>,
+}
+
 /// Connections by address, shared by every thread of a producer: one event loop, one
 /// connection per broker or name server, any number of sends in flight on each.
 pub struct MqClientApi {
     remoting: NettyRemotingClient,
+    /// The brokers' check-backs of this client's transactions, for its checking thread.
+    server_requests: Arc<ServerRequests>,
 }
 
 impl MqClientApi {
@@ -97,14 +111,30 @@ impl MqClientApi {
         credentials: Option<SessionCredentials>,
         tls: Option<ClientTls>,
     ) -> io::Result<Self> {
+        let server_requests = Arc::new(ServerRequests::new(vec![
+            request_code::CHECK_TRANSACTION_STATE,
+        ]));
         Ok(Self {
             remoting: NettyRemotingClient::start(ClientConfig {
                 rpc_hook: credentials.map(|credentials| {
                     Arc::new(AclClientRpcHook { credentials }) as Arc<dyn RpcHook>
                 }),
                 tls,
+                server_requests: Some(server_requests.clone()),
                 ..ClientConfig::default()
             })?,
+            server_requests,
+        })
+    }
+
+    /// The next request a broker sent this client, waiting up to `timeout` for one.
+    pub fn next_server_request(&self, timeout: Duration) -> Option<ServerRequest> {
+        let (addr, request) = self.server_requests.take(timeout)?;
+        Some(ServerRequest {
+            addr: addr.to_string(),
+            code: request.code,
+            ext_fields: request.ext_fields.into_iter().collect(),
+            body: request.body,
         })
     }
 
@@ -435,7 +465,12 @@ fn stamp(
         default_topic: target.default_topic,
         default_topic_queue_nums: target.default_topic_queue_nums,
         queue_id: target.queue_id,
-        sys_flag: 0,
+        // `sendKernelImpl`: a half message says so in its flag as well as in `TRAN_MSG`.
+        sys_flag: if !batch && is_transactional(stamped[0].properties) {
+            sys_flag::TRANSACTION_PREPARED_TYPE
+        } else {
+            0
+        },
         born_timestamp: now,
         flag: if batch { 0 } else { stamped[0].flag },
         properties: (!batch).then(|| String::from_utf8_lossy(stamped[0].properties).into_owned()),

@@ -728,6 +728,37 @@ impl MQClientAPI {
         Ok(records.iter().map(MessageExt::from).collect())
     }
 
+    /// The next CHECK_TRANSACTION_STATE a broker sent this client, waiting up to `timeout`
+    /// seconds: the broker's address, the request's header fields and the half message.
+    fn next_transaction_check(
+        &self,
+        py: Python<'_>,
+        timeout: f64,
+    ) -> PyResult<Option<(String, HashMap<String, String>, MessageExt)>> {
+        self.guard.check()?;
+        let api = &self.inner;
+        let Some(request) = py.detach(|| api.next_server_request(secs(timeout))) else {
+            return Ok(None);
+        };
+        let records = decode_pulled(&request.body).map_err(|e| {
+            CommitLogCorrupted::new_err(format!(
+                "{}: the half message of a transaction check is broken: {e}",
+                request.addr
+            ))
+        })?;
+        let Some(message) = records.first() else {
+            return Err(CommitLogCorrupted::new_err(format!(
+                "{}: a transaction check without its half message",
+                request.addr
+            )));
+        };
+        Ok(Some((
+            request.addr,
+            request.ext_fields,
+            MessageExt::from(message),
+        )))
+    }
+
     /// HEART_BEAT of a consumer of `group` subscribed to `subscriptions`
     /// (`[(topic, expression, expression_type, sub_version)]`).
     #[pyo3(signature = (addr, client_id, *, group, consume_type, message_model, consume_from_where, subscriptions, timeout))]

@@ -284,6 +284,14 @@ broker_config! {
     /// Milliseconds between writes of `config/delayOffset.json` (delayed delivery's progress).
     flush_delay_offset_interval: i64 = "flushDelayOffsetInterval",
         ms(s.flush_delay_offset_interval);
+    /// Transactional sends are refused (NO_PERMISSION).
+    reject_transaction_message: bool = "rejectTransactionMessage", false;
+    /// Milliseconds a half message waits for its producer's outcome before it is checked.
+    transaction_time_out: i64 = "transactionTimeOut", 6_000;
+    /// Check-backs of one half message before it is discarded to `TRANS_CHECK_MAX_TIME_TOPIC`.
+    transaction_check_max: i64 = "transactionCheckMax", 15;
+    /// Milliseconds between check rounds (each half message past its time out is checked).
+    transaction_check_interval: i64 = "transactionCheckInterval", 30_000;
     /// Index every message's keys and unique key, to find it by them (`QUERY_MESSAGE`).
     message_index_enable: bool = "messageIndexEnable", s.index.enabled;
     /// Hash slots of one index file.
@@ -330,7 +338,6 @@ pub const IGNORED_KEYS: &[&str] = &[
     "enableDLegerCommitLog",
     "enableControllerMode",
     "fetchNamesrvAddrByAddressServer",
-    "rejectTransactionMessage",
     "serverWorkerThreads",
     "serverSelectorThreads",
     "clientWorkerThreads",

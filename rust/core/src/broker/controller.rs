@@ -16,7 +16,9 @@ use super::processor::{BrokerProcessor, ClientChannel, ConsumeTables, RuntimeVie
 use super::slave_sync::SlaveSynchronize;
 use super::store_stats::StoreStatsService;
 use super::subscription_group::SubscriptionGroupManager;
+use super::producer_manager::ProducerManager;
 use super::topic_config::{TopicConfigError, TopicConfigManager};
+use super::transaction::TransactionalMessageService;
 use super::BrokerSettings;
 use crate::acl::plain_access_validator::PlainAccessValidator;
 use crate::acl::{AclError, PlainPermissionManager};
@@ -134,9 +136,20 @@ impl BrokerController {
         let slave_sync = settings
             .is_slave
             .then(|| Self::slave_synchronize(&broker_addr, &topics, &tables, &store, &config));
-        // Only a master delivers delayed messages; a slave replicates what it delivered.
+        // Only a master delivers delayed messages and checks transactions back; a slave
+        // replicates what its master did.
         (!settings.is_slave)
             .then(|| store.start_schedule())
+            .transpose()?;
+        let transactions = Arc::new(TransactionalMessageService::new(
+            store.clone(),
+            Arc::new(ProducerManager::default()),
+            tables.offsets.clone(),
+            settings.transaction,
+            settings.broker_name.clone(),
+        ));
+        (!settings.is_slave)
+            .then(|| transactions.start())
             .transpose()?;
         let stats = Arc::new(StoreStatsService::default());
         let processor = Arc::new(BrokerProcessor::new(
@@ -153,6 +166,7 @@ impl BrokerController {
             register.clone(),
             &tables,
             acl.clone(),
+            transactions.clone(),
         )?);
         let server =
             RemotingServer::start_on(listener, processor.clone(), config.server, events.clone())?;
@@ -292,6 +306,8 @@ impl BrokerController {
         self.server.shutdown();
         persist_topics(&self.topics, self.server.events());
         self.processor.pull().hold_service().shutdown();
+        // Before the offsets' last write: it records how far the checks got.
+        self.processor.transactions().shutdown();
         self.housekeeping.shutdown();
         self.store.shutdown_schedule();
     }

@@ -21,6 +21,8 @@ pub(crate) mod slave_sync;
 pub(crate) mod store_stats;
 pub(crate) mod subscription_group;
 pub(crate) mod topic_config;
+pub(crate) mod transaction;
+pub(crate) mod producer_manager;
 
 pub use admin::ConsumerLag;
 pub use config::{
@@ -74,6 +76,21 @@ pub struct BrokerSettings {
     /// `maxTransferBytesOnMessageInDisk` / `maxTransferCountOnMessageInDisk`: smaller bounds
     /// for a consumer so far behind that its records are read from disk.
     pub max_transfer_in_disk: TransferLimit,
+    /// How half messages wait for their producer and are checked back.
+    pub transaction: TransactionSettings,
+}
+
+/// `rejectTransactionMessage`, `transactionTimeOut`, `transactionCheckMax` and
+/// `transactionCheckInterval`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TransactionSettings {
+    pub reject: bool,
+    pub time_out: std::time::Duration,
+    pub check_max: i32,
+    pub check_interval: std::time::Duration,
+    /// `fileReservedTime`: a half message older than this is discarded unchecked, as its
+    /// segment may be gone.
+    pub file_reserved: std::time::Duration,
 }
 
 /// The most one pull answers with: whichever of the two is reached first.

@@ -27,6 +27,8 @@ use super::send::{retry_topic, retry_topic_sys_flag, SendMessageProcessor};
 use super::store_stats::StoreStatsService;
 use super::subscription_group::SubscriptionGroupManager;
 use super::topic_config::{validate_topic, TopicConfigManager};
+use super::transaction::end::Ended;
+use super::transaction::TransactionalMessageService;
 use super::{BrokerConfig, BrokerSettings};
 use crate::acl::plain_access_validator::PlainAccessValidator;
 use crate::filter;
@@ -39,6 +41,7 @@ use crate::remoting::header::{CreateTopicRequestHeader, UnregisterClientRequestH
 use crate::remoting::{
     not_supported, request_code, response_code, RemotingCommand, RequestContext, RequestProcessor,
 };
+use crate::store::group_transfer::PutStatus;
 use crate::store::MessageStore;
 use crate::sync::lock;
 use crate::sync::ServiceThread;
@@ -95,9 +98,12 @@ pub(crate) struct BrokerProcessor {
     acl: Option<Arc<PlainAccessValidator>>,
     /// Which client of a group holds each queue for orderly consumption.
     rebalance_locks: RebalanceLockManager,
+    /// Half messages and their ends; its producer manager knows where check-backs go.
+    transactions: Arc<TransactionalMessageService>,
 }
 
 impl BrokerProcessor {
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         store: Arc<MessageStore>,
         topics: Arc<TopicConfigManager>,
@@ -106,6 +112,7 @@ impl BrokerProcessor {
         register: Arc<ServiceThread>,
         tables: &ConsumeTables,
         acl: Option<Arc<PlainAccessValidator>>,
+        transactions: Arc<TransactionalMessageService>,
     ) -> std::io::Result<Self> {
         let pull = PullMessageProcessor::start(
             store.clone(),
@@ -122,6 +129,7 @@ impl BrokerProcessor {
                 topics.clone(),
                 tables.groups.clone(),
                 settings.clone(),
+                transactions.clone(),
             ),
             consumer_manage: ConsumerManageProcessor {
                 store: store.clone(),
@@ -141,11 +149,16 @@ impl BrokerProcessor {
             clients: Mutex::default(),
             acl,
             rebalance_locks: RebalanceLockManager::new(REBALANCE_LOCK_MAX_LIVE_TIME),
+            transactions,
         })
     }
 
     pub(crate) fn pull(&self) -> &PullMessageProcessor {
         &self.pull
+    }
+
+    pub(crate) fn transactions(&self) -> &TransactionalMessageService {
+        &self.transactions
     }
 
     /// Every group's committed progress against its queues' heads.
@@ -184,6 +197,46 @@ impl BrokerProcessor {
         if self.topics.data_version() != *before {
             self.register.wakeup();
         }
+    }
+
+    /// `EndTransactionProcessor`: a commit is answered once the store settles it, as a send.
+    fn end_transaction(
+        &self,
+        request: &RemotingCommand,
+        ctx: &RequestContext,
+    ) -> Option<RemotingCommand> {
+        if self.settings.is_slave {
+            return Some(RemotingCommand::response_to(
+                request,
+                response_code::SLAVE_NOT_AVAILABLE,
+                Some("Message store is slave mode, so end transaction is forbidden.".into()),
+            ));
+        }
+        let (response, next_offset) = match self.transactions.end_transaction(request) {
+            Ended::Silent => return None,
+            Ended::Now(response) => return Some(response),
+            Ended::AfterPut(response, next_offset) => (response, next_offset),
+        };
+        if !self
+            .store
+            .group_transfer()
+            .is_some_and(|g| g.policy().waits())
+        {
+            return Some(response);
+        }
+        let responder = ctx.responder();
+        let queued = self.store.submit_put(
+            next_offset,
+            Box::new(move |status| {
+                let mut response = response;
+                if status != PutStatus::PutOk {
+                    // Stored and committed, as RocketMQ answers; the remark says what fell short.
+                    response.remark = Some(format!("committed, but {status:?}"));
+                }
+                responder.send(response);
+            }),
+        );
+        queued.err().map(|e| system_error(request, e))
     }
 
     /// CONSUMER_SEND_MSG_BACK.
@@ -376,6 +429,13 @@ impl BrokerProcessor {
             ));
         }
         self.registered_if_changed(&before);
+        for producer in &data.producer_data_set {
+            self.transactions.producers().register(
+                &producer.group_name,
+                ctx.connection_id(),
+                ctx.responder(),
+            );
+        }
         let mut clients = lock(&self.clients);
         let channel = clients.entry(ctx.connection_id()).or_default();
         channel.client_id = data.client_id;
@@ -444,6 +504,9 @@ impl BrokerProcessor {
         if let Some(channel) = clients.get_mut(&ctx.connection_id()) {
             if let Some(g) = &header.producer_group {
                 channel.producer_groups.remove(g);
+                self.transactions
+                    .producers()
+                    .unregister(g, ctx.connection_id());
             }
             if let Some(g) = &header.consumer_group {
                 channel.consumer_groups.remove(g);
@@ -547,6 +610,7 @@ impl RequestProcessor for BrokerProcessor {
                 Some(admin::table(&request, self.store.schedule().encode()))
             }
             request_code::CONSUMER_SEND_MSG_BACK => Some(self.consumer_send_msg_back(&request)),
+            request_code::END_TRANSACTION => self.end_transaction(&request, ctx),
             request_code::LOCK_BATCH_MQ | request_code::UNLOCK_BATCH_MQ => {
                 Some(rebalance_lock::process(&self.rebalance_locks, &request))
             }
@@ -559,6 +623,7 @@ impl RequestProcessor for BrokerProcessor {
 
     fn on_close(&self, connection_id: u64, _remote: SocketAddr) {
         lock(&self.clients).remove(&connection_id);
+        self.transactions.producers().closed(connection_id);
         self.consume.consumers.on_close(connection_id);
         self.pull.hold_service().on_close(connection_id);
     }

@@ -16,6 +16,8 @@ pub(crate) use back::{retry_topic, retry_topic_sys_flag};
 
 use super::subscription_group::SubscriptionGroupManager;
 use super::topic_config::TopicConfigManager;
+use crate::protocol::transaction::{is_transactional, sys_flag};
+use super::transaction::TransactionalMessageService;
 use super::BrokerSettings;
 use crate::client::uniq_key;
 use crate::commitlog::record::{self, MessageDraft};
@@ -31,8 +33,6 @@ use crate::store::MessageStore;
 const PROPERTY_CLUSTER: &str = "CLUSTER";
 /// `MessageConst.PROPERTY_WAIT_STORE_MSG_OK`: `false` asks not to wait for flush or slaves.
 const PROPERTY_WAIT_STORE_MSG_OK: &str = "WAIT";
-/// `MessageSysFlag.TRANSACTION_PREPARED_TYPE | TRANSACTION_COMMIT_TYPE`.
-const TRANSACTION_TYPES: i32 = 0x1 << 2 | 0x2 << 2;
 
 /// 5.x's timer properties (`TimerMessageStore`): delivery at any time. rocketha has no timer
 /// store (RocketMQ's `timerWheelEnable=false`), and a delay level cannot stand in for an
@@ -97,6 +97,8 @@ pub(crate) struct SendMessageProcessor {
     settings: Arc<BrokerSettings>,
     /// Spreads send-backs over a retry topic's queues (RocketMQ picks at random).
     next_retry_queue: AtomicU32,
+    /// Where half messages go.
+    transactions: Arc<TransactionalMessageService>,
 }
 
 impl SendMessageProcessor {
@@ -105,6 +107,7 @@ impl SendMessageProcessor {
         topics: Arc<TopicConfigManager>,
         groups: Arc<SubscriptionGroupManager>,
         settings: Arc<BrokerSettings>,
+        transactions: Arc<TransactionalMessageService>,
     ) -> Self {
         Self {
             store,
@@ -112,6 +115,7 @@ impl SendMessageProcessor {
             groups,
             settings,
             next_retry_queue: AtomicU32::new(0),
+            transactions,
         }
     }
 
@@ -198,7 +202,11 @@ impl SendMessageProcessor {
                 prepared_tx_offset: 0,
             })
             .collect();
-        let appended = if drafts.len() == 1 {
+        let appended = if drafts.len() == 1 && is_transactional(drafts[0].properties) {
+            self.transactions
+                .prepare(&drafts[0], &header.producer_group)
+                .map(|r| vec![r])
+        } else if drafts.len() == 1 {
             self.store.put(&drafts[0]).map(|r| vec![r])
         } else {
             self.store.put_batch(&drafts)
@@ -263,16 +271,7 @@ impl SendMessageProcessor {
                 format!("the broker[{}] sending message is forbidden", s.broker_name),
             ));
         }
-        if header.sys_flag & TRANSACTION_TYPES != 0 {
-            return Err(Refusal(
-                response_code::NO_PERMISSION,
-                format!(
-                    "the broker[{}] sending transaction message is forbidden: rocketha has no \
-                     transactional messages",
-                    s.broker_name
-                ),
-            ));
-        }
+        self.check_transactional(request, &header)?;
         if NOT_ALLOWED_SEND_TOPICS.contains(&header.topic.as_str()) {
             return Err(Refusal(
                 response_code::NO_PERMISSION,
@@ -295,6 +294,52 @@ impl SendMessageProcessor {
             }
         }
         Ok(header)
+    }
+
+    /// A half message (`TRAN_MSG=true`): allowed unless `rejectTransactionMessage`, alone (not
+    /// in a batch) and not delayed. A transaction flag without `TRAN_MSG` is refused: RocketMQ
+    /// would store such a message where no consumer ever sees it.
+    fn check_transactional(
+        &self,
+        request: &RemotingCommand,
+        header: &SendMessageRequestHeader,
+    ) -> Result<(), Refusal> {
+        let properties = header.properties.as_deref().unwrap_or("");
+        if !is_transactional(properties.as_bytes()) {
+            if header.sys_flag & sys_flag::MASK != 0 {
+                return Err(Refusal(
+                    response_code::MESSAGE_ILLEGAL,
+                    format!(
+                        "sysFlag {} marks a transactional message, but its property TRAN_MSG \
+                         is not true: send it as a half message (TRAN_MSG=true) or without \
+                         the transaction bits",
+                        header.sys_flag
+                    ),
+                ));
+            }
+            return Ok(());
+        }
+        let illegal = |what: &str| Err(Refusal(response_code::MESSAGE_ILLEGAL, what.to_owned()));
+        if self.settings.transaction.reject {
+            return Err(Refusal(
+                response_code::NO_PERMISSION,
+                format!(
+                    "the broker[{}] sending transaction message is forbidden \
+                     (rejectTransactionMessage=true)",
+                    self.settings.broker_name
+                ),
+            ));
+        }
+        if request.code == request_code::SEND_BATCH_MESSAGE {
+            return illegal("a transactional message cannot be sent in a batch");
+        }
+        if asks_for_delay_level(properties) || timer_delivery(properties).is_some() {
+            return illegal(
+                "a transactional message cannot be delayed: it is delivered when committed \
+                 (remove DELAY and the TIMER_ properties)",
+            );
+        }
+        Ok(())
     }
 
     /// The topic's config, created from the sender's template when `autoCreateTopicEnable`.

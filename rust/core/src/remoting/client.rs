@@ -12,12 +12,16 @@
 //! (bounded by `connect_timeout`), then handed to the loop. A timeout fails only its own
 //! request; a connection that closes or sends a bad frame fails every request pending on it,
 //! and the next call opens a new one. Responses nobody waits for (their request timed out) and
-//! requests the server sends on its own are skipped and logged.
+//! requests the server sends on its own go to [`ServerRequests`] when the client asked for
+//! their code, and are skipped and logged otherwise.
 //!
 //! Every error says whether the request can have reached the server:
 //! [`ClientError::may_have_arrived`] is false only when none of its bytes left the process.
 
 mod connections;
+mod server_requests;
+
+pub(crate) use server_requests::ServerRequests;
 
 use std::collections::HashMap;
 use std::io;
@@ -129,6 +133,8 @@ pub(crate) struct ClientConfig {
     /// Runs on every request before it is written: the ACL's signature for a broker with
     /// `aclEnable=true`.
     pub rpc_hook: Option<Arc<dyn RpcHook>>,
+    /// Where requests the servers send go; without it they are skipped.
+    pub server_requests: Option<Arc<ServerRequests>>,
 }
 
 impl Default for ClientConfig {
@@ -138,6 +144,7 @@ impl Default for ClientConfig {
             max_frame_size: DEFAULT_MAX_FRAME_SIZE,
             tls: None,
             rpc_hook: None,
+            server_requests: None,
         }
     }
 }

@@ -30,6 +30,8 @@ pub(crate) mod request_code {
     pub(crate) const CONSUMER_SEND_MSG_BACK: i32 = 36;
     pub(crate) const END_TRANSACTION: i32 = 37;
     pub(crate) const GET_CONSUMER_LIST_BY_GROUP: i32 = 38;
+    /// Broker to producer, oneway: how did the local transaction of this half message end?
+    pub(crate) const CHECK_TRANSACTION_STATE: i32 = 39;
     /// Broker to consumer, oneway: the group's members changed, rebalance now.
     pub(crate) const NOTIFY_CONSUMER_IDS_CHANGED: i32 = 40;
     pub(crate) const LOCK_BATCH_MQ: i32 = 41;
@@ -94,6 +96,7 @@ pub(crate) mod request_code {
             CONSUMER_SEND_MSG_BACK => "CONSUMER_SEND_MSG_BACK",
             END_TRANSACTION => "END_TRANSACTION",
             GET_CONSUMER_LIST_BY_GROUP => "GET_CONSUMER_LIST_BY_GROUP",
+            CHECK_TRANSACTION_STATE => "CHECK_TRANSACTION_STATE",
             NOTIFY_CONSUMER_IDS_CHANGED => "NOTIFY_CONSUMER_IDS_CHANGED",
             LOCK_BATCH_MQ => "LOCK_BATCH_MQ",
             UNLOCK_BATCH_MQ => "UNLOCK_BATCH_MQ",
@@ -161,6 +164,7 @@ pub(crate) mod response_code {
     pub(crate) const SUBSCRIPTION_GROUP_NOT_EXIST: i32 = 26;
     pub(crate) const INVALID_PARAMETER: i32 = 29;
     pub(crate) const CONSUMER_NOT_ONLINE: i32 = 206;
+    pub(crate) const ILLEGAL_OPERATION: i32 = 604;
 
     /// A send answered with this code stored its message: the waits that fell short
     /// (`FLUSH_*_TIMEOUT`, `SLAVE_NOT_AVAILABLE`) still leave it in the master's log.

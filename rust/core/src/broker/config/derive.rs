@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::{invalid, BrokerConfig, BrokerRole, ConfigError};
-use crate::broker::{BrokerControllerConfig, BrokerSettings, TransferLimit};
+use crate::broker::{BrokerControllerConfig, BrokerSettings, TransactionSettings, TransferLimit};
 use crate::ha::HaConfig;
 use crate::remoting::ServerConfig;
 use crate::store::{parse_message_delay_level, IndexConfig, StoreConfig};
@@ -101,6 +101,15 @@ impl BrokerConfig {
             max_transfer_in_disk: TransferLimit {
                 bytes: narrow(self.max_transfer_bytes_on_message_in_disk),
                 count: narrow(self.max_transfer_count_on_message_in_disk),
+            },
+            transaction: TransactionSettings {
+                reject: self.reject_transaction_message,
+                time_out: millis(self.transaction_time_out),
+                check_max: narrow(self.transaction_check_max),
+                check_interval: millis(self.transaction_check_interval),
+                file_reserved: Duration::from_millis(
+                    u64::try_from(self.file_reserved_time.saturating_mul(self.file_reserved_time_unit_ms)).unwrap_or(0),
+                ),
             },
         }
     }

@@ -150,6 +150,8 @@ impl BrokerConfig {
             ),
             ("slaveSyncInterval", self.slave_sync_interval),
             ("flushDelayOffsetInterval", self.flush_delay_offset_interval),
+            ("transactionTimeOut", self.transaction_time_out),
+            ("transactionCheckInterval", self.transaction_check_interval),
         ] {
             if millis <= 0 {
                 return Err(invalid(key, "must be a positive number of milliseconds"));
@@ -171,6 +173,9 @@ impl BrokerConfig {
                 "haTransferCrc",
                 "is negotiated in the auth handshake: set haAuthSecret too",
             ));
+        }
+        if !(1..=i64::from(i32::MAX)).contains(&self.transaction_check_max) {
+            return Err(invalid("transactionCheckMax", "must be a positive number of checks"));
         }
         if !(1..=4 * MIB).contains(&self.max_message_size) {
             return Err(invalid("maxMessageSize", "must be in (0, 4 MiB]"));

@@ -430,10 +430,13 @@ impl ClientLoop {
 
     fn complete(&mut self, id: u64, addr: SocketAddr, command: RemotingCommand) {
         if !command.is_response() {
-            log::debug!(
-                "{addr}: skipped a request from the server, code {}",
-                command.code
-            );
+            match &self.config.server_requests {
+                Some(kept) if kept.accepts(command.code) => kept.push(addr, command),
+                _ => log::debug!(
+                    "{addr}: skipped a request from the server, code {}",
+                    command.code
+                ),
+            }
             return;
         }
         match self.pending.get(&command.opaque) {

@@ -156,6 +156,7 @@ pub(crate) use namesrv::{
     RegisterBrokerResponseHeader, UnRegisterBrokerRequestHeader,
 };
 pub use send::ConsumerSendMsgBackRequestHeader;
+pub(crate) use send::{CheckTransactionStateRequestHeader, EndTransactionRequestHeader};
 #[cfg_attr(feature = "harness", visibility::make(pub))]
 pub(crate) use send::{
     SendMessageRequestHeader, SendMessageRequestHeaderV2, SendMessageResponseHeader,

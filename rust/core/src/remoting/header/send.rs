@@ -217,3 +217,36 @@ custom_header! {
         pub broker_name: Option<String> = "bname",
     }
 }
+
+custom_header! {
+    /// `EndTransactionRequestHeader` (END_TRANSACTION): a producer's outcome of the local
+    /// transaction of the half message at `commitLogOffset` / `tranStateTableOffset`.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub(crate) struct EndTransactionRequestHeader("END_TRANSACTION") {
+        pub topic: Option<String> = "topic",
+        pub producer_group: String = "producerGroup",
+        pub tran_state_table_offset: i64 = "tranStateTableOffset",
+        pub commit_log_offset: i64 = "commitLogOffset",
+        /// `MessageSysFlag`'s TRANSACTION_COMMIT_TYPE, _ROLLBACK_TYPE or _NOT_TYPE (unknown).
+        pub commit_or_rollback: i32 = "commitOrRollback",
+        pub from_transaction_check: Option<bool> = "fromTransactionCheck",
+        pub msg_id: String = "msgId",
+        pub transaction_id: Option<String> = "transactionId",
+    }
+}
+
+custom_header! {
+    /// `CheckTransactionStateRequestHeader` (CHECK_TRANSACTION_STATE, broker to producer): the
+    /// body is the half message as `MessageDecoder.encode` writes it.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub(crate) struct CheckTransactionStateRequestHeader("CHECK_TRANSACTION_STATE") {
+        pub topic: Option<String> = "topic",
+        pub tran_state_table_offset: i64 = "tranStateTableOffset",
+        pub commit_log_offset: i64 = "commitLogOffset",
+        pub msg_id: Option<String> = "msgId",
+        pub transaction_id: Option<String> = "transactionId",
+        pub offset_msg_id: Option<String> = "offsetMsgId",
+        /// `bname`, inherited from `RpcRequestHeader`.
+        pub broker_name: Option<String> = "bname",
+    }
+}
