@@ -16,7 +16,7 @@ from rocketha._core import Message, MessageExt, PutResult, __version__
 from rocketha.acl import SessionCredentials
 from rocketha.admin import Admin
 from rocketha.broker import Broker, GetMessageResult
-from rocketha.client import Producer, SendResult, SendStatus
+from rocketha.client import Producer, SendResult, SendStatus, TransactionSendResult
 from rocketha.config import BrokerConfig
 from rocketha.consumer import ConsumeFromWhere, PullConsumer
 from rocketha.exceptions import (
@@ -43,7 +43,7 @@ from rocketha.push_consumer import ConsumeResult, PushConsumer
 from rocketha.roles import BrokerRole, FlushDiskType, PutStatus
 from rocketha.selector import MessageSelector
 from rocketha.store import MessageStore
-from rocketha.transaction import TransactionSendResult, TransactionState
+from rocketha.transaction import TransactionState
 
 __all__ = [
     "Admin",

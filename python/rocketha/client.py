@@ -51,7 +51,6 @@ from rocketha.transaction import (
     Check,
     Execute,
     TransactionChecker,
-    TransactionSendResult,
     TransactionState,
     end_fields,
     end_transaction,
@@ -244,6 +243,16 @@ class SendResult:
     @property
     def queue_id(self) -> int:
         return self.queue.queue_id
+
+
+@dataclass(frozen=True)
+class TransactionSendResult:
+    """``TransactionSendResult``: where the half message landed and what the local transaction
+    said. ``transaction_id`` is its ``UNIQ_KEY``, what a check-back names."""
+
+    send_result: SendResult
+    transaction_id: str
+    local_state: TransactionState
 
 
 class _SendArgs(TypedDict):
@@ -582,7 +591,11 @@ class Producer:
         if state is not TransactionState.UNKNOWN:
             addr = self._publish_info(msg.topic).master_addrs[result.queue.broker_name]
             end_transaction(
-                self._api, addr, end_fields(self.group, result), state, self.send_timeout
+                self._api,
+                addr,
+                end_fields(self.group, result.msg_id, result.offset_msg_id, result.queue_offset),
+                state,
+                self.send_timeout,
             )
             self._checker.ended(result.msg_id)
         return TransactionSendResult(result, result.msg_id, state)

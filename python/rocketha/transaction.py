@@ -17,15 +17,10 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING
 
 from rocketha import _core
 from rocketha._core import Message, MessageExt
-
-if TYPE_CHECKING:
-    from rocketha.client import SendResult
 from rocketha.exceptions import (
     CommitLogCorrupted,
     MQBrokerError,
@@ -65,16 +60,6 @@ Execute = Callable[[Message], TransactionState]
 Check = Callable[[MessageExt], TransactionState]
 
 
-@dataclass(frozen=True)
-class TransactionSendResult:
-    """``TransactionSendResult``: where the half message landed and what the local transaction
-    said. ``transaction_id`` is its ``UNIQ_KEY``, what a check-back names."""
-
-    send_result: SendResult
-    transaction_id: str
-    local_state: TransactionState
-
-
 def half_message(msg: Message, group: str) -> Message:
     """``msg`` as a half message of ``group`` (``TRAN_MSG``, ``PGROUP``); a delay is refused,
     as a transactional message is delivered when committed."""
@@ -100,16 +85,16 @@ def state_of(outcome: object, what: str) -> TransactionState:
     )
 
 
-def end_fields(group: str, result: SendResult) -> dict[str, str]:
+def end_fields(group: str, msg_id: str, offset_msg_id: str, queue_offset: int) -> dict[str, str]:
     """END_TRANSACTION's header for the half message a send stored (``endTransaction``): its
     queue offset, and its commit log offset, the last 16 hex digits of its offset msgId."""
     return {
         "producerGroup": group,
-        "tranStateTableOffset": str(result.queue_offset),
-        "commitLogOffset": str(int(result.offset_msg_id[-16:], 16)),
+        "tranStateTableOffset": str(queue_offset),
+        "commitLogOffset": str(int(offset_msg_id[-16:], 16)),
         "fromTransactionCheck": "false",
-        "msgId": result.msg_id,
-        "transactionId": result.msg_id,
+        "msgId": msg_id,
+        "transactionId": msg_id,
     }
 
 

@@ -14,15 +14,15 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use crate::acl::{AclClientRpcHook, SessionCredentials};
-use crate::protocol::transaction::{is_transactional, sys_flag};
 use crate::commitlog::record;
+use crate::commitlog::transaction::{is_transactional, sys_flag};
 use crate::protocol::{body_crc, now_millis};
 use crate::remoting::client::RpcHook;
+use crate::remoting::client::ServerRequests;
 use crate::remoting::header::{
     GetRouteInfoRequestHeader, SendMessageRequestHeader, SendMessageRequestHeaderV2,
     SendMessageResponseHeader, UnregisterClientRequestHeader,
 };
-use crate::remoting::client::ServerRequests;
 use crate::remoting::{
     request_code, response_code, ClientConfig, ClientError, ClientTls, NettyRemotingClient,
     RemotingCommand,

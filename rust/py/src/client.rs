@@ -126,6 +126,9 @@ fn secs(timeout: f64) -> Duration {
     Duration::from_secs_f64(timeout.clamp(0.001, 1e9))
 }
 
+/// A broker's check-back: its address, the request's header fields, the half message.
+type TransactionCheck = (String, HashMap<String, String>, MessageExt);
+
 /// Connections to name servers and brokers, shared by a producer's threads.
 #[pyclass(frozen, module = "rocketha._core")]
 pub struct MQClientAPI {
@@ -734,7 +737,7 @@ impl MQClientAPI {
         &self,
         py: Python<'_>,
         timeout: f64,
-    ) -> PyResult<Option<(String, HashMap<String, String>, MessageExt)>> {
+    ) -> PyResult<Option<TransactionCheck>> {
         self.guard.check()?;
         let api = &self.inner;
         let Some(request) = py.detach(|| api.next_server_request(secs(timeout))) else {

@@ -13,10 +13,10 @@ use super::consumer_manager::ConsumerManager;
 use super::consumer_offset::ConsumerOffsetManager;
 use super::outer_api::{persist_topics, BrokerOuterApi, Registration};
 use super::processor::{BrokerProcessor, ClientChannel, ConsumeTables, RuntimeView};
+use super::producer_manager::ProducerManager;
 use super::slave_sync::SlaveSynchronize;
 use super::store_stats::StoreStatsService;
 use super::subscription_group::SubscriptionGroupManager;
-use super::producer_manager::ProducerManager;
 use super::topic_config::{TopicConfigError, TopicConfigManager};
 use super::transaction::TransactionalMessageService;
 use super::BrokerSettings;
@@ -136,21 +136,7 @@ impl BrokerController {
         let slave_sync = settings
             .is_slave
             .then(|| Self::slave_synchronize(&broker_addr, &topics, &tables, &store, &config));
-        // Only a master delivers delayed messages and checks transactions back; a slave
-        // replicates what its master did.
-        (!settings.is_slave)
-            .then(|| store.start_schedule())
-            .transpose()?;
-        let transactions = Arc::new(TransactionalMessageService::new(
-            store.clone(),
-            Arc::new(ProducerManager::default()),
-            tables.offsets.clone(),
-            settings.transaction,
-            settings.broker_name.clone(),
-        ));
-        (!settings.is_slave)
-            .then(|| transactions.start())
-            .transpose()?;
+        let transactions = Self::start_master_services(&store, &tables, &settings)?;
         let stats = Arc::new(StoreStatsService::default());
         let processor = Arc::new(BrokerProcessor::new(
             store.clone(),
@@ -208,6 +194,27 @@ impl BrokerController {
             #[cfg(test)]
             slave_sync,
         })
+    }
+
+    /// Only a master delivers delayed messages and checks transactions back; a slave
+    /// replicates what its master did.
+    fn start_master_services(
+        store: &Arc<MessageStore>,
+        tables: &ConsumeTables,
+        settings: &BrokerSettings,
+    ) -> std::io::Result<Arc<TransactionalMessageService>> {
+        let transactions = Arc::new(TransactionalMessageService::new(
+            store.clone(),
+            Arc::new(ProducerManager::default()),
+            tables.offsets.clone(),
+            settings.transaction,
+            settings.broker_name.clone(),
+        ));
+        if !settings.is_slave {
+            store.start_schedule()?;
+            transactions.start()?;
+        }
+        Ok(transactions)
     }
 
     /// `BrokerController.initializeMetadata`: the topic, subscription group and consumer

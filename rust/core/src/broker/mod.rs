@@ -14,6 +14,7 @@ pub(crate) mod controller;
 pub(crate) mod live_setting;
 pub(crate) mod outer_api;
 pub(crate) mod processor;
+pub(crate) mod producer_manager;
 pub(crate) mod pull;
 pub(crate) mod rebalance_lock;
 pub(crate) mod send;
@@ -22,7 +23,6 @@ pub(crate) mod store_stats;
 pub(crate) mod subscription_group;
 pub(crate) mod topic_config;
 pub(crate) mod transaction;
-pub(crate) mod producer_manager;
 
 pub use admin::ConsumerLag;
 pub use config::{

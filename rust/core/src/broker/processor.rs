@@ -199,6 +199,19 @@ impl BrokerProcessor {
         }
     }
 
+    /// The tables a slave syncs (`GET_ALL_*`), each whole.
+    fn table(&self, request: &RemotingCommand) -> RemotingCommand {
+        let body = match request.code {
+            request_code::GET_ALL_TOPIC_CONFIG => {
+                serde_json::to_vec(&self.topics.wrapper()).unwrap_or_default()
+            }
+            request_code::GET_ALL_CONSUMER_OFFSET => self.consume.offsets.encode(),
+            request_code::GET_ALL_DELAY_OFFSET => self.store.schedule().encode(),
+            _ => self.consume.groups.encode(),
+        };
+        admin::table(request, body)
+    }
+
     /// `EndTransactionProcessor`: a commit is answered once the store settles it, as a send.
     fn end_transaction(
         &self,
@@ -217,10 +230,12 @@ impl BrokerProcessor {
             Ended::Now(response) => return Some(response),
             Ended::AfterPut(response, next_offset) => (response, next_offset),
         };
-        if !self
-            .store
-            .group_transfer()
-            .is_some_and(|g| g.policy().waits())
+        // A oneway end (the Java client's) is not answered: the loop drops this.
+        if request.is_oneway()
+            || !self
+                .store
+                .group_transfer()
+                .is_some_and(|g| g.policy().waits())
         {
             return Some(response);
         }
@@ -599,23 +614,14 @@ impl RequestProcessor for BrokerProcessor {
             request_code::VIEW_MESSAGE_BY_ID => {
                 Some(admin::view_message_by_id(&self.store, &request))
             }
-            request_code::GET_ALL_TOPIC_CONFIG => Some(admin::table(
-                &request,
-                serde_json::to_vec(&self.topics.wrapper()).unwrap_or_default(),
-            )),
-            request_code::GET_ALL_CONSUMER_OFFSET => {
-                Some(admin::table(&request, self.consume.offsets.encode()))
-            }
-            request_code::GET_ALL_DELAY_OFFSET => {
-                Some(admin::table(&request, self.store.schedule().encode()))
-            }
+            request_code::GET_ALL_TOPIC_CONFIG
+            | request_code::GET_ALL_CONSUMER_OFFSET
+            | request_code::GET_ALL_DELAY_OFFSET
+            | request_code::GET_ALL_SUBSCRIPTIONGROUP_CONFIG => Some(self.table(&request)),
             request_code::CONSUMER_SEND_MSG_BACK => Some(self.consumer_send_msg_back(&request)),
             request_code::END_TRANSACTION => self.end_transaction(&request, ctx),
             request_code::LOCK_BATCH_MQ | request_code::UNLOCK_BATCH_MQ => {
                 Some(rebalance_lock::process(&self.rebalance_locks, &request))
-            }
-            request_code::GET_ALL_SUBSCRIPTIONGROUP_CONFIG => {
-                Some(admin::table(&request, self.consume.groups.encode()))
             }
             _ => Some(self.process_admin(&request)),
         }

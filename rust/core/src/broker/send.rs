@@ -16,11 +16,11 @@ pub(crate) use back::{retry_topic, retry_topic_sys_flag};
 
 use super::subscription_group::SubscriptionGroupManager;
 use super::topic_config::TopicConfigManager;
-use crate::protocol::transaction::{is_transactional, sys_flag};
 use super::transaction::TransactionalMessageService;
 use super::BrokerSettings;
 use crate::client::uniq_key;
 use crate::commitlog::record::{self, MessageDraft};
+use crate::commitlog::transaction::{is_transactional, sys_flag};
 use crate::commitlog::AppendResult;
 use crate::error::{CommitLogError, RecordError};
 use crate::protocol::body::{perm, TopicConfig};

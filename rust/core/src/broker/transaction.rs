@@ -193,9 +193,9 @@ impl TransactionalMessageService {
             Pending {
                 queue_offset: result.queue_offset,
                 commit_log_offset: result.offset as i64,
-                first_check_at: send.born_timestamp.saturating_add(
-                    immunity.unwrap_or(self.settings.time_out.as_millis() as i64),
-                ),
+                first_check_at: send
+                    .born_timestamp
+                    .saturating_add(immunity.unwrap_or(self.settings.time_out.as_millis() as i64)),
                 born_timestamp: send.born_timestamp,
                 op_offset_at_prepare,
             },
@@ -351,7 +351,8 @@ impl TransactionalMessageService {
     /// The progress a rebuild starts from, in the consumer offsets (which slaves sync).
     fn record_progress(&self) {
         let (half, op) = lock(&self.state).progress();
-        self.offsets.commit_offset(SYS_TRANS_GROUP, HALF_TOPIC, 0, half);
+        self.offsets
+            .commit_offset(SYS_TRANS_GROUP, HALF_TOPIC, 0, half);
         self.offsets.commit_offset(SYS_TRANS_GROUP, OP_TOPIC, 0, op);
     }
 
@@ -442,3 +443,6 @@ impl TransactionalMessageService {
         }
     }
 }
+
+#[cfg(test)]
+pub(crate) mod tests;

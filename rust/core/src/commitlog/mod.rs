@@ -11,6 +11,7 @@ pub(crate) mod mapped_file;
 pub(crate) mod queue;
 pub mod record;
 pub(crate) mod recover;
+pub(crate) mod transaction;
 
 use std::net::SocketAddr;
 use std::path::Path;

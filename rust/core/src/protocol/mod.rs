@@ -12,7 +12,6 @@ pub(crate) mod json;
 pub(crate) mod lock_batch;
 pub(crate) mod queue_stats;
 pub(crate) mod reader;
-pub(crate) mod transaction;
 
 /// `TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC`: the template a producer names as
 /// `defaultTopic` when it sends to a topic nobody created (`autoCreateTopicEnable`).

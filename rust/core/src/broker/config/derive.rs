@@ -108,7 +108,11 @@ impl BrokerConfig {
                 check_max: narrow(self.transaction_check_max),
                 check_interval: millis(self.transaction_check_interval),
                 file_reserved: Duration::from_millis(
-                    u64::try_from(self.file_reserved_time.saturating_mul(self.file_reserved_time_unit_ms)).unwrap_or(0),
+                    u64::try_from(
+                        self.file_reserved_time
+                            .saturating_mul(self.file_reserved_time_unit_ms),
+                    )
+                    .unwrap_or(0),
                 ),
             },
         }

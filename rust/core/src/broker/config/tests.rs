@@ -81,6 +81,10 @@ fn every_key_has_rocketmqs_default() {
         ("messageIndexEnable", "true"),
         ("maxHashSlotNum", "5000000"),
         ("maxIndexNum", "20000000"),
+        ("rejectTransactionMessage", "false"),
+        ("transactionTimeOut", "6000"),
+        ("transactionCheckMax", "15"),
+        ("transactionCheckInterval", "30000"),
     ];
     for (key, value) in expected {
         assert_eq!(c.get(key).as_deref(), Some(*value), "{key}");
@@ -247,6 +251,15 @@ fn contradictions_and_ranges_name_the_key() {
         ),
         (&[("haTransferCrc", "true")], "haTransferCrc"),
         (&[("maxMessageSize", "0")], "maxMessageSize"),
+        (
+            &[("transactionTimeOut", "-1")],
+            "transactionTimeOut: must be a positive number",
+        ),
+        (
+            &[("transactionCheckInterval", "0")],
+            "transactionCheckInterval: must be a positive number",
+        ),
+        (&[("transactionCheckMax", "0")], "transactionCheckMax"),
         (
             &[("accessMessageInMemoryMaxRatio", "101")],
             "accessMessageInMemoryMaxRatio: must be a percentage",

@@ -175,7 +175,10 @@ impl BrokerConfig {
             ));
         }
         if !(1..=i64::from(i32::MAX)).contains(&self.transaction_check_max) {
-            return Err(invalid("transactionCheckMax", "must be a positive number of checks"));
+            return Err(invalid(
+                "transactionCheckMax",
+                "must be a positive number of checks",
+            ));
         }
         if !(1..=4 * MIB).contains(&self.max_message_size) {
             return Err(invalid("maxMessageSize", "must be in (0, 4 MiB]"));

@@ -21,7 +21,10 @@ fn broker(dir: &std::path::Path, settings: BrokerSettings, slaves: usize) -> Sen
     let topics = Arc::new(TopicConfigManager::load(dir, &settings).unwrap());
     let settings = Arc::new(settings);
     let groups = Arc::new(SubscriptionGroupManager::load(dir, settings.clone()).unwrap());
-    SendMessageProcessor::new(store, topics, groups, settings)
+    let transactions = Arc::new(crate::broker::transaction::tests::service(
+        &store, &settings,
+    ));
+    SendMessageProcessor::new(store, topics, groups, settings, transactions)
 }
 
 /// SEND_MESSAGE_V2 as `SendMessageRequestHeaderV2` names its fields `a`..`n`.

@@ -8,7 +8,7 @@
 use std::net::SocketAddr;
 
 use crate::commitlog::record::{self, find_property, MessageDraft, RecordView, PROPERTY_TAGS};
-use crate::protocol::transaction::{sys_flag, PROPERTY_TRANSACTION_PREPARED};
+use crate::commitlog::transaction::{sys_flag, PROPERTY_TRANSACTION_PREPARED};
 use crate::store::schedule::{PROPERTY_REAL_QUEUE_ID, PROPERTY_REAL_TOPIC};
 
 pub(crate) const HALF_TOPIC: &str = "RMQ_SYS_TRANS_HALF_TOPIC";
@@ -29,7 +29,6 @@ const PROPERTY_TRANSACTION_ID: &str = "__transactionId__";
 const PROPERTY_UNIQ_KEY: &str = "UNIQ_KEY";
 /// `TransactionalMessageUtil.REMOVE_TAG`.
 const REMOVE_TAG: &str = "d";
-
 
 fn text<'a>(properties: &'a [u8], name: &str) -> Option<&'a str> {
     find_property(properties, name).and_then(|v| std::str::from_utf8(v).ok())
@@ -215,8 +214,8 @@ impl Op {
         } else {
             format!("{copy_queue_offset},{identity}")
         };
-        let properties = record::encode_properties([(PROPERTY_TAGS, REMOVE_TAG)])
-            .unwrap_or_default();
+        let properties =
+            record::encode_properties([(PROPERTY_TAGS, REMOVE_TAG)]).unwrap_or_default();
         Self {
             body: body.into_bytes(),
             properties,

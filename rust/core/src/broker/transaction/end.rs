@@ -3,8 +3,8 @@
 //! checking that the request names a half message of its producer group at its queue offset.
 
 use super::bridge::{self, HalfInfo, Op, HALF_TOPIC};
-use crate::protocol::transaction::sys_flag;
 use super::{Outcome, TransactionalMessageService};
+use crate::commitlog::transaction::sys_flag;
 use crate::commitlog::AppendResult;
 use crate::protocol::now_millis;
 use crate::remoting::header::EndTransactionRequestHeader;

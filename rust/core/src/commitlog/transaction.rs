@@ -1,7 +1,7 @@
 //! What a producer and a broker agree makes a send a half message: `TRAN_MSG=true` and
 //! `MessageSysFlag`'s transaction bits.
 
-use crate::commitlog::record::find_property;
+use super::record::find_property;
 
 /// `MessageConst.PROPERTY_TRANSACTION_PREPARED`.
 pub(crate) const PROPERTY_TRANSACTION_PREPARED: &str = "TRAN_MSG";
