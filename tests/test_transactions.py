@@ -283,6 +283,27 @@ def test_a_producer_refused_by_reject_transaction_message(tmp_path: Path) -> Non
         producer.send_in_transaction(Message("Refused", b"x"), lambda m: COMMIT)
 
 
+def test_a_producer_group_gone_for_good_is_discarded_after_the_checks(
+    group: tuple[str, Broker, Broker],
+) -> None:
+    """No member of the group is connected to answer: each round counts as a check (RocketMQ
+    counts it too), and the half message is discarded after ``transactionCheckMax``."""
+    ns, master, _ = group
+    with Producer(ns, "tx-gone") as producer:
+        producer.send_in_transaction(Message("Gone", b"g"), lambda m: TransactionState.UNKNOWN)
+    wait_for(
+        lambda: max_offset(master.listen_address, "TRANS_CHECK_MAX_TIME_TOPIC") == 1,
+        what="the transaction of the departed group discarded",
+    )
+    with PullConsumer(
+        ns,
+        "tx-gone-consumer",
+        ["Gone"],
+        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+    ) as consumer:
+        assert consumer.poll(1.0) == []
+
+
 @pytest.fixture
 def namesrv(tmp_path: Path) -> Iterator[RochaNamesrv]:
     with spawn_rocketha_namesrv(tmp_path / "namesrv.log") as ns:
