@@ -31,7 +31,8 @@ test-rust:
 	cargo test --workspace --exclude rocketha-py
 
 # Two workers: most tests wait on brokers and JVMs more than they compute. The tests against
-# real JVMs (RocketMQ, Kafka) stay on one worker (tests/conftest.py), the Spark ones on one.
+# real JVMs (RocketMQ, Kafka) run a module at a time on either worker (tests/conftest.py), the
+# Spark ones on one.
 # (pytest is pinned below 9: pytest-xdist 3.8's loadgroup renames Item._nodeid, which pytest 9
 # no longer reads, so every group would be spread over both workers.)
 test-python:

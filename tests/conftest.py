@@ -24,15 +24,16 @@ from rocketha import Broker, NameServer, _children  # noqa: E402
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Under ``-n 2 --dist loadgroup`` (``make test``) the tests against real JVMs run one
-    after another on one worker, as do the Spark tests: two such tests at once on a 2-core
-    machine would make each slower, and Maven's first resolve and the Spark session are
-    per-worker costs paid once this way."""
+    """Under ``-n 2 --dist loadgroup`` (``make test``) the Spark tests run one after another on
+    one worker (the Spark session is a per-worker cost paid once this way), and the tests
+    against real JVMs one module after another: a module's tests share their JVMs' warm-up and
+    run on one worker, while both workers take modules, since the JVM tests are most of the
+    suite's time. (Maven's first resolve is serialised between workers by a file lock.)"""
     for item in items:
-        for group in ("interop", "spark"):
-            if item.get_closest_marker(group) is not None:
-                item.add_marker(pytest.mark.xdist_group(group))
-                break
+        if item.get_closest_marker("spark") is not None:
+            item.add_marker(pytest.mark.xdist_group("spark"))
+        elif item.get_closest_marker("interop") is not None:
+            item.add_marker(pytest.mark.xdist_group(f"interop-{item.path.stem}"))
 
 
 def pytest_configure(config: pytest.Config) -> None:
