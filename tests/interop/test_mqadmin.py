@@ -157,6 +157,40 @@ def test_mqadmin_lists_a_groups_connections(
 
 
 @pytest.mark.parametrize("version", VERSIONS)
+def test_mqadmin_consumer_status_is_relayed_to_the_consumer(
+    version: str, master: str, rocketha_namesrv: RochaNamesrv, tmp_path: Path
+) -> None:
+    """``consumerStatus`` (GET_CONSUMER_RUNNING_INFO): the broker asks the Java consumer itself
+    over the consumer's own connection and hands its ``ConsumerRunningInfo`` back; a client id
+    that is not connected is refused by name."""
+    rmq = resolve(version)
+    ns = rocketha_namesrv.address
+    topic, group = f"Status{tag(version)}", f"status-{tag(version)}"
+    with Admin(ns) as admin:
+        admin.create_topic(topic, queues=2)
+        wait_for(lambda: topic in admin.topics(), what=f"the route of {topic}")
+    with Producer(ns, f"{group}-p") as producer:
+        producer.send(Message(topic, b"s"))
+    member = rmq.group_member(ns, topic, group, "push", home=tmp_path / "member")
+    try:
+        wait_for(lambda: member.received, what="the Java consumer's first message")
+        out = rmq.mqadmin(tmp_path, "consumerStatus", "-g", group, "-n", ns)
+        assert exceptions(out) == [], out
+        assert "Same subscription in the same group of consumer" in out, out
+        assert "Rebalance OK" in out, out
+        client_id = next(line.split()[1] for line in out.splitlines() if line.startswith("1 "))
+        out = rmq.mqadmin(tmp_path, "consumerStatus", "-g", group, "-i", client_id, "-n", ns)
+        assert exceptions(out) == [], out
+        # formatString's sections: the subscription and each of the topic's queues.
+        assert "#Consumer Subscription#" in out and f"{topic}" in out, out
+        assert len(re.findall(rf"{topic}\s+admin-a\s+\d", out)) == 2, out
+        out = rmq.mqadmin(tmp_path, "consumerStatus", "-g", group, "-i", "nobody@0", "-n", ns)
+        assert f"The Consumer <{group}> <nobody@0> not online" in out, out
+    finally:
+        member.stop()
+
+
+@pytest.mark.parametrize("version", VERSIONS)
 def test_mqadmin_resets_a_running_groups_offsets_and_drains_a_broker(
     version: str, master: str, rocketha_namesrv: RochaNamesrv, tmp_path: Path
 ) -> None:

@@ -6,6 +6,7 @@
 //! GET_ALL_DELAY_OFFSET, GET_ALL_SUBSCRIPTIONGROUP_CONFIG) in RocketMQ's body shapes.
 
 pub(crate) mod broker_config;
+pub(crate) mod call_consumer;
 pub(crate) mod connections;
 pub(crate) mod consume_queue;
 pub(crate) mod groups;

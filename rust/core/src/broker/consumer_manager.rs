@@ -279,6 +279,17 @@ impl ConsumerManager {
         Some(ids.into_iter().collect())
     }
 
+    /// `findChannel`: where a request to member `client_id` of `group` goes.
+    pub(crate) fn find_channel(&self, group: &str, client_id: &str) -> Option<Responder> {
+        let groups = lock(&self.groups);
+        groups
+            .get(group)?
+            .channels
+            .values()
+            .find(|m| m.client_id == client_id)
+            .and_then(|m| m.channel.clone())
+    }
+
     /// A live group's subscriptions and how it consumes; `None` when no member of it is
     /// connected.
     pub(crate) fn consuming(&self, group: &str) -> Option<(Vec<SubscriptionData>, Consuming)> {

@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex};
 
 use super::admin;
 use super::admin::broker_config;
+use super::admin::call_consumer::call_consumer;
 use super::admin::connections;
 use super::admin::consume_queue;
 use super::admin::groups;
@@ -620,6 +621,9 @@ impl RequestProcessor for BrokerProcessor {
             | request_code::GET_ALL_SUBSCRIPTIONGROUP_CONFIG => Some(self.table(&request)),
             request_code::CONSUMER_SEND_MSG_BACK => Some(self.consumer_send_msg_back(&request)),
             request_code::END_TRANSACTION => self.end_transaction(&request, ctx),
+            request_code::GET_CONSUMER_RUNNING_INFO => {
+                call_consumer(&self.consume.consumers, &request, ctx)
+            }
             request_code::LOCK_BATCH_MQ | request_code::UNLOCK_BATCH_MQ => {
                 Some(rebalance_lock::process(&self.rebalance_locks, &request))
             }

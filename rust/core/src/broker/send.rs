@@ -48,6 +48,15 @@ const NOT_ALLOWED_SEND_TOPICS: [&str; 4] = [
     "TRANS_CHECK_MAX_TIME_TOPIC",
 ];
 
+/// `TRAN_MSG=true` makes a send a half message, unless it is a consumer's retry of a committed
+/// one (`reconsumeTimes` and a delay level, as the Java client's fallback send to the retry
+/// topic is), which RocketMQ stores as it comes.
+fn is_half_message(header: &SendMessageRequestHeader) -> bool {
+    let properties = header.properties.as_deref().unwrap_or("");
+    is_transactional(properties.as_bytes())
+        && !(header.reconsume_times.unwrap_or(0) > 0 && asks_for_delay_level(properties))
+}
+
 /// The first timer property of `properties`, with its value.
 fn timer_delivery(properties: &str) -> Option<(&'static str, String)> {
     TIMER_PROPERTIES.iter().find_map(|&name| {
@@ -195,14 +204,16 @@ impl SendMessageProcessor {
                 properties: &m.properties,
                 queue_id,
                 flag: m.flag,
-                sys_flag: header.sys_flag,
+                // Whatever the transaction bits said, a message stored as sent is a plain one
+                // (a half message gets its own flag).
+                sys_flag: header.sys_flag & !sys_flag::MASK,
                 born_timestamp: header.born_timestamp,
                 born_host: remote,
                 reconsume_times: header.reconsume_times.unwrap_or(0),
                 prepared_tx_offset: 0,
             })
             .collect();
-        let appended = if drafts.len() == 1 && is_transactional(drafts[0].properties) {
+        let appended = if drafts.len() == 1 && is_half_message(&header) {
             self.transactions
                 .prepare(&drafts[0], &header.producer_group)
                 .map(|r| vec![r])
@@ -296,17 +307,17 @@ impl SendMessageProcessor {
         Ok(header)
     }
 
-    /// A half message (`TRAN_MSG=true`): allowed unless `rejectTransactionMessage`, alone (not
-    /// in a batch) and not delayed. A transaction flag without `TRAN_MSG` is refused: RocketMQ
-    /// would store such a message where no consumer ever sees it.
+    /// A half message ([`is_half_message`]): allowed unless `rejectTransactionMessage`, alone
+    /// (not in a batch) and not delayed. A transaction flag without `TRAN_MSG` is refused:
+    /// RocketMQ would store such a message where no consumer ever sees it.
     fn check_transactional(
         &self,
         request: &RemotingCommand,
         header: &SendMessageRequestHeader,
     ) -> Result<(), Refusal> {
         let properties = header.properties.as_deref().unwrap_or("");
-        if !is_transactional(properties.as_bytes()) {
-            if header.sys_flag & sys_flag::MASK != 0 {
+        if !is_half_message(header) {
+            if header.sys_flag & sys_flag::MASK != 0 && !is_transactional(properties.as_bytes()) {
                 return Err(Refusal(
                     response_code::MESSAGE_ILLEGAL,
                     format!(

@@ -50,6 +50,8 @@ pub(crate) mod request_code {
     pub(crate) const GET_ALL_SUBSCRIPTIONGROUP_CONFIG: i32 = 201;
     pub(crate) const GET_TOPIC_STATS_INFO: i32 = 202;
     pub(crate) const GET_CONSUMER_CONNECTION_LIST: i32 = 203;
+    /// Relayed to the consumer named (`mqadmin consumerStatus`).
+    pub(crate) const GET_CONSUMER_RUNNING_INFO: i32 = 307;
     pub(crate) const GET_PRODUCER_CONNECTION_LIST: i32 = 204;
     pub(crate) const WIPE_WRITE_PERM_OF_BROKER: i32 = 205;
     pub(crate) const GET_ALL_TOPIC_LIST_FROM_NAMESERVER: i32 = 206;
@@ -121,6 +123,7 @@ pub(crate) mod request_code {
             DELETE_TOPIC_IN_NAMESRV => "DELETE_TOPIC_IN_NAMESRV",
             INVOKE_BROKER_TO_RESET_OFFSET => "INVOKE_BROKER_TO_RESET_OFFSET",
             GET_CONSUMER_CONNECTION_LIST => "GET_CONSUMER_CONNECTION_LIST",
+            GET_CONSUMER_RUNNING_INFO => "GET_CONSUMER_RUNNING_INFO",
             GET_PRODUCER_CONNECTION_LIST => "GET_PRODUCER_CONNECTION_LIST",
             GET_ALL_TOPIC_LIST_FROM_NAMESERVER => "GET_ALL_TOPIC_LIST_FROM_NAMESERVER",
             WIPE_WRITE_PERM_OF_BROKER => "WIPE_WRITE_PERM_OF_BROKER",
@@ -164,6 +167,7 @@ pub(crate) mod response_code {
     pub(crate) const SUBSCRIPTION_GROUP_NOT_EXIST: i32 = 26;
     pub(crate) const INVALID_PARAMETER: i32 = 29;
     pub(crate) const CONSUMER_NOT_ONLINE: i32 = 206;
+    pub(crate) const CONSUME_MSG_TIMEOUT: i32 = 207;
     pub(crate) const ILLEGAL_OPERATION: i32 = 604;
 
     /// A send answered with this code stored its message: the waits that fell short

@@ -39,7 +39,7 @@ pub(crate) use command::RemotingCommand;
 pub(crate) use header::CustomHeader;
 pub use header::HeaderError;
 pub(crate) use server::{
-    not_supported, RemotingServer, RequestContext, RequestProcessor, Responder,
+    not_supported, InvokeError, RemotingServer, RequestContext, RequestProcessor, Responder,
 };
 pub use server::{ServerConfig, ServerEvent, ServerEventKind, ServerEvents};
 pub use tls::{

@@ -8,7 +8,7 @@
 use std::net::SocketAddr;
 
 use crate::commitlog::record::{self, find_property, MessageDraft, RecordView, PROPERTY_TAGS};
-use crate::commitlog::transaction::{sys_flag, PROPERTY_TRANSACTION_PREPARED};
+use crate::commitlog::transaction::sys_flag;
 use crate::store::schedule::{PROPERTY_REAL_QUEUE_ID, PROPERTY_REAL_TOPIC};
 
 pub(crate) const HALF_TOPIC: &str = "RMQ_SYS_TRANS_HALF_TOPIC";
@@ -163,7 +163,9 @@ pub(crate) fn put_back<'a>(r: &RecordView<'a>, info: &HalfInfo) -> Rewritten<'a>
 }
 
 /// `endMessageTransaction`: the committed message in its real topic and queue, pointing back
-/// at the half message it ends (`preparedTransactionOffset`).
+/// at the half message it ends (`preparedTransactionOffset`). Its properties are the half
+/// message's less `REAL_TOPIC` and `REAL_QID`: RocketMQ 5.4.0 delivers `TRAN_MSG=true`,
+/// `__transactionId__` and, committed at a check, `TRANSACTION_CHECK_TIMES` too.
 pub(crate) fn committed<'a>(
     r: &RecordView<'a>,
     info: &'a HalfInfo,
@@ -173,13 +175,7 @@ pub(crate) fn committed<'a>(
         properties: record::edit_properties(
             r.properties,
             &[],
-            &[
-                PROPERTY_REAL_TOPIC,
-                PROPERTY_REAL_QUEUE_ID,
-                PROPERTY_TRANSACTION_PREPARED,
-                PROPERTY_TRANSACTION_CHECK_TIMES,
-                PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET,
-            ],
+            &[PROPERTY_REAL_TOPIC, PROPERTY_REAL_QUEUE_ID],
         ),
         topic: &info.real_topic,
         queue_id: info.real_queue_id,
@@ -201,7 +197,8 @@ pub(crate) fn discarded<'a>(r: &RecordView<'a>) -> Rewritten<'a> {
 }
 
 /// An op message's body and properties: the ended copy's queue offset, and the transaction's
-/// first when it differs (so RocketMQ, reading this store, removes both).
+/// first when it differs (so RocketMQ, reading this store, removes both), each followed by a
+/// comma as RocketMQ 5's batched ops write them.
 pub(crate) struct Op {
     body: Vec<u8>,
     properties: Vec<u8>,
@@ -210,9 +207,9 @@ pub(crate) struct Op {
 impl Op {
     pub(crate) fn new(copy_queue_offset: i64, identity: i64) -> Self {
         let body = if copy_queue_offset == identity {
-            copy_queue_offset.to_string()
+            format!("{copy_queue_offset},")
         } else {
-            format!("{copy_queue_offset},{identity}")
+            format!("{copy_queue_offset},{identity},")
         };
         let properties =
             record::encode_properties([(PROPERTY_TAGS, REMOVE_TAG)]).unwrap_or_default();

@@ -74,11 +74,15 @@ impl EventLoop {
 
     pub(super) fn run(mut self) {
         let mut events = Events::with_capacity(256);
+        let mut invocation_deadline = None;
         while !self.poll.stopped() {
             let timeout = if self.conns.values().any(|c| c.more_to_read) {
                 Some(Duration::ZERO)
             } else {
-                self.idle_deadline()
+                [self.idle_deadline(), invocation_deadline]
+                    .into_iter()
+                    .flatten()
+                    .min()
                     .map(|d| d.saturating_duration_since(Instant::now()))
             };
             // Without an idle deadline it sleeps until an event (mio caps the wait itself).
@@ -116,6 +120,7 @@ impl EventLoop {
             self.read_the_rest();
             self.deliver_outbox();
             self.close_idle();
+            invocation_deadline = self.shared.invocations.expire(Instant::now());
         }
         let ids: Vec<u64> = self.conns.keys().copied().collect();
         for id in ids {
@@ -447,12 +452,13 @@ impl EventLoop {
         request: RemotingCommand,
     ) -> Result<(), Close> {
         if request.is_response() {
-            // The server sends no requests of its own, so no response is awaited.
-            log::debug!(
-                "{remote}: dropped a response (code {}, opaque {}) nobody asked for",
-                request.code,
-                request.opaque
-            );
+            let (code, opaque) = (request.code, request.opaque);
+            if !self.shared.invocations.complete(id, request) {
+                log::debug!(
+                    "{remote}: dropped a response (code {code}, opaque {opaque}) nobody asked for \
+                     (timed out)"
+                );
+            }
             return Ok(());
         }
         let oneway = request.is_oneway();
@@ -571,6 +577,7 @@ impl EventLoop {
             let fd = conn.output.stream.as_raw_fd();
             let _ = self.poll.registry().deregister(&mut SourceFd(&fd));
             // The processor first: whoever sees the event finds its consequences done.
+            self.shared.invocations.closed(id);
             let processor = &self.processor;
             if catch_unwind(AssertUnwindSafe(|| processor.on_close(id, conn.remote))).is_err() {
                 log::error!("{}: on_close of connection {id} panicked", conn.remote);

@@ -20,6 +20,7 @@
 mod connection;
 mod event_loop;
 mod events;
+mod invocations;
 mod responder;
 
 use std::io;
@@ -38,6 +39,8 @@ use crate::sync::lock;
 use event_loop::EventLoop;
 
 pub use events::{ServerEvent, ServerEventKind, ServerEvents};
+use invocations::InvokeCallback;
+pub(crate) use invocations::InvokeError;
 pub(crate) use responder::{RequestContext, Responder};
 
 /// Handles requests; one instance serves every connection of a server.
@@ -98,6 +101,8 @@ struct Shared {
     outbox: Mutex<Vec<(u64, RemotingCommand)>>,
     events: Arc<ServerEvents>,
     max_frame_size: usize,
+    /// The server's own requests waiting for a client's response.
+    invocations: invocations::Invocations,
 }
 
 /// The server: a listening socket and its event loop thread.
@@ -147,6 +152,7 @@ impl RemotingServer {
             outbox: Mutex::new(Vec::new()),
             events,
             max_frame_size: config.max_frame_size,
+            invocations: invocations::Invocations::default(),
         });
         let event_loop = EventLoop::new(poll, listener, shared.clone(), processor, config)?;
         let thread = LoopThread::spawn(&shared.signal, "rocketha-remoting", move || {

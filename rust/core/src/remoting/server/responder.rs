@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Weak};
 
 use super::connection::Output;
-use super::Shared;
+use super::{InvokeCallback, Shared};
 use crate::remoting::codes::SerializeType;
 use crate::remoting::command::RemotingCommand;
 use crate::sync::lock;
@@ -44,6 +44,24 @@ impl Responder {
     pub(crate) fn send_oneway_request(&self, mut request: RemotingCommand) {
         request.mark_oneway();
         self.queue(request);
+    }
+
+    /// Sends a request of the server's own on this request's connection and hands its response
+    /// to `callback` (`invokeSync` on a channel: the broker asks a consumer for its running
+    /// info). Thread-safe; `callback` gets a timeout after `timeout`, or the connection's close.
+    pub(crate) fn invoke(
+        &self,
+        mut request: RemotingCommand,
+        timeout: std::time::Duration,
+        callback: InvokeCallback,
+    ) {
+        request.opaque = self
+            .shared
+            .invocations
+            .register(self.connection_id, timeout, callback);
+        self.queue(request);
+        // The loop keeps the deadline: it may be sleeping past it.
+        self.shared.signal.wake();
     }
 
     fn queue(&self, mut command: RemotingCommand) {
