@@ -901,6 +901,30 @@ class RocketMQ:
         args = ["transact", namesrv, broker or "-", topic, group, str(deadline_ms), *states]
         return Transactor(self._peer_command(home, args), home)
 
+    def tx_load(
+        self,
+        namesrv: str,
+        topic: str,
+        connections: int,
+        seconds: float,
+        size: int = 1024,
+        *,
+        home: Path,
+        transactional: bool,
+        broker: str | None = None,
+        warmup: float = 1.0,
+    ) -> dict[str, Any]:
+        """``java/TxLoad.java``: :meth:`load`'s loop, ``connections`` threads each with a
+        ``TransactionMQProducer`` of its own, sending ``size``-byte messages for ``seconds``
+        after ``warmup``: ``sendMessageInTransaction`` with a local transaction that commits at
+        once (``transactional``), or a plain synchronous ``send`` of the same producers. Its
+        JSON line has :meth:`load`'s keys and ``total_ok``, the SEND_OK sends of the whole run
+        (warm-up included): what the topic holds once every commit landed."""
+        args = [namesrv, broker or "-", topic, str(connections), str(seconds), str(size)]
+        args += [str(warmup), "tx" if transactional else "plain"]
+        name = f"txload-{'tx' if transactional else 'plain'}-{connections}"
+        return self._bench_tool(home, "TxLoad", args, name, seconds + warmup + 120 + connections)
+
 
 @dataclass(frozen=True)
 class Reconsumed:
