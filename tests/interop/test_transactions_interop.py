@@ -27,6 +27,7 @@ key. Run: ``pytest -m interop``.
 from __future__ import annotations
 
 import itertools
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -257,13 +258,13 @@ def test_each_local_transaction_outcome_is_delivered_as_rocketmq_delivers_it(
                 tx.times_checked(s.key) >= CHECK_MAX for s in by_state["unknown-forever"]
             )
 
+        def discarded() -> bool:
+            time.sleep(0.2)  # each look opens the store
+            held = stored(cluster.store, cluster.segment, CHECK_MAX_TOPIC)
+            return forever <= {m.properties.get("UNIQ_KEY") for m in held}
+
         wait_for(settled, timeout=120, what="the check-backs")
-        wait_for(
-            lambda: forever
-            <= {m.properties.get("UNIQ_KEY") for m in stored(cluster.store, cluster.segment,
-                                                               CHECK_MAX_TOPIC)},
-            what=f"the unknown-forever transactions in {CHECK_MAX_TOPIC}",
-        )  # fmt: skip
+        wait_for(discarded, what=f"the unknown-forever transactions in {CHECK_MAX_TOPIC}")
         delivered = fenced(cluster.namesrv, topic, tx)
         checks = tx.checks
         tx.stop()
