@@ -30,6 +30,7 @@ SCENARIOS = {
     "retry": "benches.retry",
     "index": "benches.index",
     "sql-filter": "benches.sql_filter",
+    "transaction": "benches.transaction",
     "peers": "benches.peers_bench",
     "soak": "benches.soak",
 }

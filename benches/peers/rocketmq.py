@@ -28,6 +28,7 @@ import struct
 import subprocess
 import threading
 import time
+import urllib.parse
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -881,6 +882,49 @@ class RocketMQ:
         args = ["group", namesrv, topic, group, kind, "0", "600000"]
         return GroupMember(self._peer_command(home, args), home)
 
+    def transactor(
+        self,
+        namesrv: str,
+        topic: str,
+        group: str,
+        states: Sequence[str] = (),
+        *,
+        home: Path,
+        broker: str | None = None,
+        deadline_ms: int = 600_000,
+    ) -> Transactor:
+        """A running ``TransactionMQProducer`` of ``group`` (``Peer transact``): one
+        transaction a state of ``states`` at once, more with :meth:`Transactor.send`, each
+        local transaction doing what its state says (:data:`TX_STATES`); it answers the
+        broker's check-backs until :meth:`Transactor.stop` or ``deadline_ms``. With ``broker``
+        the topic is created there first (4 queues)."""
+        args = ["transact", namesrv, broker or "-", topic, group, str(deadline_ms), *states]
+        return Transactor(self._peer_command(home, args), home)
+
+    def tx_load(
+        self,
+        namesrv: str,
+        topic: str,
+        connections: int,
+        seconds: float,
+        size: int = 1024,
+        *,
+        home: Path,
+        transactional: bool,
+        broker: str | None = None,
+        warmup: float = 1.0,
+    ) -> dict[str, Any]:
+        """``java/TxLoad.java``: :meth:`load`'s loop, ``connections`` threads each with a
+        ``TransactionMQProducer`` of its own, sending ``size``-byte messages for ``seconds``
+        after ``warmup``: ``sendMessageInTransaction`` with a local transaction that commits at
+        once (``transactional``), or a plain synchronous ``send`` of the same producers. Its
+        JSON line has :meth:`load`'s keys and ``total_ok``, the SEND_OK sends of the whole run
+        (warm-up included): what the topic holds once every commit landed."""
+        args = [namesrv, broker or "-", topic, str(connections), str(seconds), str(size)]
+        args += [str(warmup), "tx" if transactional else "plain"]
+        name = f"txload-{'tx' if transactional else 'plain'}-{connections}"
+        return self._bench_tool(home, "TxLoad", args, name, seconds + warmup + 120 + connections)
+
 
 @dataclass(frozen=True)
 class Reconsumed:
@@ -985,6 +1029,171 @@ class GroupMember:
         return self.received
 
 
+#: What ``Peer transact``'s local transactions do, by the state a message carries (its
+#: ``txLocal`` property and the end of its key): answer at once (executeLocalTransaction), or
+#: UNKNOW and then what the broker's check-back is told (checkLocalTransaction);
+#: ``held-then-commit`` answers UNKNOW until :meth:`Transactor.release`, then commits.
+TX_STATES = (
+    "commit",
+    "rollback",
+    "unknown-then-commit",
+    "unknown-then-rollback",
+    "unknown-forever",
+    "held-then-commit",
+)
+
+
+@dataclass(frozen=True)
+class TxSent:
+    """One ``sendMessageInTransaction`` of ``Peer transact``: its ``TransactionSendResult``
+    (``status`` set), or its failure (``error``; ``code``, the broker's response code, -1
+    when the failure was not a broker's answer)."""
+
+    seq: int
+    key: str
+    status: str | None = None
+    #: What executeLocalTransaction answered (COMMIT_MESSAGE, ROLLBACK_MESSAGE, UNKNOW).
+    local_state: str | None = None
+    msg_id: str = ""
+    transaction_id: str = ""
+    offset_msg_id: str = ""
+    queue_id: int = -1
+    queue_offset: int = -1
+    code: int | None = None
+    error: str | None = None
+
+    @property
+    def state(self) -> str:
+        return self.key.split("-", 1)[1]
+
+
+@dataclass(frozen=True)
+class TxCheck:
+    """One check-back (CHECK_TRANSACTION_STATE) ``Peer transact`` was asked and answered."""
+
+    key: str
+    transaction_id: str
+    #: How many times this producer was asked about ``key`` so far, this one included.
+    times: int
+    #: What checkLocalTransaction answered.
+    answer: str
+    #: The checked message as the broker sent it: the half message it checks.
+    msg_id: str
+    queue_offset: int
+    commit_log_offset: int
+    properties: dict[str, str]
+
+
+def _tx_sent(line: str) -> TxSent | None:
+    f = line.split(" ")
+    if f[0] == "TXSENT":
+        numbers = int(f[8]), int(f[9])
+        return TxSent(int(f[1]), f[2], f[3], f[4], f[5], f[6], f[7], *numbers)
+    if f[0] == "TXERROR":
+        return TxSent(int(f[1]), f[2], code=int(f[3]), error=" ".join(f[4:]))
+    return None
+
+
+def _tx_check(line: str) -> TxCheck | None:
+    f = line.split(" ")
+    if f[0] != "CHECK":
+        return None
+    props = {} if f[8] == "-" else dict(urllib.parse.parse_qsl(f[8], keep_blank_values=True))
+    return TxCheck(f[1], f[2], int(f[3]), f[4], f[5], int(f[6]), int(f[7]), props)
+
+
+class Transactor:
+    """A running ``Peer transact`` (:meth:`RocketMQ.transactor`): what it printed so far is
+    in :attr:`lines`, parsed by :attr:`sent` and :attr:`checks`."""
+
+    def __init__(self, command: list[str], home: Path) -> None:
+        self.home = home
+        self.lines: list[str] = []
+        with (home / "peer-transact.err").open("w") as err:
+            self.proc = _children.spawn(
+                command,
+                cwd=home,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=err,
+                text=True,
+            )
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.append(line.rstrip("\n"))
+
+    def send(self, *states: str) -> None:
+        """One more transaction a state, sent after those before."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.write("".join(f"{s}\n" for s in states))
+        self.proc.stdin.flush()
+
+    def release(self) -> None:
+        """From now on ``held-then-commit`` transactions commit at their check-backs."""
+        self.send("RELEASE")
+        wait = time.monotonic() + 60
+        while "RELEASED" not in self.lines:
+            if self.proc.poll() is not None or time.monotonic() > wait:
+                raise RuntimeError(f"Peer transact did not release: {self.lines[-20:]}")
+            time.sleep(0.01)
+
+    @property
+    def ready(self) -> bool:
+        return "READY" in self.lines
+
+    @property
+    def exited(self) -> int | None:
+        return self.proc.poll()
+
+    @property
+    def sent(self) -> list[TxSent]:
+        """Every send's outcome so far, by seq."""
+        out = [t for t in map(_tx_sent, list(self.lines)) if t is not None]
+        return sorted(out, key=lambda t: t.seq)
+
+    @property
+    def checks(self) -> list[TxCheck]:
+        """Every check-back so far, in the order they came."""
+        return [c for c in map(_tx_check, list(self.lines)) if c is not None]
+
+    def times_checked(self, key: str) -> int:
+        return sum(1 for c in self.checks if c.key == key)
+
+    def stderr(self) -> str:
+        return (self.home / "peer-transact.err").read_text(errors="replace")
+
+    def kill(self) -> None:
+        _children.kill(self.proc)
+        self._reader.join(30)
+        (self.home / "peer-transact.out").write_text("\n".join(self.lines))
+
+    def stop(self, timeout: float = 120.0) -> None:
+        """Closes its input: it shuts the producer down and exits."""
+        assert self.proc.stdin is not None
+        with contextlib.suppress(BrokenPipeError):
+            self.proc.stdin.close()
+        try:
+            code = self.proc.wait(timeout=timeout)
+        finally:
+            _children.kill(self.proc)
+        self._reader.join(timeout)
+        (self.home / "peer-transact.out").write_text("\n".join(self.lines))
+        if code != 0 or not any(line.startswith("DONE ") for line in self.lines):
+            raise RuntimeError(
+                f"Peer transact exited {code}: {self.lines[-20:]}\n{self.stderr()[-3000:]}"
+            )
+
+    def __enter__(self) -> Transactor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        _children.kill(self.proc)
+
+
 def body(seq: int, size: int) -> bytes:
     """The body ``Peer.java`` sends as message ``seq`` (java.util.Random seeded with seq)."""
     return bytes(ord("a") + r for r in _java_random_ints(seq, 26, size))
@@ -1083,6 +1292,7 @@ def consume_queues(store: Path) -> dict[tuple[str, int], dict[int, Entry]]:
 
 
 __all__ = [
+    "TX_STATES",
     "VERSIONS",
     "VERSION_4",
     "VERSION_5",
@@ -1093,6 +1303,9 @@ __all__ = [
     "RocketMQ",
     "SendOutcome",
     "Sent",
+    "Transactor",
+    "TxCheck",
+    "TxSent",
     "Unavailable",
     "body",
     "compile_java",

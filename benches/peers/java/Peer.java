@@ -1,10 +1,19 @@
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.net.URLEncoder;
+import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Collection;
 import java.util.HashSet;
 import java.util.List;
+import java.util.Map;
 import java.util.Random;
 import java.util.Set;
+import java.util.TreeMap;
+import java.util.concurrent.BlockingQueue;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.zip.CRC32;
@@ -24,8 +33,12 @@ import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
 import org.apache.rocketmq.client.exception.MQBrokerException;
 import org.apache.rocketmq.client.exception.MQClientException;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
+import org.apache.rocketmq.client.producer.LocalTransactionState;
 import org.apache.rocketmq.client.producer.SendCallback;
 import org.apache.rocketmq.client.producer.SendResult;
+import org.apache.rocketmq.client.producer.TransactionListener;
+import org.apache.rocketmq.client.producer.TransactionMQProducer;
+import org.apache.rocketmq.client.producer.TransactionSendResult;
 import org.apache.rocketmq.common.TopicConfig;
 import org.apache.rocketmq.common.message.Message;
 import org.apache.rocketmq.common.message.MessageExt;
@@ -76,6 +89,14 @@ import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
  *   REFUSED 1 code remark    (a wrong secret key, TOPIC; body acl-1)
  *   REFUSED 2 code remark    (the right keys, FORBIDDEN_TOPIC; body acl-2)
  *   MSG ... / DONE count     (the right keys consume TOPIC as GROUP, as consume does)
+ * transact NAMESRV BROKER TOPIC GROUP DEADLINE_MS [STATE...]   (TransactionMQProducer: one
+ *   READY                     transaction a STATE, then one a line of stdin, until stdin
+ *   RELEASED                  closes or DEADLINE_MS passes; a line RELEASE: held-then-commit
+ *                             transactions commit at their next check-back)
+ *   TXSENT seq key status localState msgId transactionId offsetMsgId queueId queueOffset
+ *   TXERROR seq key code exceptionClass message...
+ *   CHECK key transactionId times answer msgId queueOffset commitLogOffset props
+ *   DONE sent checks
  * </pre>
  *
  * Bodies are deterministic: message seq gets {@code body(seq, size)}, which the Python side
@@ -187,6 +208,11 @@ public final class Peer {
                 break;
             case "query":
                 query(args[1], args[2], Integer.parseInt(args[3]), Integer.parseInt(args[4]));
+                break;
+            case "transact":
+                prepareTopic(args[1], args[2], args[3]);
+                transact(args[1], args[3], args[4], Long.parseLong(args[5]),
+                    java.util.Arrays.copyOfRange(args, 6, args.length));
                 break;
             default:
                 System.err.println("unknown mode " + args[0]);
@@ -322,6 +348,185 @@ public final class Peer {
             System.out.flush();
         } finally {
             producer.shutdown();
+        }
+    }
+
+    /** The user property naming what a {@code transact} message's local transaction does. */
+    static final String TX_LOCAL = "txLocal";
+    /** Set by a RELEASE line: {@code held-then-commit} transactions commit from then on. */
+    static volatile boolean released;
+
+    /**
+     * What the local transaction of a message whose {@value #TX_LOCAL} is {@code state}
+     * answers: at once ({@code check} false, executeLocalTransaction) or to the broker's
+     * check-back ({@code check} true, checkLocalTransaction). {@code commit} and
+     * {@code rollback} answer the same both times (a check-back of one is the broker's
+     * business, printed like any other); {@code held-then-commit} answers UNKNOW until the
+     * process reads a RELEASE line, COMMIT_MESSAGE to the check-backs after it.
+     */
+    static LocalTransactionState localState(String state, boolean check) {
+        switch (state) {
+            case "commit":
+                return LocalTransactionState.COMMIT_MESSAGE;
+            case "rollback":
+                return LocalTransactionState.ROLLBACK_MESSAGE;
+            case "unknown-then-commit":
+                return check ? LocalTransactionState.COMMIT_MESSAGE : LocalTransactionState.UNKNOW;
+            case "unknown-then-rollback":
+                return check ? LocalTransactionState.ROLLBACK_MESSAGE
+                    : LocalTransactionState.UNKNOW;
+            case "unknown-forever":
+                return LocalTransactionState.UNKNOW;
+            case "held-then-commit":
+                return check && released ? LocalTransactionState.COMMIT_MESSAGE
+                    : LocalTransactionState.UNKNOW;
+            default:
+                throw new IllegalArgumentException("unknown local transaction " + state);
+        }
+    }
+
+    /** "k=v&k2=v2", each part URL-encoded, sorted by key: a whole property map on one line. */
+    static String encodeProps(Map<String, String> props) {
+        StringBuilder out = new StringBuilder();
+        for (Map.Entry<String, String> e : new TreeMap<>(props).entrySet()) {
+            if (out.length() > 0) {
+                out.append('&');
+            }
+            out.append(URLEncoder.encode(e.getKey(), StandardCharsets.UTF_8)).append('=')
+                .append(URLEncoder.encode(String.valueOf(e.getValue()), StandardCharsets.UTF_8));
+        }
+        return out.length() == 0 ? "-" : out.toString();
+    }
+
+    /**
+     * A {@code TransactionMQProducer} of GROUP whose {@code TransactionListener} does what
+     * each message's {@value #TX_LOCAL} property says ({@link #localState}). It sends one
+     * transaction a STATE argument, then one a line of its standard input (the line is the
+     * state), message seq with key and body {@code seq-STATE}, tag {@code tx}. Each send prints
+     * TXSENT (or TXERROR: the broker's response code, -1 when the failure is not the broker's
+     * answer); a line RELEASE sends nothing, it releases the held transactions (RELEASED); each check-back the broker sends prints CHECK with how many times this process
+     * was asked about that key so far, the answer given, the checked message's msgId, queue
+     * offset and commit log offset (those of the half message the broker checks) and its
+     * whole property map. It keeps running, so check-backs can come, until its standard input
+     * closes or DEADLINE_MS passes; then it shuts the producer down and prints DONE.
+     */
+    static void transact(String namesrv, String topic, String group, long deadlineMs,
+        String[] states) throws Exception {
+        long deadline = System.currentTimeMillis() + deadlineMs;
+        Map<String, AtomicInteger> checked = new ConcurrentHashMap<>();
+        AtomicInteger checks = new AtomicInteger();
+        TransactionMQProducer producer = new TransactionMQProducer(group);
+        producer.setNamesrvAddr(namesrv);
+        producer.setInstanceName("interop-tx-" + System.nanoTime());
+        producer.setVipChannelEnabled(false);
+        producer.setSendMsgTimeout(15000);
+        producer.setRetryTimesWhenSendFailed(0);
+        producer.setRetryAnotherBrokerWhenNotStoreOK(false);
+        // Check-backs go to a producer channel the broker learnt from a heartbeat: a broker
+        // restarted while this runs learns it again within a second, not 30.
+        producer.setHeartbeatBrokerInterval(HEARTBEAT_MS);
+        producer.setPollNameServerInterval(ROUTE_POLL_MS);
+        producer.setTransactionListener(new TransactionListener() {
+            @Override
+            public LocalTransactionState executeLocalTransaction(Message msg, Object arg) {
+                return localState(msg.getUserProperty(TX_LOCAL), false);
+            }
+
+            @Override
+            public LocalTransactionState checkLocalTransaction(MessageExt msg) {
+                String state = msg.getUserProperty(TX_LOCAL);
+                LocalTransactionState answer = state == null
+                    ? LocalTransactionState.UNKNOW : localState(state, true);
+                String key = msg.getKeys() == null ? "-" : msg.getKeys();
+                int times = checked.computeIfAbsent(key, k -> new AtomicInteger())
+                    .incrementAndGet();
+                checks.incrementAndGet();
+                synchronized (Peer.class) {
+                    System.out.println("CHECK " + key + " " + msg.getTransactionId() + " "
+                        + times + " " + answer + " " + msg.getMsgId() + " "
+                        + msg.getQueueOffset() + " " + msg.getCommitLogOffset() + " "
+                        + encodeProps(msg.getProperties()));
+                    System.out.flush();
+                }
+                return answer;
+            }
+        });
+        producer.start();
+        BlockingQueue<String> lines = new LinkedBlockingQueue<>();
+        for (String state : states) {
+            lines.add(state);
+        }
+        Thread stdin = new Thread(() -> {
+            try {
+                BufferedReader in = new BufferedReader(
+                    new InputStreamReader(System.in, StandardCharsets.UTF_8));
+                String line;
+                while ((line = in.readLine()) != null) {
+                    if (!line.isBlank()) {
+                        lines.add(line.trim());
+                    }
+                }
+            } catch (java.io.IOException e) {
+                // A closed input is the signal either way.
+            }
+            lines.add("");
+        });
+        stdin.setDaemon(true);
+        stdin.start();
+        synchronized (Peer.class) {
+            System.out.println("READY");
+            System.out.flush();
+        }
+        int seq = 0;
+        try {
+            while (true) {
+                long left = deadline - System.currentTimeMillis();
+                String state = left > 0 ? lines.poll(left, TimeUnit.MILLISECONDS) : null;
+                if (state == null || state.isEmpty()) {
+                    break;
+                }
+                if (state.equals("RELEASE")) {
+                    released = true;
+                    synchronized (Peer.class) {
+                        System.out.println("RELEASED");
+                        System.out.flush();
+                    }
+                    continue;
+                }
+                String key = seq + "-" + state;
+                Message msg = new Message(topic, "tx", key, key.getBytes(StandardCharsets.UTF_8));
+                msg.putUserProperty(TX_LOCAL, state);
+                try {
+                    TransactionSendResult r = producer.sendMessageInTransaction(msg, null);
+                    synchronized (Peer.class) {
+                        System.out.println("TXSENT " + seq + " " + key + " " + r.getSendStatus()
+                            + " " + r.getLocalTransactionState() + " " + r.getMsgId() + " "
+                            + r.getTransactionId() + " " + r.getOffsetMsgId() + " "
+                            + r.getMessageQueue().getQueueId() + " " + r.getQueueOffset());
+                        System.out.flush();
+                    }
+                } catch (Exception e) {
+                    Throwable cause = e;
+                    while (cause != null && !(cause instanceof MQBrokerException)) {
+                        cause = cause.getCause();
+                    }
+                    int code = cause == null ? -1 : ((MQBrokerException) cause).getResponseCode();
+                    Throwable shown = cause == null ? e : cause;
+                    String text = String.valueOf(shown.getMessage()).replace('\n', ' ');
+                    synchronized (Peer.class) {
+                        System.out.println("TXERROR " + seq + " " + key + " " + code + " "
+                            + shown.getClass().getName() + " " + text);
+                        System.out.flush();
+                    }
+                }
+                seq++;
+            }
+        } finally {
+            producer.shutdown();
+        }
+        synchronized (Peer.class) {
+            System.out.println("DONE " + seq + " " + checks.get());
+            System.out.flush();
         }
     }
 
