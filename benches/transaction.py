@@ -10,11 +10,11 @@
   rocketha's against RocketMQ's under the same client. A run counts only if every transaction
   it committed lands in the topic (the sum of its queues' max offsets), which is waited for.
 * **rocketha's client**, on rocketha's broker: ``Producer.send_in_transaction`` by 8 threads
-  sharing one producer, the local transaction committing at once, against ``Producer.send`` by 8
-  threads; left out, saying why, while the ``Producer`` has no ``send_in_transaction``.
+  sharing one producer, the local transaction committing at once (its END_TRANSACTION answered
+  before the call returns, where Java's is oneway), against ``Producer.send`` by 8 threads.
 
-A broker that refuses transactional sends (rocketha before issue 28, NO_PERMISSION) leaves its
-figures out with the broker's answer under ``skipped``; the others still run.
+A broker that refuses transactional sends (``rejectTransactionMessage``, NO_PERMISSION) leaves
+its figures out with the broker's answer under ``skipped``; the others still run.
 """
 
 from __future__ import annotations
@@ -24,10 +24,16 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
-import rocketha
-from rocketha import Broker, BrokerConfig, Message, NameServer, Producer, _children
+from rocketha import (
+    Broker,
+    BrokerConfig,
+    Message,
+    NameServer,
+    Producer,
+    TransactionState,
+    _children,
+)
 from rocketha._core import MQClientAPI
 
 from benches.common import Figure, Skipped, skip_figure
@@ -117,13 +123,6 @@ def _java(
     return float(out["ok"]) / float(out["seconds"])
 
 
-def _commit_state() -> Any:
-    """What a local transaction that commits returns to ``send_in_transaction``: the
-    client's ``LocalTransactionState.COMMIT_MESSAGE``, or its name."""
-    states = getattr(rocketha, "LocalTransactionState", None)
-    return states.COMMIT_MESSAGE if states is not None else "COMMIT_MESSAGE"
-
-
 def _threads(seconds: float, send: Callable[[], object]) -> tuple[int, float]:
     """:data:`THREADS` threads calling ``send`` one call after the other for ``seconds``:
     (calls, seconds they took)."""
@@ -141,25 +140,12 @@ def _threads(seconds: float, send: Callable[[], object]) -> tuple[int, float]:
     return sum(counts), time.perf_counter() - started
 
 
-def _python_ready(refused: dict[str, str]) -> bool:
-    """Whether rocketha's client can be measured; if not, the figure is left out saying why."""
-    if not hasattr(Producer, "send_in_transaction"):
-        why = "rocketha's Producer has no send_in_transaction yet (issue 28)"
-    elif "rocketha" in refused:
-        why = f"the broker refused: {refused['rocketha']}"
-    else:
-        return True
-    skip_figure(SCENARIO, "rocketha Producer.send_in_transaction", why)
-    return False
-
-
 def _python(ns: str, broker: str, seconds: float) -> tuple[float, float]:
     """``send_in_transaction`` and ``send`` per second by :data:`THREADS` threads of
     rocketha's client."""
-    commit = _commit_state()
 
-    def execute(*_: object) -> Any:
-        return commit
+    def execute(_: Message) -> TransactionState:
+        return TransactionState.COMMIT
 
     with Producer(ns, "tx-bench-python") as producer:
 
@@ -211,7 +197,7 @@ def run(quick: bool, runs: int) -> list[Figure]:
                                 refused[system] = _refusal(str(e))
                                 continue
                             java.setdefault((system, tx, c), []).append(rate)
-                    if system == "rocketha" and _python_ready(refused):
+                    if system == "rocketha":
                         tx_rate, plain_rate = _python(ns, broker, seconds)
                         python[True].append(tx_rate)
                         python[False].append(plain_rate)

@@ -342,7 +342,7 @@ class Producer:
         #: did not send (before a restart), a send's own ``check`` for its own.
         self._checker = TransactionChecker(self._api, group, check_transaction, send_timeout)
         if check_transaction is not None:
-            self._checker.expect("", None)
+            self._checker.start()
         stop_at_exit(self.shutdown)
 
     def __enter__(self) -> Producer:

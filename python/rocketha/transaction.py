@@ -138,16 +138,22 @@ class TransactionChecker:
         self._closed = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def expect(self, transaction_id: str, check: Check | None) -> None:
-        """Starts the thread once; ``check`` answers for ``transaction_id`` from now on."""
+    def start(self) -> None:
+        """Starts the thread that answers check-backs, once."""
         with self._lock:
-            if check is not None:
-                self._checks[transaction_id] = check
             if self._thread is None and not self._closed.is_set():
                 self._thread = threading.Thread(
                     target=self._run, name=f"rocketha-transaction-check-{self._group}", daemon=True
                 )
                 self._thread.start()
+
+    def expect(self, transaction_id: str, check: Check | None) -> None:
+        """``check`` answers for ``transaction_id`` from now on (the producer's default when
+        None); starts the thread."""
+        if check is not None:
+            with self._lock:
+                self._checks[transaction_id] = check
+        self.start()
 
     def ended(self, transaction_id: str) -> None:
         with self._lock:

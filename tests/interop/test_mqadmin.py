@@ -180,10 +180,12 @@ def test_mqadmin_consumer_status_is_relayed_to_the_consumer(
         assert "Rebalance OK" in out, out
         client_id = next(line.split()[1] for line in out.splitlines() if line.startswith("1 "))
         out = rmq.mqadmin(tmp_path, "consumerStatus", "-g", group, "-i", client_id, "-n", ns)
-        assert exceptions(out) == [], out
+        # One of the consumer's own properties is named pullTimeDelayMillsWhenException.
+        assert [e for e in exceptions(out) if "pullTimeDelayMills" not in e] == [], out
         # formatString's sections: the subscription and each of the topic's queues.
         assert "#Consumer Subscription#" in out and f"{topic}" in out, out
-        assert len(re.findall(rf"{topic}\s+admin-a\s+\d", out)) == 2, out
+        queues = [line for line in out.splitlines() if "ProcessQueueInfo [" in line]
+        assert len(queues) == 2 and all(q.startswith(topic) for q in queues), out
         out = rmq.mqadmin(tmp_path, "consumerStatus", "-g", group, "-i", "nobody@0", "-n", ns)
         assert f"The Consumer <{group}> <nobody@0> not online" in out, out
     finally:
