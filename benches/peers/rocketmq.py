@@ -973,13 +973,15 @@ def _got(lines: Sequence[str]) -> list[tuple[int, int, str]]:
     return out
 
 
-class GroupMember:
-    """A running ``Peer group`` member; what it received so far is in :attr:`received`."""
+class PeerProcess:
+    """A ``Peer`` mode that runs until told to stop: its stdin stays open for commands, and
+    every line it prints is kept in :attr:`lines` by a reader thread; its stderr goes to
+    ``home / f"peer-{mode}.err"``."""
 
-    def __init__(self, command: list[str], home: Path) -> None:
+    def __init__(self, command: list[str], home: Path, mode: str) -> None:
         self.home = home
         self.lines: list[str] = []
-        with (home / "peer-group.err").open("w") as err:
+        with (home / f"peer-{mode}.err").open("w") as err:
             self.proc = _children.spawn(
                 command,
                 cwd=home,
@@ -995,6 +997,13 @@ class GroupMember:
         assert self.proc.stdout is not None
         for line in self.proc.stdout:
             self.lines.append(line.rstrip("\n"))
+
+
+class GroupMember(PeerProcess):
+    """A running ``Peer group`` member; what it received so far is in :attr:`received`."""
+
+    def __init__(self, command: list[str], home: Path) -> None:
+        super().__init__(command, home, "group")
 
     @property
     def received(self) -> list[tuple[int, int, str]]:
@@ -1102,29 +1111,12 @@ def _tx_check(line: str) -> TxCheck | None:
     return TxCheck(f[1], f[2], int(f[3]), f[4], f[5], int(f[6]), int(f[7]), props)
 
 
-class Transactor:
+class Transactor(PeerProcess):
     """A running ``Peer transact`` (:meth:`RocketMQ.transactor`): what it printed so far is
     in :attr:`lines`, parsed by :attr:`sent` and :attr:`checks`."""
 
     def __init__(self, command: list[str], home: Path) -> None:
-        self.home = home
-        self.lines: list[str] = []
-        with (home / "peer-transact.err").open("w") as err:
-            self.proc = _children.spawn(
-                command,
-                cwd=home,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=err,
-                text=True,
-            )
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.append(line.rstrip("\n"))
+        super().__init__(command, home, "transact")
 
     def send(self, *states: str) -> None:
         """One more transaction a state, sent after those before."""

@@ -471,21 +471,6 @@ fn a_deferred_response_queues_behind_a_full_socket() {
     );
 }
 
-/// The next whole command `stream` sends.
-fn read_command(stream: &mut TcpStream) -> RemotingCommand {
-    stream.set_read_timeout(Some(TIMEOUT)).unwrap();
-    let mut buf = Vec::new();
-    loop {
-        if let Decoded::Frame { frame, .. } = decode_frame(&buf, 1 << 24).unwrap() {
-            return RemotingCommand::decode(&frame).unwrap();
-        }
-        let mut chunk = [0u8; 4096];
-        let n = stream.read(&mut chunk).unwrap();
-        assert!(n > 0, "closed before a whole command");
-        buf.extend_from_slice(&chunk[..n]);
-    }
-}
-
 #[test]
 fn a_request_of_the_servers_own_gets_its_answer_a_timeout_or_the_close() {
     let f = start(ServerConfig::default());
@@ -504,7 +489,7 @@ fn a_request_of_the_servers_own_gets_its_answer_a_timeout_or_the_close() {
     };
     // Answered: the client's response, matched by the server's own opaque.
     ask(2000, TIMEOUT);
-    let asked = read_command(&mut raw);
+    let asked = read_one(&mut raw);
     assert_eq!(asked.code, 2000);
     assert!(!asked.is_response() && !asked.is_oneway());
     let mut answer = RemotingCommand::response_to(&asked, response_code::SUCCESS, None);
@@ -514,12 +499,12 @@ fn a_request_of_the_servers_own_gets_its_answer_a_timeout_or_the_close() {
     assert_eq!(got.body, b"running info");
     // Never answered: a timeout, though the loop had nothing else to wake it.
     ask(2001, Duration::from_millis(200));
-    assert_eq!(read_command(&mut raw).code, 2001);
+    assert_eq!(read_one(&mut raw).code, 2001);
     let err = rx.recv_timeout(TIMEOUT).unwrap().unwrap_err();
     assert_eq!(err, crate::remoting::InvokeError::Timeout(200));
     // The connection closes first.
     ask(2002, TIMEOUT);
-    assert_eq!(read_command(&mut raw).code, 2002);
+    assert_eq!(read_one(&mut raw).code, 2002);
     drop(raw);
     let err = rx.recv_timeout(TIMEOUT).unwrap().unwrap_err();
     assert_eq!(err, crate::remoting::InvokeError::Closed);
