@@ -27,7 +27,7 @@ use bridge::{HalfInfo, Op, HALF_TOPIC, OP_TOPIC};
 use super::consumer_offset::ConsumerOffsetManager;
 use super::producer_manager::ProducerManager;
 use super::TransactionSettings;
-use crate::commitlog::record::MessageDraft;
+use crate::commitlog::record::{MessageDraft, RecordView};
 use crate::commitlog::AppendResult;
 use crate::error::CommitLogError;
 use crate::protocol::now_millis;
@@ -326,11 +326,7 @@ impl TransactionalMessageService {
     }
 
     /// `sendCheckMessage`: CHECK_TRANSACTION_STATE for the copy just put back.
-    fn check_request(
-        &self,
-        copy: &crate::commitlog::record::RecordView<'_>,
-        info: &HalfInfo,
-    ) -> RemotingCommand {
+    fn check_request(&self, copy: &RecordView<'_>, info: &HalfInfo) -> RemotingCommand {
         let mut request = RemotingCommand::request(request_code::CHECK_TRANSACTION_STATE, 0);
         request.write_custom_header(&CheckTransactionStateRequestHeader {
             topic: Some(HALF_TOPIC.to_owned()),
@@ -363,73 +359,69 @@ impl TransactionalMessageService {
         let mut copies: HashMap<i64, i64> = HashMap::new();
         let time_out = self.settings.time_out.as_millis() as i64;
         let op_from = self.start_of(OP_TOPIC);
-        if let Some(cq) = self.store.consume_queue(HALF_TOPIC, 0) {
-            let mut offset = self.start_of(HALF_TOPIC);
-            loop {
-                let entries = cq.get(offset, 256);
-                let Some(&(last, _)) = entries.last() else {
-                    break;
-                };
-                for (queue_offset, entry) in entries {
-                    let Some(record) = u64::try_from(entry.commitlog_offset)
-                        .ok()
-                        .and_then(|o| self.store.look_message_by_offset(o))
-                    else {
-                        continue;
-                    };
-                    let r = record.view();
-                    let Some(info) = HalfInfo::of(&r) else {
-                        continue;
-                    };
-                    copies.insert(queue_offset, info.identity);
-                    st.pending.insert(
-                        info.identity,
-                        Pending {
-                            queue_offset,
-                            commit_log_offset: entry.commitlog_offset,
-                            first_check_at: r
-                                .born_timestamp
-                                .saturating_add(info.immunity_ms.unwrap_or(time_out)),
-                            born_timestamp: r.born_timestamp,
-                            op_offset_at_prepare: op_from,
-                        },
-                    );
+        let half_from = self.start_of(HALF_TOPIC);
+        st.next_half_offset = self.for_each_record(HALF_TOPIC, half_from, |queue_offset, r| {
+            let Some(info) = HalfInfo::of(r) else {
+                return;
+            };
+            copies.insert(queue_offset, info.identity);
+            st.pending.insert(
+                info.identity,
+                Pending {
+                    queue_offset,
+                    commit_log_offset: r.physical_offset,
+                    first_check_at: r
+                        .born_timestamp
+                        .saturating_add(info.immunity_ms.unwrap_or(time_out)),
+                    born_timestamp: r.born_timestamp,
+                    op_offset_at_prepare: op_from,
+                },
+            );
+        });
+        st.next_op_offset = self.for_each_record(OP_TOPIC, op_from, |_, r| {
+            for half in bridge::op_offsets(r) {
+                let identity = copies.get(&half).copied().unwrap_or(half);
+                if st.pending.remove(&identity).is_some() {
+                    st.ended.insert(identity, Outcome::EndedBefore);
                 }
-                offset = last + 1;
             }
-            st.next_half_offset = cq.max_queue_offset();
-        }
-        if let Some(cq) = self.store.consume_queue(OP_TOPIC, 0) {
-            let mut offset = op_from;
-            loop {
-                let entries = cq.get(offset, 256);
-                let Some(&(last, _)) = entries.last() else {
-                    break;
-                };
-                for (_, entry) in entries {
-                    let Some(record) = u64::try_from(entry.commitlog_offset)
-                        .ok()
-                        .and_then(|o| self.store.look_message_by_offset(o))
-                    else {
-                        continue;
-                    };
-                    for half in bridge::op_offsets(&record.view()) {
-                        let identity = copies.get(&half).copied().unwrap_or(half);
-                        if st.pending.remove(&identity).is_some() {
-                            st.ended.insert(identity, Outcome::EndedBefore);
-                        }
-                    }
-                }
-                offset = last + 1;
-            }
-            st.next_op_offset = cq.max_queue_offset();
-        }
+        });
         if !st.pending.is_empty() {
             log::info!(
                 "{} transactions wait for their producers' outcome",
                 st.pending.len()
             );
         }
+    }
+
+    /// Calls `f` with each record of `topic`'s queue 0 from queue offset `from`, in order;
+    /// returns the queue's next offset (0 for a queue never written).
+    fn for_each_record(
+        &self,
+        topic: &str,
+        from: i64,
+        mut f: impl FnMut(i64, &RecordView<'_>),
+    ) -> i64 {
+        let Some(cq) = self.store.consume_queue(topic, 0) else {
+            return 0;
+        };
+        let mut offset = from;
+        loop {
+            let entries = cq.get(offset, 256);
+            let Some(&(last, _)) = entries.last() else {
+                break;
+            };
+            for (queue_offset, entry) in entries {
+                let record = u64::try_from(entry.commitlog_offset)
+                    .ok()
+                    .and_then(|o| self.store.look_message_by_offset(o));
+                if let Some(record) = record {
+                    f(queue_offset, &record.view());
+                }
+            }
+            offset = last + 1;
+        }
+        cq.max_queue_offset()
     }
 
     /// The recorded progress in `topic`'s queue 0, within what the queue holds.
