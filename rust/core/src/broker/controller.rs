@@ -136,7 +136,7 @@ impl BrokerController {
         let slave_sync = settings
             .is_slave
             .then(|| Self::slave_synchronize(&broker_addr, &topics, &tables, &store, &config));
-        let transactions = Self::start_master_services(&store, &tables, &settings)?;
+        let transactions = Self::start_master_services(&store, &topics, &tables, &settings)?;
         let stats = Arc::new(StoreStatsService::default());
         let processor = Arc::new(BrokerProcessor::new(
             store.clone(),
@@ -200,11 +200,13 @@ impl BrokerController {
     /// replicates what its master did.
     fn start_master_services(
         store: &Arc<MessageStore>,
+        topics: &Arc<TopicConfigManager>,
         tables: &ConsumeTables,
         settings: &BrokerSettings,
     ) -> std::io::Result<Arc<TransactionalMessageService>> {
         let transactions = Arc::new(TransactionalMessageService::new(
             store.clone(),
+            topics.clone(),
             Arc::new(ProducerManager::default()),
             tables.offsets.clone(),
             settings.transaction,

@@ -26,10 +26,12 @@ use bridge::{HalfInfo, Op, HALF_TOPIC, OP_TOPIC};
 
 use super::consumer_offset::ConsumerOffsetManager;
 use super::producer_manager::ProducerManager;
+use super::topic_config::TopicConfigManager;
 use super::TransactionSettings;
 use crate::commitlog::record::{MessageDraft, RecordView};
 use crate::commitlog::AppendResult;
 use crate::error::CommitLogError;
+use crate::protocol::body::perm;
 use crate::protocol::now_millis;
 use crate::remoting::header::CheckTransactionStateRequestHeader;
 use crate::remoting::{request_code, RemotingCommand};
@@ -123,6 +125,9 @@ impl State {
 
 pub(crate) struct TransactionalMessageService {
     store: Arc<MessageStore>,
+    /// Where the half, op and discard topics are registered on first use, as RocketMQ's
+    /// bridge registers them (so they are in routes and `topicList`).
+    topics: Arc<TopicConfigManager>,
     producers: Arc<ProducerManager>,
     offsets: Arc<ConsumerOffsetManager>,
     settings: TransactionSettings,
@@ -139,6 +144,7 @@ pub(crate) struct TransactionalMessageService {
 impl TransactionalMessageService {
     pub(crate) fn new(
         store: Arc<MessageStore>,
+        topics: Arc<TopicConfigManager>,
         producers: Arc<ProducerManager>,
         offsets: Arc<ConsumerOffsetManager>,
         settings: TransactionSettings,
@@ -146,6 +152,7 @@ impl TransactionalMessageService {
     ) -> Self {
         Self {
             store,
+            topics,
             producers,
             offsets,
             settings,
@@ -183,6 +190,7 @@ impl TransactionalMessageService {
         producer_group: &str,
     ) -> Result<AppendResult, CommitLogError> {
         let half = bridge::half(send, producer_group);
+        self.system_topic(HALF_TOPIC);
         let immunity = bridge::immunity_ms(send.properties);
         let mut st = lock(&self.state);
         let op_offset_at_prepare = st.next_op_offset;
@@ -201,6 +209,13 @@ impl TransactionalMessageService {
             },
         );
         Ok(result)
+    }
+
+    /// `selectTopicConfig` / `createTopicOfTranCheckMaxTime`: one of the transactions' own
+    /// topics, registered with one queue when first written.
+    pub(crate) fn system_topic(&self, topic: &str) {
+        self.topics
+            .create_in_send_back(topic, 1, perm::PERM_READ | perm::PERM_WRITE, 0);
     }
 
     /// The producers of each group, where check-backs go.
@@ -276,6 +291,8 @@ impl TransactionalMessageService {
             > self.settings.file_reserved.as_millis() as i64;
         if info.check_times >= self.settings.check_max || too_old {
             // `resolveDiscardMsg`, with an op so a rebuild does not find it pending again.
+            self.system_topic(bridge::CHECK_MAX_TIME_TOPIC);
+            self.system_topic(OP_TOPIC);
             let kept = bridge::discarded(&r);
             let op = Op::new(pending.queue_offset, identity);
             let drafts = [

@@ -2,7 +2,7 @@
 //! to its real topic, and an op message ends it) or rolls it back (only the op message), after
 //! checking that the request names a half message of its producer group at its queue offset.
 
-use super::bridge::{self, HalfInfo, Op, HALF_TOPIC};
+use super::bridge::{self, HalfInfo, Op, HALF_TOPIC, OP_TOPIC};
 use super::{Outcome, TransactionalMessageService};
 use crate::commitlog::transaction::sys_flag;
 use crate::commitlog::AppendResult;
@@ -122,6 +122,7 @@ impl TransactionalMessageService {
                 )),
             };
         };
+        self.system_topic(OP_TOPIC);
         let op = Op::new(pending.queue_offset, info.identity);
         let op_draft = op.draft(self.store.store_host(), now_millis());
         let put = match outcome {

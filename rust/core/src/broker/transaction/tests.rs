@@ -8,6 +8,7 @@ use std::time::Duration;
 use super::bridge::{HalfInfo, CHECK_MAX_TIME_TOPIC, HALF_TOPIC, OP_TOPIC};
 use super::end::Ended;
 use super::*;
+use crate::broker::topic_config::TopicConfigManager;
 use crate::broker::BrokerSettings;
 use crate::commitlog::record::{encode_properties, MessageDraft};
 use crate::commitlog::transaction::sys_flag;
@@ -23,6 +24,7 @@ pub(crate) fn service(
     let root = &store.config().root;
     TransactionalMessageService::new(
         store.clone(),
+        Arc::new(TopicConfigManager::load(root, settings).unwrap()),
         Arc::default(),
         Arc::new(ConsumerOffsetManager::load(root).unwrap()),
         settings.transaction,
@@ -195,6 +197,10 @@ fn unanswered_checks_discard_after_the_maximum() {
         tx.check_round(now_millis());
     }
     assert_eq!(bodies(&store, CHECK_MAX_TIME_TOPIC, 0), ["lost"]);
+    // Registered as RocketMQ registers them, so routes and topicList have them.
+    for topic in [HALF_TOPIC, OP_TOPIC, CHECK_MAX_TIME_TOPIC] {
+        assert!(tx.topics.select(topic).is_some(), "{topic}");
+    }
     // The original and two copies (checked twice), then discarded with an op.
     assert_eq!(bodies(&store, HALF_TOPIC, 0).len(), 3);
     assert_eq!(tx.pending_count(), 0);
