@@ -175,7 +175,9 @@ class Kafka:
                 self._java(
                     home,
                     "kafka.tools.StorageTool",
-                    ["format", "-t", cluster_id, "-c", str(conf)],
+                    # One token: an id that starts with "-" (urlsafe base64 has it) would be
+                    # read as an option after a separate -t.
+                    ["format", f"--cluster-id={cluster_id}", "-c", str(conf)],
                     120,
                 )
                 brokers.append(JavaProcess(self.classpath, home, "kafka.Kafka", [str(conf)], jvm))
