@@ -15,6 +15,7 @@ mod connection;
 pub mod dispatch;
 #[cfg(not(feature = "harness"))]
 pub(crate) mod dispatch;
+pub mod epoch;
 mod flow;
 #[cfg(feature = "harness")]
 pub mod frame;
