@@ -74,6 +74,15 @@ pub(crate) mod request_code {
     pub(crate) const GET_SUBSCRIPTIONGROUP_CONFIG: i32 = 352;
     /// RocketMQ 5's `DefaultLitePullConsumer` pulls under this code, same header and answer.
     pub(crate) const LITE_PULL_MESSAGE: i32 = 361;
+    /// Broker to controller, oneway, every `brokerHeartbeatInterval`.
+    pub(crate) const BROKER_HEARTBEAT: i32 = 904;
+    pub(crate) const CONTROLLER_ALTER_SYNC_STATE_SET: i32 = 1001;
+    pub(crate) const CONTROLLER_ELECT_MASTER: i32 = 1002;
+    pub(crate) const CONTROLLER_REGISTER_BROKER: i32 = 1003;
+    pub(crate) const CONTROLLER_GET_REPLICA_INFO: i32 = 1004;
+    pub(crate) const CONTROLLER_GET_METADATA_INFO: i32 = 1005;
+    pub(crate) const CONTROLLER_GET_NEXT_BROKER_ID: i32 = 1012;
+    pub(crate) const CONTROLLER_APPLY_BROKER_ID: i32 = 1013;
 
     /// RocketMQ's name of a request code, for logs and error messages.
     pub(crate) fn name(code: i32) -> Option<&'static str> {
@@ -138,6 +147,14 @@ pub(crate) mod request_code {
             SEND_REPLY_MESSAGE_V2 => "SEND_REPLY_MESSAGE_V2",
             GET_SUBSCRIPTIONGROUP_CONFIG => "GET_SUBSCRIPTIONGROUP_CONFIG",
             LITE_PULL_MESSAGE => "LITE_PULL_MESSAGE",
+            BROKER_HEARTBEAT => "BROKER_HEARTBEAT",
+            CONTROLLER_ALTER_SYNC_STATE_SET => "CONTROLLER_ALTER_SYNC_STATE_SET",
+            CONTROLLER_ELECT_MASTER => "CONTROLLER_ELECT_MASTER",
+            CONTROLLER_REGISTER_BROKER => "CONTROLLER_REGISTER_BROKER",
+            CONTROLLER_GET_REPLICA_INFO => "CONTROLLER_GET_REPLICA_INFO",
+            CONTROLLER_GET_METADATA_INFO => "CONTROLLER_GET_METADATA_INFO",
+            CONTROLLER_GET_NEXT_BROKER_ID => "CONTROLLER_GET_NEXT_BROKER_ID",
+            CONTROLLER_APPLY_BROKER_ID => "CONTROLLER_APPLY_BROKER_ID",
             _ => return None,
         })
     }
@@ -169,6 +186,12 @@ pub(crate) mod response_code {
     pub(crate) const CONSUMER_NOT_ONLINE: i32 = 206;
     pub(crate) const CONSUME_MSG_TIMEOUT: i32 = 207;
     pub(crate) const ILLEGAL_OPERATION: i32 = 604;
+    /// The controller answered a request only its Raft leader takes.
+    pub(crate) const CONTROLLER_NOT_LEADER: i32 = 2007;
+    /// CONTROLLER_GET_REPLICA_INFO for a group the controller has no record of.
+    pub(crate) const CONTROLLER_BROKER_METADATA_NOT_EXIST: i32 = 2008;
+    /// CONTROLLER_ELECT_MASTER: the group has a live master already (its info comes along).
+    pub(crate) const CONTROLLER_MASTER_STILL_EXIST: i32 = 2011;
 
     /// A send answered with this code stored its message: the waits that fell short
     /// (`FLUSH_*_TIMEOUT`, `SLAVE_NOT_AVAILABLE`) still leave it in the master's log.

@@ -129,6 +129,7 @@ macro_rules! custom_header {
 
 mod admin;
 mod consume;
+mod controller;
 mod namesrv;
 mod send;
 
@@ -148,6 +149,12 @@ pub(crate) use consume::{
 pub use consume::{
     PullMessageRequestHeader, PullMessageResponseHeader, QueryConsumerOffsetRequestHeader,
     UpdateConsumerOffsetRequestHeader,
+};
+pub(crate) use controller::{
+    AlterSyncStateSetRequestHeader, ApplyBrokerIdRequestHeader, BrokerHeartbeatRequestHeader,
+    ElectMasterRequestHeader, GetMetaDataResponseHeader, GetNextBrokerIdRequestHeader,
+    GetNextBrokerIdResponseHeader, GetReplicaInfoRequestHeader, MasterInfoResponseHeader,
+    RegisterBrokerToControllerRequestHeader,
 };
 pub(crate) use namesrv::{DeleteTopicFromNamesrvRequestHeader, QueryDataVersionResponseHeader};
 #[cfg_attr(feature = "harness", visibility::make(pub))]
