@@ -214,6 +214,10 @@ class BrokerConfig:
     transaction_check_max: int = _D["transaction_check_max"]
     #: Milliseconds between check rounds.
     transaction_check_interval: int = _D["transaction_check_interval"]
+    #: RocketMQ 5's controller mode; refused for now (rocketha's AutoSwitch HA is being built).
+    enable_controller_mode: bool = _D["enable_controller_mode"]
+    #: The controllers, ``host:port;host:port``.
+    controller_addr: str = _D["controller_addr"]
 
     #: Keys that were read but are not acted on.
     ignored_keys: dict[str, str] = field(default_factory=dict, compare=False)

@@ -292,6 +292,12 @@ broker_config! {
     transaction_check_max: i64 = "transactionCheckMax", 15;
     /// Milliseconds between check rounds (each half message past its time out is checked).
     transaction_check_interval: i64 = "transactionCheckInterval", 30_000;
+    /// RocketMQ 5's controller mode: the controllers at `controllerAddr` elect the group's
+    /// master. Refused until rocketha's AutoSwitch HA lands (a classic broker would never be
+    /// promoted).
+    enable_controller_mode: bool = "enableControllerMode", false;
+    /// The controllers, `host:port;host:port`.
+    controller_addr: String = "controllerAddr", String::new();
     /// Index every message's keys and unique key, to find it by them (`QUERY_MESSAGE`).
     message_index_enable: bool = "messageIndexEnable", s.index.enabled;
     /// Hash slots of one index file.
@@ -336,7 +342,6 @@ pub const IGNORED_KEYS: &[&str] = &[
     "messageIndexSafe",
     "duplicationEnable",
     "enableDLegerCommitLog",
-    "enableControllerMode",
     "fetchNamesrvAddrByAddressServer",
     "serverWorkerThreads",
     "serverSelectorThreads",

@@ -85,6 +85,8 @@ fn every_key_has_rocketmqs_default() {
         ("transactionTimeOut", "6000"),
         ("transactionCheckMax", "15"),
         ("transactionCheckInterval", "30000"),
+        ("enableControllerMode", "false"),
+        ("controllerAddr", ""),
     ];
     for (key, value) in expected {
         assert_eq!(c.get(key).as_deref(), Some(*value), "{key}");
@@ -314,6 +316,22 @@ fn unknown_keys_fail_with_a_suggestion_and_rocketmqs_others_are_ignored() {
         loaded.ignored.into_iter().collect::<Vec<_>>(),
         vec![("traceTopicEnable".to_owned(), "false".to_owned())]
     );
+}
+
+#[test]
+fn controller_mode_is_refused_by_name_not_ignored() {
+    let got = problem(&[
+        ("enableControllerMode", "true"),
+        ("controllerAddr", "c:9878"),
+    ]);
+    assert!(
+        got.starts_with(
+            "enableControllerMode: rocketha does not run in RocketMQ's controller mode"
+        ),
+        "{got}"
+    );
+    let loaded = load(&[("enableControllerMode", "false")]).expect("loads");
+    assert!(!loaded.config.enable_controller_mode && loaded.ignored.is_empty());
 }
 
 #[test]

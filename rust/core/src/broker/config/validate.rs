@@ -34,6 +34,16 @@ impl BrokerConfig {
 
     /// `brokerRole` against `brokerId` and the master's address.
     fn check_role(&self) -> Result<(), ConfigError> {
+        if self.enable_controller_mode {
+            // Loaded and ignored before: the broker then ran classic HA, and the controller
+            // could never promote its slave.
+            return Err(invalid(
+                "enableControllerMode",
+                "rocketha does not run in RocketMQ's controller mode yet (its AutoSwitch \
+                 replication is being built): remove the key or set it to false, and give the \
+                 broker its brokerRole",
+            ));
+        }
         let role = self.broker_role;
         if role == BrokerRole::Slave && self.broker_id == 0 {
             return Err(invalid(
