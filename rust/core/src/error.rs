@@ -137,6 +137,13 @@ pub enum FrameError {
     NegativeOffset(i64),
     #[error("frame at offset {offset} failed its CRC32 check: corrupted in transit")]
     BadCrc { offset: u64 },
+    /// AutoSwitch HA: a frame's state field is not the one this point of the exchange expects
+    /// (a classic HA peer's bytes read as an AutoSwitch frame end here).
+    #[error("frame state {got} where {expected} was expected: is the peer in the same HA mode (enableControllerMode)?")]
+    UnexpectedState { got: i32, expected: &'static str },
+    /// AutoSwitch HA: the master's epoch entries do not make a history.
+    #[error("bad epoch entries in the master's handshake: {0}")]
+    BadEpochEntries(String),
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -9,6 +9,7 @@
 mod accept;
 pub(crate) mod ack;
 pub(crate) mod auth;
+pub mod autoswitch;
 pub mod client;
 mod connection;
 #[cfg(feature = "harness")]
