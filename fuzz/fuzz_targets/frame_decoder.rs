@@ -119,7 +119,7 @@ fuzz_target!(|input: Input| {
                 if index < 256 && input.refuse.contains(&(index as u8)) {
                     return Err(SinkError::Refused);
                 }
-                got.push((f.offset, f.body.to_vec()));
+                got.push((f.offset.unwrap_or_default(), f.body.to_vec()));
                 Ok(())
             });
             match result {

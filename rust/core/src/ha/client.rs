@@ -19,7 +19,13 @@ use mio::net::TcpStream;
 use mio::{Events, Interest, Token};
 
 use super::auth::{self, CHALLENGE_LEN, MASTER_PROOF_LEN};
+use super::autoswitch::frame::{
+    decode_epoch_entries, decode_master_handshake_header, SlaveHandshake,
+    MASTER_HANDSHAKE_HEADER_LEN,
+};
+use super::autoswitch::{consistent_point, Truncation};
 use super::dispatch::{Frame, FrameDispatcher, READ_BUFFER_SIZE};
+use super::epoch::{EpochFileCache, EpochFileError};
 use super::frame;
 use super::prefix_check::{divergence_reason, record_divergence, PrefixCheck};
 use super::{HaConfig, HaEvents, HaState};
@@ -50,6 +56,8 @@ pub struct ClientStats {
     pub frames: u64,
     pub buffer_swaps: u64,
     pub connects: u64,
+    /// AutoSwitch HA: the master's confirm offset as of its last frame, capped at ours.
+    pub confirm_offset: u64,
 }
 
 /// Why a slave stopped replicating ([`HaState::Stopped`]): where, why, and from which master.
@@ -199,6 +207,8 @@ pub(super) enum DispatchError {
     },
     /// The commit log refused the bytes; an offset mismatch says so in RocketMQ's words.
     Store(CommitLogError),
+    /// The epoch a frame starts could not be recorded.
+    Epoch(EpochFileError),
 }
 
 impl From<FrameError> for DispatchError {
@@ -248,6 +258,7 @@ impl DispatchError {
             DispatchError::Frame(e) => {
                 Ended::problem(format!("bad frame from master: {e}; nothing written"))
             }
+            DispatchError::Epoch(e) => Ended::problem(format!("recording the epoch failed: {e}")),
         }
     }
 }
@@ -269,15 +280,25 @@ struct Session {
     /// means the address is not a master's HA port.
     heard: bool,
     last_report: Instant,
+    /// AutoSwitch HA: this log's epochs, the epoch of the master's last frame (-1 before the
+    /// first, as RocketMQ's `currentReceivedEpoch`) and the confirm offset it named.
+    epochs: Option<Arc<EpochFileCache>>,
+    received_epoch: i32,
+    confirm_offset: u64,
 }
 
 impl Session {
     /// The frame sink: the part of a frame past what the divergence check still compares goes
     /// to the commit log, heartbeats included, so that it checks every offset the master pushes.
     fn sink(&mut self, f: Frame<'_>) -> Result<(), DispatchError> {
+        self.record_epoch(&f)?;
+        let Some(offset) = f.offset else {
+            // A heartbeat from before the master started the transfer: it carries no offset.
+            return Ok(());
+        };
         let body = match self.check.as_mut() {
             Some(c) => {
-                let rest = c.verify(&self.store, f.offset, f.body)?;
+                let rest = c.verify(&self.store, offset, f.body)?;
                 if !c.done() {
                     // Still inside bytes we hold: nothing to append yet.
                     return Ok(());
@@ -287,10 +308,31 @@ impl Session {
             }
             None => f.body,
         };
-        let at = f.offset + (f.body.len() - body.len()) as u64;
+        let at = offset + (f.body.len() - body.len()) as u64;
         self.store
             .append_raw(at, body, self.accept_zero_body_crc)
-            .map_err(DispatchError::Store)
+            .map_err(DispatchError::Store)?;
+        if let Some((_, _, confirm)) = f.epoch {
+            self.confirm_offset = confirm.min(self.store.max_offset());
+        }
+        Ok(())
+    }
+
+    /// AutoSwitch: a frame of a new epoch records where that epoch starts, heartbeats too (a
+    /// RocketMQ master labels the frame that ends an epoch with the next one). An entry the
+    /// cache already has, or one that does not follow its last, is RocketMQ's no-op.
+    fn record_epoch(&mut self, f: &Frame<'_>) -> Result<(), DispatchError> {
+        let (Some(epochs), Some((epoch, start, _))) = (&self.epochs, f.epoch) else {
+            return Ok(());
+        };
+        if epoch == self.received_epoch {
+            return Ok(());
+        }
+        self.received_epoch = epoch;
+        match epochs.append(epoch, start) {
+            Ok(()) | Err(EpochFileError::NotAfterLast { .. }) => Ok(()),
+            Err(e) => Err(DispatchError::Epoch(e)),
+        }
     }
 
     /// The report due now, if any: the new max offset after appends, or, when `heartbeat` is
@@ -556,12 +598,18 @@ impl Client {
         self.await_connected(stream, master)?;
         let _ = stream.set_nodelay(true);
         lock(&self.shared.stats).connects += 1;
-        let crc = match self.shared.config.auth_secret.clone() {
-            Some(secret) => self.handshake(stream, master, &secret)?,
-            None => false,
+        let epochs = self.shared.config.epochs.clone();
+        let crc = match (&epochs, self.shared.config.auth_secret.clone()) {
+            (Some(epochs), _) => {
+                self.autoswitch_handshake(stream, master, epochs)?;
+                false
+            }
+            (None, Some(secret)) => self.handshake(stream, master, &secret)?,
+            (None, None) => false,
         };
         dispatcher.set_crc(crc);
-        let mut session = self.start_session(stream, master, crc)?;
+        dispatcher.set_autoswitch(epochs.is_some());
+        let mut session = self.start_session(stream, master, crc, epochs)?;
         let mut events = Events::with_capacity(16);
         loop {
             self.wait_readable(&mut session, version, &mut events)?;
@@ -615,17 +663,79 @@ impl Client {
         Ok(crc)
     }
 
-    /// Sends the first report: the start of the divergence check, or the max offset.
+    /// RocketMQ 5's AutoSwitch handshake: our controller broker id out, the master's max
+    /// offset and epochs in; then the log is cut back to where the two histories agree, so a
+    /// slave that was the master of a deposed epoch drops what the new master never had.
+    fn autoswitch_handshake(
+        &mut self,
+        stream: &mut TcpStream,
+        master: &str,
+        epochs: &EpochFileCache,
+    ) -> Result<(), Ended> {
+        self.set_state(HaState::Handshake, master, "AutoSwitch handshake", false);
+        let cfg = &self.shared.config;
+        let hello = SlaveHandshake {
+            sync_from_last_file: cfg.sync_from_last_file,
+            async_learner: false,
+            broker_id: self.shared.slave_id as i64,
+        };
+        let deadline = Instant::now() + cfg.handshake_timeout();
+        self.write_all(stream, &hello.encode())?;
+        let what = "AutoSwitch handshake answer (is the master in controller mode too?)";
+        let mut header = [0u8; MASTER_HANDSHAKE_HEADER_LEN];
+        self.read_exact(stream, &mut header, deadline, what)?;
+        let bad = |e: FrameError| Ended::problem(format!("bad handshake answer from master: {e}"));
+        let (size, master_max, _) = decode_master_handshake_header(&header).map_err(bad)?;
+        let mut body = vec![0u8; size];
+        self.read_exact(stream, &mut body, deadline, what)?;
+        let entries = decode_epoch_entries(&body).map_err(bad)?;
+        let store = &self.shared.store;
+        let max = store.max_offset();
+        match consistent_point(epochs, max, &entries, master_max) {
+            Truncation::Nothing if max > store.min_offset() => Err(Ended::problem(format!(
+                "this slave holds the log up to {max} but no epoch file, so it cannot be                  checked against master {master}'s history: start it on an empty store (it                  then copies the master's log), or restore its epochFileCheckpoint"
+            ))),
+            Truncation::Nothing => Ok(()),
+            Truncation::To(point) => {
+                if point < max {
+                    store.truncate_to(point).map_err(|e| {
+                        Ended::problem(format!("truncating to {point} failed: {e}"))
+                    })?;
+                    let reason = format!(
+                        "truncated the log from {max} to {point}, where it last agrees with                          master {master}'s epochs"
+                    );
+                    self.set_state(HaState::Handshake, master, reason, false);
+                }
+                // Always, unlike RocketMQ 5.4.0: an epoch starting at or past the cut holds
+                // nothing now, and would refuse the master's own entry there.
+                epochs
+                    .truncate_suffix_by_offset(point)
+                    .map_err(|e| Ended::problem(e.to_string()))
+            }
+            Truncation::Diverged => Err(Ended::problem(format!(
+                "no epoch of this log ({:?}) is in master {master}'s history ({:?}): this                  log is another group's or another history. Nothing was written; move this                  slave's store aside and start it empty to copy the master's",
+                epochs.entries().iter().map(|e| (e.epoch, e.start_offset)).collect::<Vec<_>>(),
+                entries.iter().map(|e| (e.epoch, e.start_offset)).collect::<Vec<_>>(),
+            ))),
+        }
+    }
+
+    /// Sends the first report: the start of the divergence check, or the max offset (an
+    /// AutoSwitch slave checked its history in the handshake).
     fn start_session(
         &mut self,
         stream: &mut TcpStream,
         master: &str,
         crc: bool,
+        epochs: Option<Arc<EpochFileCache>>,
     ) -> Result<Session, Ended> {
         let store = self.shared.store.clone();
-        let check = PrefixCheck::new(&store);
+        let check = match epochs {
+            Some(_) => None,
+            None => PrefixCheck::new(&store),
+        };
         let first = check.as_ref().map_or(store.max_offset(), |c| c.from);
-        self.write_all(stream, &report(first, crc))?;
+        self.write_all(stream, &report(first, crc, epochs.is_some()))?;
         let reported = store.max_offset();
         let reason = match &check {
             Some(c) => format!(
@@ -646,6 +756,9 @@ impl Client {
             last_read: now,
             heard: false,
             last_report: now,
+            epochs,
+            received_epoch: -1,
+            confirm_offset: 0,
         })
     }
 
@@ -723,6 +836,7 @@ impl Client {
             let mut stats = lock(&self.shared.stats);
             stats.frames += frames as u64;
             stats.buffer_swaps = dispatcher.swaps();
+            stats.confirm_offset = session.confirm_offset;
             drop(stats);
             self.report(session, stream, false)?;
             if drained {
@@ -739,7 +853,8 @@ impl Client {
         heartbeat: bool,
     ) -> Result<(), Ended> {
         if let Some(offset) = session.due_report(heartbeat) {
-            self.write_all(stream, &report(offset, session.crc))?;
+            let autoswitch = session.epochs.is_some();
+            self.write_all(stream, &report(offset, session.crc, autoswitch))?;
             session.reported = session.reported.max(offset);
             session.last_report = Instant::now();
         }
@@ -747,7 +862,10 @@ impl Client {
     }
 }
 
-fn report(offset: u64, crc: bool) -> Vec<u8> {
+fn report(offset: u64, crc: bool, autoswitch: bool) -> Vec<u8> {
+    if autoswitch {
+        return super::autoswitch::frame::encode_report(offset).to_vec();
+    }
     let mut out = frame::encode_report(offset).to_vec();
     if crc {
         let trailer = frame::crc_trailer(&[&out]);

@@ -4,6 +4,7 @@
 
 use std::io::{self, Read};
 
+use super::autoswitch::frame::{TransferHeader, TRANSFER_HEADER_LEN};
 use super::frame::{self, CRC_LEN, HEADER_LEN};
 use crate::error::FrameError;
 
@@ -20,13 +21,18 @@ pub(crate) struct FrameDispatcher {
     swaps: u64,
     /// The CRC extension was negotiated: every frame ends in a CRC32 trailer.
     crc: bool,
+    /// RocketMQ 5's AutoSwitch frames: a 36-byte header naming the epoch and confirm offset.
+    autoswitch: bool,
 }
 
 /// What the dispatcher hands to its sink: a body to append, or a heartbeat.
 #[cfg_attr(feature = "harness", visibility::make(pub))]
 pub(crate) struct Frame<'a> {
-    pub offset: u64,
+    /// None only in an AutoSwitch heartbeat sent before the transfer started.
+    pub offset: Option<u64>,
     pub body: &'a [u8],
+    /// AutoSwitch frames: `(epoch, its start offset, the master's confirm offset)`.
+    pub epoch: Option<(i32, u64, u64)>,
 }
 
 impl FrameDispatcher {
@@ -38,7 +44,13 @@ impl FrameDispatcher {
             dispatch_pos: 0,
             swaps: 0,
             crc: false,
+            autoswitch: false,
         }
+    }
+
+    /// Reads RocketMQ 5's AutoSwitch frames from now on.
+    pub(crate) fn set_autoswitch(&mut self, autoswitch: bool) {
+        self.autoswitch = autoswitch;
     }
 
     /// Expects (and checks) the CRC32 trailer on every frame from now on.
@@ -110,13 +122,17 @@ impl FrameDispatcher {
         mut sink: impl FnMut(Frame<'_>) -> Result<(), E>,
     ) -> Result<usize, E> {
         let trailer = if self.crc { CRC_LEN } else { 0 };
-        let max_body = self.buf.len() - HEADER_LEN - trailer;
+        let header_len = if self.autoswitch {
+            TRANSFER_HEADER_LEN
+        } else {
+            HEADER_LEN
+        };
+        let max_body = self.buf.len() - header_len - trailer;
         let mut frames = 0;
-        while self.read_pos - self.dispatch_pos >= HEADER_LEN {
-            let mut header = [0u8; HEADER_LEN];
-            header.copy_from_slice(&self.buf[self.dispatch_pos..self.dispatch_pos + HEADER_LEN]);
-            let (offset, size) = frame::decode_header(&header, max_body)?;
-            let body_at = self.dispatch_pos + HEADER_LEN;
+        while self.read_pos - self.dispatch_pos >= header_len {
+            let raw = &self.buf[self.dispatch_pos..self.dispatch_pos + header_len];
+            let (offset, size, epoch) = self.decode_header(raw, max_body)?;
+            let body_at = self.dispatch_pos + header_len;
             if self.read_pos - body_at < size + trailer {
                 break;
             }
@@ -125,16 +141,37 @@ impl FrameDispatcher {
                 && frame::crc_trailer(&[&self.buf[self.dispatch_pos..end]])[..]
                     != self.buf[end..end + CRC_LEN]
             {
+                let offset = offset.unwrap_or_default();
                 return Err(FrameError::BadCrc { offset }.into());
             }
             sink(Frame {
                 offset,
                 body: &self.buf[body_at..end],
+                epoch,
             })?;
             self.dispatch_pos = end + trailer;
             frames += 1;
         }
         Ok(frames)
+    }
+
+    /// `(offset, body size, AutoSwitch epoch info)` of the header in `raw`.
+    #[allow(clippy::type_complexity)]
+    fn decode_header(
+        &self,
+        raw: &[u8],
+        max_body: usize,
+    ) -> Result<(Option<u64>, usize, Option<(i32, u64, u64)>), FrameError> {
+        if self.autoswitch {
+            let raw: &[u8; TRANSFER_HEADER_LEN] = raw.try_into().unwrap_or(&[0; 36]);
+            let h = TransferHeader::decode(raw, max_body)?;
+            let epoch = (h.epoch, h.epoch_start_offset, h.confirm_offset);
+            return Ok((h.offset, h.body_size, Some(epoch)));
+        }
+        let mut header = [0u8; HEADER_LEN];
+        header.copy_from_slice(raw);
+        let (offset, size) = frame::decode_header(&header, max_body)?;
+        Ok((Some(offset), size, None))
     }
 }
 
@@ -161,7 +198,7 @@ mod tests {
                 let n = d.feed(rest);
                 rest = &rest[n..];
                 d.dispatch::<FrameError>(|f| {
-                    got.push((f.offset, f.body.to_vec()));
+                    got.push((f.offset.unwrap_or_default(), f.body.to_vec()));
                     Ok(())
                 })
                 .unwrap();

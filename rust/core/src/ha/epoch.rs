@@ -57,6 +57,7 @@ pub enum EpochFileError {
 
 /// The epochs this broker's log holds, kept in `path` (none: in memory only, as for the
 /// entries a master sends in its handshake).
+#[derive(Debug)]
 pub struct EpochFileCache {
     path: Option<PathBuf>,
     entries: Mutex<BTreeMap<i32, EpochEntry>>,

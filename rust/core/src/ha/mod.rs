@@ -110,6 +110,9 @@ pub struct HaConfig {
     /// Slave, `haAcceptZeroBodyCrc`: take records whose BODYCRC is 0 from masters that never
     /// fill it in; every other check of incoming records stays on.
     pub accept_zero_body_crc: bool,
+    /// Slave: speak RocketMQ 5's AutoSwitch HA (controller mode) with these epochs, the slave
+    /// id being the broker id the controller gave.
+    pub epochs: Option<std::sync::Arc<epoch::EpochFileCache>>,
 }
 
 impl Default for HaConfig {
@@ -123,6 +126,7 @@ impl Default for HaConfig {
             auth_secret: None,
             frame_crc: false,
             accept_zero_body_crc: false,
+            epochs: None,
         }
     }
 }

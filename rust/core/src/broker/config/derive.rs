@@ -72,6 +72,7 @@ impl BrokerConfig {
             auth_secret,
             frame_crc: self.ha_transfer_crc,
             accept_zero_body_crc: self.ha_accept_zero_body_crc,
+            epochs: None,
         }
     }
 

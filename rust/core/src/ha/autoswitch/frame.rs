@@ -131,7 +131,9 @@ pub fn decode_epoch_entries(body: &[u8]) -> Result<Vec<EpochEntry>, FrameError> 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TransferHeader {
     pub body_size: usize,
-    pub offset: u64,
+    /// None only in a heartbeat sent before the transfer started: RocketMQ's master then has
+    /// no `nextTransferFromWhere` yet and writes -1.
+    pub offset: Option<u64>,
     pub epoch: i32,
     pub epoch_start_offset: u64,
     pub confirm_offset: u64,
@@ -142,7 +144,8 @@ impl TransferHeader {
         let mut out = [0u8; TRANSFER_HEADER_LEN];
         out[..4].copy_from_slice(&TRANSFER.to_be_bytes());
         out[4..8].copy_from_slice(&(self.body_size as i32).to_be_bytes());
-        out[8..16].copy_from_slice(&(self.offset as i64).to_be_bytes());
+        let offset = self.offset.map_or(-1, |o| o as i64);
+        out[8..16].copy_from_slice(&offset.to_be_bytes());
         out[16..20].copy_from_slice(&self.epoch.to_be_bytes());
         out[20..28].copy_from_slice(&(self.epoch_start_offset as i64).to_be_bytes());
         out[28..].copy_from_slice(&(self.confirm_offset as i64).to_be_bytes());
@@ -163,12 +166,18 @@ impl TransferHeader {
             }
             Ok(n) => n,
         };
+        let offset = match offset_at(raw, 8) {
+            Ok(offset) => Some(offset),
+            Err(_) if body_size == 0 => None,
+            Err(e) => return Err(e),
+        };
         Ok(Self {
             body_size,
-            offset: offset_at(raw, 8)?,
+            offset,
             epoch: i32_at(raw, 16),
             epoch_start_offset: offset_at(raw, 20)?,
-            confirm_offset: offset_at(raw, 28)?,
+            // A master whose confirm offset is not computed yet sends -1: nothing confirmed.
+            confirm_offset: offset_at(raw, 28).unwrap_or(0),
         })
     }
 }

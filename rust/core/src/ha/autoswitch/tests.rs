@@ -53,7 +53,7 @@ fn the_handshake_frames_are_rocketmqs() {
 fn transfer_frames_and_reports_are_rocketmqs() {
     let heartbeat = TransferHeader {
         body_size: 0,
-        offset: 0,
+        offset: Some(0),
         epoch: 1,
         epoch_start_offset: 0,
         confirm_offset: 6000,
@@ -66,7 +66,7 @@ fn transfer_frames_and_reports_are_rocketmqs() {
     );
     let data = TransferHeader {
         body_size: 1000,
-        offset: 0,
+        offset: Some(0),
         epoch: 2,
         epoch_start_offset: 1000,
         confirm_offset: 6000,
@@ -104,7 +104,7 @@ fn bad_frames_are_refused_by_what_is_wrong() {
     assert_eq!(decode_slave_frame(&hello.encode()[..12]).unwrap(), None);
     let mut big = TransferHeader {
         body_size: 40000,
-        offset: 0,
+        offset: Some(0),
         epoch: 1,
         epoch_start_offset: 0,
         confirm_offset: 0,
@@ -119,6 +119,16 @@ fn bad_frames_are_refused_by_what_is_wrong() {
         TransferHeader::decode(&big, 1 << 20),
         Err(FrameError::NegativeOffset(_))
     ));
+    // Only a heartbeat may have no offset (-1: the master has not started the transfer).
+    let early = TransferHeader {
+        body_size: 0,
+        offset: None,
+        epoch: 1,
+        epoch_start_offset: 0,
+        confirm_offset: 0,
+    };
+    assert_eq!(&hex(&early.encode())[16..32], "ffffffffffffffff");
+    assert_eq!(TransferHeader::decode(&early.encode(), 0).unwrap(), early);
     let mut header: [u8; 20] = encode_master_handshake(0, &entries())[..20]
         .try_into()
         .unwrap();
