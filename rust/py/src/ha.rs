@@ -7,6 +7,7 @@ use std::time::Duration;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use rocketha_core::ha::client::HaClient;
+use rocketha_core::ha::epoch::EpochFileCache;
 use rocketha_core::ha::master::HaMaster;
 use rocketha_core::ha::{HaConfig, HaEvent};
 
@@ -176,7 +177,9 @@ pub struct HAClient {
 impl HAClient {
     /// Keyword arguments left out take the core's defaults (RocketMQ's).
     #[new]
-    #[pyo3(signature = (store, master_address=None, *, config=None, slave_id=1, heartbeat_interval_ms=None, housekeeping_interval_ms=None, auth_secret=None, frame_crc=None, accept_zero_body_crc=None))]
+    /// With `epoch_file` it speaks RocketMQ 5's AutoSwitch HA (controller mode), `slave_id`
+    /// being its controller-given broker id and the file its epochs (`epochFileCheckpoint`).
+    #[pyo3(signature = (store, master_address=None, *, config=None, slave_id=1, heartbeat_interval_ms=None, housekeeping_interval_ms=None, auth_secret=None, frame_crc=None, accept_zero_body_crc=None, epoch_file=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -189,6 +192,7 @@ impl HAClient {
         auth_secret: Option<Vec<u8>>,
         frame_crc: Option<bool>,
         accept_zero_body_crc: Option<bool>,
+        epoch_file: Option<std::path::PathBuf>,
     ) -> PyResult<Self> {
         let store = store.store()?.clone();
         let mut config = ha_config(
@@ -199,6 +203,11 @@ impl HAClient {
         );
         config.frame_crc = frame_crc.unwrap_or(config.frame_crc);
         config.accept_zero_body_crc = accept_zero_body_crc.unwrap_or(config.accept_zero_body_crc);
+        if let Some(path) = epoch_file {
+            let epochs = EpochFileCache::load(&path)
+                .map_err(|e| crate::errors::ConfigError::new_err(e.to_string()))?;
+            config.epochs = Some(Arc::new(epochs));
+        }
         let inner = py
             .detach(|| HaClient::start(store, master_address, config, slave_id))
             .map_err(ha_to_py)?;
@@ -237,6 +246,12 @@ impl HAClient {
     fn stats(&self) -> (u64, u64, u64, u64) {
         let s = self.inner.stats();
         (s.bytes_received, s.frames, s.buffer_swaps, s.connects)
+    }
+
+    /// AutoSwitch HA: the master's confirm offset as of its last frame, capped at ours.
+    #[getter]
+    fn confirm_offset(&self) -> u64 {
+        self.inner.stats().confirm_offset
     }
 
     fn next_events(&self, py: Python<'_>, timeout: f64) -> PyResult<Vec<EventTuple>> {
