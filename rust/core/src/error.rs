@@ -160,6 +160,9 @@ pub enum HaError {
     Frame(#[from] FrameError),
     #[error("invalid master address {0:?}: expected host:port")]
     BadAddress(String),
+    /// Settings that cannot work together.
+    #[error("HA: {0}")]
+    Config(String),
 }
 
 /// An invalid record with valid records after it: corruption in the middle of the log, which

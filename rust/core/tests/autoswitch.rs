@@ -251,3 +251,140 @@ fn a_log_of_another_history_is_refused_and_kept() {
         assert_eq!(bytes(&s, 0), before, "{name}: nothing written");
     }
 }
+
+/// A rocketha master of `m`'s epochs and log.
+fn rocketha_master(m: &Master) -> rocketha_core::ha::master::HaMaster {
+    let epochs = EpochFileCache::in_memory(m.epochs.iter().map(|e| (e.epoch, e.start_offset)));
+    let config = HaConfig {
+        epochs: Some(Arc::new(epochs)),
+        ..HaConfig::default()
+    };
+    let listen = "127.0.0.1:0".parse().unwrap();
+    rocketha_core::ha::master::HaMaster::start(m.store.clone(), listen, config).unwrap()
+}
+
+#[test]
+fn a_rocketha_master_answers_as_rocketmqs_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = master(&dir.path().join("m"));
+    let ha = rocketha_master(&m);
+    let mut sock = TcpStream::connect(ha.local_addr()).unwrap();
+    let hello = SlaveHandshake {
+        sync_from_last_file: false,
+        async_learner: false,
+        broker_id: 3,
+    };
+    sock.write_all(&hello.encode()).unwrap();
+    let max = m.store.max_offset();
+    let expected = encode_master_handshake(max, &m.epochs);
+    let mut answer = vec![0u8; expected.len()];
+    sock.read_exact(&mut answer).unwrap();
+    assert_eq!(answer, expected);
+    sock.write_all(&encode_report(0)).unwrap();
+    // Frames from 0, each within one epoch and labelled with it, up to the max.
+    let mut got = Vec::new();
+    let mut labels = Vec::new();
+    while (got.len() as u64) < max {
+        let mut raw = [0u8; TRANSFER_HEADER_LEN];
+        sock.read_exact(&mut raw).unwrap();
+        let h = TransferHeader::decode(&raw, 1 << 20).unwrap();
+        assert_eq!(h.offset, Some(got.len() as u64));
+        assert_eq!(h.confirm_offset, max);
+        let mut body = vec![0u8; h.body_size];
+        sock.read_exact(&mut body).unwrap();
+        let epoch = m
+            .epochs
+            .iter()
+            .rev()
+            .find(|e| e.start_offset <= h.offset.unwrap())
+            .unwrap();
+        assert_eq!(
+            (h.epoch, h.epoch_start_offset),
+            (epoch.epoch, epoch.start_offset)
+        );
+        let end = h.offset.unwrap() + body.len() as u64;
+        assert!(m
+            .epochs
+            .iter()
+            .all(|e| e.start_offset <= h.offset.unwrap() || e.start_offset >= end));
+        labels.push(h.epoch);
+        got.extend_from_slice(&body);
+    }
+    assert_eq!(got, bytes(&m.store, 0));
+    labels.dedup();
+    assert_eq!(labels, vec![1, 2, 3]);
+    // Its ack, by the broker id of the handshake.
+    sock.write_all(&encode_report(max)).unwrap();
+    wait_until("the ack", || {
+        ha.acks().slave_offsets().first() == Some(&max)
+    });
+    assert_eq!(ha.connections()[0].slave_id, Some(3));
+    ha.shutdown();
+}
+
+#[test]
+fn a_rocketha_slave_of_a_rocketha_master_truncates_and_copies() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = master(&dir.path().join("m"));
+    let ha = rocketha_master(&m);
+    let s = store(&dir.path().join("s"));
+    let epochs = Arc::new(EpochFileCache::load(&dir.path().join("s/epochs")).unwrap());
+    for (epoch, range) in [(1, 0..10), (2, 10..20)] {
+        epochs.append(epoch, s.max_offset()).unwrap();
+        range.for_each(|i| put(&s, i));
+    }
+    (200..203).for_each(|i| put(&s, i));
+    let client = slave(s.clone(), epochs.clone(), ha.local_addr());
+    wait_until("the copy", || s.max_offset() == m.store.max_offset());
+    let agreed = m.epochs[2].start_offset;
+    assert_eq!(bytes(&s, agreed), bytes(&m.store, agreed));
+    let expected: Vec<_> = m.epochs.iter().map(|e| (e.epoch, e.start_offset)).collect();
+    assert_eq!(starts(&epochs), expected);
+    // Later puts follow.
+    (30..40).for_each(|i| put(&m.store, i));
+    wait_until("the new puts", || s.max_offset() == m.store.max_offset());
+    client.shutdown();
+    ha.shutdown();
+}
+
+#[test]
+fn an_autoswitch_master_refuses_what_cannot_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = master(&dir.path().join("m"));
+    let listen = "127.0.0.1:0".parse().unwrap();
+    for (config, why) in [
+        (
+            HaConfig {
+                epochs: Some(Arc::new(EpochFileCache::in_memory([]))),
+                ..HaConfig::default()
+            },
+            "needs its epoch",
+        ),
+        (
+            HaConfig {
+                epochs: Some(Arc::new(EpochFileCache::in_memory([(1, 0)]))),
+                auth_secret: Some(b"s".to_vec()),
+                ..HaConfig::default()
+            },
+            "haAuthSecret does not apply",
+        ),
+    ] {
+        let err = rocketha_core::ha::master::HaMaster::start(m.store.clone(), listen, config)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains(why), "{err}");
+    }
+    // A classic slave's 8-byte report is refused as what it is.
+    let ha = rocketha_master(&m);
+    let mut sock = TcpStream::connect(ha.local_addr()).unwrap();
+    sock.write_all(&[0u8; 16]).unwrap();
+    let closed = loop {
+        let events = ha.events().drain(Duration::from_secs(5));
+        if let Some(e) = events.into_iter().find(|e| e.problem) {
+            break e.reason;
+        }
+    };
+    assert!(closed.contains("same HA mode"), "{closed}");
+    ha.shutdown();
+}

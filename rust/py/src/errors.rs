@@ -153,7 +153,7 @@ pub fn to_py(err: CommitLogError) -> PyErr {
 pub fn ha_to_py(err: HaError) -> PyErr {
     match err {
         HaError::CommitLog(e) => to_py(e),
-        HaError::BadAddress(_) => ConfigError::new_err(err.to_string()),
+        HaError::BadAddress(_) | HaError::Config(_) => ConfigError::new_err(err.to_string()),
         other => HAError::new_err(other.to_string()),
     }
 }

@@ -131,7 +131,8 @@ impl AcceptSocketService {
                         continue;
                     }
                     let auth = self.shared.config.auth_secret.is_some();
-                    let conn = HaConnection::new(id, stream, addr.to_string(), auth);
+                    let epochs = self.shared.config.epochs.clone();
+                    let conn = HaConnection::new(id, stream, addr.to_string(), auth, epochs);
                     let status = conn.status().clone();
                     let state = status.snapshot().state;
                     lock(&self.shared.connections).insert(id, status);

@@ -1,6 +1,8 @@
 //! RocketMQ 5's AutoSwitch HA, the replication of controller mode: the wire format
 //! ([`frame`]) and the slave's truncation to the last point its log shares with the master's
-//! ([`consistent_point`]).
+//! ([`consistent_point`]). The master's connection (`connection.rs`) and the slave's client
+//! (`client.rs`) speak it when `HaConfig::epochs` is set, and RocketMQ's classic protocol
+//! otherwise: the two do not mix on one connection.
 //!
 //! A slave connects to the master's HA port and sends a handshake with its controller-given
 //! broker id; the master answers with its max offset and its epoch entries; the slave cuts

@@ -11,6 +11,11 @@ use std::time::{Duration, Instant};
 use mio::net::TcpStream;
 
 use super::auth::{self, CHALLENGE_LEN, SLAVE_RESPONSE_LEN};
+use super::autoswitch::frame::{
+    decode_slave_frame, encode_master_handshake, SlaveFrame, TransferHeader, MAX_EPOCH_ENTRIES,
+    TRANSFER_HEADER_LEN,
+};
+use super::epoch::EpochFileCache;
 use super::flow::FlowMonitor;
 use super::frame::{self, CRC_LEN, HEADER_LEN, REPORT_LEN};
 use super::master::AWAKE;
@@ -99,25 +104,55 @@ impl ConnectionStatus {
 /// One frame being written: header, body straight from the mmap, and the CRC trailer when the
 /// extension is on. `done` counts bytes written so far across the three.
 struct PendingWrite {
-    header: [u8; HEADER_LEN],
+    /// A classic 12-byte header, or AutoSwitch's 36 bytes.
+    header: [u8; TRANSFER_HEADER_LEN],
+    header_len: usize,
     body: Option<LogSlice>,
     trailer: [u8; CRC_LEN],
     trailer_len: usize,
     done: usize,
 }
 
+/// What an AutoSwitch frame names beside its offset: its epoch, where that epoch starts, and
+/// the master's confirm offset.
+#[derive(Clone, Copy)]
+struct EpochLabel {
+    epoch: i32,
+    start: u64,
+    confirm: u64,
+}
+
 impl PendingWrite {
-    fn new(offset: u64, body: Option<LogSlice>, crc: bool) -> Self {
+    fn new(offset: u64, body: Option<LogSlice>, crc: bool, label: Option<EpochLabel>) -> Self {
         let len = body.as_ref().map_or(0, LogSlice::len);
+        let mut header = [0u8; TRANSFER_HEADER_LEN];
+        let header_len = match label {
+            Some(l) => {
+                let h = TransferHeader {
+                    body_size: len,
+                    offset: Some(offset),
+                    epoch: l.epoch,
+                    epoch_start_offset: l.start,
+                    confirm_offset: l.confirm,
+                };
+                header = h.encode();
+                TRANSFER_HEADER_LEN
+            }
+            None => {
+                header[..HEADER_LEN].copy_from_slice(&frame::encode_header(offset, len));
+                HEADER_LEN
+            }
+        };
         let mut w = Self {
-            header: frame::encode_header(offset, len),
+            header,
+            header_len,
             body,
             trailer: [0; CRC_LEN],
             trailer_len: 0,
             done: 0,
         };
         if crc {
-            w.trailer = frame::crc_trailer(&[&w.header, w.body()]);
+            w.trailer = frame::crc_trailer(&[&w.header[..header_len], w.body()]);
             w.trailer_len = CRC_LEN;
         }
         w
@@ -129,12 +164,12 @@ impl PendingWrite {
         self.body.as_ref().map_or(0, LogSlice::len)
     }
     fn total(&self) -> usize {
-        HEADER_LEN + self.body_len() + self.trailer_len
+        self.header_len + self.body_len() + self.trailer_len
     }
     /// The unwritten rest, as up to three slices for one writev.
     fn remaining(&self) -> [IoSlice<'_>; 3] {
         let parts = [
-            &self.header[..],
+            &self.header[..self.header_len],
             self.body(),
             &self.trailer[..self.trailer_len],
         ];
@@ -154,6 +189,15 @@ enum Phase {
         got: Vec<u8>,
     },
     Transfer,
+    /// RocketMQ 5's AutoSwitch HA: the slave's frames (its handshake, then reports) are read
+    /// into `got`; `answer_due` while its handshake waits for the master's answer.
+    AutoSwitch {
+        epochs: Arc<EpochFileCache>,
+        got: Vec<u8>,
+        answer_due: bool,
+        /// The slave's `isSyncFromLastFile`: an empty slave starts at the last segment.
+        sync_from_last_file: bool,
+    },
 }
 
 pub(super) struct HaConnection {
@@ -183,15 +227,33 @@ pub(super) struct HaConnection {
 }
 
 impl HaConnection {
-    /// A connection just accepted; with `auth_secret` it starts by sending the challenge.
-    pub(super) fn new(id: u64, stream: TcpStream, addr: String, auth_secret: bool) -> Self {
+    /// A connection just accepted; with `auth_secret` it starts by sending the challenge, with
+    /// `epochs` it waits for an AutoSwitch handshake.
+    pub(super) fn new(
+        id: u64,
+        stream: TcpStream,
+        addr: String,
+        auth_secret: bool,
+        epochs: Option<Arc<EpochFileCache>>,
+    ) -> Self {
         let now = Instant::now();
-        let (phase, control) = if auth_secret {
-            let challenge = auth::challenge();
-            let got = Vec::with_capacity(SLAVE_RESPONSE_LEN);
-            (Phase::Handshake { challenge, got }, challenge.to_vec())
-        } else {
-            (Phase::Transfer, Vec::new())
+        let (phase, control) = match epochs {
+            Some(epochs) => {
+                let got = Vec::with_capacity(64);
+                let phase = Phase::AutoSwitch {
+                    epochs,
+                    got,
+                    answer_due: false,
+                    sync_from_last_file: false,
+                };
+                (phase, Vec::new())
+            }
+            None if auth_secret => {
+                let challenge = auth::challenge();
+                let got = Vec::with_capacity(SLAVE_RESPONSE_LEN);
+                (Phase::Handshake { challenge, got }, challenge.to_vec())
+            }
+            None => (Phase::Transfer, Vec::new()),
         };
         let status = ConnectionStatus {
             id,
@@ -235,9 +297,14 @@ impl HaConnection {
     fn next_transfer_from_where(&self) -> Option<u64> {
         self.status.next_transfer_from_where()
     }
-    /// The handshake is over (or there was none) and the secret, if any, was proven.
+    /// The handshake is over (or there was none) and the secret, if any, was proven; or an
+    /// AutoSwitch slave said its broker id.
     pub(super) fn authenticated(&self) -> bool {
-        self.status.auth && matches!(self.phase, Phase::Transfer)
+        match self.phase {
+            Phase::Transfer => self.status.auth,
+            Phase::AutoSwitch { .. } => self.status.slave_id.load(Ordering::Acquire) != UNSET,
+            Phase::Handshake { .. } => false,
+        }
     }
 
     fn holds(&self, max_offset: u64, batch: usize, now: Instant) -> bool {
@@ -364,6 +431,9 @@ impl HaConnection {
 
     /// Decodes the offset reports completed by `data`; returns the last.
     fn reports(&mut self, data: &[u8]) -> Result<Option<u64>, Close> {
+        if let Phase::AutoSwitch { .. } = self.phase {
+            return self.autoswitch_frames(data);
+        }
         let report_len = REPORT_LEN + if self.crc { CRC_LEN } else { 0 };
         let mut latest = None;
         for &b in data {
@@ -385,6 +455,49 @@ impl HaConnection {
         Ok(latest)
     }
 
+    /// AutoSwitch: the slave's handshake (its broker id, answered with the master's epochs
+    /// on the next write) and its 12-byte reports; returns the last report.
+    fn autoswitch_frames(&mut self, data: &[u8]) -> Result<Option<u64>, Close> {
+        let transferring = self.next_transfer_from_where().is_some();
+        let Phase::AutoSwitch {
+            got,
+            answer_due,
+            sync_from_last_file,
+            ..
+        } = &mut self.phase
+        else {
+            return Ok(None);
+        };
+        got.extend_from_slice(data);
+        let mut latest = None;
+        let mut at = 0;
+        while let Some((frame, len)) =
+            decode_slave_frame(&got[at..]).map_err(|e| format!("bad frame from the slave: {e}"))?
+        {
+            at += len;
+            match frame {
+                SlaveFrame::Handshake(_) if transferring || latest.is_some() => {
+                    return Err("the slave sent a handshake during the transfer".into());
+                }
+                SlaveFrame::Handshake(hello) => {
+                    let id = u64::try_from(hello.broker_id).map_err(|_| {
+                        format!("the slave's handshake names broker id {}", hello.broker_id)
+                    })?;
+                    *answer_due = true;
+                    *sync_from_last_file = hello.sync_from_last_file;
+                    self.slave_key = id;
+                    self.status.slave_id.store(id, Ordering::Release);
+                }
+                SlaveFrame::Report(_) if self.status.slave_id.load(Ordering::Acquire) == UNSET => {
+                    return Err("the slave reported an offset before its handshake".into());
+                }
+                SlaveFrame::Report(offset) => latest = Some(offset),
+            }
+        }
+        got.drain(..at);
+        Ok(latest)
+    }
+
     /// A slave's offset report: the first one fixes `next_transfer_from_where`, which this
     /// returns; every one is the slave's ack.
     pub(super) fn on_report(
@@ -394,6 +507,14 @@ impl HaConnection {
         sync_from_last_file: bool,
     ) -> Result<Option<u64>, Close> {
         let (min, max) = (store.min_offset(), store.max_offset());
+        let sync_from_last_file = match self.phase {
+            // The slave says which it wants, in its handshake.
+            Phase::AutoSwitch {
+                sync_from_last_file,
+                ..
+            } => sync_from_last_file,
+            _ => sync_from_last_file,
+        };
         if offset > max {
             return Err(format!(
                 "slave reported offset {offset} beyond the master's max offset {max}: refusing a fake or divergent ack"
@@ -407,7 +528,7 @@ impl HaConnection {
             }
             None if offset == 0 => Some(min),
             None if offset < min => {
-                self.refuse_below_floor("asked to resume at", offset, min);
+                self.refuse_below_floor("asked to resume at", offset, min, max);
                 return Ok(None);
             }
             None => Some(offset),
@@ -429,14 +550,53 @@ impl HaConnection {
     /// RocketMQ's master would look for `offset` forever and send only heartbeats: a slave
     /// stuck without a word. Ours sends one heartbeat at its min offset, which the slave's
     /// offset check reports as the floor, then closes, saying why.
-    fn refuse_below_floor(&mut self, what: &str, offset: u64, min: u64) {
+    fn refuse_below_floor(&mut self, what: &str, offset: u64, min: u64, confirm: u64) {
         self.floor_refusal = Some(format!(
             "slave {what} offset {offset}, below the master's min offset {min}: retention \
              (fileReservedTime, diskMaxUsedSpaceRatio) deleted the segments it needs, so it can \
              never catch up from there. Repair the slave: stop it, move its store aside and \
              start it empty; it then copies from the master's min offset"
         ));
-        self.write = Some(PendingWrite::new(min, None, self.crc));
+        let label = self.label(min, confirm).map(|(l, _)| l);
+        self.write = Some(PendingWrite::new(min, None, self.crc, label));
+    }
+
+    /// AutoSwitch: the label of a frame at `offset` (the epoch that wrote it, or the last one
+    /// for a heartbeat at the end) and where that epoch ends. A frame never crosses an epoch's
+    /// end, so each is labelled with the epoch of its own bytes (RocketMQ labels the frame
+    /// that reaches the end with the next one; its slaves take either).
+    fn label(&self, offset: u64, confirm: u64) -> Option<(EpochLabel, u64)> {
+        let Phase::AutoSwitch { epochs, .. } = &self.phase else {
+            return None;
+        };
+        let entry = epochs
+            .entry_by_offset(offset)
+            .or_else(|| epochs.last_entry())?;
+        let label = EpochLabel {
+            epoch: entry.epoch,
+            start: entry.start_offset,
+            confirm,
+        };
+        Some((label, entry.end_offset))
+    }
+
+    /// AutoSwitch: the answer to the slave's handshake (the master's max offset and epochs),
+    /// queued once the handshake came.
+    fn answer_handshake(&mut self, store: &MessageStore) {
+        let Phase::AutoSwitch {
+            epochs, answer_due, ..
+        } = &mut self.phase
+        else {
+            return;
+        };
+        if std::mem::take(answer_due) {
+            let entries = epochs.entries();
+            // What a RocketMQ slave can take (its buffer holds 1000); retention keeps the list
+            // far shorter.
+            let from = entries.len().saturating_sub(MAX_EPOCH_ENTRIES);
+            let answer = encode_master_handshake(store.max_offset(), &entries[from..]);
+            self.control.extend_from_slice(&answer);
+        }
     }
 
     /// The write half: writes until the socket would block, the slave is caught up or flow
@@ -447,6 +607,7 @@ impl HaConnection {
         cfg: &HaConfig,
         now: Instant,
     ) -> Result<(), Close> {
+        self.answer_handshake(store);
         if self.write_blocked || !self.write_control()? {
             return Ok(());
         }
@@ -468,24 +629,32 @@ impl HaConnection {
                 if self.holds(max, batch, now) {
                     return Ok(());
                 }
-                let allowance = self
-                    .flow
-                    .allowance(cfg.max_transfer_bytes_per_second, batch, now);
+                let mut allowance =
+                    self.flow
+                        .allowance(cfg.max_transfer_bytes_per_second, batch, now);
+                // The master's own max: rocketha's master confirms what it wrote (RocketMQ's,
+                // unless allAckInSyncStateSet with more than itself in the set).
+                let label = self.label(next, max);
+                if let Some((_, end)) = label {
+                    allowance = allowance.min(end.saturating_sub(next) as usize);
+                }
+                let label = label.map(|(l, _)| l);
                 if allowance == 0 {
                     return Ok(());
                 }
                 self.write = match store.read_raw(next, allowance) {
                     Some(body) => {
                         self.flow.sent(body.len());
-                        Some(PendingWrite::new(next, Some(body), self.crc))
+                        Some(PendingWrite::new(next, Some(body), self.crc, label))
                     }
                     // Retention deleted what a slow slave was still to get.
                     None if next < store.min_offset() => {
-                        self.refuse_below_floor("fell behind: it needs", next, store.min_offset());
+                        let min = store.min_offset();
+                        self.refuse_below_floor("fell behind: it needs", next, min, max);
                         return Ok(());
                     }
                     None if now.duration_since(self.last_write) >= cfg.heartbeat_interval => {
-                        Some(PendingWrite::new(next, None, self.crc))
+                        Some(PendingWrite::new(next, None, self.crc, label))
                     }
                     None => return Ok(()),
                 };

@@ -54,6 +54,20 @@ impl HaMaster {
             addr: listen.to_string(),
             source,
         };
+        if let Some(epochs) = &config.epochs {
+            // RocketMQ's AutoSwitch HA has no authentication step to put a secret in.
+            let why = if config.auth_secret.is_some() {
+                "haAuthSecret does not apply to RocketMQ 5's AutoSwitch HA (controller mode): \
+                 its slaves do not authenticate; bind haListenAddress to a private address"
+            } else if epochs.last_entry().is_none() {
+                "an AutoSwitch master needs its epoch (the controller's) recorded first"
+            } else {
+                ""
+            };
+            if !why.is_empty() {
+                return Err(HaError::Config(why.into()));
+            }
+        }
         let std_listener = std::net::TcpListener::bind(listen).map_err(io_err)?;
         std_listener.set_nonblocking(true).map_err(io_err)?;
         let local_addr = std_listener.local_addr().map_err(io_err)?;

@@ -110,8 +110,9 @@ pub struct HaConfig {
     /// Slave, `haAcceptZeroBodyCrc`: take records whose BODYCRC is 0 from masters that never
     /// fill it in; every other check of incoming records stays on.
     pub accept_zero_body_crc: bool,
-    /// Slave: speak RocketMQ 5's AutoSwitch HA (controller mode) with these epochs, the slave
-    /// id being the broker id the controller gave.
+    /// Speak RocketMQ 5's AutoSwitch HA (controller mode) with these epochs: a master answers
+    /// handshakes with them and labels its frames; a slave checks its log against its
+    /// master's, its slave id being the broker id the controller gave.
     pub epochs: Option<std::sync::Arc<epoch::EpochFileCache>>,
 }
 
