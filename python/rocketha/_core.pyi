@@ -227,6 +227,7 @@ class HAMaster:
         max_transfer_bytes_per_second: int | None = None,
         sync_from_last_file: bool | None = None,
         auth_secret: bytes | None = None,
+        epochs: EpochFileCache | None = None,
     ) -> Self: ...
     @property
     def listen_port(self) -> int: ...
@@ -254,7 +255,7 @@ class HAClient:
         auth_secret: bytes | None = None,
         frame_crc: bool | None = None,
         accept_zero_body_crc: bool | None = None,
-        epoch_file: str | os.PathLike[str] | None = None,
+        epochs: EpochFileCache | None = None,
     ) -> Self: ...
     @property
     def state(self) -> str: ...
@@ -267,6 +268,46 @@ class HAClient:
     def update_master_address(self, address: str | None) -> None: ...
     def stats(self) -> tuple[int, int, int, int]: ...
     def next_events(self, timeout: float) -> list[tuple[str, str, str, bool]]: ...
+    def shutdown(self) -> None: ...
+
+@final
+class EpochFileCache:
+    """The epochs of a broker's log (RocketMQ's ``epochFileCheckpoint``)."""
+
+    def __new__(cls, path: str | os.PathLike[str]) -> Self: ...
+    def entries(self) -> list[tuple[int, int]]: ...
+    def append(self, epoch: int, start_offset: int) -> bool: ...
+    @property
+    def last_epoch(self) -> int: ...
+
+@final
+class ReplicasManager:
+    """RocketMQ 5's ``ReplicasManager``: a broker's registration with the controllers."""
+
+    def __new__(
+        cls,
+        store: MessageStore,
+        epochs: EpochFileCache,
+        controller_addr: str,
+        cluster_name: str,
+        broker_name: str,
+        broker_addr: str,
+        identity_path: str | os.PathLike[str],
+        *,
+        heartbeat_interval_ms: int = 1000,
+        controller_heartbeat_timeout_ms: int = 10000,
+        sync_broker_metadata_period_ms: int = 5000,
+        sync_controller_metadata_period_ms: int = 10000,
+        election_priority: int = 2147483647,
+    ) -> Self: ...
+    def start(self) -> None: ...
+    def next_decisions(
+        self, timeout: float
+    ) -> list[tuple[str, int, str | None, int | None, list[int]]]: ...
+    def next_events(self, timeout: float) -> list[tuple[str, str, str, bool]]: ...
+    def state(
+        self,
+    ) -> tuple[int | None, int | None, str | None, int, list[int], bool, str | None]: ...
     def shutdown(self) -> None: ...
 
 @final

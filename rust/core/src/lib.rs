@@ -21,6 +21,8 @@ pub mod remoting;
 pub mod store;
 mod sync;
 
+/// Controller mode: the broker's side of RocketMQ 5's controller.
+pub use broker::replicas_manager;
 pub use broker::{
     parse_properties, BrokerConfig, BrokerController, BrokerControllerConfig, BrokerError,
     BrokerSettings, ClientChannel, ConfigError, LiveFlag, LiveNumber, Loaded, PropertiesError,

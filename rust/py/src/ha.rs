@@ -7,12 +7,12 @@ use std::time::Duration;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use rocketha_core::ha::client::HaClient;
-use rocketha_core::ha::epoch::EpochFileCache;
 use rocketha_core::ha::master::HaMaster;
 use rocketha_core::ha::{HaConfig, HaEvent};
 
 use crate::config::PyBrokerConfig;
 use crate::errors::{ha_to_py, ForkGuard};
+use crate::replicas::PyEpochFileCache;
 use crate::store::{parse_host, PyMessageStore};
 
 fn secs(timeout: f64) -> Duration {
@@ -56,9 +56,10 @@ pub struct HAMaster {
 
 #[pymethods]
 impl HAMaster {
-    /// Keyword arguments left out take `config`'s values, or the core's defaults.
+    /// Keyword arguments left out take `config`'s values, or the core's defaults. With
+    /// `epochs` it speaks RocketMQ 5's AutoSwitch HA (controller mode).
     #[new]
-    #[pyo3(signature = (store, listen, *, config=None, transfer_batch_size=None, heartbeat_interval_ms=None, housekeeping_interval_ms=None, max_transfer_bytes_per_second=None, sync_from_last_file=None, auth_secret=None))]
+    #[pyo3(signature = (store, listen, *, config=None, transfer_batch_size=None, heartbeat_interval_ms=None, housekeeping_interval_ms=None, max_transfer_bytes_per_second=None, sync_from_last_file=None, auth_secret=None, epochs=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -71,6 +72,7 @@ impl HAMaster {
         max_transfer_bytes_per_second: Option<u64>,
         sync_from_last_file: Option<bool>,
         auth_secret: Option<Vec<u8>>,
+        epochs: Option<PyRef<'_, PyEpochFileCache>>,
     ) -> PyResult<Self> {
         let store = store.store()?.clone();
         let listen = parse_host(listen)?;
@@ -84,6 +86,7 @@ impl HAMaster {
         config.max_transfer_bytes_per_second =
             max_transfer_bytes_per_second.or(config.max_transfer_bytes_per_second);
         config.sync_from_last_file = sync_from_last_file.unwrap_or(config.sync_from_last_file);
+        config.epochs = epochs.map(|e| e.inner.clone());
         let inner = py
             .detach(|| HaMaster::start(store, listen, config))
             .map_err(ha_to_py)?;
@@ -177,9 +180,9 @@ pub struct HAClient {
 impl HAClient {
     /// Keyword arguments left out take the core's defaults (RocketMQ's).
     #[new]
-    /// With `epoch_file` it speaks RocketMQ 5's AutoSwitch HA (controller mode), `slave_id`
-    /// being its controller-given broker id and the file its epochs (`epochFileCheckpoint`).
-    #[pyo3(signature = (store, master_address=None, *, config=None, slave_id=1, heartbeat_interval_ms=None, housekeeping_interval_ms=None, auth_secret=None, frame_crc=None, accept_zero_body_crc=None, epoch_file=None))]
+    /// With `epochs` it speaks RocketMQ 5's AutoSwitch HA (controller mode), `slave_id` being
+    /// its controller-given broker id.
+    #[pyo3(signature = (store, master_address=None, *, config=None, slave_id=1, heartbeat_interval_ms=None, housekeeping_interval_ms=None, auth_secret=None, frame_crc=None, accept_zero_body_crc=None, epochs=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -192,7 +195,7 @@ impl HAClient {
         auth_secret: Option<Vec<u8>>,
         frame_crc: Option<bool>,
         accept_zero_body_crc: Option<bool>,
-        epoch_file: Option<std::path::PathBuf>,
+        epochs: Option<PyRef<'_, PyEpochFileCache>>,
     ) -> PyResult<Self> {
         let store = store.store()?.clone();
         let mut config = ha_config(
@@ -203,11 +206,7 @@ impl HAClient {
         );
         config.frame_crc = frame_crc.unwrap_or(config.frame_crc);
         config.accept_zero_body_crc = accept_zero_body_crc.unwrap_or(config.accept_zero_body_crc);
-        if let Some(path) = epoch_file {
-            let epochs = EpochFileCache::load(&path)
-                .map_err(|e| crate::errors::ConfigError::new_err(e.to_string()))?;
-            config.epochs = Some(Arc::new(epochs));
-        }
+        config.epochs = epochs.map(|e| e.inner.clone());
         let inner = py
             .detach(|| HaClient::start(store, master_address, config, slave_id))
             .map_err(ha_to_py)?;

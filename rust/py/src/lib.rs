@@ -13,6 +13,7 @@ mod errors;
 mod ha;
 mod message;
 mod namesrv;
+mod replicas;
 mod retention;
 mod store;
 mod tls;
@@ -34,6 +35,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<retention::CleanEventQueue>()?;
     m.add_class::<ha::HAMaster>()?;
     m.add_class::<ha::HAClient>()?;
+    m.add_class::<replicas::PyEpochFileCache>()?;
+    m.add_class::<replicas::ReplicasManager>()?;
     m.add_class::<namesrv::NameServer>()?;
     m.add_class::<broker::BrokerController>()?;
     m.add_class::<client::MQClientAPI>()?;

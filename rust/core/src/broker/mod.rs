@@ -15,11 +15,9 @@ pub(crate) mod live_setting;
 pub(crate) mod outer_api;
 pub(crate) mod processor;
 pub(crate) mod producer_manager;
-// Wired into the BrokerController with the AutoSwitch HA service (#29, next step).
 pub(crate) mod pull;
 pub(crate) mod rebalance_lock;
-#[allow(dead_code)]
-pub(crate) mod replicas_manager;
+pub mod replicas_manager;
 pub(crate) mod send;
 pub(crate) mod slave_sync;
 pub(crate) mod store_stats;

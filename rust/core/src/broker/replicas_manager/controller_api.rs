@@ -199,7 +199,10 @@ impl ControllerApi {
     }
 
     /// `getControllerMetaData`: asks `addr` who leads the controllers.
-    pub fn metadata(&self, addr: &str) -> Result<GetMetaDataResponseHeader, ControllerError> {
+    pub(crate) fn metadata(
+        &self,
+        addr: &str,
+    ) -> Result<GetMetaDataResponseHeader, ControllerError> {
         let what = "CONTROLLER_GET_METADATA_INFO";
         let request = RemotingCommand::request(request_code::CONTROLLER_GET_METADATA_INFO, 0);
         let response = self.invoke(addr, what, request, &[])?;

@@ -1,0 +1,240 @@
+//! Python handles on controller mode: a broker's epochs (`EpochFileCache`) and its
+//! `ReplicasManager`, whose decisions (master of an epoch, or slave of a master) Python drains
+//! and applies to the broker.
+
+use std::path::PathBuf;
+use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use pyo3::prelude::*;
+use rocketha_core::ha::epoch::{EpochFileCache, EpochFileError};
+use rocketha_core::remoting::ServerEvents;
+use rocketha_core::replicas_manager::{
+    BrokerIdentity, ControllerApi, ReplicasConfig, ReplicasManager as CoreReplicasManager,
+    RoleListener, SyncStateSet,
+};
+use rocketha_core::MessageStore;
+
+use crate::errors::{ConfigError, ForkGuard};
+use crate::store::PyMessageStore;
+
+/// The epochs of a broker's log (`storePathEpochFile`), shared by its HA side and its
+/// replicas manager.
+#[pyclass(frozen, module = "rocketha._core", name = "EpochFileCache")]
+pub struct PyEpochFileCache {
+    pub(crate) inner: Arc<EpochFileCache>,
+}
+
+#[pymethods]
+impl PyEpochFileCache {
+    #[new]
+    fn new(path: PathBuf) -> PyResult<Self> {
+        let inner = EpochFileCache::load(&path).map_err(|e| ConfigError::new_err(e.to_string()))?;
+        Ok(Self {
+            inner: Arc::new(inner),
+        })
+    }
+
+    /// `(epoch, start offset)` of each epoch, oldest first.
+    fn entries(&self) -> Vec<(i32, u64)> {
+        self.inner
+            .entries()
+            .iter()
+            .map(|e| (e.epoch, e.start_offset))
+            .collect()
+    }
+
+    /// Records that `epoch` starts at `start_offset`; False when RocketMQ's rule refuses it
+    /// (the last epoch is not older, or started at or after it).
+    fn append(&self, epoch: i32, start_offset: u64) -> PyResult<bool> {
+        match self.inner.append(epoch, start_offset) {
+            Ok(()) => Ok(true),
+            Err(EpochFileError::NotAfterLast { .. }) => Ok(false),
+            Err(e) => Err(ConfigError::new_err(e.to_string())),
+        }
+    }
+
+    #[getter]
+    fn last_epoch(&self) -> i32 {
+        self.inner.last_epoch()
+    }
+}
+
+/// `("MASTER", epoch, sync state set)` or `("SLAVE", epoch, master address, master id)`.
+type Decision = (&'static str, i32, Option<String>, Option<i64>, Vec<i64>);
+
+/// Queues the manager's decisions for Python; reads the store for the heartbeats.
+struct Decisions {
+    tx: Mutex<Sender<Decision>>,
+    store: Arc<MessageStore>,
+    epochs: Arc<EpochFileCache>,
+}
+
+impl RoleListener for Decisions {
+    fn change_to_master(&self, epoch: i32, set: &SyncStateSet) {
+        let members = set.sync_state_set.iter().copied().collect();
+        let _ = self.send(("MASTER", epoch, None, None, members));
+    }
+    fn change_to_slave(&self, master_addr: &str, master_id: i64, epoch: i32) {
+        let decision = (
+            "SLAVE",
+            epoch,
+            Some(master_addr.to_owned()),
+            Some(master_id),
+            vec![],
+        );
+        let _ = self.send(decision);
+    }
+    fn sync_state_set_changed(&self, set: &SyncStateSet) {
+        let members = set.sync_state_set.iter().copied().collect();
+        let _ = self.send((
+            "SYNC_STATE_SET",
+            set.sync_state_set_epoch,
+            None,
+            None,
+            members,
+        ));
+    }
+    fn offsets(&self) -> (i32, u64, u64) {
+        let max = self.store.max_offset();
+        (self.epochs.last_epoch(), max, max)
+    }
+}
+
+impl Decisions {
+    fn send(&self, d: Decision) -> Result<(), std::sync::mpsc::SendError<Decision>> {
+        self.tx.lock().unwrap_or_else(|p| p.into_inner()).send(d)
+    }
+}
+
+/// RocketMQ 5's `ReplicasManager`: registers the broker with the controllers at
+/// `controller_addr`, beats, and says what the controller decided.
+#[pyclass(frozen, module = "rocketha._core")]
+pub struct ReplicasManager {
+    inner: Arc<CoreReplicasManager>,
+    decisions: Mutex<Receiver<Decision>>,
+    events: Arc<ServerEvents>,
+    guard: ForkGuard,
+}
+
+#[pymethods]
+impl ReplicasManager {
+    #[new]
+    #[pyo3(signature = (store, epochs, controller_addr, cluster_name, broker_name, broker_addr, identity_path, *, heartbeat_interval_ms=1000, controller_heartbeat_timeout_ms=10000, sync_broker_metadata_period_ms=5000, sync_controller_metadata_period_ms=10000, election_priority=i32::MAX))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        store: PyRef<'_, PyMessageStore>,
+        epochs: PyRef<'_, PyEpochFileCache>,
+        controller_addr: &str,
+        cluster_name: String,
+        broker_name: String,
+        broker_addr: String,
+        identity_path: PathBuf,
+        heartbeat_interval_ms: u64,
+        controller_heartbeat_timeout_ms: u64,
+        sync_broker_metadata_period_ms: u64,
+        sync_controller_metadata_period_ms: u64,
+        election_priority: i32,
+    ) -> PyResult<Self> {
+        let addrs: Vec<String> = controller_addr
+            .split(';')
+            .map(str::trim)
+            .filter(|a| !a.is_empty())
+            .map(str::to_owned)
+            .collect();
+        let api = ControllerApi::new(addrs, None)?;
+        let (tx, rx) = channel();
+        let listener = Arc::new(Decisions {
+            tx: Mutex::new(tx),
+            store: store.store()?.clone(),
+            epochs: epochs.inner.clone(),
+        });
+        let config = ReplicasConfig {
+            identity: BrokerIdentity {
+                cluster_name,
+                broker_name,
+                broker_addr,
+            },
+            identity_path,
+            heartbeat_interval: Duration::from_millis(heartbeat_interval_ms),
+            controller_heartbeat_timeout: Duration::from_millis(controller_heartbeat_timeout_ms),
+            sync_broker_metadata_period: Duration::from_millis(sync_broker_metadata_period_ms),
+            sync_controller_metadata_period: Duration::from_millis(
+                sync_controller_metadata_period_ms,
+            ),
+            election_priority,
+        };
+        let events = Arc::new(ServerEvents::default());
+        let inner = CoreReplicasManager::new(api, config, listener, events.clone());
+        Ok(Self {
+            inner: Arc::new(inner),
+            decisions: Mutex::new(rx),
+            events,
+            guard: ForkGuard::new(),
+        })
+    }
+
+    fn start(&self) -> PyResult<()> {
+        self.guard.check()?;
+        Ok(self.inner.start()?)
+    }
+
+    /// The controller's decisions since the last call, waiting up to `timeout` for one:
+    /// `(kind, epoch, master address, master id, sync state set)`, kind MASTER, SLAVE or
+    /// SYNC_STATE_SET (its epoch in the second field).
+    fn next_decisions(&self, py: Python<'_>, timeout: f64) -> PyResult<Vec<Decision>> {
+        self.guard.check()?;
+        let timeout = Duration::from_secs_f64(timeout.clamp(0.0, 1e9));
+        Ok(py.detach(|| {
+            let rx = self.decisions.lock().unwrap_or_else(|p| p.into_inner());
+            let mut out: Vec<Decision> = rx.recv_timeout(timeout).into_iter().collect();
+            out.extend(rx.try_iter());
+            out
+        }))
+    }
+
+    /// Registrations, elections and failures, with reasons: `(controller, event, reason,
+    /// is_problem)`.
+    fn next_events(
+        &self,
+        py: Python<'_>,
+        timeout: f64,
+    ) -> Vec<(String, &'static str, String, bool)> {
+        let timeout = Duration::from_secs_f64(timeout.clamp(0.0, 1e9));
+        py.detach(|| self.events.drain(timeout))
+            .into_iter()
+            .map(|e| (e.addr, e.kind.name(), e.reason, e.problem))
+            .collect()
+    }
+
+    /// `(broker id, master id, master address, master epoch, sync state set, running,
+    /// controller leader)`.
+    #[allow(clippy::type_complexity)]
+    fn state(
+        &self,
+    ) -> (
+        Option<i64>,
+        Option<i64>,
+        Option<String>,
+        i32,
+        Vec<i64>,
+        bool,
+        Option<String>,
+    ) {
+        let s = self.inner.state();
+        (
+            s.broker_id,
+            s.master_broker_id,
+            s.master_address,
+            s.master_epoch,
+            s.sync_state_set.sync_state_set.into_iter().collect(),
+            s.running,
+            s.controller_leader,
+        )
+    }
+
+    fn shutdown(&self, py: Python<'_>) {
+        py.detach(|| self.inner.shutdown());
+    }
+}
