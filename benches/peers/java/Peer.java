@@ -36,6 +36,7 @@ import org.apache.rocketmq.client.producer.DefaultMQProducer;
 import org.apache.rocketmq.client.producer.LocalTransactionState;
 import org.apache.rocketmq.client.producer.SendCallback;
 import org.apache.rocketmq.client.producer.SendResult;
+import org.apache.rocketmq.client.producer.SendStatus;
 import org.apache.rocketmq.client.producer.TransactionListener;
 import org.apache.rocketmq.client.producer.TransactionMQProducer;
 import org.apache.rocketmq.client.producer.TransactionSendResult;
@@ -97,6 +98,13 @@ import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
  *   TXERROR seq key code exceptionClass message...
  *   CHECK key transactionId times answer msgId queueOffset commitLogOffset props
  *   DONE sent checks
+ * stream NAMESRV BROKER TOPIC GROUP PREFIX PAUSE_MS ROUTE_POLL_MS   (DefaultMQProducer, no
+ *   READY                     retries: synchronous sends one after the other, PAUSE_MS
+ *                             apart, until stdin closes; its routes refreshed every
+ *                             ROUTE_POLL_MS; micros: epoch microseconds the send returned)
+ *   ACKED seq status msgId offsetMsgId queueId queueOffset micros
+ *   FAILED seq micros exceptionClass message...
+ *   DONE sent acked
  * </pre>
  *
  * Bodies are deterministic: message seq gets {@code body(seq, size)}, which the Python side
@@ -213,6 +221,11 @@ public final class Peer {
                 prepareTopic(args[1], args[2], args[3]);
                 transact(args[1], args[3], args[4], Long.parseLong(args[5]),
                     java.util.Arrays.copyOfRange(args, 6, args.length));
+                break;
+            case "stream":
+                prepareTopic(args[1], args[2], args[3]);
+                stream(args[1], args[3], args[4], args[5], Integer.parseInt(args[6]),
+                    Integer.parseInt(args[7]));
                 break;
             default:
                 System.err.println("unknown mode " + args[0]);
@@ -349,6 +362,75 @@ public final class Peer {
         } finally {
             producer.shutdown();
         }
+    }
+
+    /** Epoch microseconds: comparable with the clock of the process that reads the lines. */
+    static long epochMicros() {
+        java.time.Instant now = java.time.Instant.now();
+        return now.getEpochSecond() * 1_000_000L + now.getNano() / 1000;
+    }
+
+    /**
+     * Sends message after message (bodies PREFIX-seq, tag t{seq % 3}, key k{seq}), each
+     * synchronously and once (no retry: a failed send is printed, and the next seq is a new
+     * message), PAUSE_MS apart, until standard input closes: a producer that goes on while a
+     * test kills and restarts brokers under it. Each send's return is timed (epoch micros),
+     * so a reader can tell when sends came back after a failover. Routes are refreshed every
+     * ROUTE_POLL_MS (RocketMQ's default is 30 s, which a failover would otherwise wait for).
+     */
+    static void stream(String namesrv, String topic, String group, String prefix, int pauseMs,
+        int routePollMs) throws Exception {
+        DefaultMQProducer producer = new DefaultMQProducer(group);
+        producer.setNamesrvAddr(namesrv);
+        producer.setInstanceName("interop-stream-" + System.nanoTime());
+        producer.setVipChannelEnabled(false);
+        producer.setRetryTimesWhenSendFailed(0);
+        producer.setRetryAnotherBrokerWhenNotStoreOK(false);
+        producer.setPollNameServerInterval(routePollMs);
+        producer.setHeartbeatBrokerInterval(HEARTBEAT_MS);
+        producer.start();
+        CountDownLatch closed = new CountDownLatch(1);
+        Thread stdin = new Thread(() -> {
+            try {
+                while (System.in.read() >= 0) {
+                    // Only the end of input counts.
+                }
+            } catch (java.io.IOException e) {
+                // A closed input is the signal either way.
+            }
+            closed.countDown();
+        });
+        stdin.setDaemon(true);
+        stdin.start();
+        System.out.println("READY");
+        System.out.flush();
+        int seq = 0;
+        int acked = 0;
+        try {
+            while (closed.getCount() > 0) {
+                byte[] data = (prefix + "-" + seq).getBytes(StandardCharsets.UTF_8);
+                Message msg = new Message(topic, "t" + (seq % 3), "k" + seq, data);
+                try {
+                    SendResult r = producer.send(msg);
+                    acked += r.getSendStatus() == SendStatus.SEND_OK ? 1 : 0;
+                    System.out.println("ACKED " + seq + " " + r.getSendStatus() + " "
+                        + r.getMsgId() + " " + r.getOffsetMsgId() + " "
+                        + r.getMessageQueue().getQueueId() + " " + r.getQueueOffset() + " "
+                        + epochMicros());
+                } catch (Exception e) {
+                    String text = String.valueOf(e.getMessage()).replace('\n', ' ');
+                    System.out.println("FAILED " + seq + " " + epochMicros() + " "
+                        + e.getClass().getName() + " " + text);
+                }
+                System.out.flush();
+                seq++;
+                closed.await(pauseMs, TimeUnit.MILLISECONDS);
+            }
+        } finally {
+            producer.shutdown();
+        }
+        System.out.println("DONE " + seq + " " + acked);
+        System.out.flush();
     }
 
     /** The user property naming what a {@code transact} message's local transaction does. */

@@ -1,0 +1,87 @@
+"""One RocketMQ remoting request from Python, for the harness's own checks of a peer.
+
+Apache RocketMQ's wire format with JSON headers (``serializeTypeCurrentRPC`` JSON, which
+every RocketMQ server answers in kind): a frame is its length (4 bytes, big-endian), the
+header's length (4 bytes; the top byte is the serialisation type, 0 for JSON), the header and
+the body. A request header carries its custom fields as strings in ``extFields``; so does the
+answer. One connection a request: the checks are few and slow, and a fresh connection can
+never read a late answer to an earlier request.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import struct
+from dataclasses import dataclass, field
+from typing import Any
+
+#: ResponseCode.SUCCESS.
+SUCCESS = 0
+
+
+@dataclass(frozen=True)
+class Response:
+    """The answer to one request: its code, remark, header fields (strings) and body."""
+
+    code: int
+    remark: str | None = None
+    ext: dict[str, str] = field(default_factory=dict)
+    body: bytes = b""
+
+    def json(self) -> Any:
+        """The body as JSON; RocketMQ's fastjson writes integer map keys unquoted
+        (``{0:"127.0.0.1:10911"}``), which are quoted here first."""
+        return json.loads(re.sub(rb"([{,])(-?\d+):", rb'\1"\2":', self.body))
+
+
+def _read(sock: socket.socket, count: int, address: str) -> bytes:
+    data = bytearray()
+    while len(data) < count:
+        chunk = sock.recv(count - len(data))
+        if not chunk:
+            raise ConnectionError(f"{address} closed the connection mid-answer")
+        data += chunk
+    return bytes(data)
+
+
+def call(
+    address: str,
+    code: int,
+    ext: dict[str, object] | None = None,
+    body: bytes = b"",
+    timeout: float = 5.0,
+) -> Response:
+    """Request ``code`` of the server at ``address`` (host:port) with header fields ``ext``
+    and ``body``; its answer. Raises ``OSError`` when the server cannot be reached or does not
+    answer within ``timeout`` seconds."""
+    fields = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in (ext or {}).items()}
+    header = json.dumps(
+        {
+            "code": code,
+            "extFields": fields,
+            "flag": 0,
+            "language": "PYTHON",
+            "opaque": 1,
+            "serializeTypeCurrentRPC": "JSON",
+            "version": 479,
+        }
+    ).encode()
+    frame = struct.pack(">ii", 4 + len(header) + len(body), len(header)) + header + body
+    host, port = address.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=timeout) as sock:
+        sock.sendall(frame)
+        (length,) = struct.unpack(">i", _read(sock, 4, address))
+        data = _read(sock, length, address)
+    header_len = struct.unpack(">i", data[:4])[0] & 0xFFFFFF
+    head = json.loads(data[4 : 4 + header_len])
+    return Response(
+        int(head["code"]),
+        head.get("remark"),
+        {k: str(v) for k, v in (head.get("extFields") or {}).items()},
+        data[4 + header_len :],
+    )
+
+
+__all__ = ["SUCCESS", "Response", "call"]
