@@ -250,12 +250,14 @@ class Controllers:
     def _serving_leader(self) -> str | None:
         for index in self.running():
             address = self._node(index).address
-            with_leader = self.metadata(address)
-            if with_leader.get("isLeader") != "true":
-                continue
-            # DLedger makes a node leader before the controller's event scheduler runs there;
-            # until then its requests answer CONTROLLER_NOT_LEADER.
-            probe = wire.call(address, CONTROLLER_GET_SYNC_STATE_DATA, body=b'["-"]')
+            try:
+                if self.metadata(address).get("isLeader") != "true":
+                    continue
+                # DLedger makes a node leader before the controller's event scheduler runs
+                # there; until then its requests answer CONTROLLER_NOT_LEADER.
+                probe = wire.call(address, CONTROLLER_GET_SYNC_STATE_DATA, body=b'["-"]')
+            except OSError:
+                continue  # not listening yet, or dying: the others may know the leader
             return address if probe.code == wire.SUCCESS else None
         return None
 
