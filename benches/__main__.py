@@ -1,6 +1,7 @@
 """``python -m benches [SCENARIO ...] [--quick] [--runs N] [--out DIR]`` (or ``rocketha bench``):
 runs the scenarios, prints a table and writes ``results.json`` and PNG plots. ``soak`` runs
-only when named (``--duration``, ``--rate``): it takes ten minutes."""
+only when named (``--duration``, ``--rate``): it takes ten minutes; so does ``failover``, whose
+trials each restart a broker."""
 
 from __future__ import annotations
 
@@ -31,11 +32,12 @@ SCENARIOS = {
     "index": "benches.index",
     "sql-filter": "benches.sql_filter",
     "transaction": "benches.transaction",
+    "failover": "benches.failover",
     "peers": "benches.peers_bench",
     "soak": "benches.soak",
 }
-#: Run only when named: the soak is long by design.
-ON_REQUEST = {"soak"}
+#: Run only when named: the soak is long by design, a failover trial restarts a broker.
+ON_REQUEST = {"soak", "failover"}
 
 
 def _run_scenario(name: str, quick: bool, runs: int, soak: dict[str, float | None]) -> list[Figure]:

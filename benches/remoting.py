@@ -20,8 +20,6 @@ from __future__ import annotations
 import contextlib
 import json
 import shutil
-import socket
-import struct
 import subprocess
 import sys
 import time
@@ -32,7 +30,7 @@ from typing import Any
 from rocketha import _children
 
 from benches.common import Figure, Skipped, native_baselines, percentile
-from benches.peers import rocketmq
+from benches.peers import rocketmq, wire
 
 CONNECTIONS = (1, 8, 64)
 TOPIC = "BenchRemoting"
@@ -81,29 +79,8 @@ class _Process:
 
 def runtime_info(address: str) -> dict[str, str]:
     """GET_BROKER_RUNTIME_INFO over one remoting request (JSON header)."""
-    host, port = address.rsplit(":", 1)
-    with socket.create_connection((host, int(port)), timeout=10) as sock:
-        header = json.dumps(
-            {
-                "code": GET_BROKER_RUNTIME_INFO,
-                "extFields": {},
-                "flag": 0,
-                "language": "PYTHON",
-                "opaque": 1,
-                "serializeTypeCurrentRPC": "JSON",
-                "version": 479,
-            }
-        ).encode()
-        sock.sendall(struct.pack(">ii", 4 + len(header), len(header)) + header)
-        data = b""
-        while len(data) < 4 or len(data) < 4 + struct.unpack(">i", data[:4])[0]:
-            chunk = sock.recv(65536)
-            if not chunk:
-                raise RuntimeError(f"{address} closed the connection")
-            data += chunk
-        header_len = struct.unpack(">i", data[4:8])[0] & 0xFFFFFF
-        table: dict[str, str] = json.loads(data[8 + header_len :])["table"]
-        return table
+    table: dict[str, str] = wire.call(address, GET_BROKER_RUNTIME_INFO, timeout=10).json()["table"]
+    return table
 
 
 @contextlib.contextmanager

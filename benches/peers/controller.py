@@ -250,12 +250,14 @@ class Controllers:
     def _serving_leader(self) -> str | None:
         for index in self.running():
             address = self._node(index).address
-            with_leader = self.metadata(address)
-            if with_leader.get("isLeader") != "true":
-                continue
-            # DLedger makes a node leader before the controller's event scheduler runs there;
-            # until then its requests answer CONTROLLER_NOT_LEADER.
-            probe = wire.call(address, CONTROLLER_GET_SYNC_STATE_DATA, body=b'["-"]')
+            try:
+                if self.metadata(address).get("isLeader") != "true":
+                    continue
+                # DLedger makes a node leader before the controller's event scheduler runs
+                # there; until then its requests answer CONTROLLER_NOT_LEADER.
+                probe = wire.call(address, CONTROLLER_GET_SYNC_STATE_DATA, body=b'["-"]')
+            except OSError:
+                continue  # not listening yet, or dying: the others may know the leader
             return address if probe.code == wire.SUCCESS else None
         return None
 
@@ -313,7 +315,8 @@ CONTROLLER_MODE = {
     "allAckInSyncStateSet": "true",
 }
 #: Not RocketMQ's defaults, for a 2-core machine: 5.x's timer wheel (messages with a delivery
-#: time) msyncs its 38 MiB wheel every second, about a third of a core per idle broker.
+#: time) flushes its 38.7 MB wheel every second (TimerFlushService): a third of a core per idle
+#: broker.
 QUIET = {"timerWheelEnable": "false"}
 
 
@@ -545,12 +548,19 @@ class Streamer(PeerProcess):
     def __init__(self, command: list[str], home: Path, prefix: str) -> None:
         super().__init__(command, home, "stream")
         self.prefix = prefix
+        # Parsed as they come: a bench's producer prints tens of thousands of lines, and the
+        # waits below look at them every few milliseconds.
+        self._events: list[Ack | Failure] = []
+        self._parsed_lines = 0
 
     def body(self, seq: int) -> bytes:
         return f"{self.prefix}-{seq}".encode()
 
     def _parsed(self) -> list[Ack | Failure]:
-        return [e for e in map(_stream_line, list(self.lines)) if e is not None]
+        new = self.lines[self._parsed_lines : len(self.lines)]
+        self._parsed_lines += len(new)
+        self._events += [e for e in map(_stream_line, new) if e is not None]
+        return self._events
 
     @property
     def acks(self) -> list[Ack]:
