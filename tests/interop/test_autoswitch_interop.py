@@ -55,7 +55,7 @@ def copy(group: BrokerGroup, store_dir: Path, slave_id: int, epoch_file: Path) -
         store,
         f"127.0.0.1:{broker.ha_port}",
         slave_id=slave_id,
-        epoch_file=epoch_file,
+        epochs=_core.EpochFileCache(epoch_file),
     )
     try:
         end = log_end(broker.store)
@@ -95,7 +95,7 @@ def test_a_log_of_another_history_is_refused_and_kept(
         store,
         f"127.0.0.1:{group.broker(0).ha_port}",
         slave_id=8,
-        epoch_file=store_dir / "epochFileCheckpoint",
+        epochs=_core.EpochFileCache(store_dir / "epochFileCheckpoint"),
     )
     try:
         refused = wait_for(

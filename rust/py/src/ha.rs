@@ -102,6 +102,14 @@ impl HAMaster {
         self.inner.local_addr().port()
     }
 
+    /// `allAckInSyncStateSet` (controller mode): puts wait for the acks of exactly these
+    /// slaves (broker ids: the SyncStateSet less the master); None: any `inSyncReplicas - 1`.
+    #[pyo3(signature = (slaves))]
+    fn set_sync_state_set(&self, slaves: Option<Vec<u64>>) {
+        let slaves = slaves.map(|s| s.into_iter().collect());
+        self.inner.acks().set_sync_state_set(slaves);
+    }
+
     #[getter]
     fn listen_address(&self) -> String {
         self.inner.local_addr().to_string()

@@ -2,7 +2,7 @@
 //! `push2SlaveMaxOffset`. Every change is pushed to the store's GroupTransferService, which is
 //! what puts wait on; nothing here blocks.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -17,12 +17,20 @@ pub struct AckTable {
     /// RocketMQ's `push2SlaveMaxOffset`: the highest offset any slave ever acked.
     push2slave_max_offset: AtomicU64,
     group_transfer: Arc<GroupTransferService>,
+    /// `allAckInSyncStateSet` in controller mode: the slaves (by broker id) of the master's
+    /// SyncStateSet. Only their acks count, and a put waits for every one of them.
+    sync_state_set: Mutex<Option<BTreeSet<u64>>>,
+    /// The policy's `inSyncReplicas - 1` distinct slaves, for when there is no set.
+    configured_slaves: usize,
 }
 
-/// Each distinct slave's best ack, highest first.
-fn covered(by_connection: &HashMap<u64, (u64, u64)>) -> Vec<u64> {
+/// Each distinct slave's best ack, highest first; only the slaves of `only` when given.
+fn covered(by_connection: &HashMap<u64, (u64, u64)>, only: Option<&BTreeSet<u64>>) -> Vec<u64> {
     let mut best: HashMap<u64, u64> = HashMap::new();
-    for (k, off) in by_connection.values() {
+    let counted = by_connection
+        .values()
+        .filter(|(k, _)| only.is_none_or(|set| set.contains(k)));
+    for (k, off) in counted {
         let e = best.entry(*k).or_default();
         *e = (*e).max(*off);
     }
@@ -36,8 +44,31 @@ impl AckTable {
         Self {
             by_connection: Mutex::default(),
             push2slave_max_offset: AtomicU64::new(0),
+            configured_slaves: group_transfer.policy().slaves,
             group_transfer,
+            sync_state_set: Mutex::new(None),
         }
+    }
+
+    /// The acks the GroupTransferService counts (the SyncStateSet's, in controller mode).
+    fn counted(&self, table: &HashMap<u64, (u64, u64)>) -> Vec<u64> {
+        covered(table, lock(&self.sync_state_set).as_ref())
+    }
+
+    /// `allAckInSyncStateSet`: from now on a put waits for the acks of exactly these slaves
+    /// (the SyncStateSet less the master); none for a master alone in its set. `None` goes
+    /// back to counting any `inSyncReplicas - 1` distinct slaves.
+    pub fn set_sync_state_set(&self, slaves: Option<BTreeSet<u64>>) {
+        let mut policy = self.group_transfer.policy();
+        policy.slaves = slaves
+            .as_ref()
+            .map_or(self.configured_slaves, BTreeSet::len);
+        *lock(&self.sync_state_set) = slaves;
+        self.group_transfer.set_policy(policy);
+        let table = lock(&self.by_connection);
+        let completions = self.group_transfer.record_acks(self.counted(&table));
+        drop(table);
+        completions.run();
     }
 
     pub(crate) fn update(&self, connection: u64, slave_key: u64, offset: u64) {
@@ -50,7 +81,7 @@ impl AckTable {
             // completed after it, so that a completion (a response written to a client, a
             // callback that reads this table) never runs under it. `Completions` keeps the
             // completions in the order the verdicts were reached.
-            let completions = self.group_transfer.record_acks(covered(&table));
+            let completions = self.group_transfer.record_acks(self.counted(&table));
             drop(table);
             completions.run();
         }
@@ -59,7 +90,7 @@ impl AckTable {
     pub(crate) fn remove(&self, connection: u64) {
         let mut table = lock(&self.by_connection);
         if table.remove(&connection).is_some() {
-            let completions = self.group_transfer.record_acks(covered(&table));
+            let completions = self.group_transfer.record_acks(self.counted(&table));
             drop(table);
             completions.run();
         }
@@ -76,8 +107,9 @@ impl AckTable {
     }
 
     /// Acked offsets of live slaves (one per distinct slave, its best), highest first.
+    /// Every slave's best ack, highest first, in the SyncStateSet or not.
     pub fn slave_offsets(&self) -> Vec<u64> {
-        covered(&lock(&self.by_connection))
+        covered(&lock(&self.by_connection), None)
     }
 }
 
@@ -146,5 +178,55 @@ mod tests {
         assert!(g.in_sync(10));
         t.remove(2);
         assert!(!g.in_sync(10), "a closed connection no longer counts");
+    }
+
+    #[test]
+    fn all_ack_in_sync_state_set_waits_for_every_member_and_only_them() {
+        let g = Arc::new(GroupTransferService::start(
+            WaitPolicy {
+                slaves: 1,
+                slave_timeout: Duration::from_secs(3600),
+                ..WaitPolicy::default()
+            },
+            0,
+        ));
+        let t = AckTable::new(g.clone());
+        t.set_sync_state_set(Some(BTreeSet::from([2, 3])));
+        // Both members connected, neither has the put yet.
+        t.update(2, 2, 0);
+        t.update(3, 3, 0);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let done = tx.clone();
+        g.submit(
+            10,
+            Box::new(move |status| {
+                let _ = done.send(status);
+            }),
+        );
+        // A slave outside the set acks: it does not count.
+        t.update(1, 4, 10);
+        t.update(2, 2, 10);
+        assert!(rx.try_recv().is_err(), "one member of two acked");
+        t.update(3, 3, 10);
+        assert_eq!(
+            rx.recv().unwrap(),
+            crate::store::group_transfer::PutStatus::PutOk
+        );
+        assert_eq!(t.slave_offsets(), vec![10, 10, 10]);
+        // A master alone in its set waits for nobody.
+        t.set_sync_state_set(Some(BTreeSet::new()));
+        g.submit(
+            20,
+            Box::new(move |status| {
+                let _ = tx.send(status);
+            }),
+        );
+        assert_eq!(
+            rx.recv().unwrap(),
+            crate::store::group_transfer::PutStatus::PutOk
+        );
+        // Back to inSyncReplicas: any one slave.
+        t.set_sync_state_set(None);
+        assert_eq!(g.policy().slaves, 1);
     }
 }

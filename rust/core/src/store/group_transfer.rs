@@ -428,7 +428,6 @@ impl GroupTransferService {
     }
 
     /// Replaces the policy; requests already waiting keep their deadlines.
-    #[cfg(test)]
     pub(crate) fn set_policy(&self, policy: WaitPolicy) {
         lock(&self.state).policy = policy;
     }
