@@ -27,10 +27,12 @@ topic creation, heartbeats, runtime info) and registers with ``namesrvAddr`` eve
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import logging
 import os
 import shutil
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future
@@ -45,6 +47,8 @@ from rocketha.config import BrokerConfig
 from rocketha.exceptions import ConfigError, NotMasterError, OffsetTooSmallError
 from rocketha.group_transfer import GroupTransferService
 from rocketha.ha import HAService
+from rocketha.replicas import ReplicasManager
+from rocketha.roles import BrokerRole
 from rocketha.store import MessageStore
 
 log = logging.getLogger("rocketha.broker")
@@ -94,6 +98,12 @@ class Broker:
         self._controller: BrokerController | None = None
         self._events: EventPump[tuple[str, str, str, bool]] | None = None
         self._started = False
+        #: Controller mode: the controller's decisions, applied by :meth:`_change_role`.
+        self.replicas: ReplicasManager | None = None
+        #: What a role change reopens the client port and the HA side with.
+        self._role_parts: tuple[bytes | None, Path | None, tuple[Any, Any]] | None = None
+        self._role_lock = threading.Lock()
+        self._port = 0
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -132,7 +142,8 @@ class Broker:
         tls = (c.server_tls(), c.client_tls())
         # Bound first: the store records brokerIP1:listenPort in every message.
         self._controller = BrokerController(f"{c.listen_address}:{c.listen_port}")
-        store_host = f"{c.broker_ip1}:{self._controller.listen_port}"
+        self._port = self._controller.listen_port
+        store_host = f"{c.broker_ip1}:{self._port}"
         # A start that fails leaves no empty store behind to be mistaken for a broker's data;
         # a directory that existed before is never touched.
         created = [
@@ -176,34 +187,56 @@ class Broker:
             root = c.store_path_root_dir
             why = "it is a file, not a directory" if os.path.isfile(root) else str(e)
             raise ConfigError(f"storePathRootDir={root}: cannot open the store there: {why}") from e
+        self._role_parts = (secret, acl_file, tls)
+        if c.enable_controller_mode:
+            self.replicas = ReplicasManager(self)
+            self.replicas.start()
+            self.replicas.wait_for_role()
+        else:
+            self._open_role(native)
+        if c.metrics_port is not None:
+            self._serve_metrics(c.metrics_port)
+
+    def _serve_metrics(self, port: int) -> None:
+        from rocketha.metrics import BrokerMetrics
+
+        c = self.config
+        try:
+            metrics = BrokerMetrics(self.ha_status)
+            self._metrics = metrics.serve(port, c.metrics_address)
+        except OSError as e:
+            raise ConfigError(
+                f"{c.source}: metricsPort: cannot serve metrics on "
+                f"{c.metrics_address}:{c.metrics_port}: {e.strerror or e}"
+            ) from e
+
+    def _open_role(self, native: _core.BrokerConfig) -> None:
+        """The parts that depend on the role: the HA side, the put futures' service, and the
+        client port (served, and registered with the name servers)."""
+        c = self.config
+        assert self._role_parts is not None
+        secret, acl_file, tls = self._role_parts
         # A slave with name servers replicates from its haMasterAddress only once they confirm
         # it is this group's master (the controller checks at each registration).
         check_master = c.ha_master_address if c.namesrv_addr and not self.role.is_master else None
+        autoswitch = {} if self.replicas is None else {"epochs": self.replicas.epochs}
         self.ha = HAService(
-            self._store,
+            self.store,
             master=self.role.is_master,
             listen=f"{c.ha_listen_address}:{c.ha_listen_port}",
             master_address=None if check_master else c.ha_master_address,
             slave_id=c.broker_id,
             config=native,
             auth_secret=secret,
+            **autoswitch,
         ).start()
         if self.role.is_master:
-            self.group_transfer = GroupTransferService(self._store).start()
-        if c.metrics_port is not None:
-            from rocketha.metrics import BrokerMetrics
-
-            try:
-                metrics = BrokerMetrics(self.ha_status)
-                self._metrics = metrics.serve(c.metrics_port, c.metrics_address)
-            except OSError as e:
-                raise ConfigError(
-                    f"{c.source}: metricsPort: cannot serve metrics on "
-                    f"{c.metrics_address}:{c.metrics_port}: {e.strerror or e}"
-                ) from e
-        assert self._controller is not None and self.ha is not None
+            self.group_transfer = GroupTransferService(self.store).start()
+        if self._controller is None:
+            self._controller = BrokerController(f"{c.listen_address}:{self._port}")
+        assert self.ha is not None
         self._controller.start(
-            self._store,
+            self.store,
             native,
             ha_master=self.ha.master,
             ha_client=self.ha.client,
@@ -227,7 +260,8 @@ class Broker:
         if problem and kind == "MASTER_HA_ADDRESS" and self.ha is not None:
             self.ha.report_problem(reason)
 
-    def _close_parts(self) -> None:
+    def _close_role(self) -> None:
+        """Closes what :meth:`_open_role` opened; the store stays open."""
         controller, self._controller = self._controller, None
         if controller is not None:
             # First: no send arrives while the rest closes; unregisters from the name servers.
@@ -237,6 +271,11 @@ class Broker:
             self._events = None
         if self.ha is not None:
             self.ha.shutdown()
+
+    def _close_parts(self) -> None:
+        if self.replicas is not None:
+            self.replicas.shutdown()
+        self._close_role()
         if self._metrics is not None:
             self._metrics.close()
         if self._store is not None:
@@ -244,6 +283,28 @@ class Broker:
             self._store.close()
         if self.group_transfer is not None:
             self.group_transfer.shutdown()
+
+    def _change_role(self, role: BrokerRole, broker_id: int) -> None:
+        """Controller mode: serves as ``role`` (with ``broker_id`` at the name servers: 0 for
+        the master) from now on. The client port and the HA side are reopened for it; the
+        store stays open. Clients see the port close and reconnect, as to a restart."""
+        with self._role_lock:
+            # The first decision finds the port bound but not served yet: nothing to close.
+            if self._events is not None:
+                self._close_role()
+                self.ha = None
+            if self.group_transfer is not None:
+                self.group_transfer.shutdown()
+                self.group_transfer = None
+            self.config = dataclasses.replace(self.config, broker_role=role, broker_id=broker_id)
+            self.role = role
+            self._open_role(self.config.native())
+            log.info(
+                "broker %s is now %s (id %d at the name servers)",
+                self.config.broker_name,
+                role.value,
+                broker_id,
+            )
 
     def shutdown(self) -> None:
         """Stops replication, flushes and closes the store (no abort marker left)."""

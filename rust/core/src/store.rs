@@ -501,6 +501,14 @@ impl MessageStore {
         }
     }
 
+    /// A put waits for an msync or for slaves' acks under the policy as it is now (controller
+    /// mode changes it with the SyncStateSet).
+    pub fn put_waits(&self) -> bool {
+        self.group_transfer
+            .get()
+            .is_some_and(|g| g.policy().waits())
+    }
+
     /// Blocks until the put whose record ends at `next_offset` is flushed and replicated as
     /// the policy demands; returns its verdict.
     pub fn wait_for_put(&self, next_offset: u64) -> Result<PutStatus, CommitLogError> {

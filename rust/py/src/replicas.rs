@@ -16,7 +16,7 @@ use rocketha_core::replicas_manager::{
 };
 use rocketha_core::MessageStore;
 
-use crate::errors::{ConfigError, ForkGuard};
+use crate::errors::{ConfigError, ForkGuard, HAError};
 use crate::store::PyMessageStore;
 
 /// The epochs of a broker's log (`storePathEpochFile`), shared by its HA side and its
@@ -232,6 +232,21 @@ impl ReplicasManager {
             s.running,
             s.controller_leader,
         )
+    }
+
+    /// A master proposes `members` (its own id among them) as its SyncStateSet; the
+    /// controller's answer: `(members, sync state set epoch)`.
+    fn alter_sync_state_set(&self, py: Python<'_>, members: Vec<i64>) -> PyResult<(Vec<i64>, i32)> {
+        let set = py
+            .detach(|| {
+                self.inner
+                    .alter_sync_state_set(members.into_iter().collect())
+            })
+            .map_err(|e| HAError::new_err(e.to_string()))?;
+        Ok((
+            set.sync_state_set.into_iter().collect(),
+            set.sync_state_set_epoch,
+        ))
     }
 
     fn shutdown(&self, py: Python<'_>) {

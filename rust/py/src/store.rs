@@ -35,8 +35,6 @@ pub fn parse_host(addr: &str) -> PyResult<SocketAddr> {
 pub struct PyMessageStore {
     pub inner: Arc<MessageStore>,
     guard: ForkGuard,
-    /// The policy makes puts wait (SYNC_FLUSH or SYNC_MASTER): decided once at open.
-    waits: bool,
     /// Verdicts of `put_async` puts, for the Python thread that completes their futures.
     verdicts: Arc<Verdicts>,
 }
@@ -87,7 +85,7 @@ impl PyMessageStore {
     /// The verdict of the put ending at `next_offset`: at once without a policy to wait for,
     /// else from the GroupTransferService with the GIL released.
     fn verdict(&self, py: Python<'_>, next_offset: u64) -> PyResult<PutStatus> {
-        if !self.waits {
+        if !self.inner.put_waits() {
             return Ok(PutStatus::PutOk);
         }
         let store = self.inner.clone();
@@ -131,14 +129,12 @@ impl PyMessageStore {
         config.sync_slaves = sync_slaves.unwrap_or(config.sync_slaves);
         config.read_only = read_only;
         config.truncate_at_corruption = truncate_at_corruption;
-        let waits = !read_only && config.wait_policy().waits();
         let store = py
             .detach(move || MessageStore::open(config))
             .map_err(to_py)?;
         Ok(Self {
             inner: Arc::new(store),
             guard: ForkGuard::new(),
-            waits,
             verdicts: Arc::default(),
         })
     }
@@ -159,7 +155,7 @@ impl PyMessageStore {
         msg: PyRef<'_, Message>,
     ) -> PyResult<(PutResult, Option<u64>)> {
         let result = self.append(py, msg)?;
-        if !self.waits {
+        if !self.inner.put_waits() {
             return Ok((result, None));
         }
         let (ticket, done) = self.verdicts.ticket();

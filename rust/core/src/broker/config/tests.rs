@@ -319,19 +319,31 @@ fn unknown_keys_fail_with_a_suggestion_and_rocketmqs_others_are_ignored() {
 }
 
 #[test]
-fn controller_mode_is_refused_by_name_not_ignored() {
-    let got = problem(&[
+fn controller_mode_needs_its_controllers_and_name_servers() {
+    let base = [
         ("enableControllerMode", "true"),
-        ("controllerAddr", "c:9878"),
-    ]);
-    assert!(
-        got.starts_with(
-            "enableControllerMode: rocketha does not run in RocketMQ's controller mode"
-        ),
-        "{got}"
-    );
-    let loaded = load(&[("enableControllerMode", "false")]).expect("loads");
-    assert!(!loaded.config.enable_controller_mode && loaded.ignored.is_empty());
+        ("brokerId", "-1"),
+        ("brokerRole", "SLAVE"),
+    ];
+    let with = |more: &[(&'static str, &'static str)]| {
+        let mut all = base.to_vec();
+        all.extend_from_slice(more);
+        all
+    };
+    assert!(problem(&with(&[("namesrvAddr", "n:9876")])).starts_with("controllerAddr: "));
+    assert!(problem(&with(&[
+        ("controllerAddr", "c:1;nope"),
+        ("namesrvAddr", "n:9876")
+    ]))
+    .contains("'nope' is not host:port"));
+    assert!(problem(&with(&[("controllerAddr", "c:9878")])).starts_with("namesrvAddr: "));
+    // brokerId -1 and brokerRole SLAVE, as RocketMQ's controller-mode configs have them.
+    let loaded = load(&with(&[
+        ("controllerAddr", "c:9878;d:9878"),
+        ("namesrvAddr", "n:9876"),
+    ]))
+    .expect("loads");
+    assert!(loaded.config.enable_controller_mode && loaded.ignored.is_empty());
 }
 
 #[test]

@@ -32,17 +32,48 @@ impl BrokerConfig {
         self.clean_config().map(|_| ())
     }
 
+    /// Controller mode: the controller gives the broker its id and role (`brokerId` and
+    /// `brokerRole` are not read), and slaves learn their master's HA address from the name
+    /// servers, as RocketMQ's do.
+    fn check_controller_mode(&self) -> Result<(), ConfigError> {
+        let addrs: Vec<&str> = self
+            .controller_addr
+            .split(';')
+            .map(str::trim)
+            .filter(|a| !a.is_empty())
+            .collect();
+        if addrs.is_empty() {
+            return Err(invalid(
+                "controllerAddr",
+                "enableControllerMode=true needs the controllers, host:port;host:port",
+            ));
+        }
+        if let Some(bad) = addrs.iter().find(|a| !is_host_port(a)) {
+            return Err(invalid(
+                "controllerAddr",
+                format!("'{bad}' is not host:port"),
+            ));
+        }
+        if self.namesrv_addr.is_none() {
+            return Err(invalid(
+                "namesrvAddr",
+                "enableControllerMode=true needs the name servers: a slave learns its master's \
+                 HA address from them",
+            ));
+        }
+        if self.ha_master_address.is_some() {
+            return Err(invalid(
+                "haMasterAddress",
+                "in controller mode the controller names the master; remove haMasterAddress",
+            ));
+        }
+        Ok(())
+    }
+
     /// `brokerRole` against `brokerId` and the master's address.
     fn check_role(&self) -> Result<(), ConfigError> {
         if self.enable_controller_mode {
-            // Loaded and ignored before: the broker then ran classic HA, and the controller
-            // could never promote its slave.
-            return Err(invalid(
-                "enableControllerMode",
-                "rocketha does not run in RocketMQ's controller mode yet (its AutoSwitch \
-                 replication is being built): remove the key or set it to false, and give the \
-                 broker its brokerRole",
-            ));
+            return self.check_controller_mode();
         }
         let role = self.broker_role;
         if role == BrokerRole::Slave && self.broker_id == 0 {

@@ -1,0 +1,178 @@
+"""Controller mode (``enableControllerMode=true``): RocketMQ 5's own controller, not
+``brokerRole``, decides which broker of a group is its master.
+
+:class:`ReplicasManager` (RocketMQ's name) registers the broker with the controllers of
+``controllerAddr``, its broker id claimed through ``brokerIdentity`` in the store, and beats;
+each decision of the controller is applied to the :class:`~rocketha.Broker`:
+
+* master of a new epoch: the epoch is recorded in ``epochFileCheckpoint`` at the log's end, the
+  broker serves AutoSwitch HA, and a put waits for every slave of its SyncStateSet
+  (``allAckInSyncStateSet``): an acknowledged message is on every broker the controller may
+  elect next;
+* slave of the master named: AutoSwitch HA from it (its HA address from the name servers), the
+  log cut back first to where the two histories agree.
+
+As master it keeps the SyncStateSet as RocketMQ's does: a slave whose ack reached the master's
+max offset (and the current epoch) joins; one that stays behind for
+``haMaxTimeSlaveNotCatchup`` (15 s) or disconnects leaves; each change goes to the controller
+(ALTER_SYNC_STATE_SET) and applies once it answers.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from rocketha import _core
+from rocketha.roles import BrokerRole
+
+if TYPE_CHECKING:
+    from rocketha.broker import Broker
+
+log = logging.getLogger("rocketha.replicas")
+
+#: RocketMQ's ``haMaxTimeSlaveNotCatchup``: a SyncStateSet member behind this long leaves.
+NOT_CATCHUP_S = 15.0
+#: How often the master looks at its slaves' acks for the SyncStateSet.
+CHECK_INTERVAL_S = 0.5
+
+
+class ReplicasManager:
+    """The controller's decisions for ``broker``; :meth:`start` once its store is open."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        root = Path(broker.config.store_path_root_dir)
+        self.epochs = _core.EpochFileCache(root / "epochFileCheckpoint")
+        self.identity_path = root / "brokerIdentity"
+        self._native: _core.ReplicasManager | None = None
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._decided = threading.Event()
+        #: The broker id the controller gave, once registered.
+        self.broker_id: int | None = None
+        #: The master's SyncStateSet as the controller last confirmed it (ids).
+        self.sync_state_set: set[int] = set()
+        #: When each slave's ack last reached the master's max offset (monotonic seconds).
+        self._caught_up: dict[int, float] = {}
+
+    @property
+    def native(self) -> _core.ReplicasManager:
+        if self._native is None:
+            raise RuntimeError("the replicas manager is not started")
+        return self._native
+
+    def start(self) -> None:
+        c = self.broker.config
+        self._native = _core.ReplicasManager(
+            self.broker.store,
+            self.epochs,
+            c.controller_addr,
+            c.broker_cluster_name,
+            c.broker_name,
+            self.broker.listen_address,
+            self.identity_path,
+        )
+        self._native.start()
+        self._thread = threading.Thread(target=self._run, name="rocketha-replicas", daemon=True)
+        self._thread.start()
+
+    def wait_for_role(self) -> None:
+        """Blocks until the controller made this broker master or slave, saying every 10 s
+        what it waits for (RocketMQ's broker waits, fenced, the same way)."""
+        while not self._decided.wait(10.0):
+            if self._stop.is_set():
+                return
+            log.warning(
+                "broker %s still waits for the controllers at %s to name its group's master",
+                self.broker.config.broker_name,
+                self.broker.config.controller_addr,
+            )
+
+    def shutdown(self) -> None:
+        self._stop.set()
+        self._decided.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join()
+        if self._native is not None:
+            self._native.shutdown()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for decision in self.native.next_decisions(CHECK_INTERVAL_S):
+                if self._stop.is_set():
+                    return
+                try:
+                    self._apply(*decision)
+                except Exception:
+                    log.exception("applying the controller's decision %s failed", decision)
+            for _, kind, reason, problem in self.native.next_events(0.0):
+                log.log(logging.WARNING if problem else logging.INFO, "%s: %s", kind, reason)
+            if self.broker.role.is_master and self._decided.is_set():
+                try:
+                    self._check_sync_state_set()
+                except Exception:
+                    log.exception("keeping the SyncStateSet failed")
+
+    def _apply(
+        self, kind: str, epoch: int, master: str | None, master_id: int | None, members: list[int]
+    ) -> None:
+        self.broker_id = self.native.state()[0]
+        if kind == "MASTER":
+            # Refused (and harmless) when the last epoch wrote nothing: RocketMQ's rule.
+            self.epochs.append(epoch, self.broker.store.max_offset)
+            self.sync_state_set = set(members)
+            self.broker._change_role(BrokerRole.SYNC_MASTER, 0)
+            self._apply_sync_state_set()
+            log.info("master of epoch %d, SyncStateSet %s", epoch, sorted(members))
+        elif kind == "SLAVE":
+            assert self.broker_id is not None
+            self.sync_state_set = set()
+            self.broker._change_role(BrokerRole.SLAVE, self.broker_id)
+            log.info("slave of broker %s at %s in epoch %d", master_id, master, epoch)
+        else:
+            self.sync_state_set = set(members)
+            self._apply_sync_state_set()
+        self._decided.set()
+
+    def _apply_sync_state_set(self) -> None:
+        ha = self.broker.ha
+        if ha is not None and ha.master is not None:
+            ha.master.set_sync_state_set(sorted(self.sync_state_set - {self.broker_id or 0}))
+
+    def _check_sync_state_set(self) -> None:
+        """RocketMQ's ``maybeExpandInSyncStateSet`` and ``maybeShrinkSyncStateSet``."""
+        ha = self.broker.ha
+        if ha is None or ha.master is None or self.broker_id is None:
+            return
+        now = time.monotonic()
+        max_offset = self.broker.store.max_offset
+        acks = {
+            c["slave_id"]: c["slave_ack_offset"]
+            for c in ha.master.connections()
+            if c["slave_id"] is not None
+        }
+        for slave, ack in acks.items():
+            if ack >= max_offset:
+                self._caught_up[slave] = now
+        entries = self.epochs.entries()
+        epoch_start = entries[-1][1] if entries else 0
+        keep = {
+            s
+            for s in self.sync_state_set
+            if s in acks and now - self._caught_up.get(s, now) <= NOT_CATCHUP_S
+        }
+        join = {s for s, ack in acks.items() if ack >= max_offset and ack >= epoch_start}
+        wanted = {self.broker_id} | keep | join
+        if wanted == self.sync_state_set:
+            return
+        members, set_epoch = self.native.alter_sync_state_set(sorted(wanted))
+        log.info("SyncStateSet %s (epoch %d)", members, set_epoch)
+        self.sync_state_set = set(members)
+        self._apply_sync_state_set()
+
+
+__all__ = ["ReplicasManager"]

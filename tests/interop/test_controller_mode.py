@@ -1,0 +1,87 @@
+"""rocketha brokers in controller mode (issue 29) under Apache RocketMQ 5.4.0's controller.
+
+Three rocketha brokers of one group start with ``enableControllerMode=true``: the first is
+elected master, the others follow it over AutoSwitch HA, and the master takes both into its
+SyncStateSet, so a put is acknowledged only once all three hold it. The master stops; the
+controller elects one of the others, which takes puts at once, with every acknowledged message
+in its log; the old master comes back as a slave and catches up. Brokers run in this process
+(the SIGKILL trials are the next step). Run: ``pytest -m interop``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from helpers import SEGMENT, spawn_rocketha_namesrv, wait_for
+from rocketha import Broker, BrokerConfig, Message, PutStatus
+
+from benches.peers.controller import Controllers, start_controllers
+from benches.peers.rocketmq import VERSION_5, RocketMQ
+
+pytestmark = pytest.mark.interop
+
+GROUP = "rocha-cm"
+
+
+@pytest.fixture
+def controllers(tmp_path: Path) -> Iterator[Controllers]:
+    rmq = RocketMQ.resolve(VERSION_5)
+    with start_controllers(rmq, tmp_path / "ctl", size=1) as ctl:
+        yield ctl
+
+
+def broker(root: Path, controllers: Controllers, namesrv: str) -> Broker:
+    config = BrokerConfig(
+        enable_controller_mode=True,
+        controller_addr=controllers.controller_addr,
+        namesrv_addr=namesrv,
+        broker_cluster_name="RochaCluster",
+        broker_name=GROUP,
+        broker_role="SLAVE",
+        broker_id=-1,
+        store_path_root_dir=str(root),
+        mapped_file_size_commit_log=SEGMENT,
+        listen_port=0,
+        ha_listen_port=0,
+        ha_listen_address="127.0.0.1",
+        register_name_server_period=500,
+        slave_timeout=10000,
+    )
+    return Broker(config).start()
+
+
+def test_a_group_forms_fails_over_and_heals(controllers: Controllers, tmp_path: Path) -> None:
+    with spawn_rocketha_namesrv(tmp_path / "namesrv.log") as ns:
+        members = [broker(tmp_path / name, controllers, ns.address) for name in "abc"]
+        try:
+            a, b, c = members
+            assert a.role.is_master and not b.role.is_master and not c.role.is_master
+            assert a.replicas is not None
+            ids = {m.replicas.broker_id for m in members if m.replicas}
+            assert ids == {1, 2, 3}
+            wait_for(lambda: a.replicas.sync_state_set == ids, what="the SyncStateSet of 3")
+            acked = [a.put(Message("cm", f"m{i}".encode() * 50)) for i in range(200)]
+            assert {r.status for r in acked} == {PutStatus.PUT_OK}
+            end = a.max_offset
+            for s in (b, c):
+                assert s.max_offset >= end, "acknowledged means on every member"
+            # The master goes away; the controller elects a member of the SyncStateSet.
+            a.shutdown()
+            new = wait_for(
+                lambda: next((m for m in (b, c) if m.role.is_master), None),
+                timeout=120,
+                what="a new master",
+            )
+            assert new.max_offset >= end
+            later = new.put(Message("cm", b"after the failover"))
+            assert later.status in (PutStatus.PUT_OK, PutStatus.FLUSH_SLAVE_TIMEOUT)
+            # The old master comes back as a slave of the new one and catches up.
+            a = broker(tmp_path / "a", controllers, ns.address)
+            members[0] = a
+            assert not a.role.is_master
+            wait_for(lambda: a.max_offset >= new.max_offset, what="the old master's catch-up")
+        finally:
+            for m in members:
+                m.shutdown()
