@@ -24,15 +24,20 @@ use super::autoswitch::frame::{
     MASTER_HANDSHAKE_HEADER_LEN,
 };
 use super::autoswitch::{consistent_point, Truncation};
-use super::dispatch::{Frame, FrameDispatcher, READ_BUFFER_SIZE};
-use super::epoch::{EpochFileCache, EpochFileError};
+use super::dispatch::{FrameDispatcher, READ_BUFFER_SIZE};
+use super::epoch::EpochFileCache;
 use super::frame;
-use super::prefix_check::{divergence_reason, record_divergence, PrefixCheck};
+use super::prefix_check::PrefixCheck;
 use super::{HaConfig, HaEvents, HaState};
-use crate::error::{CommitLogError, FrameError, HaError};
+use crate::error::{FrameError, HaError};
 use crate::event_loop::{EventLoop, LoopThread};
 use crate::store::MessageStore;
 use crate::sync::lock;
+
+mod session;
+
+pub(super) use session::DispatchError;
+use session::{Ended, Session};
 
 const SOCKET: Token = Token(0);
 const BACKOFF_MIN: Duration = Duration::from_millis(100);
@@ -168,183 +173,6 @@ impl HaClient {
 impl Drop for HaClient {
     fn drop(&mut self) {
         self.shutdown();
-    }
-}
-
-/// Why the transfer loop ended: a reason to log, and whether it is a problem or routine.
-struct Ended {
-    reason: String,
-    problem: bool,
-    /// The offset and reason of a record from the master that failed validation.
-    rejected: Option<(u64, String)>,
-}
-
-impl Ended {
-    fn problem(reason: impl Into<String>) -> Self {
-        Self {
-            reason: reason.into(),
-            problem: true,
-            rejected: None,
-        }
-    }
-    fn routine(reason: impl Into<String>) -> Self {
-        Self {
-            reason: reason.into(),
-            problem: false,
-            rejected: None,
-        }
-    }
-}
-
-/// Why the frame sink refused a frame; nothing of it was written.
-pub(super) enum DispatchError {
-    Frame(FrameError),
-    /// The master's bytes differ from ours at `at`, inside what we already hold.
-    Divergent {
-        at: u64,
-        slave_max: u64,
-        master_offset: u64,
-    },
-    /// The commit log refused the bytes; an offset mismatch says so in RocketMQ's words.
-    Store(CommitLogError),
-    /// The epoch a frame starts could not be recorded.
-    Epoch(EpochFileError),
-}
-
-impl From<FrameError> for DispatchError {
-    fn from(e: FrameError) -> Self {
-        DispatchError::Frame(e)
-    }
-}
-
-impl DispatchError {
-    fn ended(self, store: &MessageStore, master: &str) -> Ended {
-        match self {
-            DispatchError::Store(CommitLogError::OffsetMismatch { offset, max_offset })
-                if offset > max_offset =>
-            {
-                // A master sends from where it was asked, unless what was asked is gone.
-                Ended::problem(format!(
-                    "{}: the master's log now starts at {offset}, past this slave's offset \
-                     {max_offset}: its retention deleted what this slave still needs, so this \
-                     slave can never catch up from here. Repair: stop this slave, move its \
-                     store aside and start it empty; it then copies from the master's min offset",
-                    CommitLogError::OffsetMismatch { offset, max_offset }
-                ))
-            }
-            DispatchError::Store(e @ CommitLogError::OffsetMismatch { .. }) => {
-                Ended::problem(e.to_string())
-            }
-            DispatchError::Store(e) => {
-                let rejected = match &e {
-                    CommitLogError::Corrupted { offset, reason, .. } => {
-                        Some((*offset, reason.to_string()))
-                    }
-                    _ => None,
-                };
-                Ended {
-                    rejected,
-                    ..Ended::problem(format!("append failed: {e}"))
-                }
-            }
-            DispatchError::Divergent {
-                at,
-                slave_max,
-                master_offset,
-            } => {
-                record_divergence(store, at, slave_max, master);
-                Ended::problem(divergence_reason(at, slave_max, master_offset))
-            }
-            DispatchError::Frame(e) => {
-                Ended::problem(format!("bad frame from master: {e}; nothing written"))
-            }
-            DispatchError::Epoch(e) => Ended::problem(format!("recording the epoch failed: {e}")),
-        }
-    }
-}
-
-/// One connection's transfer state, from the first report on.
-struct Session {
-    store: Arc<MessageStore>,
-    /// `haAcceptZeroBodyCrc`.
-    accept_zero_body_crc: bool,
-    /// The CRC extension was negotiated: reports carry a CRC32 trailer.
-    crc: bool,
-    /// Set while the divergence check still compares bytes we hold.
-    check: Option<PrefixCheck>,
-    /// The offset of the first report: while the check runs, heartbeats repeat it.
-    first: u64,
-    reported: u64,
-    last_read: Instant,
-    /// Any byte came on this connection: a master sends heartbeats, so silence from the start
-    /// means the address is not a master's HA port.
-    heard: bool,
-    last_report: Instant,
-    /// AutoSwitch HA: this log's epochs, the epoch of the master's last frame (-1 before the
-    /// first, as RocketMQ's `currentReceivedEpoch`) and the confirm offset it named.
-    epochs: Option<Arc<EpochFileCache>>,
-    received_epoch: i32,
-    confirm_offset: u64,
-}
-
-impl Session {
-    /// The frame sink: the part of a frame past what the divergence check still compares goes
-    /// to the commit log, heartbeats included, so that it checks every offset the master pushes.
-    fn sink(&mut self, f: Frame<'_>) -> Result<(), DispatchError> {
-        self.record_epoch(&f)?;
-        let Some(offset) = f.offset else {
-            // A heartbeat from before the master started the transfer: it carries no offset.
-            return Ok(());
-        };
-        let body = match self.check.as_mut() {
-            Some(c) => {
-                let rest = c.verify(&self.store, offset, f.body)?;
-                if !c.done() {
-                    // Still inside bytes we hold: nothing to append yet.
-                    return Ok(());
-                }
-                self.check = None;
-                rest
-            }
-            None => f.body,
-        };
-        let at = offset + (f.body.len() - body.len()) as u64;
-        self.store
-            .append_raw(at, body, self.accept_zero_body_crc)
-            .map_err(DispatchError::Store)?;
-        if let Some((_, _, confirm)) = f.epoch {
-            self.confirm_offset = confirm.min(self.store.max_offset());
-        }
-        Ok(())
-    }
-
-    /// AutoSwitch: a frame of a new epoch records where that epoch starts, heartbeats too (a
-    /// RocketMQ master labels the frame that ends an epoch with the next one). An entry the
-    /// cache already has, or one that does not follow its last, is RocketMQ's no-op.
-    fn record_epoch(&mut self, f: &Frame<'_>) -> Result<(), DispatchError> {
-        let (Some(epochs), Some((epoch, start, _))) = (&self.epochs, f.epoch) else {
-            return Ok(());
-        };
-        if epoch == self.received_epoch {
-            return Ok(());
-        }
-        self.received_epoch = epoch;
-        match epochs.append(epoch, start) {
-            Ok(()) | Err(EpochFileError::NotAfterLast { .. }) => Ok(()),
-            Err(e) => Err(DispatchError::Epoch(e)),
-        }
-    }
-
-    /// The report due now, if any: the new max offset after appends, or, when `heartbeat` is
-    /// set, the current one (the first report again while the check runs).
-    fn due_report(&self, heartbeat: bool) -> Option<u64> {
-        match &self.check {
-            Some(_) => heartbeat.then_some(self.first),
-            None => {
-                let max = self.store.max_offset();
-                (heartbeat || max > self.reported).then_some(max)
-            }
-        }
     }
 }
 
