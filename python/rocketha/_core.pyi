@@ -299,7 +299,7 @@ class ReplicasManager:
         controller_heartbeat_timeout_ms: int = 10000,
         sync_broker_metadata_period_ms: int = 5000,
         sync_controller_metadata_period_ms: int = 10000,
-        election_priority: int = 2147483647,
+        election_priority: int = ...,
     ) -> Self: ...
     def start(self) -> None: ...
     def next_decisions(

@@ -24,13 +24,12 @@ import logging
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from rocketha import _core
+from rocketha.config import BrokerConfig
+from rocketha.ha import HAService
 from rocketha.roles import BrokerRole
-
-if TYPE_CHECKING:
-    from rocketha.broker import Broker
 
 log = logging.getLogger("rocketha.replicas")
 
@@ -40,10 +39,26 @@ NOT_CATCHUP_S = 15.0
 CHECK_INTERVAL_S = 0.5
 
 
+class ReplicatedBroker(Protocol):
+    """What the manager reads and drives of a :class:`~rocketha.Broker`."""
+
+    config: BrokerConfig
+    role: BrokerRole
+    ha: HAService | None
+
+    @property
+    def store(self) -> _core.MessageStore: ...
+
+    @property
+    def listen_address(self) -> str: ...
+
+    def _change_role(self, role: BrokerRole, broker_id: int) -> None: ...
+
+
 class ReplicasManager:
     """The controller's decisions for ``broker``; :meth:`start` once its store is open."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: ReplicatedBroker) -> None:
         self.broker = broker
         root = Path(broker.config.store_path_root_dir)
         self.epochs = _core.EpochFileCache(root / "epochFileCheckpoint")
