@@ -352,7 +352,8 @@ def _serve(config: BrokerConfig, args: argparse.Namespace, signals: _StopSignals
         broker.start()
     with broker:
         info: dict[str, str | int] = {
-            "role": config.broker_role.value,
+            # In controller mode, the role the controller gave, not the file's.
+            "role": broker.role.value,
             "store": config.store_path_root_dir,
             "listen_address": broker.listen_address,
         }

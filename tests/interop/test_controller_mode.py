@@ -14,8 +14,18 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import SEGMENT, spawn_rocketha_namesrv, wait_for
-from rocketha import Broker, BrokerConfig, Message, PutStatus
+from helpers import SEGMENT, BrokerProcess, spawn_rocketha_namesrv, wait_for, write_conf
+from rocketha import (
+    Broker,
+    BrokerConfig,
+    BrokerRole,
+    Message,
+    MessageStore,
+    MQClientError,
+    Producer,
+    PutStatus,
+    SendStatus,
+)
 
 from benches.peers.controller import Controllers, start_controllers
 from benches.peers.rocketmq import VERSION_5, RocketMQ
@@ -39,7 +49,7 @@ def broker(root: Path, controllers: Controllers, namesrv: str) -> Broker:
         namesrv_addr=namesrv,
         broker_cluster_name="RochaCluster",
         broker_name=GROUP,
-        broker_role="SLAVE",
+        broker_role=BrokerRole.SLAVE,
         broker_id=-1,
         store_path_root_dir=str(root),
         mapped_file_size_commit_log=SEGMENT,
@@ -85,3 +95,74 @@ def test_a_group_forms_fails_over_and_heals(controllers: Controllers, tmp_path: 
         finally:
             for m in members:
                 m.shutdown()
+
+
+def test_sigkill_of_the_master_loses_no_acknowledged_message(
+    controllers: Controllers, tmp_path: Path
+) -> None:
+    """Three ``rocketha broker`` processes; the master is SIGKILLed under sync sends."""
+    with spawn_rocketha_namesrv(tmp_path / "namesrv.log") as ns:
+        procs: dict[str, BrokerProcess] = {}
+        stores: dict[str, Path] = {}
+        try:
+            for name in "abc":
+                conf = write_conf(
+                    tmp_path / f"{name}.conf",
+                    enableControllerMode="true",
+                    controllerAddr=controllers.controller_addr,
+                    namesrvAddr=ns.address,
+                    brokerClusterName="RochaCluster",
+                    brokerName=GROUP,
+                    brokerRole="SLAVE",
+                    brokerId=-1,
+                    storePathRootDir=tmp_path / name,
+                    mappedFileSizeCommitLog=SEGMENT,
+                    listenPort=0,
+                    haListenPort=0,
+                    haListenAddress="127.0.0.1",
+                    registerNameServerPeriod=500,
+                    slaveTimeout=10000,
+                )
+                proc = BrokerProcess(conf)
+                procs[proc.started["listen_address"]] = proc
+                stores[proc.started["listen_address"]] = tmp_path / name
+            state = wait_for(
+                lambda: (s := controllers.group_state(GROUP)) and len(s.sync_state_set) == 3 and s,
+                what="the SyncStateSet of 3",
+            )
+            master = state.master_address
+            acked: set[bytes] = set()
+            with Producer(ns.address, "cm-producer") as producer:
+                for i in range(300):
+                    body = f"before-{i}".encode()
+                    if producer.send(Message("cm-kill", body)).status == SendStatus.SEND_OK:
+                        acked.add(body)
+                procs.pop(master).kill()
+                new = wait_for(
+                    lambda: (
+                        (s := controllers.group_state(GROUP))
+                        and s.master_address not in (None, master)
+                        and s.master_address
+                    ),
+                    timeout=120,
+                    what="a new master",
+                )
+
+                def sent_after() -> bool:
+                    try:
+                        result = producer.send(Message("cm-kill", b"after"))
+                    except MQClientError:
+                        return False
+                    return result.status == SendStatus.SEND_OK
+
+                wait_for(sent_after, timeout=120, what="a SEND_OK from the new master")
+            assert len(acked) == 300
+            procs.pop(new).stop()
+            survivor = next(iter(procs.values()))
+            survivor.stop()
+            procs.clear()
+            stored = {m.body for m in MessageStore(stores[new], read_only=True).messages()}
+            assert acked <= stored, f"{len(acked - stored)} acknowledged messages lost"
+        finally:
+            for proc in procs.values():
+                proc.kill()
