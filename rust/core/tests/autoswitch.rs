@@ -4,12 +4,14 @@
 //! the transfer starts): a new slave copies the log and its epochs, a deposed master's log is
 //! truncated to where the histories agree, and a log of another history is refused.
 
+mod common;
+
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rocketha_core::commitlog::record::{encode_properties, MessageDraft};
 use rocketha_core::ha::autoswitch::frame::*;
@@ -17,6 +19,8 @@ use rocketha_core::ha::client::HaClient;
 use rocketha_core::ha::epoch::{EpochEntry, EpochFileCache};
 use rocketha_core::ha::HaConfig;
 use rocketha_core::{MessageStore, StoreConfig};
+
+use common::{log_bytes_from, wait_until};
 
 fn store(dir: &Path) -> Arc<MessageStore> {
     let mut c = StoreConfig::new(dir);
@@ -42,24 +46,6 @@ fn put(store: &MessageStore, i: usize) {
         prepared_tx_offset: 0,
     };
     store.put(&draft).unwrap();
-}
-
-fn bytes(store: &MessageStore, from: u64) -> Vec<u8> {
-    let mut out = Vec::new();
-    let mut off = from;
-    while let Some(slice) = store.read_raw(off, usize::MAX) {
-        out.extend_from_slice(slice.bytes());
-        off += slice.len() as u64;
-    }
-    out
-}
-
-fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(5));
-    }
 }
 
 /// A master of `epochs` over `store`, serving one slave as RocketMQ 5.4.0's does; returns
@@ -180,7 +166,7 @@ fn a_new_slave_copies_the_log_and_its_epochs() {
     let hello = served.join().unwrap();
     assert_eq!((hello.broker_id, hello.sync_from_last_file), (2, false));
     wait_until("the copy", || s.max_offset() == m.store.max_offset());
-    assert_eq!(bytes(&s, 0), bytes(&m.store, 0));
+    assert_eq!(log_bytes_from(&s, 0), log_bytes_from(&m.store, 0));
     let expected: Vec<_> = m.epochs.iter().map(|e| (e.epoch, e.start_offset)).collect();
     assert_eq!(starts(&epochs), expected);
     // Persisted in RocketMQ's format: a RocketMQ broker on this store reads the same.
@@ -207,7 +193,7 @@ fn a_deposed_masters_log_is_cut_back_to_where_the_histories_agree() {
     let client = slave(s.clone(), epochs.clone(), addr);
     served.join().unwrap();
     wait_until("the copy", || s.max_offset() == m.store.max_offset());
-    assert_eq!(bytes(&s, agreed), bytes(&m.store, agreed));
+    assert_eq!(log_bytes_from(&s, agreed), log_bytes_from(&m.store, agreed));
     let expected: Vec<_> = m.epochs.iter().map(|e| (e.epoch, e.start_offset)).collect();
     assert_eq!(starts(&epochs), expected);
     let said: Vec<String> = client
@@ -231,7 +217,7 @@ fn a_log_of_another_history_is_refused_and_kept() {
     for (name, epochs) in [("other", vec![(7, 0)]), ("none", vec![])] {
         let s = store(&dir.path().join(name));
         (0..3).for_each(|i| put(&s, i));
-        let before = bytes(&s, 0);
+        let before = log_bytes_from(&s, 0);
         let cache = Arc::new(EpochFileCache::in_memory(epochs));
         let (addr, _served) = serve(&m);
         let client = slave(s.clone(), cache, addr);
@@ -248,7 +234,7 @@ fn a_log_of_another_history_is_refused_and_kept() {
         };
         assert!(refused.contains(why), "{name}: {refused}");
         client.shutdown();
-        assert_eq!(bytes(&s, 0), before, "{name}: nothing written");
+        assert_eq!(log_bytes_from(&s, 0), before, "{name}: nothing written");
     }
 }
 
@@ -310,7 +296,7 @@ fn a_rocketha_master_answers_as_rocketmqs_does() {
         labels.push(h.epoch);
         got.extend_from_slice(&body);
     }
-    assert_eq!(got, bytes(&m.store, 0));
+    assert_eq!(got, log_bytes_from(&m.store, 0));
     labels.dedup();
     assert_eq!(labels, vec![1, 2, 3]);
     // Its ack, by the broker id of the handshake.
@@ -337,7 +323,7 @@ fn a_rocketha_slave_of_a_rocketha_master_truncates_and_copies() {
     let client = slave(s.clone(), epochs.clone(), ha.local_addr());
     wait_until("the copy", || s.max_offset() == m.store.max_offset());
     let agreed = m.epochs[2].start_offset;
-    assert_eq!(bytes(&s, agreed), bytes(&m.store, agreed));
+    assert_eq!(log_bytes_from(&s, agreed), log_bytes_from(&m.store, agreed));
     let expected: Vec<_> = m.epochs.iter().map(|e| (e.epoch, e.start_offset)).collect();
     assert_eq!(starts(&epochs), expected);
     // Later puts follow.

@@ -1,5 +1,7 @@
 //! Master and slave in one process over loopback: the slave's log ends byte-identical.
 
+mod common;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -9,6 +11,8 @@ use rocketha_core::ha::client::HaClient;
 use rocketha_core::ha::master::HaMaster;
 use rocketha_core::ha::HaConfig;
 use rocketha_core::{MessageStore, StoreConfig};
+
+use common::{log_bytes_from, wait_until};
 
 fn store(dir: &std::path::Path) -> Arc<MessageStore> {
     let mut c = StoreConfig::new(dir);
@@ -36,21 +40,7 @@ fn put(store: &MessageStore, i: usize) {
 }
 
 fn log_bytes(store: &MessageStore) -> Vec<u8> {
-    let mut out = Vec::new();
-    let mut off = store.min_offset();
-    while let Some(slice) = store.read_raw(off, usize::MAX) {
-        out.extend_from_slice(slice.bytes());
-        off += slice.len() as u64;
-    }
-    out
-}
-
-fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    log_bytes_from(store, store.min_offset())
 }
 
 /// Waits until a slave acked `target` (puts wait for it in the store's GroupTransferService).
