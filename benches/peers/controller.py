@@ -23,7 +23,6 @@ broker heartbeat through its Raft log, which costs a 2-core machine for nothing 
 
 from __future__ import annotations
 
-import contextlib
 import json
 import socket
 import struct
@@ -590,17 +589,7 @@ class Streamer(PeerProcess):
 
     def stop(self, timeout: float = 60.0) -> None:
         """Closes its input: it finishes the send under way, shuts down and exits."""
-        assert self.proc.stdin is not None
-        with contextlib.suppress(BrokenPipeError):
-            self.proc.stdin.close()
-        try:
-            code = self.proc.wait(timeout=timeout)
-        finally:
-            _children.kill(self.proc)
-        self._reader.join(timeout)
-        (self.home / "peer-stream.out").write_text("\n".join(self.lines))
-        if code != 0 or not any(line.startswith("DONE ") for line in self.lines):
-            raise RuntimeError(f"Peer stream exited {code}: {self.lines[-20:]}")
+        super().stop(timeout)
 
     def __enter__(self) -> Streamer:
         return self

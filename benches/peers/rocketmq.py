@@ -980,6 +980,7 @@ class PeerProcess:
 
     def __init__(self, command: list[str], home: Path, mode: str) -> None:
         self.home = home
+        self.mode = mode
         self.lines: list[str] = []
         with (home / f"peer-{mode}.err").open("w") as err:
             self.proc = _children.spawn(
@@ -997,6 +998,26 @@ class PeerProcess:
         assert self.proc.stdout is not None
         for line in self.proc.stdout:
             self.lines.append(line.rstrip("\n"))
+
+    def stderr(self) -> str:
+        return (self.home / f"peer-{self.mode}.err").read_text(errors="replace")
+
+    def stop(self, timeout: float = 120.0) -> None:
+        """Closes its input: it finishes what is under way, shuts down and exits; its lines are
+        kept in ``home / peer-MODE.out``. Raises unless it exited 0 after printing ``DONE``."""
+        assert self.proc.stdin is not None
+        with contextlib.suppress(BrokenPipeError):
+            self.proc.stdin.close()
+        try:
+            code = self.proc.wait(timeout=timeout)
+        finally:
+            _children.kill(self.proc)
+        self._reader.join(timeout)
+        (self.home / f"peer-{self.mode}.out").write_text("\n".join(self.lines))
+        if code != 0 or not any(line.startswith("DONE ") for line in self.lines):
+            raise RuntimeError(
+                f"Peer {self.mode} exited {code}: {self.lines[-20:]}\n{self.stderr()[-3000:]}"
+            )
 
 
 class GroupMember(PeerProcess):
@@ -1023,18 +1044,9 @@ class GroupMember(PeerProcess):
         (self.home / "peer-group.out").write_text("\n".join(self.lines))
         return self.received
 
-    def stop(self, timeout: float = 120.0) -> list[tuple[int, int, str]]:
+    def finish(self, timeout: float = 120.0) -> list[tuple[int, int, str]]:
         """Closes its input: it shuts down (committing) and exits. Returns what it got."""
-        assert self.proc.stdin is not None
-        self.proc.stdin.close()
-        try:
-            code = self.proc.wait(timeout=timeout)
-        finally:
-            _children.kill(self.proc)
-        self._reader.join(timeout)
-        (self.home / "peer-group.out").write_text("\n".join(self.lines))
-        if code != 0 or not any(line.startswith("DONE ") for line in self.lines):
-            raise RuntimeError(f"Peer group member exited {code}: {self.lines[-20:]}")
+        self.stop(timeout)
         return self.received
 
 
@@ -1155,29 +1167,10 @@ class Transactor(PeerProcess):
     def times_checked(self, key: str) -> int:
         return sum(1 for c in self.checks if c.key == key)
 
-    def stderr(self) -> str:
-        return (self.home / "peer-transact.err").read_text(errors="replace")
-
     def kill(self) -> None:
         _children.kill(self.proc)
         self._reader.join(30)
         (self.home / "peer-transact.out").write_text("\n".join(self.lines))
-
-    def stop(self, timeout: float = 120.0) -> None:
-        """Closes its input: it shuts the producer down and exits."""
-        assert self.proc.stdin is not None
-        with contextlib.suppress(BrokenPipeError):
-            self.proc.stdin.close()
-        try:
-            code = self.proc.wait(timeout=timeout)
-        finally:
-            _children.kill(self.proc)
-        self._reader.join(timeout)
-        (self.home / "peer-transact.out").write_text("\n".join(self.lines))
-        if code != 0 or not any(line.startswith("DONE ") for line in self.lines):
-            raise RuntimeError(
-                f"Peer transact exited {code}: {self.lines[-20:]}\n{self.stderr()[-3000:]}"
-            )
 
     def __enter__(self) -> Transactor:
         return self

@@ -262,7 +262,7 @@ def test_a_lagging_consumer_is_served_by_the_slave(
             assert {o.status for o in sent} == {"SEND_OK"}, sent
         wait_for(lambda: bodies_of(member) >= wanted, what="every message")
     finally:
-        got = member.stop()
+        got = member.finish()
     assert sorted(b for _, _, b in got) == sorted(wanted), "every message exactly once"
     assert served(slow_pair.slave_address) > 0, "the slave served the lagging consumer"
 
@@ -314,7 +314,7 @@ def test_a_running_consumer_reads_from_the_slave_while_the_master_is_dead_then_r
             one_more_from_the_master, what="a message served by the returned master", timeout=180
         )
     finally:
-        got = member.stop()
+        got = member.finish()
     bodies = sorted(b for _, _, b in got)
     assert bodies == sorted(wanted | {f"{a}-0" for a in after}), "each message exactly once"
 
@@ -360,7 +360,7 @@ def test_two_members_of_a_group_share_its_queues(
             what="every message received",
         )
     finally:
-        got = [m.stop() for m in members]
+        got = [m.finish() for m in members]
     bodies = sorted(b for g in got for _, _, b in g)
     assert bodies == wanted, "each message exactly once"
     assert all(got), f"both members got a share: {[len(g) for g in got]}"
@@ -511,7 +511,7 @@ def test_orderly_members_take_queues_by_lock_and_keep_each_in_order(
             what="every message received",
         )
     finally:
-        got = [m.stop() for m in members]
+        got = [m.finish() for m in members]
     assert all(in_queue_order(g) for g in got), got
     assert got[1], "the second member took queues from the first"
     assert sorted(b for g in got for _, _, b in g) == wanted, "each message exactly once"
