@@ -555,6 +555,6 @@ def test_an_orderly_member_killed_mid_stream_leaves_its_queues_to_the_other(
             what="the survivor to take the dead member's queues",
         )
     finally:
-        got = survivor.stop()
+        got = survivor.finish()
         doomed.kill()
     assert killed and in_queue_order(got), got
