@@ -367,6 +367,7 @@ class BrokerController:
         acl_file: str | os.PathLike[str] | None = None,
         tls: ServerTls | None = None,
         client_tls: ClientTls | None = None,
+        replicas: ReplicasManager | None = None,
     ) -> None: ...
     @property
     def listen_address(self) -> str: ...

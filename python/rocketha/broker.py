@@ -243,6 +243,7 @@ class Broker:
             tls=tls[0],
             client_tls=tls[1],
             acl_file=acl_file,
+            replicas=None if self.replicas is None else self.replicas.native,
         )
         self._events = EventPump(
             "rocketha-broker-events", self._controller.next_events, self._log_event

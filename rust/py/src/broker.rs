@@ -13,6 +13,7 @@ use rocketha_core::BrokerController as CoreBrokerController;
 use crate::config::PyBrokerConfig;
 use crate::errors::{ConfigError, ForkGuard};
 use crate::ha::{HAClient, HAMaster};
+use crate::replicas::ReplicasManager;
 use crate::store::{parse_host, PyMessageStore};
 use crate::tls::{ClientTls, ServerTls};
 
@@ -64,8 +65,9 @@ impl BrokerController {
 
     /// Serves the port for `store` as `config` says; `ha_master` on a master (its port is
     /// what the name servers hand the slaves), `ha_client` on a slave. What a running broker
-    /// found (the ACL file, TLS material) comes alongside.
-    #[pyo3(signature = (store, config, *, ha_master=None, ha_client=None, acl_file=None, tls=None, client_tls=None))]
+    /// found (the ACL file, TLS material) comes alongside; in controller mode, the
+    /// `replicas` manager that takes the controller's NOTIFY_BROKER_ROLE_CHANGED.
+    #[pyo3(signature = (store, config, *, ha_master=None, ha_client=None, acl_file=None, tls=None, client_tls=None, replicas=None))]
     #[allow(clippy::too_many_arguments)]
     fn start(
         &self,
@@ -77,6 +79,7 @@ impl BrokerController {
         acl_file: Option<std::path::PathBuf>,
         tls: Option<PyRef<'_, ServerTls>>,
         client_tls: Option<PyRef<'_, ClientTls>>,
+        replicas: Option<PyRef<'_, ReplicasManager>>,
     ) -> PyResult<()> {
         self.guard.check()?;
         let store = store.store()?.clone();
@@ -91,6 +94,7 @@ impl BrokerController {
         controller_config.server.tls = tls.and_then(|t| t.inner.clone());
         controller_config.client_tls = client_tls.map(|t| t.inner.clone());
         controller_config.acl_file = acl_file;
+        controller_config.replicas = replicas.map(|r| r.inner.clone());
         let config = controller_config;
         let listener = self
             .listener

@@ -112,7 +112,7 @@ impl Decisions {
 /// `controller_addr`, beats, and says what the controller decided.
 #[pyclass(frozen, module = "rocketha._core")]
 pub struct ReplicasManager {
-    inner: Arc<CoreReplicasManager>,
+    pub(crate) inner: Arc<CoreReplicasManager>,
     decisions: Mutex<Receiver<Decision>>,
     events: Arc<ServerEvents>,
     guard: ForkGuard,

@@ -14,6 +14,7 @@ use super::consumer_offset::ConsumerOffsetManager;
 use super::outer_api::{persist_topics, BrokerOuterApi, Registration};
 use super::processor::{BrokerProcessor, ClientChannel, ConsumeTables, RuntimeView};
 use super::producer_manager::ProducerManager;
+use super::replicas_manager::ReplicasManager;
 use super::slave_sync::SlaveSynchronize;
 use super::store_stats::StoreStatsService;
 use super::subscription_group::SubscriptionGroupManager;
@@ -75,6 +76,8 @@ pub struct BrokerControllerConfig {
     pub client_tls: Option<ClientTls>,
     /// The whole `broker.conf`, for GET_BROKER_CONFIG and UPDATE_BROKER_CONFIG.
     pub broker_config: super::BrokerConfig,
+    /// Controller mode: takes the controller's NOTIFY_BROKER_ROLE_CHANGED.
+    pub replicas: Option<Arc<ReplicasManager>>,
 }
 
 impl Default for BrokerControllerConfig {
@@ -148,6 +151,7 @@ impl BrokerController {
                 ha_client: ha_client.clone(),
                 stats: stats.clone(),
                 config: Mutex::new(config.broker_config.clone()),
+                replicas: config.replicas.clone(),
             },
             register.clone(),
             &tables,
@@ -164,7 +168,10 @@ impl BrokerController {
                 config.update_master_ha_server_addr_periodically
                     || config.check_master_ha_server_addr.is_some()
             }),
-            config.check_master_ha_server_addr.clone(),
+            (
+                config.check_master_ha_server_addr.clone(),
+                config.replicas.clone(),
+            ),
             slave_sync.clone().map(|s| (s, housekeeping.clone())),
             events.clone(),
             config.client_tls.clone(),

@@ -11,6 +11,7 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use super::replicas_manager::ReplicasManager;
 use super::slave_sync::SlaveSynchronize;
 use super::topic_config::TopicConfigManager;
 use super::BrokerSettings;
@@ -29,6 +30,10 @@ use crate::sync::{deadline_after, lock, ServiceThread, ServiceWaiter, Woke};
 /// Connect and answer timeout of one name server call: short, so a dead name server costs a
 /// period's registration little time and shutdown waits little.
 const NAMESRV_TIMEOUT: Duration = Duration::from_secs(3);
+/// How soon a slave in controller mode registers again while the name servers do not name the
+/// master the controller chose: after an election, the new master registers at about the
+/// moment its slaves do, and the next registration period can be 30 s away.
+const FOLLOW_RETRY: Duration = Duration::from_millis(500);
 
 /// Who the broker is to the name servers.
 #[derive(Debug, Clone)]
@@ -69,6 +74,9 @@ pub(crate) struct BrokerOuterApi {
     /// A slave's configured `haMasterAddress`, which `follow` takes only once a name server
     /// names it as this group's master (see [`Self::check_master`]).
     configured_master: Option<String>,
+    /// Controller mode: `follow` and the metadata sync take the name servers' answer only once
+    /// it names the master the controller chose, not one the controller deposed.
+    replicas: Option<Arc<ReplicasManager>>,
     /// The last verdict on `configured_master` reported, so each is logged once, not every
     /// registration period.
     master_check: Mutex<Option<MasterCheck>>,
@@ -88,7 +96,7 @@ impl BrokerOuterApi {
         me: Registration,
         topics: Arc<TopicConfigManager>,
         follow: Option<Arc<HaClient>>,
-        configured_master: Option<String>,
+        (configured_master, replicas): (Option<String>, Option<Arc<ReplicasManager>>),
         slave_sync: Option<(Arc<SlaveSynchronize>, Arc<ServiceThread>)>,
         events: Arc<ServerEvents>,
         tls: Option<ClientTls>,
@@ -108,6 +116,7 @@ impl BrokerOuterApi {
             topics,
             follow,
             configured_master,
+            replicas,
             master_check: Mutex::new(None),
             slave_sync,
             events,
@@ -121,11 +130,25 @@ impl BrokerOuterApi {
     /// off the remoting loop, and a route the name servers hand out is on disk. The last ones
     /// are persisted by `BrokerController::shutdown`, once no send can come.
     pub(crate) fn run(&self, waiter: &ServiceWaiter, period: Duration) {
-        while waiter.wait_for_running(deadline_after(period)) != Woke::Stopped {
+        while waiter.wait_for_running(deadline_after(self.next_period(period))) != Woke::Stopped {
             self.persist_topics();
             self.register_broker_all();
         }
         self.unregister_broker_all();
+    }
+
+    /// `period`, or [`FOLLOW_RETRY`] for a slave in controller mode that follows no master yet.
+    fn next_period(&self, period: Duration) -> Duration {
+        let waiting = self.replicas.is_some()
+            && self
+                .follow
+                .as_ref()
+                .is_some_and(|ha| ha.master_address().is_none());
+        if waiting {
+            period.min(FOLLOW_RETRY)
+        } else {
+            period
+        }
     }
 
     /// [`TopicConfigManager::persist_unsaved`], a failure reported (and tried again next time).
@@ -325,6 +348,18 @@ impl BrokerOuterApi {
             Ok(h) => h,
             Err(e) => return self.report(namesrv, "REGISTER_FAILED", e.to_string()),
         };
+        if let Some(chosen) = self.controller_master() {
+            let named = header.master_addr.as_deref().unwrap_or_default();
+            if !same_address(named, &chosen) {
+                let why = format!(
+                    "waiting for the name server to name {chosen}, the master the controller \
+                     chose, as broker {}'s master (it names {})",
+                    self.me.settings.broker_name,
+                    if named.is_empty() { "none" } else { named }
+                );
+                return self.note_check(namesrv, MasterCheck::NoMaster, why, false);
+            }
+        }
         if let Some((sync, wake)) = &self.slave_sync {
             let master = header.master_addr.clone().filter(|a| !a.is_empty());
             if master.is_some() && sync.set_master_addr(master) {
@@ -351,6 +386,11 @@ impl BrokerOuterApi {
             ),
             Err(e) => self.report(namesrv, "MASTER_HA_ADDRESS", e.to_string()),
         }
+    }
+
+    /// The master's client address the controller last named, in controller mode.
+    fn controller_master(&self) -> Option<String> {
+        self.replicas.as_ref()?.state().master_address
     }
 
     fn report(&self, namesrv: &str, what: &'static str, reason: String) {

@@ -24,6 +24,7 @@ use super::consumer_manager::{ConsumerManager, SubscriptionData};
 use super::consumer_offset::ConsumerOffsetManager;
 use super::pull::PullMessageProcessor;
 use super::rebalance_lock::{self, RebalanceLockManager, REBALANCE_LOCK_MAX_LIVE_TIME};
+use super::replicas_manager::ReplicasManager;
 use super::send::{retry_topic, retry_topic_sys_flag, SendMessageProcessor};
 use super::store_stats::StoreStatsService;
 use super::subscription_group::SubscriptionGroupManager;
@@ -73,6 +74,8 @@ pub(crate) struct RuntimeView {
     /// The `broker.conf` as it runs: GET_BROKER_CONFIG answers it, UPDATE_BROKER_CONFIG
     /// changes its live keys.
     pub(crate) config: Mutex<BrokerConfig>,
+    /// Controller mode: the controller's decisions go to it.
+    pub(crate) replicas: Option<Arc<ReplicasManager>>,
 }
 
 /// The consume side's tables, shared with the controller's housekeeping and the slave's sync.
@@ -537,6 +540,28 @@ impl BrokerProcessor {
 }
 
 /// SYSTEM_ERROR with the reason a request could not be read, as RocketMQ answers a bad header.
+impl BrokerProcessor {
+    /// The controller's NOTIFY_BROKER_ROLE_CHANGED, oneway as the controller sends it; a
+    /// broker not in controller mode says so to whoever asked two-way.
+    fn notify_broker_role_changed(
+        &self,
+        request: &RemotingCommand,
+        ctx: &RequestContext,
+    ) -> Option<RemotingCommand> {
+        match &self.runtime.replicas {
+            Some(replicas) => {
+                replicas.notify_broker_role_changed(request, &ctx.remote().to_string());
+                (!request.is_oneway()).then(|| RemotingCommand::response_to(request, response_code::SUCCESS, None))
+            }
+            None => Some(RemotingCommand::response_to(
+                request,
+                response_code::SYSTEM_ERROR,
+                Some("NOTIFY_BROKER_ROLE_CHANGED: this broker is not in controller mode (enableControllerMode=false)".into()),
+            )),
+        }
+    }
+}
+
 fn system_error(request: &RemotingCommand, reason: impl std::fmt::Display) -> RemotingCommand {
     RemotingCommand::response_to(
         request,
@@ -626,6 +651,9 @@ impl RequestProcessor for BrokerProcessor {
             }
             request_code::LOCK_BATCH_MQ | request_code::UNLOCK_BATCH_MQ => {
                 Some(rebalance_lock::process(&self.rebalance_locks, &request))
+            }
+            request_code::NOTIFY_BROKER_ROLE_CHANGED => {
+                self.notify_broker_role_changed(&request, ctx)
             }
             _ => Some(self.process_admin(&request)),
         }

@@ -23,7 +23,7 @@ pub use controller_api::{
 };
 pub use metadata::BrokerMetadata;
 
-use crate::remoting::{response_code, ServerEventKind, ServerEvents};
+use crate::remoting::{response_code, RemotingCommand, ServerEventKind, ServerEvents};
 use crate::sync::{lock, ServiceThread, ServiceWaiter, Woke};
 
 /// How long a failed start waits before the next try (RocketMQ's `RETRY_INTERVAL_SECOND`).
@@ -93,6 +93,15 @@ pub struct ReplicasManager {
     listener: Arc<dyn RoleListener>,
     events: Arc<ServerEvents>,
     thread: ServiceThread,
+}
+
+impl std::fmt::Debug for ReplicasManager {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReplicasManager")
+            .field("identity", &self.config.identity)
+            .field("state", &self.state())
+            .finish()
+    }
 }
 
 impl ReplicasManager {
@@ -385,10 +394,26 @@ impl ReplicasManager {
         }
     }
 
+    /// NOTIFY_BROKER_ROLE_CHANGED (`AdminBrokerProcessor.notifyBrokerRoleChanged`): the
+    /// controller leader's word on an election, so no member waits for its next
+    /// `syncBrokerMetadataPeriod` to learn of it. The request is oneway: nothing answers it.
+    pub(crate) fn notify_broker_role_changed(&self, request: &RemotingCommand, from: &str) {
+        match MasterInfo::from_notification(request) {
+            Ok(info) => self.change_broker_role(info),
+            Err(why) => self.report(
+                "NOTIFY_BROKER_ROLE_CHANGED",
+                format!("ignored a role change from {from}: {why}"),
+                true,
+            ),
+        }
+    }
+
     /// `changeBrokerRole`: a decision of a newer epoch makes this broker master or slave;
     /// one of the same epoch may bring a master a newer SyncStateSet. The controller's
     /// NOTIFY_BROKER_ROLE_CHANGED arrives here too.
     pub fn change_broker_role(&self, info: MasterInfo) {
+        // The listener hears each decision under the lock, so two of them (the poll's and the
+        // controller's notification) reach the broker in the order of their epochs.
         let mut state = lock(&self.state);
         let (Some(master_id), Some(master_addr)) =
             (info.master_broker_id, info.master_address.clone())
@@ -403,7 +428,6 @@ impl ReplicasManager {
                 > state.sync_state_set.sync_state_set_epoch;
             if state.is_master() && newer {
                 state.sync_state_set = info.sync_state_set.clone();
-                drop(state);
                 self.listener.sync_state_set_changed(&info.sync_state_set);
             }
             return;
@@ -412,28 +436,20 @@ impl ReplicasManager {
         state.master_broker_id = Some(master_id);
         state.master_address = Some(master_addr.clone());
         state.sync_state_set = info.sync_state_set.clone();
-        let to_master = state.broker_id == Some(master_id);
-        drop(state);
         let epoch = info.master_epoch;
-        if to_master {
-            self.report(
-                "CONTROLLER_ROLE",
-                format!(
-                    "master of epoch {epoch}, SyncStateSet {:?}",
-                    info.sync_state_set.sync_state_set
-                ),
-                false,
-            );
+        let role = if state.broker_id == Some(master_id) {
             self.listener.change_to_master(epoch, &info.sync_state_set);
+            format!(
+                "master of epoch {epoch}, SyncStateSet {:?}",
+                info.sync_state_set.sync_state_set
+            )
         } else {
-            self.report(
-                "CONTROLLER_ROLE",
-                format!("slave of broker {master_id} at {master_addr} in epoch {epoch}"),
-                false,
-            );
             self.listener
                 .change_to_slave(&master_addr, master_id, epoch);
-        }
+            format!("slave of broker {master_id} at {master_addr} in epoch {epoch}")
+        };
+        drop(state);
+        self.report("CONTROLLER_ROLE", role, false);
     }
 
     /// `doReportSyncStateSetChanged`: a master proposes `members` as its new SyncStateSet;

@@ -143,6 +143,7 @@ impl BrokerConfig {
             server: ServerConfig::default(),
             client_tls: None,
             broker_config: self.clone(),
+            replicas: None,
         }
     }
 

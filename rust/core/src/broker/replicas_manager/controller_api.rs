@@ -95,6 +95,24 @@ impl MasterInfo {
             },
         }
     }
+
+    /// The decision in a NOTIFY_BROKER_ROLE_CHANGED the controller sent this broker.
+    pub(crate) fn from_notification(request: &RemotingCommand) -> Result<Self, String> {
+        let what = "NOTIFY_BROKER_ROLE_CHANGED";
+        let header: MasterInfoResponseHeader = request
+            .decode_custom_header()
+            .map_err(|e| format!("{what}: {e}"))?;
+        if header.master_epoch.is_none() {
+            return Err(format!("{what} without masterEpoch"));
+        }
+        let set: SyncStateSet = if request.body.is_empty() {
+            SyncStateSet::default()
+        } else {
+            parse_lenient(&request.body, what)
+                .map_err(|e| format!("{what}: a malformed body: {e}"))?
+        };
+        Ok(Self::new(header, set))
+    }
 }
 
 /// Who this broker is, as every controller request names it.

@@ -217,6 +217,15 @@ fn fixture() -> Fixture {
 
 impl Fixture {
     fn broker(&self, name: &str) -> (Arc<ReplicasManager>, Arc<Recorder>) {
+        self.broker_polling(name, Duration::from_millis(50))
+    }
+
+    /// A broker that reads the replica info every `period` (`syncBrokerMetadataPeriod`).
+    fn broker_polling(
+        &self,
+        name: &str,
+        period: Duration,
+    ) -> (Arc<ReplicasManager>, Arc<Recorder>) {
         let recorder = Arc::new(Recorder::default());
         let config = ReplicasConfig {
             identity: BrokerIdentity {
@@ -227,7 +236,7 @@ impl Fixture {
             identity_path: self.dir.path().join(name).join("brokerIdentity"),
             heartbeat_interval: Duration::from_millis(20),
             controller_heartbeat_timeout: Duration::from_secs(10),
-            sync_broker_metadata_period: Duration::from_millis(50),
+            sync_broker_metadata_period: period,
             sync_controller_metadata_period: Duration::from_secs(10),
             election_priority: i32::MAX,
         };
@@ -242,7 +251,15 @@ impl Fixture {
     }
 
     fn started(&self, name: &str) -> (Arc<ReplicasManager>, Arc<Recorder>) {
-        let (manager, recorder) = self.broker(name);
+        self.started_polling(name, Duration::from_millis(50))
+    }
+
+    fn started_polling(
+        &self,
+        name: &str,
+        period: Duration,
+    ) -> (Arc<ReplicasManager>, Arc<Recorder>) {
+        let (manager, recorder) = self.broker_polling(name, period);
         manager.start().unwrap();
         wait_for("the manager to run", || {
             manager.state().running.then_some(())
@@ -378,4 +395,82 @@ fn a_store_of_another_group_is_refused_by_name() {
     std::fs::write(&path, "DefaultCluster#broker-a").unwrap();
     let err = BrokerMetadata::read(&path, false).unwrap_err().to_string();
     assert!(err.contains("is not cluster#name#id"), "{err}");
+}
+
+/// The controller's NOTIFY_BROKER_ROLE_CHANGED as RocketMQ 5.4.0 sends it: oneway, the master
+/// in the header, the new SyncStateSet in the body.
+fn notification(g: &Group) -> RemotingCommand {
+    let mut request = RemotingCommand::request(request_code::NOTIFY_BROKER_ROLE_CHANGED, 0);
+    request.mark_oneway();
+    let info = FakeController::default().master_info(g, &request, 0);
+    request.ext_fields = info.ext_fields;
+    request.body = info.body;
+    request
+}
+
+#[test]
+fn the_controllers_notification_changes_roles_without_waiting_for_the_poll() {
+    let f = fixture();
+    // Polls an hour apart: whatever changes below, the notification changed.
+    let hour = Duration::from_secs(3600);
+    let (a, told_a) = f.started_polling("10911", hour);
+    let (b, told_b) = f.started_polling("10921", hour);
+    let (stale, elected) = {
+        let mut g = f.controller.group.lock().unwrap();
+        let stale = notification(&g);
+        g.dead.insert(1);
+        FakeController::elect(&mut g);
+        (stale, notification(&g))
+    };
+    b.notify_broker_role_changed(&elected, "controller");
+    a.notify_broker_role_changed(&elected, "controller");
+    assert_eq!(
+        told(&told_b),
+        vec!["slave of 1 127.0.0.1:10911 1", "master 2 {2}"]
+    );
+    assert_eq!(
+        told(&told_a),
+        vec!["master 1 {1}", "slave of 2 127.0.0.1:10921 2"]
+    );
+    // A late notification of the older epoch, and a repeat, change nothing.
+    b.notify_broker_role_changed(&stale, "controller");
+    b.notify_broker_role_changed(&elected, "controller");
+    assert_eq!(told(&told_b).len(), 2);
+    assert!(b.state().is_master() && !a.state().is_master());
+    a.shutdown();
+    b.shutdown();
+}
+
+#[test]
+fn a_malformed_notification_is_reported_and_changes_nothing() {
+    let f = fixture();
+    let (a, told_a) = f.broker_polling("10911", Duration::from_secs(3600));
+    let events = Arc::new(ServerEvents::default());
+    let a = Arc::new(ReplicasManager {
+        events: events.clone(),
+        ..Arc::try_unwrap(a).ok().unwrap()
+    });
+    let mut no_epoch = RemotingCommand::request(request_code::NOTIFY_BROKER_ROLE_CHANGED, 0);
+    no_epoch.write_custom_header(&MasterInfoResponseHeader {
+        master_broker_id: Some(1),
+        master_address: Some("127.0.0.1:10911".into()),
+        ..Default::default()
+    });
+    let mut garbage = notification(&f.controller.group.lock().unwrap());
+    garbage.body = b"{not json".to_vec();
+    a.notify_broker_role_changed(&no_epoch, "10.0.0.9:5000");
+    a.notify_broker_role_changed(&garbage, "10.0.0.9:5000");
+    let reasons: Vec<String> = events
+        .drain(Duration::from_millis(50))
+        .into_iter()
+        .filter(|e| e.problem)
+        .map(|e| e.reason)
+        .collect();
+    assert_eq!(reasons.len(), 2, "{reasons:?}");
+    assert!(
+        reasons[0].contains("from 10.0.0.9:5000") && reasons[0].contains("without masterEpoch"),
+        "{reasons:?}"
+    );
+    assert!(reasons[1].contains("a malformed body"), "{reasons:?}");
+    assert!(told(&told_a).is_empty() && a.state().master_epoch == 0);
 }

@@ -63,7 +63,8 @@ custom_header! {
     /// CONTROLLER_REGISTER_BROKER, CONTROLLER_GET_REPLICA_INFO and CONTROLLER_ELECT_MASTER
     /// (`RegisterBrokerToControllerResponseHeader`, `GetReplicaInfoResponseHeader`,
     /// `ElectMasterResponseHeader`: the same fields, the first and last with the SyncStateSet
-    /// epoch).
+    /// epoch). The controller's NOTIFY_BROKER_ROLE_CHANGED request carries the same four
+    /// (`NotifyBrokerRoleChangedRequestHeader`).
     #[derive(Debug, Clone, Default, PartialEq, Eq)]
     pub(crate) struct MasterInfoResponseHeader("controller response") {
         pub master_broker_id: Option<i64> = "masterBrokerId",
