@@ -214,10 +214,28 @@ class BrokerConfig:
     transaction_check_max: int = _D["transaction_check_max"]
     #: Milliseconds between check rounds.
     transaction_check_interval: int = _D["transaction_check_interval"]
-    #: RocketMQ 5's controller mode; refused for now (rocketha's AutoSwitch HA is being built).
+    #: RocketMQ 5's controller mode: the controllers at ``controllerAddr`` elect the group's
+    #: master (``brokerRole`` and ``brokerId`` are not read).
     enable_controller_mode: bool = _D["enable_controller_mode"]
     #: The controllers, ``host:port;host:port``.
     controller_addr: str = _D["controller_addr"]
+    #: Controller mode: a put waits for every slave of the master's SyncStateSet, so any member
+    #: the controller elects holds every acknowledged message. False (RocketMQ's default) waits
+    #: for ``inSyncReplicas - 1`` slaves, any of them.
+    all_ack_in_sync_state_set: bool = _D["all_ack_in_sync_state_set"]
+    #: Milliseconds between heartbeats to every controller node.
+    broker_heartbeat_interval: int = _D["broker_heartbeat_interval"]
+    #: Milliseconds the controller keeps this broker alive without a heartbeat.
+    controller_heart_beat_timeout_mills: int = _D["controller_heart_beat_timeout_mills"]
+    #: Milliseconds between reads of the group's master from the controller (which also tells
+    #: the members of each election at once).
+    sync_broker_metadata_period: int = _D["sync_broker_metadata_period"]
+    #: Milliseconds between looks for the controllers' leader.
+    sync_controller_metadata_period: int = _D["sync_controller_metadata_period"]
+    #: The controller elects the live candidate with the lowest priority first.
+    broker_election_priority: int = _D["broker_election_priority"]
+    #: Milliseconds a slave of the SyncStateSet may stay behind before the master drops it.
+    ha_max_time_slave_not_catchup: int = _D["ha_max_time_slave_not_catchup"]
 
     #: Keys that were read but are not acted on.
     ignored_keys: dict[str, str] = field(default_factory=dict, compare=False)

@@ -5,10 +5,11 @@
 ``controllerAddr``, its broker id claimed through ``brokerIdentity`` in the store, and beats;
 each decision of the controller is applied to the :class:`~rocketha.Broker`:
 
-* master of a new epoch: the epoch is recorded in ``epochFileCheckpoint`` at the log's end, the
-  broker serves AutoSwitch HA, and a put waits for every slave of its SyncStateSet
-  (``allAckInSyncStateSet``): an acknowledged message is on every broker the controller may
-  elect next;
+* master of a new epoch: the epoch is recorded in ``epochFileCheckpoint`` at the log's end and
+  the broker serves AutoSwitch HA. With ``allAckInSyncStateSet=true`` a put waits for every
+  slave of its SyncStateSet, so an acknowledged message is on every broker the controller may
+  elect next; with RocketMQ's default (false) it waits for ``inSyncReplicas - 1`` slaves, any
+  of them, and an election may pick a member that lacks the last acknowledged messages;
 * slave of the master named: AutoSwitch HA from it (its HA address from the name servers), the
   log cut back first to where the two histories agree.
 
@@ -16,6 +17,10 @@ As master it keeps the SyncStateSet as RocketMQ's does: a slave whose ack reache
 max offset (and the current epoch) joins; one that stays behind for
 ``haMaxTimeSlaveNotCatchup`` (15 s) or disconnects leaves; each change goes to the controller
 (ALTER_SYNC_STATE_SET) and applies once it answers.
+
+The controller tells the members of each election at once (NOTIFY_BROKER_ROLE_CHANGED on the
+client port); the manager also reads the group's master every ``syncBrokerMetadataPeriod``, for
+a notification that was lost.
 """
 
 from __future__ import annotations
@@ -33,8 +38,6 @@ from rocketha.roles import BrokerRole
 
 log = logging.getLogger("rocketha.replicas")
 
-#: RocketMQ's ``haMaxTimeSlaveNotCatchup``: a SyncStateSet member behind this long leaves.
-NOT_CATCHUP_S = 15.0
 #: How often the master looks at its slaves' acks for the SyncStateSet.
 CHECK_INTERVAL_S = 0.5
 
@@ -90,6 +93,11 @@ class ReplicasManager:
             c.broker_name,
             self.broker.listen_address,
             self.identity_path,
+            heartbeat_interval_ms=c.broker_heartbeat_interval,
+            controller_heartbeat_timeout_ms=c.controller_heart_beat_timeout_mills,
+            sync_broker_metadata_period_ms=c.sync_broker_metadata_period,
+            sync_controller_metadata_period_ms=c.sync_controller_metadata_period,
+            election_priority=c.broker_election_priority,
         )
         self._native.start()
         self._thread = threading.Thread(target=self._run, name="rocketha-replicas", daemon=True)
@@ -154,8 +162,14 @@ class ReplicasManager:
         self._decided.set()
 
     def _apply_sync_state_set(self) -> None:
+        """``allAckInSyncStateSet``: puts wait for the set's slaves; otherwise the HA master
+        keeps counting ``inSyncReplicas - 1`` slaves."""
         ha = self.broker.ha
-        if ha is not None and ha.master is not None:
+        if (
+            self.broker.config.all_ack_in_sync_state_set
+            and ha is not None
+            and ha.master is not None
+        ):
             ha.master.set_sync_state_set(sorted(self.sync_state_set - {self.broker_id or 0}))
 
     def _check_sync_state_set(self) -> None:
@@ -164,6 +178,7 @@ class ReplicasManager:
         if ha is None or ha.master is None or self.broker_id is None:
             return
         now = time.monotonic()
+        not_catchup_s = self.broker.config.ha_max_time_slave_not_catchup / 1000
         max_offset = self.broker.store.max_offset
         acks = {
             c["slave_id"]: c["slave_ack_offset"]
@@ -178,7 +193,7 @@ class ReplicasManager:
         keep = {
             s
             for s in self.sync_state_set
-            if s in acks and now - self._caught_up.get(s, now) <= NOT_CATCHUP_S
+            if s in acks and now - self._caught_up.get(s, now) <= not_catchup_s
         }
         join = {s for s, ack in acks.items() if ack >= max_offset and ack >= epoch_start}
         wanted = {self.broker_id} | keep | join

@@ -46,6 +46,9 @@ def broker(root: Path, controllers: Controllers, namesrv: str) -> Broker:
     config = BrokerConfig(
         enable_controller_mode=True,
         controller_addr=controllers.controller_addr,
+        all_ack_in_sync_state_set=True,
+        # An hour: every role change below comes from the controller's notification.
+        sync_broker_metadata_period=3_600_000,
         namesrv_addr=namesrv,
         broker_cluster_name="RochaCluster",
         broker_name=GROUP,
@@ -110,6 +113,7 @@ def test_sigkill_of_the_master_loses_no_acknowledged_message(
                     tmp_path / f"{name}.conf",
                     enableControllerMode="true",
                     controllerAddr=controllers.controller_addr,
+                    allAckInSyncStateSet="true",
                     namesrvAddr=ns.address,
                     brokerClusterName="RochaCluster",
                     brokerName=GROUP,

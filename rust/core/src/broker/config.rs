@@ -293,11 +293,28 @@ broker_config! {
     /// Milliseconds between check rounds (each half message past its time out is checked).
     transaction_check_interval: i64 = "transactionCheckInterval", 30_000;
     /// RocketMQ 5's controller mode: the controllers at `controllerAddr` elect the group's
-    /// master. Refused until rocketha's AutoSwitch HA lands (a classic broker would never be
-    /// promoted).
+    /// master; `brokerRole` and `brokerId` are not read.
     enable_controller_mode: bool = "enableControllerMode", false;
     /// The controllers, `host:port;host:port`.
     controller_addr: String = "controllerAddr", String::new();
+    /// Controller mode: a put on the master waits for every slave of its SyncStateSet, so
+    /// the controller may elect any member without losing an acknowledged message. False
+    /// (RocketMQ's default) waits for `inSyncReplicas - 1` slaves, any of them.
+    all_ack_in_sync_state_set: bool = "allAckInSyncStateSet", false;
+    /// Milliseconds between heartbeats to every controller node.
+    broker_heartbeat_interval: i64 = "brokerHeartbeatInterval", 1_000;
+    /// Milliseconds the controller keeps this broker alive without a heartbeat.
+    controller_heart_beat_timeout_mills: i64 = "controllerHeartBeatTimeoutMills", 10_000;
+    /// Milliseconds between reads of the group's master from the controller (the controller
+    /// also tells the members of each election at once).
+    sync_broker_metadata_period: i64 = "syncBrokerMetadataPeriod", 5_000;
+    /// Milliseconds between looks for the controllers' leader.
+    sync_controller_metadata_period: i64 = "syncControllerMetadataPeriod", 10_000;
+    /// The controller elects the live candidate with the lowest priority first.
+    broker_election_priority: i64 = "brokerElectionPriority", i64::from(i32::MAX);
+    /// Milliseconds a slave of the SyncStateSet may stay behind the master before the master
+    /// drops it from the set.
+    ha_max_time_slave_not_catchup: i64 = "haMaxTimeSlaveNotCatchup", 15_000;
     /// Index every message's keys and unique key, to find it by them (`QUERY_MESSAGE`).
     message_index_enable: bool = "messageIndexEnable", s.index.enabled;
     /// Hash slots of one index file.

@@ -87,6 +87,13 @@ fn every_key_has_rocketmqs_default() {
         ("transactionCheckInterval", "30000"),
         ("enableControllerMode", "false"),
         ("controllerAddr", ""),
+        ("allAckInSyncStateSet", "false"),
+        ("brokerHeartbeatInterval", "1000"),
+        ("controllerHeartBeatTimeoutMills", "10000"),
+        ("syncBrokerMetadataPeriod", "5000"),
+        ("syncControllerMetadataPeriod", "10000"),
+        ("brokerElectionPriority", "2147483647"),
+        ("haMaxTimeSlaveNotCatchup", "15000"),
     ];
     for (key, value) in expected {
         assert_eq!(c.get(key).as_deref(), Some(*value), "{key}");
@@ -337,6 +344,12 @@ fn controller_mode_needs_its_controllers_and_name_servers() {
     ]))
     .contains("'nope' is not host:port"));
     assert!(problem(&with(&[("controllerAddr", "c:9878")])).starts_with("namesrvAddr: "));
+    assert_eq!(
+        problem(&[("brokerElectionPriority", "4294967296")]),
+        "brokerElectionPriority: 4294967296 is not a 32-bit integer (RocketMQ's is an int)"
+    );
+    assert!(problem(&[("syncBrokerMetadataPeriod", "0")])
+        .starts_with("syncBrokerMetadataPeriod: must be a positive"));
     // brokerId -1 and brokerRole SLAVE, as RocketMQ's controller-mode configs have them.
     let loaded = load(&with(&[
         ("controllerAddr", "c:9878;d:9878"),

@@ -173,6 +173,15 @@ impl BrokerConfig {
                 "must be at least 1 (the master itself)",
             ));
         }
+        if i32::try_from(self.broker_election_priority).is_err() {
+            return Err(invalid(
+                "brokerElectionPriority",
+                format!(
+                    "{} is not a 32-bit integer (RocketMQ's is an int)",
+                    self.broker_election_priority
+                ),
+            ));
+        }
         Ok(())
     }
 
@@ -193,6 +202,20 @@ impl BrokerConfig {
             ("flushDelayOffsetInterval", self.flush_delay_offset_interval),
             ("transactionTimeOut", self.transaction_time_out),
             ("transactionCheckInterval", self.transaction_check_interval),
+            ("brokerHeartbeatInterval", self.broker_heartbeat_interval),
+            (
+                "controllerHeartBeatTimeoutMills",
+                self.controller_heart_beat_timeout_mills,
+            ),
+            ("syncBrokerMetadataPeriod", self.sync_broker_metadata_period),
+            (
+                "syncControllerMetadataPeriod",
+                self.sync_controller_metadata_period,
+            ),
+            (
+                "haMaxTimeSlaveNotCatchup",
+                self.ha_max_time_slave_not_catchup,
+            ),
         ] {
             if millis <= 0 {
                 return Err(invalid(key, "must be a positive number of milliseconds"));
