@@ -115,6 +115,25 @@ impl MasterInfo {
     }
 }
 
+/// `call` on every node at once, the answers in the nodes' order: a node that is down (or
+/// silent) costs one connect or request timeout in all, not one before each of the others, so
+/// it never delays the heartbeats to the live nodes past the controller's timeout.
+fn each_node<T: Send>(addrs: &[String], call: impl Fn(&str) -> T + Sync) -> Vec<T> {
+    std::thread::scope(|scope| {
+        let calls: Vec<_> = addrs
+            .iter()
+            .map(|addr| {
+                let call = &call;
+                scope.spawn(move || call(addr))
+            })
+            .collect();
+        calls
+            .into_iter()
+            .map(|c| c.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
+    })
+}
+
 /// Who this broker is, as every controller request names it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BrokerIdentity {
@@ -229,9 +248,9 @@ impl ControllerApi {
 
     /// `updateControllerMetadata`: the leader's address, from the first node that names one.
     pub fn find_leader(&self) -> Result<String, ControllerError> {
-        self.addrs
-            .iter()
-            .filter_map(|addr| self.metadata(addr).ok())
+        each_node(&self.addrs, |addr| self.metadata(addr).ok())
+            .into_iter()
+            .flatten()
             .find_map(|m| m.controller_leader_address.filter(|a| !a.is_empty()))
             .ok_or_else(|| ControllerError::NoLeader {
                 addrs: self.addrs.join(";"),
@@ -240,8 +259,12 @@ impl ControllerApi {
 
     /// The nodes that answer at all (`scanAvailableControllerAddresses`).
     pub fn available(&self) -> Vec<String> {
-        let answers = |addr: &&String| self.metadata(addr).is_ok();
-        self.addrs.iter().filter(answers).cloned().collect()
+        let answers = each_node(&self.addrs, |addr| self.metadata(addr).is_ok());
+        let nodes = self.addrs.iter().zip(answers);
+        nodes
+            .filter(|(_, ok)| *ok)
+            .map(|(a, _)| a.clone())
+            .collect()
     }
 
     pub fn next_broker_id(
@@ -386,11 +409,11 @@ impl ControllerApi {
             heartbeat_timeout_mills: Some(state.heartbeat_timeout.as_millis() as i64),
             election_priority: Some(state.election_priority),
         };
-        for addr in addrs {
+        each_node(addrs, |addr| {
             let request = Self::request(request_code::BROKER_HEARTBEAT, &header);
             // Oneway, as RocketMQ's: a node that is down misses this one and gets the next.
             let _ = self.client.invoke_oneway(addr, request, CONTROLLER_TIMEOUT);
-        }
+        });
     }
 
     pub fn shutdown(&self) {

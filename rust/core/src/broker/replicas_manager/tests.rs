@@ -474,3 +474,23 @@ fn a_malformed_notification_is_reported_and_changes_nothing() {
     assert!(reasons[1].contains("a malformed body"), "{reasons:?}");
     assert!(told(&told_a).is_empty() && a.state().master_epoch == 0);
 }
+
+#[test]
+fn a_silent_or_dead_controller_node_does_not_hide_the_leader() {
+    let f = fixture();
+    // Accepts (the backlog does) but never answers; the other is not listening at all.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dead = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let nodes = vec![
+        silent.local_addr().unwrap().to_string(),
+        dead.to_string(),
+        f.addr.clone(),
+    ];
+    let api = ControllerApi::new(nodes, None).unwrap();
+    assert_eq!(api.find_leader().unwrap(), f.addr);
+    assert_eq!(api.available(), vec![f.addr.clone()]);
+    api.shutdown();
+}
