@@ -9,6 +9,7 @@ pub(crate) mod broker_config;
 pub(crate) mod call_consumer;
 pub(crate) mod connections;
 pub(crate) mod consume_queue;
+pub(crate) mod epoch_cache;
 pub(crate) mod groups;
 pub(crate) mod offsets;
 pub(crate) mod topics;

@@ -16,6 +16,7 @@ use super::admin::broker_config;
 use super::admin::call_consumer::call_consumer;
 use super::admin::connections;
 use super::admin::consume_queue;
+use super::admin::epoch_cache;
 use super::admin::groups;
 use super::admin::offsets::{self, ResetTables};
 use super::admin::topics::{self, ProtectedTopics};
@@ -672,6 +673,18 @@ impl BrokerProcessor {
     fn process_admin(&self, request: &RemotingCommand) -> RemotingCommand {
         let groups = &self.consume.groups;
         match request.code {
+            request_code::GET_BROKER_EPOCH_CACHE => {
+                let r = &self.runtime;
+                let master = r.ha_master.as_ref().and_then(|m| m.epochs());
+                let epochs = master.or_else(|| r.ha_client.as_ref().and_then(|c| c.epochs()));
+                let max = self.store.max_offset();
+                epoch_cache::get_broker_epoch_cache(
+                    &self.settings,
+                    epochs.map(|e| &**e),
+                    max,
+                    request,
+                )
+            }
             request_code::GET_BROKER_CONFIG => {
                 broker_config::get_broker_config(&self.runtime.config, request)
             }

@@ -93,6 +93,11 @@ pub struct HaClient {
 }
 
 impl HaClient {
+    /// The epochs it speaks AutoSwitch HA with (controller mode).
+    pub fn epochs(&self) -> Option<&Arc<EpochFileCache>> {
+        self.shared.config.epochs.as_ref()
+    }
+
     /// Starts the client thread; `master` may be `None` until an address is known.
     pub fn start(
         store: Arc<MessageStore>,

@@ -13,6 +13,7 @@ use mio::net::TcpListener;
 use super::accept::AcceptSocketService;
 use super::ack::AckTable;
 use super::connection::{ConnectionInfo, ConnectionStatus};
+use super::epoch::EpochFileCache;
 use super::{HaConfig, HaEvents};
 use crate::error::{CommitLogError, HaError};
 use crate::event_loop::{EventLoop, LoopThread};
@@ -44,6 +45,11 @@ pub struct HaMaster {
 }
 
 impl HaMaster {
+    /// The epochs it speaks AutoSwitch HA with (controller mode).
+    pub fn epochs(&self) -> Option<&Arc<EpochFileCache>> {
+        self.shared.config.epochs.as_ref()
+    }
+
     /// Binds `listen` (port 0 = OS-chosen) and starts the event loop thread.
     pub fn start(
         store: Arc<MessageStore>,

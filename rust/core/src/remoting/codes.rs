@@ -81,6 +81,8 @@ pub(crate) mod request_code {
     pub(crate) const CONTROLLER_REGISTER_BROKER: i32 = 1003;
     pub(crate) const CONTROLLER_GET_REPLICA_INFO: i32 = 1004;
     pub(crate) const CONTROLLER_GET_METADATA_INFO: i32 = 1005;
+    /// `mqadmin getBrokerEpoch`: the epochs of a broker's log, in controller mode.
+    pub(crate) const GET_BROKER_EPOCH_CACHE: i32 = 1007;
     /// Controller leader to a broker's client port, oneway: the group's master changed.
     pub(crate) const NOTIFY_BROKER_ROLE_CHANGED: i32 = 1008;
     pub(crate) const CONTROLLER_GET_NEXT_BROKER_ID: i32 = 1012;
@@ -155,6 +157,7 @@ pub(crate) mod request_code {
             CONTROLLER_REGISTER_BROKER => "CONTROLLER_REGISTER_BROKER",
             CONTROLLER_GET_REPLICA_INFO => "CONTROLLER_GET_REPLICA_INFO",
             CONTROLLER_GET_METADATA_INFO => "CONTROLLER_GET_METADATA_INFO",
+            GET_BROKER_EPOCH_CACHE => "GET_BROKER_EPOCH_CACHE",
             NOTIFY_BROKER_ROLE_CHANGED => "NOTIFY_BROKER_ROLE_CHANGED",
             CONTROLLER_GET_NEXT_BROKER_ID => "CONTROLLER_GET_NEXT_BROKER_ID",
             CONTROLLER_APPLY_BROKER_ID => "CONTROLLER_APPLY_BROKER_ID",
