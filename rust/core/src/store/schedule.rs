@@ -179,8 +179,8 @@ pub(crate) struct ScheduleMessageService {
     /// When the delivery thread will look next (epoch ms; `i64::MAX` while it looks, so any
     /// put then wakes it): a put due earlier wakes it.
     next_due: AtomicI64,
-    thread: ServiceThread,
-    started: AtomicBool,
+    /// The delivery thread while this store is a master's; a new one at each promotion.
+    thread: Mutex<Option<ServiceThread>>,
     /// `flushDelayOffsetInterval`.
     flush_interval: Duration,
 }
@@ -194,8 +194,7 @@ impl ScheduleMessageService {
             offsets: Mutex::default(),
             dirty: AtomicBool::new(false),
             next_due: AtomicI64::new(i64::MAX),
-            thread: ServiceThread::new("schedule-message"),
-            started: AtomicBool::new(false),
+            thread: Mutex::new(None),
             flush_interval,
         }
     }
@@ -242,22 +241,31 @@ impl ScheduleMessageService {
     /// would sleep past that.
     pub(crate) fn scheduled(&self, due_ms: i64) {
         if due_ms < self.next_due.load(Ordering::SeqCst) {
-            self.thread.wakeup();
+            if let Some(thread) = lock(&self.thread).as_ref() {
+                thread.wakeup();
+            }
         }
     }
 
-    /// Starts delivering (a master): once, however often called.
+    /// Starts delivering (a master): once until [`Self::shutdown`], however often called, and
+    /// again after it (a broker demoted, then promoted again in controller mode).
     pub(crate) fn start(&self, store: Arc<MessageStore>) -> std::io::Result<()> {
-        if self.started.swap(true, Ordering::AcqRel) {
+        let mut running = lock(&self.thread);
+        if running.is_some() {
             return Ok(());
         }
-        self.thread
-            .start(move |waiter| store.schedule().run(&store, &waiter))
+        let thread = ServiceThread::new("schedule-message");
+        thread.start(move |waiter| store.schedule().run(&store, &waiter))?;
+        *running = Some(thread);
+        Ok(())
     }
 
     /// Stops delivering and writes the offsets; safe to call again.
     pub(crate) fn shutdown(&self) {
-        self.thread.shutdown();
+        let running = lock(&self.thread).take();
+        if let Some(thread) = running {
+            thread.shutdown();
+        }
     }
 
     fn persist(&self) -> std::io::Result<()> {

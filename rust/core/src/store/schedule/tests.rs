@@ -280,3 +280,20 @@ fn a_sleeping_service_is_woken_by_a_put_due_sooner() {
     wait_for(&store, "orders", 1, 1);
     assert!(store.consume_queue("orders", 0).is_none());
 }
+
+#[test]
+fn a_store_promoted_again_delivers_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path(), &[1_000]);
+    // Master, demoted (controller mode), then promoted again: each promotion starts delivery.
+    store.start_schedule().unwrap();
+    put(&store, "orders", 0, &[("DELAY", "1")]);
+    wait_for(&store, "orders", 0, 1);
+    store.shutdown_schedule();
+    put(&store, "orders", 0, &[("DELAY", "1")]);
+    store.start_schedule().unwrap();
+    store.start_schedule().unwrap();
+    wait_for(&store, "orders", 0, 2);
+    store.shutdown_schedule();
+    store.shutdown_schedule();
+}
