@@ -236,6 +236,9 @@ class BrokerConfig:
     broker_election_priority: int = _D["broker_election_priority"]
     #: Milliseconds a slave of the SyncStateSet may stay behind before the master drops it.
     ha_max_time_slave_not_catchup: int = _D["ha_max_time_slave_not_catchup"]
+    #: Controller mode: puts refused while the SyncStateSet is smaller; only 1 (RocketMQ's
+    #: default) is supported yet.
+    min_in_sync_replicas: int = _D["min_in_sync_replicas"]
 
     #: Keys that were read but are not acted on.
     ignored_keys: dict[str, str] = field(default_factory=dict, compare=False)

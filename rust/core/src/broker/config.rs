@@ -315,6 +315,10 @@ broker_config! {
     /// Milliseconds a slave of the SyncStateSet may stay behind the master before the master
     /// drops it from the set.
     ha_max_time_slave_not_catchup: i64 = "haMaxTimeSlaveNotCatchup", 15_000;
+    /// Controller mode: puts are refused while the SyncStateSet is smaller. Only 1 (RocketMQ's
+    /// default, never refused) is taken so far; a larger value fails the load rather than
+    /// being ignored.
+    min_in_sync_replicas: i64 = "minInSyncReplicas", 1;
     /// Index every message's keys and unique key, to find it by them (`QUERY_MESSAGE`).
     message_index_enable: bool = "messageIndexEnable", s.index.enabled;
     /// Hash slots of one index file.
@@ -373,6 +377,8 @@ pub const IGNORED_KEYS: &[&str] = &[
     "maxDelayTime",
     "timerWheelEnable",
     "enableScheduleMessageStats",
+    // RocketMQ reads it only with enableSlaveActingMaster, which rocketha does not have.
+    "enableAutoInSyncReplicas",
     // rocketha checks client certificates against tls.server.trustCertPath whenever
     // tls.server.need.client.auth asks for one, and servers' against tls.client.trustCertPath
     // unless tls.test.mode.enable.

@@ -94,6 +94,7 @@ fn every_key_has_rocketmqs_default() {
         ("syncControllerMetadataPeriod", "10000"),
         ("brokerElectionPriority", "2147483647"),
         ("haMaxTimeSlaveNotCatchup", "15000"),
+        ("minInSyncReplicas", "1"),
     ];
     for (key, value) in expected {
         assert_eq!(c.get(key).as_deref(), Some(*value), "{key}");
@@ -348,6 +349,8 @@ fn controller_mode_needs_its_controllers_and_name_servers() {
         problem(&[("brokerElectionPriority", "4294967296")]),
         "brokerElectionPriority: 4294967296 is not a 32-bit integer (RocketMQ's is an int)"
     );
+    assert!(problem(&[("minInSyncReplicas", "2")])
+        .starts_with("minInSyncReplicas: 2 is not supported yet"));
     assert!(problem(&[("syncBrokerMetadataPeriod", "0")])
         .starts_with("syncBrokerMetadataPeriod: must be a positive"));
     // brokerId -1 and brokerRole SLAVE, as RocketMQ's controller-mode configs have them.

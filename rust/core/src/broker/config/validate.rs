@@ -173,6 +173,17 @@ impl BrokerConfig {
                 "must be at least 1 (the master itself)",
             ));
         }
+        if self.min_in_sync_replicas != 1 {
+            return Err(invalid(
+                "minInSyncReplicas",
+                format!(
+                    "{} is not supported yet: rocketha takes only 1, RocketMQ's default (no put \
+                     is refused for a small SyncStateSet); use allAckInSyncStateSet=true to have \
+                     every put wait for the whole set",
+                    self.min_in_sync_replicas
+                ),
+            ));
+        }
         if i32::try_from(self.broker_election_priority).is_err() {
             return Err(invalid(
                 "brokerElectionPriority",
