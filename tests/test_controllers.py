@@ -17,6 +17,7 @@ from rocketha.controllers import (
     Controllers,
     ControllerUnavailable,
     classpath,
+    free_ports,
     missing_tools,
 )
 
@@ -110,3 +111,13 @@ def test_a_controller_that_never_becomes_ready_fails_and_is_stopped(
     pids = [int(p.read_text()) for p in (tmp_path / "ctl").glob("n*/pid")]
     assert len(pids) == (3 if "sleep" in java else 0)
     assert not [pid for pid in pids if Path(f"/proc/{pid}").exists()]
+
+
+def test_group_state_without_a_controller_says_so(tmp_path: Path) -> None:
+    closed = free_ports(1)[0]  # nothing listens there
+    args = ["--group", "broker-a", "--controller-addr", f"127.0.0.1:{closed}"]
+    out = _rocketha(Path(os.environ["PATH"]), "rocketha.controllers", *args)
+    assert out.returncode == 2
+    assert f"no controller of 127.0.0.1:{closed} answers as the leader" in out.stderr
+    half = _rocketha(Path(os.environ["PATH"]), "rocketha.controllers", "--group", "broker-a")
+    assert half.returncode == 2 and "go together" in half.stderr

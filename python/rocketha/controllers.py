@@ -18,7 +18,9 @@ resolves ``org.apache.rocketmq:rocketmq-controller`` (:data:`VERSION`) and its d
 with Maven once, into ``~/.m2``, and caches the classpath under ``$ROCKETHA_CACHE`` (default
 ``~/.cache/rocketha``); without one of the tools it raises :class:`ControllerUnavailable`
 naming what is missing. ``python -m rocketha.controllers`` prints that classpath, for the
-``java -cp ... ControllerStartup`` command a person types (see the README).
+``java -cp ... ControllerStartup`` command a person types (see the README), and
+``python -m rocketha.controllers --group NAME --controller-addr ADDRS`` a broker group's master
+and SyncStateSet at any running controllers (:func:`group_state`).
 
 Each node runs on 127.0.0.1 on a port the OS picked free (its DLedger peer port, which is also
 the port brokers list in ``controllerAddr``), with a small heap (:data:`JVM_FLAGS`), its store,
@@ -34,6 +36,7 @@ controller takes a second port a node and puts every heartbeat through its Raft 
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import fcntl
 import json
@@ -331,6 +334,60 @@ def _group_state(info: dict[str, Any]) -> GroupState:
     )
 
 
+def _call(
+    api: _core.MQClientAPI, address: str, code: int, body: bytes = b""
+) -> tuple[int, str, dict[str, str], bytes]:
+    code, remark, ext, raw = api.invoke_admin(address, code, ext_fields={}, body=body, timeout=5.0)
+    return code, remark or "", ext, raw
+
+
+def _metadata(api: _core.MQClientAPI, address: str) -> dict[str, str]:
+    code, remark, ext, _ = _call(api, address, CONTROLLER_GET_METADATA_INFO)
+    if code != 0:
+        raise RocketHAError(f"controller {address}: metadata answered {code} {remark}")
+    return dict(ext)
+
+
+def _serving_leader(api: _core.MQClientAPI, addresses: Sequence[str]) -> str | None:
+    """The node of ``addresses`` that is leader and serves the controller's requests."""
+    for address in addresses:
+        try:
+            if _metadata(api, address).get("isLeader") != "true":
+                continue
+            # DLedger makes a node leader before the controller's event scheduler runs
+            # there; until then its requests answer CONTROLLER_NOT_LEADER.
+            code = _call(api, address, CONTROLLER_GET_SYNC_STATE_DATA, b'["-"]')[0]
+        except (RemotingConnectError, SendStatusUnknownError):
+            continue  # not listening yet, or dying: the others may know the leader
+        return address if code == 0 else None
+    return None
+
+
+def _sync_state(api: _core.MQClientAPI, leader: str, broker_name: str) -> GroupState | None:
+    body = json.dumps([broker_name]).encode()
+    code, remark, _, raw = _call(api, leader, CONTROLLER_GET_SYNC_STATE_DATA, body)
+    if code != 0:
+        raise RocketHAError(f"controller {leader}: sync state data: {code} {remark}")
+    table = json.loads(_core.standard_json(raw)).get("replicasInfoTable") or {}
+    return _group_state(table[broker_name]) if broker_name in table else None
+
+
+def group_state(controller_addr: str, broker_name: str) -> GroupState | None:
+    """The state of group ``broker_name`` at the leader of the controllers of
+    ``controller_addr`` (a broker's ``controllerAddr``, ``;``-separated), running anywhere;
+    None before a broker of the group registered. Raises :class:`~rocketha.RocketHAError` when
+    no node answers as a serving leader."""
+    api = _core.MQClientAPI()
+    try:
+        addresses = [a.strip() for a in controller_addr.split(";") if a.strip()]
+        leader = _serving_leader(api, addresses)
+        if leader is None:
+            raise RocketHAError(f"no controller of {controller_addr} answers as the leader")
+        return _sync_state(api, leader, broker_name)
+    finally:
+        api.close()
+
+
 class Controllers:
     """A standalone DLedger controller of ``size`` nodes under ``root`` (``n0``, ``n1``, ...),
     started and ready (a leader that serves the controller's requests) when constructed; on
@@ -398,33 +455,13 @@ class Controllers:
         self.nodes[index] = node = self._spawn(index)
         node.wait_ready(timeout)
 
-    def _call(self, address: str, code: int, body: bytes = b"") -> tuple[int, str, Any, bytes]:
-        code, remark, ext, raw = self._api.invoke_admin(
-            address, code, ext_fields={}, body=body, timeout=5.0
-        )
-        return code, remark or "", ext, raw
-
     def metadata(self, address: str) -> dict[str, str]:
         """CONTROLLER_GET_METADATA_INFO of one node: ``controllerLeaderAddress`` (once a leader
         is known), ``isLeader``, ``peers``, ``group``."""
-        code, remark, ext, _ = self._call(address, CONTROLLER_GET_METADATA_INFO)
-        if code != 0:
-            raise RocketHAError(f"controller {address}: metadata answered {code} {remark}")
-        return dict(ext)
+        return _metadata(self._api, address)
 
     def _serving_leader(self) -> str | None:
-        for index in self.running():
-            address = self._node(index).address
-            try:
-                if self.metadata(address).get("isLeader") != "true":
-                    continue
-                # DLedger makes a node leader before the controller's event scheduler runs
-                # there; until then its requests answer CONTROLLER_NOT_LEADER.
-                code = self._call(address, CONTROLLER_GET_SYNC_STATE_DATA, b'["-"]')[0]
-            except (RemotingConnectError, SendStatusUnknownError):
-                continue  # not listening yet, or dying: the others may know the leader
-            return address if code == 0 else None
-        return None
+        return _serving_leader(self._api, [self._node(i).address for i in self.running()])
 
     def leader(self, timeout: float = WAIT) -> str:
         """The address of the leader, once one serves the controller's requests."""
@@ -433,13 +470,7 @@ class Controllers:
     def group_state(self, broker_name: str) -> GroupState | None:
         """The state of group ``broker_name`` at the leader; None before a broker of it
         registered."""
-        leader = self.leader()
-        body = json.dumps([broker_name]).encode()
-        code, remark, _, raw = self._call(leader, CONTROLLER_GET_SYNC_STATE_DATA, body)
-        if code != 0:
-            raise RocketHAError(f"controller {leader}: sync state data: {code} {remark}")
-        table = json.loads(_core.standard_json(raw)).get("replicasInfoTable") or {}
-        return _group_state(table[broker_name]) if broker_name in table else None
+        return _sync_state(self._api, self.leader(), broker_name)
 
     def stop(self, timeout: float = 15.0) -> None:
         """SIGTERM to every node at once, SIGKILL to one still running after ``timeout``."""
@@ -473,16 +504,38 @@ def start_controllers(
     raise AssertionError("unreachable")
 
 
+def describe(state: GroupState) -> str:
+    """One line: the master and the SyncStateSet, as the controller has them."""
+    in_sync = " ".join(f"{r.address} (id {r.broker_id})" for r in state.in_sync)
+    out = " ".join(r.address for r in state.not_in_sync) or "none"
+    return (
+        f"master {state.master_address} (id {state.master_id}, epoch {state.master_epoch}); "
+        f"SyncStateSet of {len(state.in_sync)}: {in_sync}; not in sync: {out}"
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m rocketha.controllers``: prints the controller's classpath (resolving it
-    first if needed), for ``java -cp "$(python -m rocketha.controllers)" ...``."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    if args:
-        print(f"usage: python -m rocketha.controllers  (got {' '.join(args)})", file=sys.stderr)
-        return 2
+    """``python -m rocketha.controllers``: prints the controller's classpath (resolved first if
+    needed), for ``java -cp "$(python -m rocketha.controllers)" ...``; with ``--group NAME
+    --controller-addr ADDRS``, that broker group's master and SyncStateSet at the controllers'
+    leader instead."""
+    parser = argparse.ArgumentParser(
+        prog="python -m rocketha.controllers",
+        description="Apache RocketMQ's controller for rocketha's controller mode: prints its "
+        "classpath (resolved with Maven the first time), or a broker group's state at it",
+    )
+    parser.add_argument("--group", help="print this broker group's master and SyncStateSet")
+    parser.add_argument("--controller-addr", help="the controllers, host:port;host:port;...")
+    args = parser.parse_args(argv)
+    if bool(args.group) != bool(args.controller_addr):
+        parser.error("--group and --controller-addr go together")
     try:
-        print(classpath())
-    except ControllerUnavailable as e:
+        if args.group:
+            state = group_state(args.controller_addr, args.group)
+            print(describe(state) if state else f"no broker of {args.group} registered yet")
+        else:
+            print(classpath())
+    except RocketHAError as e:
         print(f"rocketha.controllers: {e}", file=sys.stderr)
         return 2
     return 0
@@ -500,7 +553,9 @@ __all__ = [
     "GroupState",
     "Replica",
     "classpath",
+    "describe",
     "free_ports",
+    "group_state",
     "missing_tools",
     "start_controllers",
     "until",
