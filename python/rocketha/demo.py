@@ -325,7 +325,7 @@ class _Sender:
 
 def _member_conf(root: Path, name: str, ns: str, ctl: Controllers, segment_size: int) -> Path:
     """A broker.conf of the group: controller mode, the role and broker id the controller's
-    to give, OS-chosen ports."""
+    to give, acknowledged once the whole SyncStateSet holds a put, OS-chosen ports."""
     return _conf(
         root / f"{name}.conf",
         brokerClusterName="DemoCluster",
@@ -342,6 +342,9 @@ def _member_conf(root: Path, name: str, ns: str, ctl: Controllers, segment_size:
         haListenAddress="127.0.0.1",
         registerNameServerPeriod=500,
         slaveSyncInterval=1000,
+        # A put waits for every member of the SyncStateSet: whichever the controller elects
+        # holds every acknowledged message.
+        allAckInSyncStateSet="true",
     )
 
 
