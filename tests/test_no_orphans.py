@@ -1,7 +1,7 @@
 """Nothing outlives its parent: the bench harness (through ``rocketha bench``), a pytest session
-with an interop JVM fixture, and ``rocketha demo``, each stopped with SIGTERM or killed with
-SIGKILL as soon as a child broker or JVM is up, leave no process and no listening port behind,
-and the next run removes a killed run's temp directory.
+with an interop JVM fixture, ``rocketha demo`` and ``rocketha demo --failover``, each stopped
+with SIGTERM or killed with SIGKILL as soon as a child broker or JVM is up, leave no process
+and no listening port behind, and the next run removes a killed run's temp directory.
 
 "Their processes" are found by a token in the environment, which every descendant inherits (JVMs
 included), so a child that escaped its process group is found too. No speed is asserted: the
@@ -169,6 +169,14 @@ RUNS = {
         lambda out: [sys.executable, "-m", "rocketha", "demo", "--messages", "200000"],
         _rocketha_broker,
         on_sigterm=128 + signal.SIGTERM,
+    ),
+    # Three RocketMQ controller JVMs, a name server and rocketha brokers in controller mode.
+    "demo-failover": Run(
+        lambda out: [sys.executable, "-m", "rocketha", "demo", "--failover", "-n", "1000000"],
+        _rocketha_broker,
+        on_sigterm=128 + signal.SIGTERM,
+        up_within=900.0,
+        marks=_NEEDS_JAVA,
     ),
 }
 

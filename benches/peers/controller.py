@@ -1,12 +1,13 @@
 """Apache RocketMQ 5.x in controller mode (automatic failover) as real processes on 127.0.0.1.
 
-A standalone DLedger controller of three nodes (``ControllerStartup -c``), brokers of one
-group in controller mode registered at a name server (``rocketmq.py``'s), the group's state as
-the controller leader sees it, and a Java producer that goes on sending while brokers die
-(``Peer stream``). Benches and the interop tests share it.
+A standalone DLedger controller of three nodes (the package's :mod:`rocketha.controllers`, on
+the pinned RocketMQ's classpath), brokers of one group in controller mode registered at a name
+server (``rocketmq.py``'s), the group's state as the controller leader sees it, and a Java
+producer that goes on sending while brokers die (``Peer stream``). Benches and the interop
+tests share it.
 
 >>> rmq = RocketMQ.resolve(VERSION_5)
->>> with Controllers(rmq, tmp / "ctl") as ctl, rmq.namesrv(tmp / "ns") as ns:
+>>> with start_controllers(rmq, tmp / "ctl") as ctl, rmq.namesrv(tmp / "ns") as ns:
 ...     with BrokerGroup(rmq, tmp / "g", ctl, ns) as group:
 ...         state = group.wait_formed()  # a master, the others in its SyncStateSet
 ...         group.kill(group.master_index(state))
@@ -14,26 +15,21 @@ the controller leader sees it, and a Java producer that goes on sending while br
 Like the rest of the harness: ports picked free at start, homes under the given directory, the
 small JVMs of ``JVM_FLAGS``, readiness waited for (a log line and an accepting port, then the
 controller's own answers), every process stopped when its ``with`` block ends.
-
-Why DLedger, RocketMQ's default ``controllerType``: its remoting server is the DLedger peer
-port itself (one port a node, what brokers list in ``controllerAddr``), and a broker's
-heartbeat is a plain request. The jRaft controller takes a second port a node and puts every
-broker heartbeat through its Raft log, which costs a 2-core machine for nothing here.
 """
 
 from __future__ import annotations
 
-import json
 import socket
 import struct
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from rocketha import _children
+from rocketha.controllers import WAIT, Controllers, GroupState, Replica, until
+from rocketha.controllers import start_controllers as _start_controllers
 
 from benches.peers import wire
 from benches.peers.rocketmq import (
@@ -43,254 +39,23 @@ from benches.peers.rocketmq import (
     NameServer,
     PeerProcess,
     RocketMQ,
-    free_ports,
-    retry_ports,
 )
 
-CONTROLLER_MAIN = "org.apache.rocketmq.controller.ControllerStartup"
-#: What ``ControllerStartup`` prints once its remoting server listens.
-CONTROLLER_BOOTED = "The Controller Server boot success"
-
-# RequestCode and ResponseCode values (rocketmq-remoting 5.x).
+# RequestCode values (rocketmq-remoting 5.x).
 UPDATE_AND_CREATE_TOPIC = 17
 GET_MAX_OFFSET = 30
 GET_ROUTEINFO_BY_TOPIC = 105
-CONTROLLER_GET_METADATA_INFO = 1005
-CONTROLLER_GET_SYNC_STATE_DATA = 1006
-CONTROLLER_NOT_LEADER = 2007
-
-#: Harness waits: generous, they only turn a hang into an error that says what was missing.
-WAIT = 120.0
-
-T = TypeVar("T")
-
-
-def until(probe: Callable[[], T | None], what: str, timeout: float = WAIT) -> T:
-    """Polls ``probe`` until it returns something other than None or False; that value.
-    ``OSError`` from a probe (a peer not listening yet, or just killed) counts as not yet."""
-    deadline = time.monotonic() + timeout
-    last: BaseException | None = None
-    while True:
-        try:
-            value = probe()
-            if value is not None and value is not False:
-                return value
-        except OSError as e:
-            last = e
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"no {what} within {timeout:g} s (last error: {last!r})")
-        time.sleep(0.02)
 
 
 # -- the controller ----------------------------------------------------------------------------
 
 
-class ControllerNode(JavaProcess):
-    """One ``ControllerStartup`` of a DLedger controller group; its port is its DLedger peer
-    port and its controller port at once. Started, not yet waited for."""
-
-    kind = "controller"
-
-    def __init__(
-        self,
-        rmq: RocketMQ,
-        home: Path,
-        self_id: str,
-        peers: dict[str, int],
-        group: str,
-        jvm: Sequence[str] = JVM_FLAGS,
-    ) -> None:
-        home.mkdir(parents=True, exist_ok=True)
-        self.port = peers[self_id]
-        keys = {
-            "controllerDLegerGroup": group,
-            "controllerDLegerPeers": ";".join(f"{i}-127.0.0.1:{p}" for i, p in peers.items()),
-            "controllerDLegerSelfId": self_id,
-            "controllerStorePath": home / "store",
-            "configStorePath": home / "controller.properties",
-            "rocketmqHome": home,
-            # The DLedger log's data files: 1 GiB each by default.
-            "mappedFileSize": 4 << 20,
-        }
-        conf = home / "controller.conf"
-        conf.write_text("".join(f"{k}={v}\n" for k, v in keys.items()))
-        super().__init__(rmq.classpath, home, CONTROLLER_MAIN, ["-c", str(conf)], jvm)
-
-    @property
-    def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-
-@dataclass(frozen=True)
-class Replica:
-    """One broker of a group as the controller knows it: the id it gave the broker (not the
-    brokerId the broker registers at the name server, which is 0 for the master)."""
-
-    broker_id: int
-    address: str
-    alive: bool
-
-
-@dataclass(frozen=True)
-class GroupState:
-    """A broker group in the controller leader's state machine (CONTROLLER_GET_SYNC_STATE_DATA)."""
-
-    master_id: int | None
-    master_address: str | None
-    master_epoch: int
-    sync_state_set_epoch: int
-    in_sync: tuple[Replica, ...]
-    not_in_sync: tuple[Replica, ...]
-
-    @property
-    def sync_state_set(self) -> set[str]:
-        """The addresses of the replicas in the SyncStateSet (the master's among them)."""
-        return {r.address for r in self.in_sync}
-
-    @property
-    def replicas(self) -> tuple[Replica, ...]:
-        return self.in_sync + self.not_in_sync
-
-
-def _replicas(items: Sequence[dict[str, Any]]) -> tuple[Replica, ...]:
-    return tuple(
-        sorted(
-            (Replica(int(r["brokerId"]), r["brokerAddress"], bool(r.get("alive"))) for r in items),
-            key=lambda r: r.broker_id,
-        )
-    )
-
-
-def _group_state(info: dict[str, Any]) -> GroupState:
-    master_id = info.get("masterBrokerId")
-    return GroupState(
-        None if master_id is None or int(master_id) < 0 else int(master_id),
-        info.get("masterAddress") or None,
-        int(info.get("masterEpoch") or 0),
-        int(info.get("syncStateSetEpoch") or 0),
-        _replicas(info.get("inSyncReplicas") or []),
-        _replicas(info.get("notInSyncReplicas") or []),
-    )
-
-
-class Controllers:
-    """A standalone DLedger controller of ``size`` nodes (3: a quorum survives one loss),
-    started and ready (a leader that serves the controller's requests) when constructed.
-    Start it through :func:`start_controllers` to retry on a port taken meanwhile."""
-
-    def __init__(
-        self,
-        rmq: RocketMQ,
-        root: Path,
-        size: int = 3,
-        *,
-        group: str = "interop-controller",
-        jvm: Sequence[str] = JVM_FLAGS,
-    ) -> None:
-        self.rmq, self.root, self.group, self.jvm = rmq, root, group, jvm
-        ports: set[int] = set()
-        while len(ports) < size:
-            ports.add(free_ports(1))
-        self.ports = {f"n{i}": port for i, port in enumerate(sorted(ports))}
-        self.nodes: list[ControllerNode | None] = [None] * size
-        try:
-            for i in range(size):
-                self.nodes[i] = self._spawn(i)
-            for i in range(size):
-                self._node(i).wait_ready(self.ports[f"n{i}"], CONTROLLER_BOOTED)
-            self.leader()
-        except BaseException:
-            self.stop()
-            raise
-
-    def _spawn(self, index: int) -> ControllerNode:
-        home = self.root / f"n{index}"
-        return ControllerNode(self.rmq, home, f"n{index}", self.ports, self.group, self.jvm)
-
-    def _node(self, index: int) -> ControllerNode:
-        node = self.nodes[index]
-        if node is None:
-            raise RuntimeError(f"controller n{index} is not running")
-        return node
-
-    @property
-    def addresses(self) -> list[str]:
-        """Every node's address, running or not, in node order."""
-        return [f"127.0.0.1:{port}" for port in self.ports.values()]
-
-    @property
-    def controller_addr(self) -> str:
-        """The brokers' ``controllerAddr``."""
-        return ";".join(self.addresses)
-
-    def running(self) -> list[int]:
-        return [i for i, n in enumerate(self.nodes) if n is not None and n.proc.poll() is None]
-
-    def kill(self, index: int) -> None:
-        """SIGKILLs node ``index`` (its DLedger store stays for :meth:`restart`)."""
-        self._node(index).kill()
-        self.nodes[index] = None
-
-    def restart(self, index: int) -> None:
-        """Starts node ``index`` again on its port and store, and waits until it booted."""
-        if self.nodes[index] is not None:
-            raise RuntimeError(f"controller n{index} is running")
-        self.nodes[index] = node = self._spawn(index)
-        node.wait_ready(node.port, CONTROLLER_BOOTED)
-
-    def metadata(self, address: str) -> dict[str, str]:
-        """CONTROLLER_GET_METADATA_INFO of one node: ``controllerLeaderAddress`` (once a leader
-        is known), ``isLeader``, ``peers``, ``group``."""
-        response = wire.call(address, CONTROLLER_GET_METADATA_INFO)
-        if response.code != wire.SUCCESS:
-            raise RuntimeError(f"{address}: metadata answered {response.code} {response.remark}")
-        return response.ext
-
-    def _serving_leader(self) -> str | None:
-        for index in self.running():
-            address = self._node(index).address
-            try:
-                if self.metadata(address).get("isLeader") != "true":
-                    continue
-                # DLedger makes a node leader before the controller's event scheduler runs
-                # there; until then its requests answer CONTROLLER_NOT_LEADER.
-                probe = wire.call(address, CONTROLLER_GET_SYNC_STATE_DATA, body=b'["-"]')
-            except OSError:
-                continue  # not listening yet, or dying: the others may know the leader
-            return address if probe.code == wire.SUCCESS else None
-        return None
-
-    def leader(self, timeout: float = WAIT) -> str:
-        """The address of the leader, once one serves the controller's requests."""
-        return until(self._serving_leader, "controller leader", timeout)
-
-    def group_state(self, broker_name: str) -> GroupState | None:
-        """The state of group ``broker_name`` at the leader; None before a broker of it
-        registered."""
-        leader = self.leader()
-        body = json.dumps([broker_name]).encode()
-        response = wire.call(leader, CONTROLLER_GET_SYNC_STATE_DATA, body=body)
-        if response.code != wire.SUCCESS:
-            raise RuntimeError(f"sync state data: {response.code} {response.remark}")
-        table = response.json().get("replicasInfoTable") or {}
-        return _group_state(table[broker_name]) if broker_name in table else None
-
-    def stop(self, timeout: float = 15.0) -> None:
-        """SIGTERM to every node at once, SIGKILL to one still running after ``timeout``."""
-        _stop_all([n for n in self.nodes if n is not None], timeout)
-        self.nodes = [None] * len(self.nodes)
-
-    def __enter__(self) -> Controllers:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-
 def start_controllers(rmq: RocketMQ, root: Path, size: int = 3, **kwargs: Any) -> Controllers:
-    """:class:`Controllers`, started again on fresh ports if one was taken before the JVM
-    bound it."""
-    return retry_ports(lambda: Controllers(rmq, root, size, **kwargs))  # type: ignore[no-any-return]
+    """:func:`rocketha.controllers.start_controllers` on ``rmq``'s classpath (the harness's
+    pinned RocketMQ, which holds ``rocketmq-controller``): ready, retried on fresh ports if one
+    was taken before the JVM bound it."""
+    kwargs.setdefault("group", "interop-controller")
+    return _start_controllers(root, size, cp=rmq.classpath, **kwargs)
 
 
 def _stop_all(procs: Sequence[JavaProcess], timeout: float) -> None:
@@ -622,7 +387,6 @@ __all__ = [
     "QUIET",
     "Ack",
     "BrokerGroup",
-    "ControllerNode",
     "Controllers",
     "Failure",
     "GroupState",

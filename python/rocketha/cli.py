@@ -29,6 +29,7 @@ from rocketha._cli_common import SIGNING_HELP, AddParser, credentials
 from rocketha._cli_store import add_inspect, add_repair
 from rocketha.broker import Broker
 from rocketha.config import BrokerConfig, parse_key_value
+from rocketha.controllers import ControllerUnavailable, missing_tools
 from rocketha.exceptions import RocketHAError
 from rocketha.namesrv import NameServer
 from rocketha.tls import server_tls_from_properties
@@ -41,7 +42,13 @@ def _add_demo(add: AddParser) -> None:
     """``rocketha demo``'s options: the size of the run and where its stores go."""
     demo = add("demo", help="name server, master, slave, producers and a consumer on loopback")
     demo.add_argument(
-        "-n", "--messages", type=int, default=20_000, help="messages to send (default 20000)"
+        "-n", "--messages", type=int, help="messages to send (default 20000; --failover 2000)"
+    )
+    demo.add_argument(
+        "--failover",
+        action="store_true",
+        help="controller mode instead: Apache RocketMQ's controller (3 JVMs; needs java and "
+        "mvn) elects a new master of 3 rocketha brokers when the master is SIGKILLed",
     )
     demo.add_argument("--size", type=int, default=1024, help="body bytes")
     demo.add_argument("--topic", default="DemoTopic", help="topic (default DemoTopic)")
@@ -62,8 +69,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
     store is removed at the end unless ``--keep``; ``--store`` is always kept."""
     from rocketha import demo
 
+    if args.failover and (why := missing_tools()):
+        raise ControllerUnavailable(f"demo --failover: {why}")
     # SIGTERM unwinds like Ctrl-C: the brokers are stopped and the temp store removed.
     _children.on_stop_signals()
+    args.messages = args.messages or (2000 if args.failover else 20_000)
     keep = bool(args.keep or args.store)
     if args.store:
         root = Path(args.store)
@@ -73,7 +83,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         # Under the runs' root: if this process is killed, the next run removes it.
         root = _children.run_dir("demo")
     try:
-        summary = demo.run(
+        summary = (demo.run_failover if args.failover else demo.run)(
             root,
             messages=args.messages,
             size=args.size,
@@ -85,6 +95,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
         if not keep:
             shutil.rmtree(root, ignore_errors=True)
     summary["store"] = str(root) if keep else "removed (--keep keeps it)"
+    if args.failover:
+        return demo.print_failover_summary(summary, as_json=args.json)
     ok = (
         summary["send_statuses"] == {"SEND_OK": args.messages}
         and summary["consumed"] == args.messages
