@@ -99,12 +99,13 @@ class ControllerNode(JavaProcess):
         peers: dict[str, int],
         group: str,
         jvm: Sequence[str] = JVM_FLAGS,
+        host: str = "127.0.0.1",
     ) -> None:
         home.mkdir(parents=True, exist_ok=True)
-        self.port = peers[self_id]
+        self.port, self.host = peers[self_id], host
         keys = {
             "controllerDLegerGroup": group,
-            "controllerDLegerPeers": ";".join(f"{i}-127.0.0.1:{p}" for i, p in peers.items()),
+            "controllerDLegerPeers": ";".join(f"{i}-{host}:{p}" for i, p in peers.items()),
             "controllerDLegerSelfId": self_id,
             "controllerStorePath": home / "store",
             "configStorePath": home / "controller.properties",
@@ -118,7 +119,7 @@ class ControllerNode(JavaProcess):
 
     @property
     def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
 
 @dataclass(frozen=True)
@@ -176,7 +177,9 @@ def _group_state(info: dict[str, Any]) -> GroupState:
 class Controllers:
     """A standalone DLedger controller of ``size`` nodes (3: a quorum survives one loss),
     started and ready (a leader that serves the controller's requests) when constructed.
-    Start it through :func:`start_controllers` to retry on a port taken meanwhile."""
+    Start it through :func:`start_controllers` to retry on a port taken meanwhile. ``host``:
+    the address of every node in the DLedger peers, so the one the controller names as its
+    leader (a test's network namespace reaches the host at another address than loopback)."""
 
     def __init__(
         self,
@@ -186,8 +189,9 @@ class Controllers:
         *,
         group: str = "interop-controller",
         jvm: Sequence[str] = JVM_FLAGS,
+        host: str = "127.0.0.1",
     ) -> None:
-        self.rmq, self.root, self.group, self.jvm = rmq, root, group, jvm
+        self.rmq, self.root, self.group, self.jvm, self.host = rmq, root, group, jvm, host
         ports: set[int] = set()
         while len(ports) < size:
             ports.add(free_ports(1))
@@ -205,7 +209,9 @@ class Controllers:
 
     def _spawn(self, index: int) -> ControllerNode:
         home = self.root / f"n{index}"
-        return ControllerNode(self.rmq, home, f"n{index}", self.ports, self.group, self.jvm)
+        return ControllerNode(
+            self.rmq, home, f"n{index}", self.ports, self.group, self.jvm, self.host
+        )
 
     def _node(self, index: int) -> ControllerNode:
         node = self.nodes[index]
@@ -216,7 +222,7 @@ class Controllers:
     @property
     def addresses(self) -> list[str]:
         """Every node's address, running or not, in node order."""
-        return [f"127.0.0.1:{port}" for port in self.ports.values()]
+        return [f"{self.host}:{port}" for port in self.ports.values()]
 
     @property
     def controller_addr(self) -> str:
