@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,14 +47,16 @@ def write_conf(path: Path, **keys: Any) -> Path:
 
 class BrokerProcess:
     """``rocketha broker -c CONF`` in a child process; its log goes to ``CONF.log`` (a file, not
-    a pipe: an undrained pipe would block a chatty broker)."""
+    a pipe: an undrained pipe would block a chatty broker). ``prefix``: a command that execs
+    the broker (``ip netns exec NAME``: the broker in a network namespace)."""
 
-    def __init__(self, conf: Path, *extra: str) -> None:
+    def __init__(self, conf: Path, *extra: str, prefix: Sequence[str] = ()) -> None:
         self.conf = conf
         self.log = conf.with_suffix(".log")
+        command = [sys.executable, "-m", "rocketha", "-v", "broker", "-c", str(conf), *extra]
         with self.log.open("a") as log:
             self.proc = _children.spawn(
-                [sys.executable, "-m", "rocketha", "-v", "broker", "-c", str(conf), *extra],
+                [*prefix, *command],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=log,

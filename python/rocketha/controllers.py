@@ -209,12 +209,13 @@ class ControllerNode:
         peers: dict[str, int],
         group: str,
         jvm: Sequence[str] = JVM_FLAGS,
+        host: str = "127.0.0.1",
     ) -> None:
         home.mkdir(parents=True, exist_ok=True)
-        self.home, self.port = home, peers[self_id]
+        self.home, self.port, self.host = home, peers[self_id], host
         keys = {
             "controllerDLegerGroup": group,
-            "controllerDLegerPeers": ";".join(f"{i}-127.0.0.1:{p}" for i, p in peers.items()),
+            "controllerDLegerPeers": ";".join(f"{i}-{host}:{p}" for i, p in peers.items()),
             "controllerDLegerSelfId": self_id,
             "controllerStorePath": home / "store",
             "configStorePath": home / "controller.properties",
@@ -247,7 +248,7 @@ class ControllerNode:
 
     @property
     def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     def output(self) -> str:
         """What this process printed (stdout and stderr)."""
@@ -392,8 +393,11 @@ class Controllers:
     """A standalone DLedger controller of ``size`` nodes under ``root`` (``n0``, ``n1``, ...),
     started and ready (a leader that serves the controller's requests) when constructed; on
     failure, every node it started is stopped again. ``cp``: the controller's classpath
-    (:func:`classpath`, or any that holds ``rocketmq-controller``). Start it through
-    :func:`start_controllers` to retry on a port taken meanwhile."""
+    (:func:`classpath`, or any that holds ``rocketmq-controller``). ``host``: the address of
+    every node among the DLedger peers, so the one the controllers name as their leader to
+    brokers (a broker in another network namespace reaches this host at another address than
+    loopback). Start it through :func:`start_controllers` to retry on a port taken
+    meanwhile."""
 
     def __init__(
         self,
@@ -404,8 +408,9 @@ class Controllers:
         group: str = "rocketha-controller",
         jvm: Sequence[str] = JVM_FLAGS,
         timeout: float = WAIT,
+        host: str = "127.0.0.1",
     ) -> None:
-        self.cp, self.root, self.group, self.jvm = cp, root, group, jvm
+        self.cp, self.root, self.group, self.jvm, self.host = cp, root, group, jvm, host
         self.ports = {f"n{i}": port for i, port in enumerate(free_ports(size))}
         self.nodes: list[ControllerNode | None] = [None] * size
         self._api = _core.MQClientAPI()
@@ -421,7 +426,9 @@ class Controllers:
 
     def _spawn(self, index: int) -> ControllerNode:
         home = self.root / f"n{index}"
-        return ControllerNode(self.cp, home, f"n{index}", self.ports, self.group, self.jvm)
+        return ControllerNode(
+            self.cp, home, f"n{index}", self.ports, self.group, self.jvm, self.host
+        )
 
     def _node(self, index: int) -> ControllerNode:
         node = self.nodes[index]
@@ -432,7 +439,7 @@ class Controllers:
     @property
     def addresses(self) -> list[str]:
         """Every node's address, running or not, in node order."""
-        return [f"127.0.0.1:{port}" for port in self.ports.values()]
+        return [f"{self.host}:{port}" for port in self.ports.values()]
 
     @property
     def controller_addr(self) -> str:
