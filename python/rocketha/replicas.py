@@ -33,6 +33,7 @@ from typing import Protocol
 
 from rocketha import _core
 from rocketha.config import BrokerConfig
+from rocketha.exceptions import HAError
 from rocketha.ha import HAService
 from rocketha.roles import BrokerRole
 
@@ -137,6 +138,10 @@ class ReplicasManager:
             if self.broker.role.is_master and self._decided.is_set():
                 try:
                     self._check_sync_state_set()
+                except HAError as e:
+                    # The controller unreachable or refusing (a partition, a new leader): the
+                    # set stays as it was, and the next look tries again.
+                    log.warning("the SyncStateSet change was not made: %s", e)
                 except Exception:
                     log.exception("keeping the SyncStateSet failed")
 

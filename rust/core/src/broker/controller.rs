@@ -145,14 +145,7 @@ impl BrokerController {
             store.clone(),
             topics.clone(),
             settings.clone(),
-            RuntimeView {
-                broker_role: config.broker_role.clone(),
-                ha_master,
-                ha_client: ha_client.clone(),
-                stats: stats.clone(),
-                config: Mutex::new(config.broker_config.clone()),
-                replicas: config.replicas.clone(),
-            },
+            Self::runtime_view(&config, ha_master, ha_client.clone(), stats.clone()),
             register.clone(),
             &tables,
             acl.clone(),
@@ -201,6 +194,23 @@ impl BrokerController {
             #[cfg(test)]
             slave_sync,
         })
+    }
+
+    /// What GET_BROKER_RUNTIME_INFO and the controller-mode requests read of the running broker.
+    fn runtime_view(
+        config: &BrokerControllerConfig,
+        ha_master: Option<Arc<HaMaster>>,
+        ha_client: Option<Arc<HaClient>>,
+        stats: Arc<StoreStatsService>,
+    ) -> RuntimeView {
+        RuntimeView {
+            broker_role: config.broker_role.clone(),
+            ha_master,
+            ha_client,
+            stats,
+            config: Mutex::new(config.broker_config.clone()),
+            replicas: config.replicas.clone(),
+        }
     }
 
     /// Only a master delivers delayed messages and checks transactions back; a slave

@@ -542,6 +542,15 @@ impl BrokerProcessor {
 
 /// SYSTEM_ERROR with the reason a request could not be read, as RocketMQ answers a bad header.
 impl BrokerProcessor {
+    /// GET_BROKER_EPOCH_CACHE: the epochs the HA side (master or slave) speaks with.
+    fn broker_epoch_cache(&self, request: &RemotingCommand) -> RemotingCommand {
+        let r = &self.runtime;
+        let master = r.ha_master.as_ref().and_then(|m| m.epochs());
+        let epochs = master.or_else(|| r.ha_client.as_ref().and_then(|c| c.epochs()));
+        let max = self.store.max_offset();
+        epoch_cache::get_broker_epoch_cache(&self.settings, epochs.map(|e| &**e), max, request)
+    }
+
     /// The controller's NOTIFY_BROKER_ROLE_CHANGED, oneway as the controller sends it; a
     /// broker not in controller mode says so to whoever asked two-way.
     fn notify_broker_role_changed(
@@ -673,18 +682,7 @@ impl BrokerProcessor {
     fn process_admin(&self, request: &RemotingCommand) -> RemotingCommand {
         let groups = &self.consume.groups;
         match request.code {
-            request_code::GET_BROKER_EPOCH_CACHE => {
-                let r = &self.runtime;
-                let master = r.ha_master.as_ref().and_then(|m| m.epochs());
-                let epochs = master.or_else(|| r.ha_client.as_ref().and_then(|c| c.epochs()));
-                let max = self.store.max_offset();
-                epoch_cache::get_broker_epoch_cache(
-                    &self.settings,
-                    epochs.map(|e| &**e),
-                    max,
-                    request,
-                )
-            }
+            request_code::GET_BROKER_EPOCH_CACHE => self.broker_epoch_cache(request),
             request_code::GET_BROKER_CONFIG => {
                 broker_config::get_broker_config(&self.runtime.config, request)
             }

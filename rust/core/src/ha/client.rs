@@ -526,7 +526,9 @@ impl Client {
         let max = store.max_offset();
         match consistent_point(epochs, max, &entries, master_max) {
             Truncation::Nothing if max > store.min_offset() => Err(Ended::problem(format!(
-                "this slave holds the log up to {max} but no epoch file, so it cannot be                  checked against master {master}'s history: start it on an empty store (it                  then copies the master's log), or restore its epochFileCheckpoint"
+                "this slave holds the log up to {max} but no epoch file, so it cannot be \
+                 checked against master {master}'s history: start it on an empty store (it \
+                 then copies the master's log), or restore its epochFileCheckpoint"
             ))),
             Truncation::Nothing => Ok(()),
             Truncation::To(point) => {
@@ -535,7 +537,8 @@ impl Client {
                         Ended::problem(format!("truncating to {point} failed: {e}"))
                     })?;
                     let reason = format!(
-                        "truncated the log from {max} to {point}, where it last agrees with                          master {master}'s epochs"
+                        "truncated the log from {max} to {point}, where it last agrees with \
+                         master {master}'s epochs"
                     );
                     self.set_state(HaState::Handshake, master, reason, false);
                 }

@@ -28,6 +28,7 @@ impl BrokerConfig {
         self.check_role()?;
         self.check_sizes_and_ports()?;
         self.check_timing_and_limits()?;
+        self.check_controller_keys()?;
         self.check_network()?;
         self.clean_config().map(|_| ())
     }
@@ -173,6 +174,32 @@ impl BrokerConfig {
                 "must be at least 1 (the master itself)",
             ));
         }
+        Ok(())
+    }
+
+    /// Controller mode's intervals and election keys (checked whatever the mode, so a wrong
+    /// value is found before the mode is turned on).
+    fn check_controller_keys(&self) -> Result<(), ConfigError> {
+        for (key, millis) in [
+            ("brokerHeartbeatInterval", self.broker_heartbeat_interval),
+            (
+                "controllerHeartBeatTimeoutMills",
+                self.controller_heart_beat_timeout_mills,
+            ),
+            ("syncBrokerMetadataPeriod", self.sync_broker_metadata_period),
+            (
+                "syncControllerMetadataPeriod",
+                self.sync_controller_metadata_period,
+            ),
+            (
+                "haMaxTimeSlaveNotCatchup",
+                self.ha_max_time_slave_not_catchup,
+            ),
+        ] {
+            if millis <= 0 {
+                return Err(invalid(key, "must be a positive number of milliseconds"));
+            }
+        }
         if self.min_in_sync_replicas != 1 {
             return Err(invalid(
                 "minInSyncReplicas",
@@ -213,20 +240,6 @@ impl BrokerConfig {
             ("flushDelayOffsetInterval", self.flush_delay_offset_interval),
             ("transactionTimeOut", self.transaction_time_out),
             ("transactionCheckInterval", self.transaction_check_interval),
-            ("brokerHeartbeatInterval", self.broker_heartbeat_interval),
-            (
-                "controllerHeartBeatTimeoutMills",
-                self.controller_heart_beat_timeout_mills,
-            ),
-            ("syncBrokerMetadataPeriod", self.sync_broker_metadata_period),
-            (
-                "syncControllerMetadataPeriod",
-                self.sync_controller_metadata_period,
-            ),
-            (
-                "haMaxTimeSlaveNotCatchup",
-                self.ha_max_time_slave_not_catchup,
-            ),
         ] {
             if millis <= 0 {
                 return Err(invalid(key, "must be a positive number of milliseconds"));
