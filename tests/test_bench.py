@@ -130,3 +130,27 @@ def test_soak_delivers_everything_within_its_memory_and_fd_bounds(tmp_path: Path
     assert len(series["t_s"]) >= 25 and len(series["master_fds"]) == len(series["t_s"])
     assert (out / "soak.png").read_bytes().startswith(b"\x89PNG")
     assert "every bound held" in stdout
+
+
+@pytest.mark.interop
+def test_failover_measures_both_systems_and_loses_no_acknowledged_message(tmp_path: Path) -> None:
+    """``rocketha bench failover --quick --runs 1``: one SIGKILL of the master of Apache
+    RocketMQ 5.4.0's controller-mode group and one of rocketha's, under the same controllers
+    and the same Java producer. The bench itself fails (exit 1) if a SEND_OK message is
+    missing from the new master; here both systems' figures must be there."""
+    out = tmp_path / "results"
+    options = ["--quick", "--runs", "1", "--out", str(out)]
+    stdout = bench("rocketha", "bench", "failover", *options, env=dict(os.environ), timeout=900)
+    results = json.loads((out / "results.json").read_text())
+    if "failover" in results["skipped"]:
+        pytest.skip(results["skipped"]["failover"])
+    names = {f["name"] for f in results["figures"]}
+    for system in ("RocketMQ 5.4.0", "rocketha"):
+        kill_to_ok = f"{system}: SIGKILL of the master to the first SEND_OK on the new master p50"
+        assert kill_to_ok in names, names
+        assert f"{system}: lost: 0 of " in stdout, stdout
+    against = "SIGKILL of the master to the first SEND_OK on the new master p50, against"
+    assert any(n.startswith(f"rocketha: {against}") for n in names), names
+    sends = [f for f in results["figures"] if f["unit"] == "msg/s"]
+    assert len(sends) == 2 and all(f["median"] > 0 for f in sends), sends
+    assert any(f["name"].startswith("rocketha: ") and f["baseline"] > 0 for f in sends), sends

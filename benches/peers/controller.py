@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, Protocol, TypeVar
 
 from rocketha import _children
 from rocketha.controllers import WAIT, Controllers, GroupState, Replica, until
@@ -35,8 +35,6 @@ from benches.peers import wire
 from benches.peers.rocketmq import (
     JVM_FLAGS,
     JavaBroker,
-    JavaProcess,
-    NameServer,
     PeerProcess,
     RocketMQ,
 )
@@ -58,7 +56,11 @@ def start_controllers(rmq: RocketMQ, root: Path, size: int = 3, **kwargs: Any) -
     return _start_controllers(root, size, cp=rmq.classpath, **kwargs)
 
 
-def _stop_all(procs: Sequence[JavaProcess], timeout: float) -> None:
+class Stoppable(Protocol):
+    def stop(self, timeout: float = ...) -> int: ...
+
+
+def _stop_all(procs: Sequence[Stoppable], timeout: float) -> None:
     if procs:
         with ThreadPoolExecutor(len(procs)) as pool:
             list(pool.map(lambda p: p.stop(timeout), procs))
@@ -84,35 +86,58 @@ CONTROLLER_MODE = {
 QUIET = {"timerWheelEnable": "false"}
 
 
-class BrokerGroup:
+class GroupBroker(Stoppable, Protocol):
+    """One broker process of a :class:`BrokerGroup`: a :class:`~benches.peers.rocketmq.
+    JavaBroker`, or another system's broker in the same controller mode."""
+
+    @property
+    def address(self) -> str: ...
+
+    #: Its ``storePathRootDir``.
+    store: Path
+
+    def kill(self) -> int: ...
+
+
+class Addressed(Protocol):
+    """A name server, whichever system's."""
+
+    @property
+    def address(self) -> str: ...
+
+
+B = TypeVar("B", bound=GroupBroker)
+T = TypeVar("T")
+
+
+class ControllerModeGroup(Generic[B]):
     """``size`` brokers of group ``broker_name`` in controller mode at ``controllers``,
     registered at ``namesrv``, each started (booted; not yet formed: see :meth:`wait_formed`)
-    when constructed. ``conf``: more broker.conf keys, for every broker."""
+    when constructed. ``conf``: more broker.conf keys, for every broker. A subclass starts
+    one system's brokers (:meth:`spawn`): :class:`BrokerGroup` Apache RocketMQ's."""
 
     def __init__(
         self,
-        rmq: RocketMQ,
         root: Path,
         controllers: Controllers,
-        namesrv: NameServer,
+        namesrv: Addressed,
         size: int = 3,
         *,
         broker_name: str = "ctl-a",
         cluster: str = "ControllerCluster",
-        jvm: Sequence[str] = JVM_FLAGS,
         **conf: Any,
     ) -> None:
-        self.rmq, self.root, self.controllers, self.namesrv = rmq, root, controllers, namesrv
-        self.broker_name, self.jvm = broker_name, jvm
+        self.root, self.controllers, self.namesrv = root, controllers, namesrv
+        self.broker_name = broker_name
         self.conf = {
             "brokerClusterName": cluster,
             "brokerName": broker_name,
             "controllerAddr": controllers.controller_addr,
+            "namesrvAddr": namesrv.address,
             **CONTROLLER_MODE,
-            **QUIET,
             **conf,
         }
-        self.brokers: list[JavaBroker | None] = [None] * size
+        self.brokers: list[B | None] = [None] * size
         try:
             with ThreadPoolExecutor(size) as pool:
                 list(pool.map(self.start, range(size)))
@@ -120,16 +145,21 @@ class BrokerGroup:
             self.stop()
             raise
 
-    def start(self, index: int) -> JavaBroker:
+    def spawn(self, index: int) -> B:
+        """Starts broker ``index`` under ``root / b{index}`` with :attr:`conf` and waits until
+        it booted."""
+        raise NotImplementedError
+
+    def start(self, index: int) -> B:
         """Starts broker ``index`` (again: on its store, on new ports) and waits until it
         booted."""
         if self.brokers[index] is not None:
             raise RuntimeError(f"broker {index} is running")
-        broker = self.rmq.broker(self.root / f"b{index}", self.namesrv, jvm=self.jvm, **self.conf)
+        broker = self.spawn(index)
         self.brokers[index] = broker
         return broker
 
-    def broker(self, index: int) -> JavaBroker:
+    def broker(self, index: int) -> B:
         broker = self.brokers[index]
         if broker is None:
             raise RuntimeError(f"broker {index} is not running")
@@ -209,11 +239,34 @@ class BrokerGroup:
         _stop_all([b for b in self.brokers if b is not None], timeout)
         self.brokers = [None] * len(self.brokers)
 
-    def __enter__(self) -> BrokerGroup:
+    def __enter__(self: T) -> T:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class BrokerGroup(ControllerModeGroup[JavaBroker]):
+    """Apache RocketMQ's brokers in a :class:`ControllerModeGroup`, on ``jvm`` flags, quiet
+    (:data:`QUIET`)."""
+
+    def __init__(
+        self,
+        rmq: RocketMQ,
+        root: Path,
+        controllers: Controllers,
+        namesrv: Addressed,
+        size: int = 3,
+        *,
+        jvm: Sequence[str] = JVM_FLAGS,
+        **conf: Any,
+    ) -> None:
+        self.rmq, self.jvm = rmq, jvm
+        super().__init__(root, controllers, namesrv, size, **{**QUIET, **conf})
+
+    def spawn(self, index: int) -> JavaBroker:
+        broker: JavaBroker = self.rmq.broker(self.root / f"b{index}", jvm=self.jvm, **self.conf)
+        return broker
 
 
 # -- requests to brokers and the name server ---------------------------------------------------
@@ -387,8 +440,10 @@ __all__ = [
     "QUIET",
     "Ack",
     "BrokerGroup",
+    "ControllerModeGroup",
     "Controllers",
     "Failure",
+    "GroupBroker",
     "GroupState",
     "Replica",
     "Streamer",

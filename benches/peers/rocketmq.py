@@ -1205,11 +1205,11 @@ def log_segments(store: Path) -> list[Path]:
     return sorted((store / "commitlog").glob("[0-9]" * 20))
 
 
-def log_end(store: Path) -> int:
-    """The commit log's max offset, found by walking record headers (TOTALSIZE, MAGIC) from
-    the first segment: the end of the last record or BLANK padding. Files are full-size and
-    zero past what was written (RocketMQ preallocates them)."""
-    end = 0
+def _walk(store: Path) -> Iterator[tuple[int, bytes, int, int]]:
+    """Each record of the commit log, message or BLANK padding, by its header (TOTALSIZE,
+    MAGIC) from the first segment on: ``(segment start, segment bytes, position, size)``,
+    until the first header that is neither (files are full-size and zero past what was
+    written: RocketMQ preallocates them)."""
     for path in log_segments(store):
         start = int(path.name)
         data = path.read_bytes()
@@ -1217,17 +1217,50 @@ def log_end(store: Path) -> int:
         while pos + 8 <= len(data):
             size, magic = struct.unpack_from(">iI", data, pos)
             if magic in (MESSAGE_MAGIC, MESSAGE_MAGIC_V2) and 0 < size <= len(data) - pos:
+                yield start, data, pos, size
                 pos += size
             elif magic == BLANK_MAGIC:
+                yield start, data, pos, len(data) - pos
                 pos = len(data)
-                break
             else:
                 break
-        if pos:
-            end = start + pos
         if pos < len(data):
-            break
+            return
+
+
+def log_end(store: Path) -> int:
+    """The commit log's max offset: the end of the last record or BLANK padding."""
+    end = 0
+    for start, _, pos, size in _walk(store):
+        end = start + pos + size
     return end
+
+
+#: MessageSysFlag's bits for a born / store host of 16 address bytes (20 in all, not 8).
+_BORNHOST_V6 = 1 << 4
+_STOREHOST_V6 = 1 << 5
+
+
+def log_messages(store: Path) -> Iterator[tuple[int, str, bytes]]:
+    """``(commit log offset, topic, body)`` of every message record of the commit log (the
+    body as stored: compressed if the client compressed it)."""
+    for start, data, pos, _ in _walk(store):
+        magic = struct.unpack_from(">I", data, pos + 4)[0]
+        if magic == BLANK_MAGIC:
+            continue
+        sys_flag = struct.unpack_from(">i", data, pos + 36)[0]
+        at = pos + 48 + (20 if sys_flag & _BORNHOST_V6 else 8) + 8
+        at += (20 if sys_flag & _STOREHOST_V6 else 8) + 4 + 8
+        (body_len,) = struct.unpack_from(">i", data, at)
+        body = data[at + 4 : at + 4 + body_len]
+        at += 4 + body_len
+        if magic == MESSAGE_MAGIC_V2:
+            (topic_len,) = struct.unpack_from(">h", data, at)
+            at += 2
+        else:
+            topic_len = data[at]
+            at += 1
+        yield start + pos, data[at : at + topic_len].decode(), body
 
 
 def log_bytes(store: Path, start: int, end: int) -> bytes:
@@ -1299,6 +1332,7 @@ __all__ = [
     "free_ports",
     "log_bytes",
     "log_end",
+    "log_messages",
     "log_segments",
     "maven_classpath",
     "missing_tools",
