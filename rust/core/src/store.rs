@@ -136,6 +136,7 @@ impl StoreConfig {
             slaves: self.sync_slaves,
             slave_timeout: self.slave_timeout,
             max_gap_not_in_sync: self.ha_max_gap_not_in_sync,
+            sync_state_set: false,
         }
     }
 }

@@ -63,6 +63,7 @@ impl AckTable {
         policy.slaves = slaves
             .as_ref()
             .map_or(self.configured_slaves, BTreeSet::len);
+        policy.sync_state_set = slaves.is_some();
         *lock(&self.sync_state_set) = slaves;
         self.group_transfer.set_policy(policy);
         let table = lock(&self.by_connection);
@@ -228,5 +229,36 @@ mod tests {
         // Back to inSyncReplicas: any one slave.
         t.set_sync_state_set(None);
         assert_eq!(g.policy().slaves, 1);
+    }
+
+    #[test]
+    fn a_member_that_has_not_reported_yet_is_waited_for_not_refused() {
+        let g = Arc::new(GroupTransferService::start(
+            WaitPolicy {
+                slaves: 1,
+                slave_timeout: Duration::from_secs(3600),
+                ..WaitPolicy::default()
+            },
+            0,
+        ));
+        let t = AckTable::new(g.clone());
+        // Classic: no slave connected is SLAVE_NOT_AVAILABLE at once.
+        assert!(!g.in_sync(10));
+        // Controller mode: a RocketMQ slave joined the set but reports only when it has
+        // read something (or every haSendHeartbeatInterval): the put waits for it.
+        t.set_sync_state_set(Some(BTreeSet::from([2])));
+        let (tx, rx) = std::sync::mpsc::channel();
+        g.submit(
+            10,
+            Box::new(move |status| {
+                let _ = tx.send(status);
+            }),
+        );
+        assert!(rx.try_recv().is_err(), "waiting, not refused");
+        t.update(7, 2, 10);
+        assert_eq!(
+            rx.recv().unwrap(),
+            crate::store::group_transfer::PutStatus::PutOk
+        );
     }
 }

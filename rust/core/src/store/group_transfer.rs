@@ -61,6 +61,11 @@ pub struct WaitPolicy {
     pub slave_timeout: Duration,
     /// `haMaxGapNotInSync`: RocketMQ's `isSlaveOK` refuses to wait on a slave further behind.
     pub max_gap_not_in_sync: u64,
+    /// Controller mode's `allAckInSyncStateSet`: `slaves` are the SyncStateSet's, and a put
+    /// waits for them up to `slaveTimeout` without the `isSlaveOK` check (RocketMQ 5's master
+    /// never answers SLAVE_NOT_AVAILABLE there: a member that has not reported yet, as a
+    /// RocketMQ slave does only every `haSendHeartbeatInterval` when idle, is waited for).
+    pub sync_state_set: bool,
 }
 
 impl Default for WaitPolicy {
@@ -71,6 +76,7 @@ impl Default for WaitPolicy {
             slaves: 0,
             slave_timeout: Duration::from_millis(3000),
             max_gap_not_in_sync: 256 << 20,
+            sync_state_set: false,
         }
     }
 }
@@ -171,10 +177,11 @@ impl State {
     /// RocketMQ's `isSlaveOK`: enough distinct slaves connected, and the best of them fewer
     /// than `haMaxGapNotInSync` bytes behind the put.
     fn in_sync(&self, next_offset: u64) -> bool {
-        self.covered.len() >= self.policy.slaves
-            && self.covered.first().is_none_or(|best| {
-                next_offset.saturating_sub(*best) < self.policy.max_gap_not_in_sync
-            })
+        self.policy.sync_state_set
+            || self.covered.len() >= self.policy.slaves
+                && self.covered.first().is_none_or(|best| {
+                    next_offset.saturating_sub(*best) < self.policy.max_gap_not_in_sync
+                })
     }
 
     /// Marks what the current acks, flush and clock settle; returns the settled requests.
