@@ -51,6 +51,20 @@ SEGMENT = 1 << 20
 #: Sync sends in each step.
 SENDS = 200
 ROCKETHA, JAVA = 0, 1
+#: A finding (rocketha's, not the test's): the rocketha master answers SLAVE_NOT_AVAILABLE
+#: (the message stored, not acknowledged) from the moment the controller has the RocketMQ
+#: slave in its SyncStateSet until that slave's first offset report over HA, which an idle
+#: AutoSwitchHAClient sends only every ``haSendHeartbeatInterval`` (5 s): rocketha applies the
+#: classic ``isSlaveOK`` check (a slave must have acked) in controller mode too. RocketMQ
+#: 5.4.0's CommitLog does not in controller mode: it refuses a put only while the in-sync
+#: replicas (the master counted) are fewer than ``minInSyncReplicas`` (IN_SYNC_REPLICAS_NOT_
+#: ENOUGH), and otherwise waits for every SyncStateSet member's ack (GroupTransferService),
+#: which the slave sends as soon as it has read the data: SEND_OK at once.
+REFUSED = (
+    "rocketha's master in controller mode answered {n} sends SLAVE_NOT_AVAILABLE in {s:.1f} s "
+    "after the RocketMQ slave joined its SyncStateSet, before that slave's first HA offset "
+    "report; RocketMQ 5.4.0 would have waited for the slave's ack"
+)
 
 
 class MixedGroup(ControllerModeGroup[GroupBroker]):
@@ -118,10 +132,7 @@ def send_all(producer: Producer, prefix: str) -> set[bytes]:
 
 
 def warm_up(producer: Producer) -> list[SendStatus]:
-    """Sends until the first SEND_OK; the statuses before it. The rocketha master answers
-    SLAVE_NOT_AVAILABLE (the message stored, not acknowledged) until the RocketMQ slave has
-    reported an offset over HA, seconds after the controller has it in the SyncStateSet: its
-    AutoSwitchHAClient reports every ``haSendHeartbeatInterval`` (5 s) while idle."""
+    """Sends until the first SEND_OK; the statuses before it (see :data:`REFUSED`)."""
     refused: list[SendStatus] = []
 
     def ok() -> bool:
@@ -173,10 +184,7 @@ def test_a_mixed_group_replicates_byte_for_byte_both_ways(workdir: Path) -> None
         with Producer(group.namesrv.address, "mixed-producer") as producer:
             since = time.monotonic()
             refused = warm_up(producer)
-            print(
-                f"\n{len(refused)} sends {set(refused)} in "
-                f"{time.monotonic() - since:.1f} s before the first SEND_OK on rocketha"
-            )
+            refused_for = time.monotonic() - since
             acked = send_all(producer, "on-rocketha")
             assert_same_log(rocha_store, java_store, "the RocketMQ slave")
 
@@ -208,3 +216,7 @@ def test_a_mixed_group_replicates_byte_for_byte_both_ways(workdir: Path) -> None
     for store in (java_store, rocha_store):
         missing = acked - bodies(store)
         assert not missing, f"{store}: {len(missing)} of {len(acked)} acknowledged sends lost"
+    if refused:
+        # Every step above passed; the one deviation seen on the way is reported here.
+        assert set(refused) == {SendStatus.SLAVE_NOT_AVAILABLE}, refused
+        pytest.xfail(REFUSED.format(n=len(refused), s=refused_for))
