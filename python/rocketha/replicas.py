@@ -185,10 +185,13 @@ class ReplicasManager:
         now = time.monotonic()
         not_catchup_s = self.broker.config.ha_max_time_slave_not_catchup / 1000
         max_offset = self.broker.store.max_offset
+        # Only slaves that reported count, as RocketMQ expands the set on a report: an empty
+        # RocketMQ slave reports first after haSendHeartbeatInterval, and a put must not wait
+        # on a member whose ack the master has never had.
         acks = {
             c["slave_id"]: c["slave_ack_offset"]
             for c in ha.master.connections()
-            if c["slave_id"] is not None
+            if c["slave_id"] is not None and c["last_ack_ms"] is not None
         }
         for slave, ack in acks.items():
             if ack >= max_offset:
