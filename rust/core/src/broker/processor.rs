@@ -538,10 +538,7 @@ impl BrokerProcessor {
         }
         RemotingCommand::response_to(request, response_code::SUCCESS, None)
     }
-}
 
-/// SYSTEM_ERROR with the reason a request could not be read, as RocketMQ answers a bad header.
-impl BrokerProcessor {
     /// GET_BROKER_EPOCH_CACHE: the epochs the HA side (master or slave) speaks with.
     fn broker_epoch_cache(&self, request: &RemotingCommand) -> RemotingCommand {
         let r = &self.runtime;
@@ -572,6 +569,7 @@ impl BrokerProcessor {
     }
 }
 
+/// SYSTEM_ERROR with the reason a request could not be read, as RocketMQ answers a bad header.
 fn system_error(request: &RemotingCommand, reason: impl std::fmt::Display) -> RemotingCommand {
     RemotingCommand::response_to(
         request,
