@@ -61,14 +61,14 @@ SEGMENT = 64 << 20
 LOAD_TOPIC = "FailoverBenchLoad"
 LOAD_CONNECTIONS = 8
 #: rocketha's broker.conf keys in controller mode (beside :data:`controller.CONTROLLER_MODE`),
-#: those of ``tests/interop/test_controller_mode.py``: ports chosen by the OS, HA on loopback,
-#: the name server told every 500 ms (a slave registers until it names the controller's master).
+#: ports chosen by the OS, HA on loopback; the name server is told at RocketMQ's default period,
+#: as for RocketMQ's brokers (a slave in controller mode registers every 500 ms by itself until
+#: the name server names the controller's master).
 ROCKETHA_CONF: dict[str, Any] = {
     "mappedFileSizeCommitLog": SEGMENT,
     "listenPort": 0,
     "haListenPort": 0,
     "haListenAddress": "127.0.0.1",
-    "registerNameServerPeriod": 500,
     "slaveTimeout": 10000,
 }
 

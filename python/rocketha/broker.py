@@ -214,15 +214,16 @@ class Broker:
         """The parts that depend on the role: the HA side, the put futures' service, and the
         client port (served, and registered with the name servers)."""
         c = self.config
+        is_master = c.broker_role.is_master
         assert self._role_parts is not None
         secret, acl_file, tls = self._role_parts
         # A slave with name servers replicates from its haMasterAddress only once they confirm
         # it is this group's master (the controller checks at each registration).
-        check_master = c.ha_master_address if c.namesrv_addr and not self.role.is_master else None
+        check_master = c.ha_master_address if c.namesrv_addr and not is_master else None
         autoswitch = {} if self.replicas is None else {"epochs": self.replicas.epochs}
         self.ha = HAService(
             self.store,
-            master=self.role.is_master,
+            master=is_master,
             listen=f"{c.ha_listen_address}:{c.ha_listen_port}",
             master_address=None if check_master else c.ha_master_address,
             slave_id=c.broker_id,
@@ -230,7 +231,10 @@ class Broker:
             auth_secret=secret,
             **autoswitch,
         ).start()
-        if self.role.is_master:
+        if is_master and self.replicas is not None:
+            # Before the first put can arrive: each is checked against the SyncStateSet.
+            self.replicas.apply_sync_state_set()
+        if is_master:
             self.group_transfer = GroupTransferService(self.store).start()
         if self._controller is None:
             self._controller = BrokerController(f"{c.listen_address}:{self._port}")
@@ -298,8 +302,9 @@ class Broker:
                 self.group_transfer.shutdown()
                 self.group_transfer = None
             self.config = dataclasses.replace(self.config, broker_role=role, broker_id=broker_id)
-            self.role = role
             self._open_role(self.config.native())
+            # Last: an embedded put is taken once the role says master, the set's policy in place.
+            self.role = role
             log.info(
                 "broker %s is now %s (id %d at the name servers)",
                 self.config.broker_name,

@@ -221,7 +221,8 @@ class BrokerConfig:
     controller_addr: str = _D["controller_addr"]
     #: Controller mode: a put waits for every slave of the master's SyncStateSet, so any member
     #: the controller elects holds every acknowledged message. False (RocketMQ's default) waits
-    #: for ``inSyncReplicas - 1`` slaves, any of them.
+    #: for ``inSyncReplicas - 1`` slaves, any of them (none by default: ``inSyncReplicas`` is 1
+    #: in controller mode, as RocketMQ 5's).
     all_ack_in_sync_state_set: bool = _D["all_ack_in_sync_state_set"]
     #: Milliseconds between heartbeats to every controller node.
     broker_heartbeat_interval: int = _D["broker_heartbeat_interval"]
@@ -236,8 +237,9 @@ class BrokerConfig:
     broker_election_priority: int = _D["broker_election_priority"]
     #: Milliseconds a slave of the SyncStateSet may stay behind before the master drops it.
     ha_max_time_slave_not_catchup: int = _D["ha_max_time_slave_not_catchup"]
-    #: Controller mode: puts refused while the SyncStateSet is smaller; only 1 (RocketMQ's
-    #: default) is supported yet.
+    #: Controller mode: while the master's SyncStateSet (itself included) is smaller, a put
+    #: that waits for replication is refused before it is written ("in-sync replicas not
+    #: enough", SYSTEM_ERROR to a client), whatever ``allAckInSyncStateSet``.
     min_in_sync_replicas: int = _D["min_in_sync_replicas"]
 
     #: Keys that were read but are not acted on.

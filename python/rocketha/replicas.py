@@ -9,7 +9,9 @@ each decision of the controller is applied to the :class:`~rocketha.Broker`:
   the broker serves AutoSwitch HA. With ``allAckInSyncStateSet=true`` a put waits for every
   slave of its SyncStateSet, so an acknowledged message is on every broker the controller may
   elect next; with RocketMQ's default (false) it waits for ``inSyncReplicas - 1`` slaves, any
-  of them, and an election may pick a member that lacks the last acknowledged messages;
+  of them (none unless set), and an election may pick a member that lacks the last
+  acknowledged messages. Either way a put is never answered SLAVE_NOT_AVAILABLE, and one is
+  refused before it is written while the set holds fewer than ``minInSyncReplicas``;
 * slave of the master named: AutoSwitch HA from it (its HA address from the name servers), the
   log cut back first to where the two histories agree.
 
@@ -154,7 +156,6 @@ class ReplicasManager:
             self.epochs.append(epoch, self.broker.store.max_offset)
             self.sync_state_set = set(members)
             self.broker._change_role(BrokerRole.SYNC_MASTER, 0)
-            self._apply_sync_state_set()
             log.info("master of epoch %d, SyncStateSet %s", epoch, sorted(members))
         elif kind == "SLAVE":
             assert self.broker_id is not None
@@ -163,19 +164,19 @@ class ReplicasManager:
             log.info("slave of broker %s at %s in epoch %d", master_id, master, epoch)
         else:
             self.sync_state_set = set(members)
-            self._apply_sync_state_set()
+            self.apply_sync_state_set()
         self._decided.set()
 
-    def _apply_sync_state_set(self) -> None:
-        """``allAckInSyncStateSet``: puts wait for the set's slaves; otherwise the HA master
-        keeps counting ``inSyncReplicas - 1`` slaves."""
+    def apply_sync_state_set(self) -> None:
+        """Puts follow the set (the broker calls this as it opens its master role): with
+        ``allAckInSyncStateSet`` they wait for its slaves, otherwise for any
+        ``inSyncReplicas - 1``; below ``minInSyncReplicas`` they are refused."""
         ha = self.broker.ha
-        if (
-            self.broker.config.all_ack_in_sync_state_set
-            and ha is not None
-            and ha.master is not None
-        ):
-            ha.master.set_sync_state_set(sorted(self.sync_state_set - {self.broker_id or 0}))
+        if ha is not None and ha.master is not None:
+            ha.master.set_sync_state_set(
+                sorted(self.sync_state_set - {self.broker_id or 0}),
+                self.broker.config.all_ack_in_sync_state_set,
+            )
 
     def _check_sync_state_set(self) -> None:
         """RocketMQ's ``maybeExpandInSyncStateSet`` and ``maybeShrinkSyncStateSet``."""
@@ -210,7 +211,7 @@ class ReplicasManager:
         members, set_epoch = self.native.alter_sync_state_set(sorted(wanted))
         log.info("SyncStateSet %s (epoch %d)", members, set_epoch)
         self.sync_state_set = set(members)
-        self._apply_sync_state_set()
+        self.apply_sync_state_set()
 
 
 __all__ = ["ReplicasManager"]

@@ -19,6 +19,7 @@ from rocketha import (
     Broker,
     BrokerConfig,
     BrokerRole,
+    HAError,
     Message,
     MessageStore,
     MQClientError,
@@ -42,8 +43,9 @@ def controllers(tmp_path: Path) -> Iterator[Controllers]:
         yield ctl
 
 
-def broker(root: Path, controllers: Controllers, namesrv: str) -> Broker:
+def broker(root: Path, controllers: Controllers, namesrv: str, min_in_sync: int = 1) -> Broker:
     config = BrokerConfig(
+        min_in_sync_replicas=min_in_sync,
         enable_controller_mode=True,
         controller_addr=controllers.controller_addr,
         all_ack_in_sync_state_set=True,
@@ -66,8 +68,9 @@ def broker(root: Path, controllers: Controllers, namesrv: str) -> Broker:
 
 
 def test_a_group_forms_fails_over_and_heals(controllers: Controllers, tmp_path: Path) -> None:
+    """With ``minInSyncReplicas=3`` a master takes puts only while all three are in its set."""
     with spawn_rocketha_namesrv(tmp_path / "namesrv.log") as ns:
-        members = [broker(tmp_path / name, controllers, ns.address) for name in "abc"]
+        members = [broker(tmp_path / name, controllers, ns.address, 3) for name in "abc"]
         try:
             a, b, c = members
             assert a.role.is_master and not b.role.is_master and not c.role.is_master
@@ -88,13 +91,22 @@ def test_a_group_forms_fails_over_and_heals(controllers: Controllers, tmp_path: 
                 what="a new master",
             )
             assert new.max_offset >= end
-            later = new.put(Message("cm", b"after the failover"))
-            assert later.status in (PutStatus.PUT_OK, PutStatus.FLUSH_SLAVE_TIMEOUT)
-            # The old master comes back as a slave of the new one and catches up.
-            a = broker(tmp_path / "a", controllers, ns.address)
+            # The new master's set lacks the old one: a put is refused before it is written.
+            assert new.replicas is not None and len(new.replicas.sync_state_set) < 3
+            before = new.max_offset
+            refused = r"in-sync replicas not enough.*minInSyncReplicas is 3"
+            with pytest.raises(HAError, match=refused):
+                new.put(Message("cm", b"refused"))
+            assert new.max_offset == before, "nothing written"
+            # The old master comes back as a slave of the new one, catches up and rejoins the
+            # set: puts are taken again, and acknowledged once on all three.
+            a = broker(tmp_path / "a", controllers, ns.address, 3)
             members[0] = a
             assert not a.role.is_master
-            wait_for(lambda: a.max_offset >= new.max_offset, what="the old master's catch-up")
+            wait_for(lambda: len(new.replicas.sync_state_set) == 3, what="a set of 3 again")
+            later = new.put(Message("cm", b"after the failover"))
+            assert later.status == PutStatus.PUT_OK
+            assert min(m.max_offset for m in members) >= new.max_offset
         finally:
             for m in members:
                 m.shutdown()

@@ -87,6 +87,9 @@ pub enum CommitLogError {
         warning: f64,
         forcibly: f64,
     },
+    /// RocketMQ's IN_SYNC_REPLICAS_NOT_ENOUGH, answered SYSTEM_ERROR with its remark.
+    #[error("in-sync replicas not enough: the SyncStateSet holds {in_sync} broker(s), minInSyncReplicas is {min}; nothing written, send again once the slaves caught up")]
+    InSyncReplicasNotEnough { in_sync: usize, min: usize },
     /// RocketMQ's OFFSET_TOO_SMALL (PULL_OFFSET_MOVED to a consumer).
     #[error("queue offset {offset} of {topic} queue {queue_id} is below its min offset {min_offset}: retention deleted the messages it pointed to (OFFSET_TOO_SMALL); resume from {min_offset}")]
     OffsetTooSmall {

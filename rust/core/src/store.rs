@@ -55,6 +55,8 @@ pub struct StoreConfig {
     pub slave_timeout: Duration,
     /// `haMaxGapNotInSync`.
     pub ha_max_gap_not_in_sync: u64,
+    /// `minInSyncReplicas`: what a controller-mode master's SyncStateSet must hold for a put.
+    pub min_in_sync_replicas: usize,
     /// Open without lock, recovery or writes: for readers of a store a broker is serving.
     pub read_only: bool,
     /// `haAcceptZeroBodyCrc`: a BODYCRC of 0 passes recovery and CRC-checking reads (every
@@ -88,6 +90,7 @@ impl StoreConfig {
             sync_slaves: 0,
             slave_timeout: WaitPolicy::default().slave_timeout,
             ha_max_gap_not_in_sync: WaitPolicy::default().max_gap_not_in_sync,
+            min_in_sync_replicas: 1,
             read_only: false,
             accept_zero_body_crc: false,
             truncate_at_corruption: false,
@@ -136,7 +139,9 @@ impl StoreConfig {
             slaves: self.sync_slaves,
             slave_timeout: self.slave_timeout,
             max_gap_not_in_sync: self.ha_max_gap_not_in_sync,
-            sync_state_set: false,
+            // Set by the HA master with the SyncStateSet, in controller mode only.
+            in_sync_replicas: None,
+            min_in_sync_replicas: self.min_in_sync_replicas,
         }
     }
 }
@@ -508,6 +513,17 @@ impl MessageStore {
         self.group_transfer
             .get()
             .is_some_and(|g| g.policy().waits())
+    }
+
+    /// RocketMQ's check before a put that waits for replication is appended: a controller-mode
+    /// master whose SyncStateSet holds fewer than `minInSyncReplicas` writes nothing.
+    pub fn check_in_sync_replicas(&self) -> Result<(), CommitLogError> {
+        let Some(g) = self.group_transfer.get() else {
+            return Ok(());
+        };
+        g.policy()
+            .admits()
+            .map_err(|(in_sync, min)| CommitLogError::InSyncReplicasNotEnough { in_sync, min })
     }
 
     /// Blocks until the put whose record ends at `next_offset` is flushed and replicated as

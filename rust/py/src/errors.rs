@@ -147,6 +147,7 @@ pub fn to_py(err: CommitLogError) -> PyErr {
         CommitLogError::Locked { .. } => StoreLockedError::new_err(msg),
         CommitLogError::Closed => StoreClosedError::new_err(msg),
         CommitLogError::ReadOnly => RocketHAError::new_err(msg),
+        CommitLogError::InSyncReplicasNotEnough { .. } => HAError::new_err(msg),
     }
 }
 

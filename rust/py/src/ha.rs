@@ -8,7 +8,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use rocketha_core::ha::client::HaClient;
 use rocketha_core::ha::master::HaMaster;
-use rocketha_core::ha::{HaConfig, HaEvent};
+use rocketha_core::ha::{HaConfig, HaEvent, SyncStateSet};
 
 use crate::config::PyBrokerConfig;
 use crate::errors::{ha_to_py, ForkGuard};
@@ -102,12 +102,15 @@ impl HAMaster {
         self.inner.local_addr().port()
     }
 
-    /// `allAckInSyncStateSet` (controller mode): puts wait for the acks of exactly these
-    /// slaves (broker ids: the SyncStateSet less the master); None: any `inSyncReplicas - 1`.
-    #[pyo3(signature = (slaves))]
-    fn set_sync_state_set(&self, slaves: Option<Vec<u64>>) {
-        let slaves = slaves.map(|s| s.into_iter().collect());
-        self.inner.acks().set_sync_state_set(slaves);
+    /// Controller mode: puts follow this SyncStateSet (`slaves`: its broker ids less the
+    /// master's). With `all_ack` (`allAckInSyncStateSet`) they wait for exactly these slaves,
+    /// else for any `inSyncReplicas - 1`; below `minInSyncReplicas` they are refused.
+    #[pyo3(signature = (slaves, all_ack))]
+    fn set_sync_state_set(&self, slaves: Vec<u64>, all_ack: bool) {
+        self.inner.acks().set_sync_state_set(Some(SyncStateSet {
+            slaves: slaves.into_iter().collect(),
+            all_ack,
+        }));
     }
 
     #[getter]

@@ -69,6 +69,8 @@ impl PyMessageStore {
     /// Appends one message, with the GIL released for large bodies.
     fn append(&self, py: Python<'_>, msg: PyRef<'_, Message>) -> PyResult<PutResult> {
         let store = self.store()?;
+        // Every put from Python waits, so each is RocketMQ's `needHandleHA` put.
+        store.check_in_sync_replicas().map_err(to_py)?;
         let msgs = [msg];
         let drafts = Self::drafts(&msgs, py, now_millis());
         let r = if drafts[0].body.len() > DETACH_ABOVE {
@@ -189,6 +191,7 @@ impl PyMessageStore {
     /// waits once, for the last of them.
     fn put_batch(&self, py: Python<'_>, msgs: Vec<PyRef<'_, Message>>) -> PyResult<Vec<PutResult>> {
         let store = self.store()?.clone();
+        store.check_in_sync_replicas().map_err(to_py)?;
         let drafts: Vec<Draft<'_>> = Self::drafts(&msgs, py, now_millis())
             .into_iter()
             .map(Draft)

@@ -459,14 +459,17 @@ impl BrokerConfig {
         out
     }
 
-    /// `inSyncReplicas`, resolved: unset, 2 for a SYNC_MASTER and 1 otherwise.
+    /// `inSyncReplicas`, resolved: unset, 2 for a classic SYNC_MASTER (one slave, as 4.x's
+    /// SYNC_MASTER waits for) and 1 otherwise, in controller mode too (RocketMQ 5's default:
+    /// without `allAckInSyncStateSet`, its controller-mode master waits for no slave).
     pub fn in_sync_replicas(&self) -> i64 {
-        self.in_sync_replicas
-            .unwrap_or(if self.broker_role == BrokerRole::SyncMaster {
+        self.in_sync_replicas.unwrap_or(
+            if self.broker_role == BrokerRole::SyncMaster && !self.enable_controller_mode {
                 2
             } else {
                 1
-            })
+            },
+        )
     }
 
     /// `brokerIP1:listenPort`: the address recorded in every message (and in msg ids).

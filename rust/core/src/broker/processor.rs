@@ -230,6 +230,11 @@ impl BrokerProcessor {
                 Some("Message store is slave mode, so end transaction is forbidden.".into()),
             ));
         }
+        // RocketMQ's EndTransactionProcessor puts as a send does: refused before the write
+        // while the SyncStateSet is too small; the half message stays for the check-back.
+        if let Err(e) = self.store.check_in_sync_replicas() {
+            return Some(system_error(request, e));
+        }
         let (response, next_offset) = match self.transactions.end_transaction(request) {
             Ended::Silent => return None,
             Ended::Now(response) => return Some(response),

@@ -196,6 +196,10 @@ impl SendMessageProcessor {
             }]
         };
         self.check_messages(request, &messages)?;
+        // RocketMQ's `needHandleHA`: only a put that waits for replication is refused.
+        if wait {
+            self.store.check_in_sync_replicas().map_err(refused_put)?;
+        }
         let drafts: Vec<MessageDraft<'_>> = messages
             .iter()
             .map(|m| MessageDraft {

@@ -17,11 +17,26 @@ pub struct AckTable {
     /// RocketMQ's `push2SlaveMaxOffset`: the highest offset any slave ever acked.
     push2slave_max_offset: AtomicU64,
     group_transfer: Arc<GroupTransferService>,
-    /// `allAckInSyncStateSet` in controller mode: the slaves (by broker id) of the master's
-    /// SyncStateSet. Only their acks count, and a put waits for every one of them.
-    sync_state_set: Mutex<Option<BTreeSet<u64>>>,
+    /// Controller mode: the slaves (by broker id) of the master's SyncStateSet. With
+    /// `allAckInSyncStateSet` only their acks count, and a put waits for every one of them.
+    sync_state_set: Mutex<Option<SyncStateSet>>,
     /// The policy's `inSyncReplicas - 1` distinct slaves, for when there is no set.
     configured_slaves: usize,
+}
+
+/// A controller-mode master's SyncStateSet, less itself, and how puts wait on it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SyncStateSet {
+    pub slaves: BTreeSet<u64>,
+    /// `allAckInSyncStateSet`: a put waits for every slave of the set, and only for them.
+    pub all_ack: bool,
+}
+
+impl SyncStateSet {
+    /// The slaves whose acks count: the set's with `all_ack`, else any.
+    fn counted(&self) -> Option<&BTreeSet<u64>> {
+        self.all_ack.then_some(&self.slaves)
+    }
 }
 
 /// Each distinct slave's best ack, highest first; only the slaves of `only` when given.
@@ -52,19 +67,26 @@ impl AckTable {
 
     /// The acks the GroupTransferService counts (the SyncStateSet's, in controller mode).
     fn counted(&self, table: &HashMap<u64, (u64, u64)>) -> Vec<u64> {
-        covered(table, lock(&self.sync_state_set).as_ref())
+        covered(
+            table,
+            lock(&self.sync_state_set)
+                .as_ref()
+                .and_then(SyncStateSet::counted),
+        )
     }
 
-    /// `allAckInSyncStateSet`: from now on a put waits for the acks of exactly these slaves
-    /// (the SyncStateSet less the master); none for a master alone in its set. `None` goes
-    /// back to counting any `inSyncReplicas - 1` distinct slaves.
-    pub fn set_sync_state_set(&self, slaves: Option<BTreeSet<u64>>) {
+    /// Controller mode: from now on puts follow this SyncStateSet. With `all_ack` a put waits
+    /// for the acks of exactly its slaves (none for a master alone in its set), else for any
+    /// `inSyncReplicas - 1`; either way never SLAVE_NOT_AVAILABLE, and a put is refused before
+    /// its append while the set is below `minInSyncReplicas`. `None` goes back to classic HA.
+    pub fn set_sync_state_set(&self, set: Option<SyncStateSet>) {
         let mut policy = self.group_transfer.policy();
-        policy.slaves = slaves
-            .as_ref()
-            .map_or(self.configured_slaves, BTreeSet::len);
-        policy.sync_state_set = slaves.is_some();
-        *lock(&self.sync_state_set) = slaves;
+        policy.slaves = match &set {
+            Some(s) if s.all_ack => s.slaves.len(),
+            _ => self.configured_slaves,
+        };
+        policy.in_sync_replicas = set.as_ref().map(|s| s.slaves.len() + 1);
+        *lock(&self.sync_state_set) = set;
         self.group_transfer.set_policy(policy);
         let table = lock(&self.by_connection);
         let completions = self.group_transfer.record_acks(self.counted(&table));
@@ -181,6 +203,13 @@ mod tests {
         assert!(!g.in_sync(10), "a closed connection no longer counts");
     }
 
+    fn all_ack(slaves: &[u64]) -> Option<SyncStateSet> {
+        Some(SyncStateSet {
+            slaves: slaves.iter().copied().collect(),
+            all_ack: true,
+        })
+    }
+
     #[test]
     fn all_ack_in_sync_state_set_waits_for_every_member_and_only_them() {
         let g = Arc::new(GroupTransferService::start(
@@ -192,7 +221,7 @@ mod tests {
             0,
         ));
         let t = AckTable::new(g.clone());
-        t.set_sync_state_set(Some(BTreeSet::from([2, 3])));
+        t.set_sync_state_set(all_ack(&[2, 3]));
         // Both members connected, neither has the put yet.
         t.update(2, 2, 0);
         t.update(3, 3, 0);
@@ -215,7 +244,7 @@ mod tests {
         );
         assert_eq!(t.slave_offsets(), vec![10, 10, 10]);
         // A master alone in its set waits for nobody.
-        t.set_sync_state_set(Some(BTreeSet::new()));
+        t.set_sync_state_set(all_ack(&[]));
         g.submit(
             20,
             Box::new(move |status| {
@@ -246,7 +275,7 @@ mod tests {
         assert!(!g.in_sync(10));
         // Controller mode: a RocketMQ slave joined the set but reports only when it has
         // read something (or every haSendHeartbeatInterval): the put waits for it.
-        t.set_sync_state_set(Some(BTreeSet::from([2])));
+        t.set_sync_state_set(all_ack(&[2]));
         let (tx, rx) = std::sync::mpsc::channel();
         g.submit(
             10,
@@ -260,5 +289,55 @@ mod tests {
             rx.recv().unwrap(),
             crate::store::group_transfer::PutStatus::PutOk
         );
+    }
+
+    #[test]
+    fn without_all_ack_any_slave_counts_and_min_in_sync_replicas_gates_the_put() {
+        use crate::store::group_transfer::PutStatus;
+        let g = Arc::new(GroupTransferService::start(
+            WaitPolicy {
+                slaves: 1,
+                slave_timeout: Duration::from_secs(3600),
+                min_in_sync_replicas: 2,
+                ..WaitPolicy::default()
+            },
+            0,
+        ));
+        let t = AckTable::new(g.clone());
+        assert_eq!(
+            g.policy().admits(),
+            Ok(()),
+            "classic HA never refuses before the append"
+        );
+        // The master alone in its set: refused, naming both sizes.
+        let alone = SyncStateSet {
+            slaves: BTreeSet::new(),
+            all_ack: false,
+        };
+        t.set_sync_state_set(Some(alone));
+        assert_eq!(g.policy().admits(), Err((1, 2)));
+        t.set_sync_state_set(Some(SyncStateSet {
+            slaves: BTreeSet::from([2]),
+            all_ack: false,
+        }));
+        assert_eq!(g.policy().admits(), Ok(()));
+        assert_eq!(
+            g.policy().slaves,
+            1,
+            "inSyncReplicas - 1, not the set's size"
+        );
+        // No slave connected: waited for, never SLAVE_NOT_AVAILABLE; a slave outside the set
+        // counts as well as a member.
+        assert!(g.in_sync(10));
+        let (tx, rx) = std::sync::mpsc::channel();
+        g.submit(
+            10,
+            Box::new(move |status| {
+                let _ = tx.send(status);
+            }),
+        );
+        assert!(rx.try_recv().is_err(), "waiting, not refused");
+        t.update(9, 4, 10);
+        assert_eq!(rx.recv().unwrap(), PutStatus::PutOk);
     }
 }

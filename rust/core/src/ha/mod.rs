@@ -25,6 +25,8 @@ pub(crate) mod frame;
 pub mod master;
 mod prefix_check;
 
+pub use ack::SyncStateSet;
+
 use std::time::Duration;
 
 use crate::sync::EventQueue;

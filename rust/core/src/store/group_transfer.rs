@@ -61,11 +61,15 @@ pub struct WaitPolicy {
     pub slave_timeout: Duration,
     /// `haMaxGapNotInSync`: RocketMQ's `isSlaveOK` refuses to wait on a slave further behind.
     pub max_gap_not_in_sync: u64,
-    /// Controller mode's `allAckInSyncStateSet`: `slaves` are the SyncStateSet's, and a put
-    /// waits for them up to `slaveTimeout` without the `isSlaveOK` check (RocketMQ 5's master
-    /// never answers SLAVE_NOT_AVAILABLE there: a member that has not reported yet, as a
-    /// RocketMQ slave does only every `haSendHeartbeatInterval` when idle, is waited for).
-    pub sync_state_set: bool,
+    /// Controller mode, as master: its SyncStateSet's size, itself included (RocketMQ's
+    /// `inSyncReplicasNums`). A put then waits for its slaves up to `slaveTimeout` without the
+    /// `isSlaveOK` check (RocketMQ 5's controller-mode master never answers SLAVE_NOT_AVAILABLE:
+    /// a member that has not reported yet, as a RocketMQ slave does only every
+    /// `haSendHeartbeatInterval` when idle, is waited for); `None` in classic HA.
+    pub in_sync_replicas: Option<usize>,
+    /// `minInSyncReplicas`: with `in_sync_replicas`, a put that waits for replication is refused
+    /// before its append while the SyncStateSet is smaller (see [`WaitPolicy::admits`]).
+    pub min_in_sync_replicas: usize,
 }
 
 impl Default for WaitPolicy {
@@ -76,7 +80,8 @@ impl Default for WaitPolicy {
             slaves: 0,
             slave_timeout: Duration::from_millis(3000),
             max_gap_not_in_sync: 256 << 20,
-            sync_state_set: false,
+            in_sync_replicas: None,
+            min_in_sync_replicas: 1,
         }
     }
 }
@@ -91,6 +96,15 @@ impl WaitPolicy {
     /// Whether a put must wait at all: without it, every put is PUT_OK once appended.
     pub fn waits(&self) -> bool {
         self.sync_flush_timeout.is_some() || self.slaves > 0
+    }
+
+    /// RocketMQ's check before a controller-mode append: `inSyncReplicasNums` at least
+    /// `minInSyncReplicas` (IN_SYNC_REPLICAS_NOT_ENOUGH otherwise); always true in classic HA.
+    pub fn admits(&self) -> Result<(), (usize, usize)> {
+        match self.in_sync_replicas {
+            Some(n) if n < self.min_in_sync_replicas => Err((n, self.min_in_sync_replicas)),
+            _ => Ok(()),
+        }
     }
 }
 
@@ -177,7 +191,7 @@ impl State {
     /// RocketMQ's `isSlaveOK`: enough distinct slaves connected, and the best of them fewer
     /// than `haMaxGapNotInSync` bytes behind the put.
     fn in_sync(&self, next_offset: u64) -> bool {
-        self.policy.sync_state_set
+        self.policy.in_sync_replicas.is_some()
             || self.covered.len() >= self.policy.slaves
                 && self.covered.first().is_none_or(|best| {
                     next_offset.saturating_sub(*best) < self.policy.max_gap_not_in_sync

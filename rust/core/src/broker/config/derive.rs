@@ -40,6 +40,7 @@ impl BrokerConfig {
         };
         store.slave_timeout = millis(self.slave_timeout);
         store.ha_max_gap_not_in_sync = narrow(self.ha_max_gap_not_in_sync);
+        store.min_in_sync_replicas = narrow(self.min_in_sync_replicas);
         store.accept_zero_body_crc = self.ha_accept_zero_body_crc;
         store.clean = self.clean_config()?;
         store.store_path_commit_log = self.store_path_commit_log.as_ref().map(PathBuf::from);

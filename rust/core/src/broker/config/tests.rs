@@ -349,8 +349,10 @@ fn controller_mode_needs_its_controllers_and_name_servers() {
         problem(&[("brokerElectionPriority", "4294967296")]),
         "brokerElectionPriority: 4294967296 is not a 32-bit integer (RocketMQ's is an int)"
     );
-    assert!(problem(&[("minInSyncReplicas", "2")])
-        .starts_with("minInSyncReplicas: 2 is not supported yet"));
+    assert!(
+        problem(&[("minInSyncReplicas", "0")]).starts_with("minInSyncReplicas: must be at least 1")
+    );
+    assert!(problem(&[("minInSyncReplicas", "4294967296")]).starts_with("minInSyncReplicas: "));
     assert!(problem(&[("syncBrokerMetadataPeriod", "0")])
         .starts_with("syncBrokerMetadataPeriod: must be a positive"));
     // brokerId -1 and brokerRole SLAVE, as RocketMQ's controller-mode configs have them.
@@ -360,6 +362,22 @@ fn controller_mode_needs_its_controllers_and_name_servers() {
     ]))
     .expect("loads");
     assert!(loaded.config.enable_controller_mode && loaded.ignored.is_empty());
+    // RocketMQ 5's inSyncReplicas default, 1, whatever role the controller gives the broker;
+    // minInSyncReplicas reaches the store's wait policy.
+    let mut master = load(&with(&[
+        ("controllerAddr", "c:9878"),
+        ("namesrvAddr", "n:9876"),
+        ("minInSyncReplicas", "2"),
+    ]))
+    .expect("loads")
+    .config;
+    master.broker_role = BrokerRole::SyncMaster;
+    assert_eq!(master.in_sync_replicas(), 1);
+    let store = master
+        .store_config("127.0.0.1:1".parse().unwrap())
+        .expect("store config");
+    let policy = store.wait_policy();
+    assert_eq!((policy.slaves, policy.min_in_sync_replicas), (0, 2));
 }
 
 #[test]

@@ -200,15 +200,10 @@ impl BrokerConfig {
                 return Err(invalid(key, "must be a positive number of milliseconds"));
             }
         }
-        if self.min_in_sync_replicas != 1 {
+        if self.min_in_sync_replicas < 1 || i32::try_from(self.min_in_sync_replicas).is_err() {
             return Err(invalid(
                 "minInSyncReplicas",
-                format!(
-                    "{} is not supported yet: rocketha takes only 1, RocketMQ's default (no put \
-                     is refused for a small SyncStateSet); use allAckInSyncStateSet=true to have \
-                     every put wait for the whole set",
-                    self.min_in_sync_replicas
-                ),
+                "must be at least 1 (the master itself) and fit an int",
             ));
         }
         if i32::try_from(self.broker_election_priority).is_err() {

@@ -287,6 +287,43 @@ fn a_sync_master_answers_when_the_slave_ack_covers_the_send() {
 }
 
 #[test]
+fn a_controller_mode_master_below_min_in_sync_replicas_refuses_before_writing() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = broker(dir.path(), BrokerSettings::default(), 1);
+    let gt = p.store.group_transfer().unwrap().clone();
+    let mut policy = gt.policy();
+    // Alone in its SyncStateSet, minInSyncReplicas=2.
+    (policy.in_sync_replicas, policy.min_in_sync_replicas) = (Some(1), 2);
+    gt.set_policy(policy.clone());
+    for props in ["", "WAIT\u{1}true\u{2}"] {
+        let response = process(&p, &send_v2("t", 0, props, b"x")).0.unwrap();
+        assert_eq!(
+            response.code,
+            response_code::SYSTEM_ERROR,
+            "RocketMQ's code for it"
+        );
+        let remark = response.remark.unwrap();
+        assert!(
+            remark.starts_with("in-sync replicas not enough"),
+            "{remark}"
+        );
+        assert!(remark.contains("minInSyncReplicas is 2"), "{remark}");
+    }
+    assert_eq!(p.store.max_offset(), 0, "nothing written");
+    // WAIT=false is not RocketMQ's `needHandleHA` put: stored, answered at once.
+    let (now, _) = process(&p, &send_v2("t", 0, "WAIT\u{1}false\u{2}", b"z"));
+    assert_eq!(now.unwrap().code, response_code::SUCCESS);
+    // A second member: the put is taken, and waits for the slave, never SLAVE_NOT_AVAILABLE.
+    policy.in_sync_replicas = Some(2);
+    gt.set_policy(policy);
+    let (now, rx) = process(&p, &send_v2("t", 0, "", b"y"));
+    assert!(now.is_none());
+    assert!(rx.try_recv().is_err(), "waits for the ack");
+    gt.on_acks(vec![p.store.max_offset()]);
+    assert_eq!(rx.recv_timeout(LONG).unwrap().code, response_code::SUCCESS);
+}
+
+#[test]
 fn a_send_to_a_full_disk_is_answered_service_not_available_and_writes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let p = broker(dir.path(), BrokerSettings::default(), 0);
