@@ -320,12 +320,15 @@ class JavaProcess:
 class NameServer(JavaProcess):
     kind = "namesrv"
 
-    def __init__(self, rmq: RocketMQ, home: Path, jvm: Sequence[str] = JVM_FLAGS) -> None:
+    def __init__(
+        self, rmq: RocketMQ, home: Path, jvm: Sequence[str] = JVM_FLAGS, **keys: Any
+    ) -> None:
         home.mkdir(parents=True, exist_ok=True)
         base = free_ports(1)
         self.port = base
         conf = home / "namesrv.conf"
-        conf.write_text(f"listenPort={base}\nrocketmqHome={home}\n")
+        keys = {"listenPort": base, "rocketmqHome": home, **keys}
+        conf.write_text("".join(f"{k}={v}\n" for k, v in keys.items()))
         main = "org.apache.rocketmq.namesrv.NamesrvStartup"
         super().__init__(rmq.classpath, home, main, ["-c", str(conf)], jvm)
         self.wait_ready(self.port, "boot success")
@@ -507,8 +510,9 @@ class RocketMQ:
     def major(self) -> int:
         return int(self.version.split(".")[0])
 
-    def namesrv(self, home: Path, *, jvm: Sequence[str] = JVM_FLAGS) -> NameServer:
-        return retry_ports(lambda: NameServer(self, home, jvm))
+    def namesrv(self, home: Path, *, jvm: Sequence[str] = JVM_FLAGS, **conf: Any) -> NameServer:
+        """A name server with RocketMQ's ``conf`` keys besides its port and home."""
+        return retry_ports(lambda: NameServer(self, home, jvm, **conf))
 
     def broker(
         self,

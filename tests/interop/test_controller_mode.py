@@ -3,9 +3,11 @@
 Three rocketha brokers of one group start with ``enableControllerMode=true``: the first is
 elected master, the others follow it over AutoSwitch HA, and the master takes both into its
 SyncStateSet, so a put is acknowledged only once all three hold it. The master stops; the
-controller elects one of the others, which takes puts at once, with every acknowledged message
-in its log; the old master comes back as a slave and catches up. Brokers run in this process
-(the SIGKILL trials are the next step). Run: ``pytest -m interop``.
+controller elects one of the others, which holds every acknowledged message but refuses puts
+(``minInSyncReplicas=3``) until the old master is back as its slave and in its set again. The
+same on the controller inside RocketMQ's name server (``enableControllerInNamesrv``); three
+``rocketha broker`` processes with the master SIGKILLed under sync sends; and mqadmin's
+controller-mode commands on a rocketha group. Run: ``pytest -m interop``.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from rocketha import (
     PutStatus,
     SendStatus,
 )
+from rocketha.controllers import free_ports, group_state
 
 from benches.peers.controller import Controllers, start_controllers
 from benches.peers.rocketmq import VERSION_5, RocketMQ
@@ -43,11 +46,11 @@ def controllers(tmp_path: Path) -> Iterator[Controllers]:
         yield ctl
 
 
-def broker(root: Path, controllers: Controllers, namesrv: str, min_in_sync: int = 1) -> Broker:
+def broker(root: Path, controller_addr: str, namesrv: str, min_in_sync: int = 1) -> Broker:
     config = BrokerConfig(
         min_in_sync_replicas=min_in_sync,
         enable_controller_mode=True,
-        controller_addr=controllers.controller_addr,
+        controller_addr=controller_addr,
         all_ack_in_sync_state_set=True,
         # An hour: every role change below comes from the controller's notification.
         sync_broker_metadata_period=3_600_000,
@@ -70,7 +73,9 @@ def broker(root: Path, controllers: Controllers, namesrv: str, min_in_sync: int 
 def test_a_group_forms_fails_over_and_heals(controllers: Controllers, tmp_path: Path) -> None:
     """With ``minInSyncReplicas=3`` a master takes puts only while all three are in its set."""
     with spawn_rocketha_namesrv(tmp_path / "namesrv.log") as ns:
-        members = [broker(tmp_path / name, controllers, ns.address, 3) for name in "abc"]
+        members = [
+            broker(tmp_path / name, controllers.controller_addr, ns.address, 3) for name in "abc"
+        ]
         try:
             a, b, c = members
             assert a.role.is_master and not b.role.is_master and not c.role.is_master
@@ -100,13 +105,54 @@ def test_a_group_forms_fails_over_and_heals(controllers: Controllers, tmp_path: 
             assert new.max_offset == before, "nothing written"
             # The old master comes back as a slave of the new one, catches up and rejoins the
             # set: puts are taken again, and acknowledged once on all three.
-            a = broker(tmp_path / "a", controllers, ns.address, 3)
+            a = broker(tmp_path / "a", controllers.controller_addr, ns.address, 3)
             members[0] = a
             assert not a.role.is_master
             wait_for(lambda: len(new.replicas.sync_state_set) == 3, what="a set of 3 again")
             later = new.put(Message("cm", b"after the failover"))
             assert later.status == PutStatus.PUT_OK
             assert min(m.max_offset for m in members) >= new.max_offset
+        finally:
+            for m in members:
+                m.shutdown()
+
+
+def test_a_group_fails_over_on_the_controller_inside_rocketmqs_name_server(tmp_path: Path) -> None:
+    """``enableControllerInNamesrv``: one RocketMQ 5.4.0 name server is both the group's route
+    server and its controller (on its DLedger port); two rocketha brokers form a group on it,
+    fail over and heal."""
+    rmq = RocketMQ.resolve(VERSION_5)
+    (dledger,) = free_ports(1)
+    home = tmp_path / "namesrv"
+    with rmq.namesrv(
+        home,
+        enableControllerInNamesrv="true",
+        controllerDLegerGroup="rocha-ns",
+        controllerDLegerPeers=f"n0-127.0.0.1:{dledger}",
+        controllerDLegerSelfId="n0",
+        controllerStorePath=home / "controller",
+        mappedFileSize=4 << 20,
+    ) as ns:
+        controller = f"127.0.0.1:{dledger}"
+        members = [broker(tmp_path / name, controller, ns.address) for name in "ab"]
+        try:
+            a, b = members
+            assert a.role.is_master and not b.role.is_master
+            assert a.replicas is not None and b.replicas is not None
+            wait_for(lambda: len(a.replicas.sync_state_set) == 2, what="the SyncStateSet of 2")
+            acked = [a.put(Message("cm-ns", f"m{i}".encode())) for i in range(50)]
+            assert {r.status for r in acked} == {PutStatus.PUT_OK}
+            assert b.max_offset >= a.max_offset, "acknowledged means on both"
+            end = a.max_offset
+            a.shutdown()
+            wait_for(lambda: b.role.is_master, timeout=120, what="b elected")
+            assert b.max_offset >= end
+            assert b.put(Message("cm-ns", b"after")).status == PutStatus.PUT_OK
+            state = group_state(controller, GROUP)
+            assert state is not None and state.master_address == b.listen_address
+            a = members[0] = broker(tmp_path / "a", controller, ns.address)
+            assert not a.role.is_master
+            wait_for(lambda: a.max_offset >= b.max_offset, what="the old master's catch-up")
         finally:
             for m in members:
                 m.shutdown()
@@ -203,7 +249,7 @@ def test_mqadmin_reads_a_rocketha_group_and_elects_its_master(
         return out
 
     with spawn_rocketha_namesrv(tmp_path / "namesrv.log") as ns:
-        members = [broker(tmp_path / name, controllers, ns.address) for name in "ab"]
+        members = [broker(tmp_path / name, ctl, ns.address) for name in "ab"]
         try:
             a, b = members
             assert a.replicas is not None and b.replicas is not None

@@ -139,7 +139,7 @@ impl AckTable {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::group_transfer::WaitPolicy;
+    use crate::store::group_transfer::{PutStatus, WaitPolicy};
 
     #[test]
     fn distinct_slaves_are_counted_once() {
@@ -179,10 +179,7 @@ mod tests {
             }),
         );
         t.update(1, 1, 10);
-        assert_eq!(
-            rx.recv().unwrap(),
-            (crate::store::group_transfer::PutStatus::PutOk, vec![10])
-        );
+        assert_eq!(rx.recv().unwrap(), (PutStatus::PutOk, vec![10]));
     }
 
     #[test]
@@ -201,6 +198,21 @@ mod tests {
         assert!(g.in_sync(10));
         t.remove(2);
         assert!(!g.in_sync(10), "a closed connection no longer counts");
+    }
+
+    /// The verdict of a put ending at `next_offset`, once the service reaches it.
+    fn submitted(
+        g: &GroupTransferService,
+        next_offset: u64,
+    ) -> std::sync::mpsc::Receiver<PutStatus> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        g.submit(
+            next_offset,
+            Box::new(move |status| {
+                let _ = tx.send(status);
+            }),
+        );
+        rx
     }
 
     fn all_ack(slaves: &[u64]) -> Option<SyncStateSet> {
@@ -225,36 +237,17 @@ mod tests {
         // Both members connected, neither has the put yet.
         t.update(2, 2, 0);
         t.update(3, 3, 0);
-        let (tx, rx) = std::sync::mpsc::channel();
-        let done = tx.clone();
-        g.submit(
-            10,
-            Box::new(move |status| {
-                let _ = done.send(status);
-            }),
-        );
+        let rx = submitted(&g, 10);
         // A slave outside the set acks: it does not count.
         t.update(1, 4, 10);
         t.update(2, 2, 10);
         assert!(rx.try_recv().is_err(), "one member of two acked");
         t.update(3, 3, 10);
-        assert_eq!(
-            rx.recv().unwrap(),
-            crate::store::group_transfer::PutStatus::PutOk
-        );
+        assert_eq!(rx.recv().unwrap(), PutStatus::PutOk);
         assert_eq!(t.slave_offsets(), vec![10, 10, 10]);
         // A master alone in its set waits for nobody.
         t.set_sync_state_set(all_ack(&[]));
-        g.submit(
-            20,
-            Box::new(move |status| {
-                let _ = tx.send(status);
-            }),
-        );
-        assert_eq!(
-            rx.recv().unwrap(),
-            crate::store::group_transfer::PutStatus::PutOk
-        );
+        assert_eq!(submitted(&g, 20).recv().unwrap(), PutStatus::PutOk);
         // Back to inSyncReplicas: any one slave.
         t.set_sync_state_set(None);
         assert_eq!(g.policy().slaves, 1);
@@ -276,24 +269,14 @@ mod tests {
         // Controller mode: a RocketMQ slave joined the set but reports only when it has
         // read something (or every haSendHeartbeatInterval): the put waits for it.
         t.set_sync_state_set(all_ack(&[2]));
-        let (tx, rx) = std::sync::mpsc::channel();
-        g.submit(
-            10,
-            Box::new(move |status| {
-                let _ = tx.send(status);
-            }),
-        );
+        let rx = submitted(&g, 10);
         assert!(rx.try_recv().is_err(), "waiting, not refused");
         t.update(7, 2, 10);
-        assert_eq!(
-            rx.recv().unwrap(),
-            crate::store::group_transfer::PutStatus::PutOk
-        );
+        assert_eq!(rx.recv().unwrap(), PutStatus::PutOk);
     }
 
     #[test]
     fn without_all_ack_any_slave_counts_and_min_in_sync_replicas_gates_the_put() {
-        use crate::store::group_transfer::PutStatus;
         let g = Arc::new(GroupTransferService::start(
             WaitPolicy {
                 slaves: 1,
@@ -329,13 +312,7 @@ mod tests {
         // No slave connected: waited for, never SLAVE_NOT_AVAILABLE; a slave outside the set
         // counts as well as a member.
         assert!(g.in_sync(10));
-        let (tx, rx) = std::sync::mpsc::channel();
-        g.submit(
-            10,
-            Box::new(move |status| {
-                let _ = tx.send(status);
-            }),
-        );
+        let rx = submitted(&g, 10);
         assert!(rx.try_recv().is_err(), "waiting, not refused");
         t.update(9, 4, 10);
         assert_eq!(rx.recv().unwrap(), PutStatus::PutOk);
