@@ -8,7 +8,8 @@ each decision of the controller is applied to the :class:`~rocketha.Broker`:
 * master of a new epoch: the epoch is recorded in ``epochFileCheckpoint`` at the log's end and
   the broker serves AutoSwitch HA. With ``allAckInSyncStateSet=true`` a put waits for every
   slave of its SyncStateSet, so an acknowledged message is on every broker the controller may
-  elect next; with RocketMQ's default (false) it waits for ``inSyncReplicas - 1`` slaves, any
+  elect next, and its consumers read only what every member holds (the confirm offset, which
+  its slaves are told too); with RocketMQ's default (false) it waits for ``inSyncReplicas - 1`` slaves, any
   of them (none unless set), and an election may pick a member that lacks the last
   acknowledged messages. Either way a put is never answered SLAVE_NOT_AVAILABLE, and one is
   refused before it is written while the set holds fewer than ``minInSyncReplicas``;

@@ -66,6 +66,7 @@ STEADY = 50
 #: Generous: only turns a hang into an error that says what was missing.
 WAIT = 120.0
 SEND_MESSAGE = 10
+GET_MAX_OFFSET = 30
 
 T = TypeVar("T")
 
@@ -248,6 +249,13 @@ def namespace() -> Iterator[Namespace]:
         ns.close()
 
 
+def queue_end(broker: str) -> int:
+    """GET_MAX_OFFSET of the queue :func:`send_direct` sends to: where a consumer of
+    ``broker`` reads up to there."""
+    ext = {"topic": TOPIC, "queueId": 0}
+    return int(wire.call(broker, GET_MAX_OFFSET, ext, timeout=30).ext["offset"])
+
+
 def send_direct(broker: str, body: bytes) -> int | None:
     """SEND_MESSAGE to ``broker`` itself, no name server or retry: its answer's code, or
     None if none came."""
@@ -404,6 +412,7 @@ def test_partition_isolating_the_master(
             wait_for(lambda: reads_all(consumer), WAIT, "the consumer to read from the master")
 
             end = int(runtime_info(isolated)["commitLogMaxOffset"])
+            readable = queue_end(isolated)
             namespace.cut()
             # Sends made to the isolated master, inside its namespace, until the controller
             # replaced it, and one more after.
@@ -428,6 +437,10 @@ def test_partition_isolating_the_master(
             # It stored them all the same: a tail of its log that no other member has.
             tail = namespace.call(lambda: int(runtime_info(isolated)["commitLogMaxOffset"]))
             assert tail > end, (tail, end)
+            # Held back from its consumers: only what every member of its SyncStateSet holds
+            # is dispatched (the confirm offset), as RocketMQ's controller-mode broker does.
+            held = namespace.call(lambda: queue_end(isolated))
+            assert held == readable, f"a consumer of the isolated master could read {held}"
             # A new producer: one that knew the old master would send there until its route
             # expires (30 s, RocketMQ's poll), each send waiting its 3 s for no answer.
             with Producer(ns.address, "faults-producer") as producer:

@@ -2,6 +2,7 @@
 //! layout (`commitlog/`, `consumequeue/<topic>/<queueId>/`, `abort`, `checkpoint`, `lock`).
 
 mod clean;
+pub(crate) mod confirm;
 mod index;
 mod open;
 pub(crate) mod schedule;
@@ -16,7 +17,7 @@ use std::borrow::Cow;
 use std::fs::File;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Duration;
 
@@ -164,6 +165,8 @@ struct PutState {
     /// Commit log offset up to which records were dispatched to consume queues (the reput
     /// offset).
     reput_offset: u64,
+    /// Controller mode: the records past the reput offset held back for the confirm offset.
+    confirm: Option<confirm::Confirm>,
 }
 
 pub(crate) type AppendListener = Arc<dyn Fn(u64) + Send + Sync>;
@@ -186,6 +189,9 @@ pub struct MessageStore {
     listener: RwLock<Option<AppendListener>>,
     /// Called for each record dispatched to a consume queue (the held pulls' wake-up).
     arriving: RwLock<Option<ArrivingListener>>,
+    /// The confirm offset while records are held for it, `u64::MAX` otherwise: read without
+    /// the put lock by the HA master for each frame's header.
+    confirmed: AtomicU64,
     recovery: RecoveryReport,
     /// Read-only stores: why the last refresh stopped before the bytes ran out, if it did.
     scan_error: Mutex<Option<(u64, PathBuf, crate::error::RecordError)>>,
@@ -329,6 +335,11 @@ impl MessageStore {
         };
         let result = self.commit_log.append(draft, slot.0, now)?;
         slot.0 += 1;
+        if let Some(c) = st.confirm.as_mut() {
+            // Held until every member of the SyncStateSet holds it (see `confirm`).
+            c.complete = result.next_offset();
+            return Ok(result);
+        }
         let tags_code = record::tags_code(
             draft.topic.as_bytes(),
             draft.properties,
@@ -424,11 +435,27 @@ impl MessageStore {
             let PutState {
                 queues,
                 reput_offset,
+                confirm,
             } = &mut *st;
-            self.commit_log
-                .append_raw(offset, reput_offset, data, accept_zero_body_crc, |r| {
-                    self.dispatch(queues, r)
-                })?;
+            match confirm {
+                // Checked as they complete, dispatched once confirmed.
+                Some(c) => self.commit_log.append_raw(
+                    offset,
+                    &mut c.complete,
+                    data,
+                    accept_zero_body_crc,
+                    |_| Ok(()),
+                )?,
+                None => self.commit_log.append_raw(
+                    offset,
+                    reput_offset,
+                    data,
+                    accept_zero_body_crc,
+                    |r| self.dispatch(queues, r),
+                )?,
+            }
+            self.dispatch_confirmed(&mut st)?;
+            self.publish_confirm(&st);
         }
         self.published();
         Ok(())
@@ -717,6 +744,11 @@ impl MessageStore {
             }
         }
         st.reput_offset = st.reput_offset.min(offset);
+        if let Some(c) = st.confirm.as_mut() {
+            c.complete = c.complete.min(offset);
+            c.offset = c.offset.min(offset);
+        }
+        self.publish_confirm(&st);
         if let Some(index) = &self.index {
             index.truncate(offset, |o| self.store_timestamp_at(o))?;
         }

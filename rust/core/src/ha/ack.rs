@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::store::group_transfer::GroupTransferService;
+use crate::store::MessageStore;
 use crate::sync::lock;
 
 pub struct AckTable {
@@ -22,6 +23,8 @@ pub struct AckTable {
     sync_state_set: Mutex<Option<SyncStateSet>>,
     /// The policy's `inSyncReplicas - 1` distinct slaves, for when there is no set.
     configured_slaves: usize,
+    /// The master's store, told the confirm offset (see [`AckTable::confirm`]).
+    store: Option<Arc<MessageStore>>,
 }
 
 /// A controller-mode master's SyncStateSet, less itself, and how puts wait on it.
@@ -55,13 +58,51 @@ fn covered(by_connection: &HashMap<u64, (u64, u64)>, only: Option<&BTreeSet<u64>
 }
 
 impl AckTable {
-    pub(crate) fn new(group_transfer: Arc<GroupTransferService>) -> Self {
+    /// The acks of a master whose puts wait in `group_transfer`; with `store`, also what its
+    /// consumers may read in controller mode.
+    pub(crate) fn new(
+        group_transfer: Arc<GroupTransferService>,
+        store: Option<Arc<MessageStore>>,
+    ) -> Self {
         Self {
             by_connection: Mutex::default(),
             push2slave_max_offset: AtomicU64::new(0),
             configured_slaves: group_transfer.policy().slaves,
             group_transfer,
             sync_state_set: Mutex::new(None),
+            store,
+        }
+    }
+
+    /// RocketMQ's `computeConfirmOffset`, handed to the store, which dispatches up to it: with
+    /// `allAckInSyncStateSet` and slaves in the set, what every member acked (unchanged while
+    /// one has not reported); otherwise consumers read everything. Called under the table
+    /// lock before the puts' verdicts, so a consumer can read a message once its put is
+    /// acknowledged.
+    fn confirm(&self, table: &HashMap<u64, (u64, u64)>) {
+        let Some(store) = &self.store else {
+            return;
+        };
+        let confirm = match lock(&self.sync_state_set).as_ref() {
+            Some(set) if set.all_ack && !set.slaves.is_empty() => {
+                // Each member's best ack; None while one has none (unchanged, as RocketMQ's).
+                let held_by_all = set.slaves.iter().try_fold(store.max_offset(), |min, id| {
+                    let best = table
+                        .values()
+                        .filter(|(k, _)| k == id)
+                        .map(|(_, o)| *o)
+                        .max();
+                    best.map(|b| min.min(b))
+                });
+                Some(held_by_all.unwrap_or_else(|| store.confirm_offset()))
+            }
+            _ => None,
+        };
+        if confirm == store.held_confirm() {
+            return;
+        }
+        if let Err(e) = store.set_confirm_offset(confirm) {
+            log::error!("dispatching up to the confirm offset {confirm:?} failed: {e}");
         }
     }
 
@@ -89,6 +130,7 @@ impl AckTable {
         *lock(&self.sync_state_set) = set;
         self.group_transfer.set_policy(policy);
         let table = lock(&self.by_connection);
+        self.confirm(&table);
         let completions = self.group_transfer.record_acks(self.counted(&table));
         drop(table);
         completions.run();
@@ -104,6 +146,7 @@ impl AckTable {
             // completed after it, so that a completion (a response written to a client, a
             // callback that reads this table) never runs under it. `Completions` keeps the
             // completions in the order the verdicts were reached.
+            self.confirm(&table);
             let completions = self.group_transfer.record_acks(self.counted(&table));
             drop(table);
             completions.run();
@@ -113,6 +156,7 @@ impl AckTable {
     pub(crate) fn remove(&self, connection: u64) {
         let mut table = lock(&self.by_connection);
         if table.remove(&connection).is_some() {
+            self.confirm(&table);
             let completions = self.group_transfer.record_acks(self.counted(&table));
             drop(table);
             completions.run();
@@ -143,10 +187,10 @@ mod tests {
 
     #[test]
     fn distinct_slaves_are_counted_once() {
-        let t = AckTable::new(Arc::new(GroupTransferService::start(
-            WaitPolicy::default(),
-            0,
-        )));
+        let t = AckTable::new(
+            Arc::new(GroupTransferService::start(WaitPolicy::default(), 0)),
+            None,
+        );
         t.update(1, 100, 50);
         t.update(2, 100, 60); // the same slave on a second connection
         assert_eq!(t.slave_offsets(), vec![60]);
@@ -167,7 +211,7 @@ mod tests {
             },
             0,
         ));
-        let t = Arc::new(AckTable::new(g.clone()));
+        let t = Arc::new(AckTable::new(g.clone(), None));
         t.update(1, 1, 0);
         let (tx, rx) = std::sync::mpsc::channel();
         let table = t.clone();
@@ -191,7 +235,7 @@ mod tests {
             },
             0,
         ));
-        let t = AckTable::new(g.clone());
+        let t = AckTable::new(g.clone(), None);
         t.update(1, 1, 10);
         assert!(!g.in_sync(10), "one slave of two");
         t.update(2, 2, 10);
@@ -232,7 +276,7 @@ mod tests {
             },
             0,
         ));
-        let t = AckTable::new(g.clone());
+        let t = AckTable::new(g.clone(), None);
         t.set_sync_state_set(all_ack(&[2, 3]));
         // Both members connected, neither has the put yet.
         t.update(2, 2, 0);
@@ -263,7 +307,7 @@ mod tests {
             },
             0,
         ));
-        let t = AckTable::new(g.clone());
+        let t = AckTable::new(g.clone(), None);
         // Classic: no slave connected is SLAVE_NOT_AVAILABLE at once.
         assert!(!g.in_sync(10));
         // Controller mode: a RocketMQ slave joined the set but reports only when it has
@@ -286,7 +330,7 @@ mod tests {
             },
             0,
         ));
-        let t = AckTable::new(g.clone());
+        let t = AckTable::new(g.clone(), None);
         assert_eq!(
             g.policy().admits(),
             Ok(()),
@@ -316,5 +360,38 @@ mod tests {
         assert!(rx.try_recv().is_err(), "waiting, not refused");
         t.update(9, 4, 10);
         assert_eq!(rx.recv().unwrap(), PutStatus::PutOk);
+    }
+
+    #[test]
+    fn with_all_ack_consumers_read_what_every_member_of_the_set_holds() {
+        use crate::store::confirm::tests::{open, put, readable};
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(open(dir.path()));
+        let g = store.group_transfer().unwrap().clone();
+        let t = AckTable::new(g, Some(store.clone()));
+        t.set_sync_state_set(all_ack(&[2, 3]));
+        let a = put(&store, b"a");
+        t.update(1, 2, a);
+        t.update(2, 3, a - 1);
+        assert!(readable(&store).is_empty(), "one member of two holds it");
+        t.update(2, 3, a);
+        assert_eq!(readable(&store).len(), 1);
+        // A member gone from its connection: nothing more is confirmed until the set drops it.
+        t.remove(1);
+        let b = put(&store, b"b");
+        t.update(2, 3, b);
+        assert_eq!(readable(&store).len(), 1);
+        t.set_sync_state_set(all_ack(&[3]));
+        assert_eq!(readable(&store).len(), 2);
+        // Alone in its set, or without allAckInSyncStateSet: read as appended.
+        put(&store, b"c");
+        t.set_sync_state_set(all_ack(&[]));
+        assert_eq!(readable(&store).len(), 3);
+        t.set_sync_state_set(Some(SyncStateSet {
+            slaves: BTreeSet::from([3]),
+            all_ack: false,
+        }));
+        put(&store, b"d");
+        assert_eq!(readable(&store).len(), 4);
     }
 }

@@ -632,9 +632,9 @@ impl HaConnection {
                 let mut allowance =
                     self.flow
                         .allowance(cfg.max_transfer_bytes_per_second, batch, now);
-                // The master's own max: rocketha's master confirms what it wrote (RocketMQ's,
-                // unless allAckInSyncStateSet with more than itself in the set).
-                let label = self.label(next, max);
+                // What consumers may read: with allAckInSyncStateSet and slaves in the set,
+                // what every member holds; else all the master wrote.
+                let label = self.label(next, store.confirm_offset());
                 if let Some((_, end)) = label {
                     allowance = allowance.min(end.saturating_sub(next) as usize);
                 }

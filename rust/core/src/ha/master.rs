@@ -86,7 +86,7 @@ impl HaMaster {
         let shared = Arc::new(Shared {
             store: store.clone(),
             config,
-            acks: AckTable::new(group_transfer),
+            acks: AckTable::new(group_transfer, Some(store.clone())),
             events: HaEvents::default(),
             connections: Mutex::new(HashMap::new()),
             wake_at: AtomicU64::new(AWAKE),

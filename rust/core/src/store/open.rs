@@ -7,7 +7,7 @@ use std::fs::{File, OpenOptions};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::{Duration, Instant};
 
@@ -129,12 +129,14 @@ impl MessageStore {
             put: Mutex::new(PutState {
                 queues: FxHashMap::default(),
                 reput_offset: recovery.scanned_from.max(commit_log.min_offset()),
+                confirm: None,
             }),
             flush: OnceLock::new(),
             group_transfer: OnceLock::new(),
             listener: RwLock::new(None),
             arriving: RwLock::new(None),
             recovery,
+            confirmed: AtomicU64::new(u64::MAX),
             scan_error: Mutex::new(None),
             corruption: OnceLock::new(),
             lock_file: Mutex::new(Some(lock_file)),
@@ -253,12 +255,14 @@ impl MessageStore {
             put: Mutex::new(PutState {
                 queues: FxHashMap::default(),
                 reput_offset: 0,
+                confirm: None,
             }),
             flush: OnceLock::new(),
             group_transfer: OnceLock::new(),
             listener: RwLock::new(None),
             arriving: RwLock::new(None),
             recovery: RecoveryReport::default(),
+            confirmed: AtomicU64::new(u64::MAX),
             scan_error: Mutex::new(None),
             corruption: OnceLock::new(),
             lock_file: Mutex::new(None),
