@@ -9,10 +9,11 @@ each decision of the controller is applied to the :class:`~rocketha.Broker`:
   the broker serves AutoSwitch HA. With ``allAckInSyncStateSet=true`` a put waits for every
   slave of its SyncStateSet, so an acknowledged message is on every broker the controller may
   elect next, and its consumers read only what every member holds (the confirm offset, which
-  its slaves are told too); with RocketMQ's default (false) it waits for ``inSyncReplicas - 1`` slaves, any
-  of them (none unless set), and an election may pick a member that lacks the last
-  acknowledged messages. Either way a put is never answered SLAVE_NOT_AVAILABLE, and one is
-  refused before it is written while the set holds fewer than ``minInSyncReplicas``;
+  its slaves are told too); with RocketMQ's default (false) it waits for
+  ``inSyncReplicas - 1`` slaves, any of them (none unless set), and an election may pick a
+  member that lacks the last acknowledged messages. Either way a put is never answered
+  SLAVE_NOT_AVAILABLE, and one is refused before it is written while the set holds fewer
+  than ``minInSyncReplicas``;
 * slave of the master named: AutoSwitch HA from it (its HA address from the name servers), the
   log cut back first to where the two histories agree.
 

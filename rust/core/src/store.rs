@@ -5,6 +5,7 @@ mod clean;
 pub(crate) mod confirm;
 mod index;
 mod open;
+mod reput;
 pub(crate) mod schedule;
 use open::write_checkpoint;
 pub mod group_transfer;
@@ -13,7 +14,6 @@ pub use clean::{CleanConfig, CleanEvents, CleanReport};
 pub use index::{IndexConfig, KeyQuery, QueryOffsetResult};
 pub(crate) use schedule::{parse_message_delay_level, render_message_delay_level};
 
-use std::borrow::Cow;
 use std::fs::File;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -24,7 +24,7 @@ use std::time::Duration;
 use rustc_hash::FxHashMap;
 
 use crate::commitlog::flush::{FlushDiskType, FlushService, FlushStats};
-use crate::commitlog::record::{self, MessageDraft, RecordView};
+use crate::commitlog::record::{self, MessageDraft};
 use crate::commitlog::recover::RecoveryReport;
 use crate::commitlog::{
     AppendResult, CommitLog, LogSlice, OwnedRecord, RecordIter, DEFAULT_MAPPED_FILE_SIZE,
@@ -458,65 +458,6 @@ impl MessageStore {
             self.publish_confirm(&st);
         }
         self.published();
-        Ok(())
-    }
-
-    /// Dispatches complete records past the reput offset into consume queues.
-    fn reput(&self, st: &mut PutState) -> Result<(), CommitLogError> {
-        let mut iter: RecordIter<'_> = self.commit_log.iter_from(st.reput_offset, false);
-        let result = loop {
-            match iter.next() {
-                None => break Ok(()),
-                Some(Ok(rec)) => {
-                    if let Err(e) = self.dispatch(&mut st.queues, &rec.view()) {
-                        break Err(e);
-                    }
-                }
-                Some(Err(e)) => break Err(e),
-            }
-        };
-        st.reput_offset = iter.offset();
-        result
-    }
-
-    /// Writes the consume queue entry of one record (RocketMQ's `CommitLogDispatcher`).
-    fn dispatch(
-        &self,
-        queues: &mut TopicQueueTable,
-        r: &RecordView<'_>,
-    ) -> Result<(), CommitLogError> {
-        let topic = match std::str::from_utf8(r.topic) {
-            Ok(t) => Cow::Borrowed(t),
-            Err(_) => String::from_utf8_lossy(r.topic),
-        };
-        let entry = CqEntry {
-            commitlog_offset: r.physical_offset,
-            size: r.total_size,
-            tags_code: r.tags_code(&self.config.message_delay_level),
-        };
-        let slot = match queues
-            .get_mut(topic.as_ref())
-            .and_then(|q| q.get_mut(&r.queue_id))
-        {
-            Some(slot) => slot,
-            None => {
-                let cq = self.consume_queues.get_or_create(&topic, r.queue_id)?;
-                queues
-                    .entry(topic.to_string())
-                    .or_default()
-                    .entry(r.queue_id)
-                    .or_insert((0, cq))
-            }
-        };
-        slot.1.put(r.queue_offset, entry)?;
-        slot.0 = slot.0.max(r.queue_offset + 1);
-        self.arrived(
-            &topic,
-            r.queue_id,
-            r.queue_offset + 1,
-            entry.tags_code,
-            r.properties,
-        );
         Ok(())
     }
 

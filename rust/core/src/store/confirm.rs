@@ -84,33 +84,6 @@ impl MessageStore {
             None => Ok(()),
         }
     }
-
-    /// Dispatches the records from the reput offset that end at or before `until`.
-    fn dispatch_until(&self, st: &mut PutState, until: u64) -> Result<(), CommitLogError> {
-        if st.reput_offset >= until {
-            return Ok(());
-        }
-        let mut next = st.reput_offset;
-        let mut records = self.commit_log.iter_from(next, false);
-        let result = loop {
-            let rec = match records.next() {
-                None => break Ok(()),
-                Some(Err(e)) => break Err(e),
-                Some(Ok(rec)) => rec,
-            };
-            let view = rec.view();
-            let end = rec.offset() + view.total_size as u64;
-            if end > until {
-                break Ok(());
-            }
-            if let Err(e) = self.dispatch(&mut st.queues, &view) {
-                break Err(e);
-            }
-            next = end;
-        };
-        st.reput_offset = next;
-        result
-    }
 }
 
 #[cfg(test)]

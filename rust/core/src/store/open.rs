@@ -156,7 +156,7 @@ impl MessageStore {
                     .insert(cq.queue_id(), (next, cq));
             }
             // Replays records the consume queues may miss after a crash (idempotent).
-            store.reput(&mut st)?;
+            store.dispatch_until(&mut st, u64::MAX)?;
         }
         store.start_index()?;
         store.start_services();
