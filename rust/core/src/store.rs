@@ -189,9 +189,10 @@ pub struct MessageStore {
     listener: RwLock<Option<AppendListener>>,
     /// Called for each record dispatched to a consume queue (the held pulls' wake-up).
     arriving: RwLock<Option<ArrivingListener>>,
-    /// The confirm offset while records are held for it, `u64::MAX` otherwise: read without
-    /// the put lock by the HA master for each frame's header.
-    confirmed: AtomicU64,
+    /// While records are held for the confirm offset, the end of the last one dispatched;
+    /// `u64::MAX` otherwise. Read without the put lock: by the HA master for each frame's
+    /// header, and by the index, which covers what consumers can read.
+    confirmed: Arc<AtomicU64>,
     recovery: RecoveryReport,
     /// Read-only stores: why the last refresh stopped before the bytes ran out, if it did.
     scan_error: Mutex<Option<(u64, PathBuf, crate::error::RecordError)>>,

@@ -25,6 +25,8 @@ pub struct AckTable {
     configured_slaves: usize,
     /// The master's store, told the confirm offset (see [`AckTable::confirm`]).
     store: Option<Arc<MessageStore>>,
+    /// The confirm offset the store was last told, `u64::MAX` for none.
+    confirmed: AtomicU64,
 }
 
 /// A controller-mode master's SyncStateSet, less itself, and how puts wait on it.
@@ -71,6 +73,7 @@ impl AckTable {
             group_transfer,
             sync_state_set: Mutex::new(None),
             store,
+            confirmed: AtomicU64::new(u64::MAX),
         }
     }
 
@@ -98,7 +101,12 @@ impl AckTable {
             }
             _ => None,
         };
-        if confirm == store.held_confirm() {
+        // Under the table lock: no other update is between the swap and the store.
+        if self
+            .confirmed
+            .swap(confirm.unwrap_or(u64::MAX), Ordering::AcqRel)
+            == confirm.unwrap_or(u64::MAX)
+        {
             return;
         }
         if let Err(e) = store.set_confirm_offset(confirm) {

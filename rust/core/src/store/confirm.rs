@@ -7,10 +7,19 @@
 //! Without a confirm offset (classic HA, and a controller-mode master alone in its set or
 //! without `allAckInSyncStateSet`) every record is dispatched as it is appended, as before.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::{MessageStore, PutState};
 use crate::error::CommitLogError;
+
+/// What a reader may read up to: `confirmed` (a [`MessageStore`]'s, shared with its index) while
+/// records are held, else `max_offset`.
+pub(super) fn readable_end(confirmed: &AtomicU64, max_offset: u64) -> u64 {
+    match confirmed.load(Ordering::Acquire) {
+        u64::MAX => max_offset,
+        dispatched => dispatched.min(max_offset),
+    }
+}
 
 /// The records held back from the consume queues.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,25 +64,26 @@ impl MessageStore {
             });
         }
         self.publish_confirm(&st);
+        drop(st);
+        if let Some(index) = &self.index {
+            index.published();
+        }
         dispatched
     }
 
-    /// The confirm offset consumers read up to: the log's end without one.
+    /// Where consumers read up to: the end of the last record dispatched while records are
+    /// held for the confirm offset, else the log's end.
     pub fn confirm_offset(&self) -> u64 {
-        self.held_confirm()
-            .unwrap_or_else(|| self.commit_log.max_offset())
+        readable_end(&self.confirmed, self.commit_log.max_offset())
     }
 
-    /// The confirm offset while records are held for it.
-    pub(crate) fn held_confirm(&self) -> Option<u64> {
-        match self.confirmed.load(Ordering::Acquire) {
-            u64::MAX => None,
-            held => Some(held),
-        }
+    /// Whether records are held for a confirm offset.
+    pub(crate) fn holds_for_confirm(&self) -> bool {
+        self.confirmed.load(Ordering::Acquire) != u64::MAX
     }
 
     pub(super) fn publish_confirm(&self, st: &PutState) {
-        let held = st.confirm.map_or(u64::MAX, |c| c.offset.min(c.complete));
+        let held = st.confirm.map_or(u64::MAX, |_| st.reput_offset);
         self.confirmed.store(held, Ordering::Release);
     }
 

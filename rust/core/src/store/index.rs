@@ -16,7 +16,7 @@ mod tests;
 
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
@@ -250,9 +250,16 @@ impl IndexService {
     }
 
     /// Starts following the commit log.
-    pub(crate) fn start(self: &Arc<Self>, log: Arc<CommitLog>) -> std::io::Result<()> {
+    /// Indexes `log` as it grows, up to what consumers can read (`confirmed`: see
+    /// [`super::confirm::readable_end`]).
+    pub(crate) fn start(
+        self: &Arc<Self>,
+        log: Arc<CommitLog>,
+        confirmed: Arc<AtomicU64>,
+    ) -> std::io::Result<()> {
         let me = self.clone();
-        self.service.start(move |waiter| me.run(&log, &waiter))
+        self.service
+            .start(move |waiter| me.run(&log, &confirmed, &waiter))
     }
 
     /// A put published: wakes the service if it rests.
@@ -266,11 +273,12 @@ impl IndexService {
         *lock(&self.progress)
     }
 
-    fn run(&self, log: &CommitLog, waiter: &crate::sync::ServiceWaiter) {
+    fn run(&self, log: &CommitLog, confirmed: &AtomicU64, waiter: &crate::sync::ServiceWaiter) {
+        let end = || super::confirm::readable_end(confirmed, log.max_offset());
         let mut last_flush = Instant::now();
         let mut dirty = false;
         loop {
-            let built = self.build(log);
+            let built = self.build(log, end());
             let more = match built {
                 Ok(n) => {
                     dirty |= n > 0;
@@ -298,7 +306,7 @@ impl IndexService {
             // the clock only, not on every put.
             if built.is_ok() {
                 self.idle.store(true, Ordering::Release);
-                if log.max_offset() > self.progress() {
+                if end() > self.progress() {
                     self.idle.store(false, Ordering::Release);
                     continue;
                 }
@@ -310,28 +318,39 @@ impl IndexService {
         }
     }
 
-    /// Indexes up to [`BATCH_RECORDS`] records from the progress point; returns how many.
-    fn build(&self, log: &CommitLog) -> Result<usize, CommitLogError> {
+    /// Indexes up to [`BATCH_RECORDS`] records from the progress point, none that ends past
+    /// `until` (a record boundary); returns how many.
+    fn build(&self, log: &CommitLog, until: u64) -> Result<usize, CommitLogError> {
         let mut files = write(&self.files);
         let from = self.progress().max(log.min_offset());
         let mut iter = log.iter_from(from, false);
+        let mut done = from;
         let mut n = 0;
         let result = loop {
             if n == BATCH_RECORDS {
                 break Ok(());
             }
             match iter.next() {
-                None => break Ok(()),
+                None => {
+                    done = iter.offset();
+                    break Ok(());
+                }
+                Some(Ok(rec)) if rec.offset() + rec.view().total_size as u64 > until => {
+                    break Ok(())
+                }
                 Some(Ok(rec)) => match self.index_record(&mut files, &rec.view()) {
-                    Ok(()) => n += 1,
+                    Ok(()) => {
+                        n += 1;
+                        done = iter.offset();
+                    }
                     Err(e) => break Err(e),
                 },
                 Some(Err(e)) => break Err(e),
             }
         };
         let mut progress = lock(&self.progress);
-        if iter.offset() > *progress {
-            *progress = iter.offset();
+        if done > *progress {
+            *progress = done;
             self.advanced.notify_all();
         }
         result.map(|()| n)
@@ -532,7 +551,7 @@ impl MessageStore {
     /// the message, expects.
     pub fn find(&self, q: &KeyQuery<'_>) -> Result<Vec<OwnedRecord>, CommitLogError> {
         if let Some(index) = &self.index {
-            index.catch_up(self.commit_log.max_offset());
+            index.catch_up(self.confirm_offset());
         }
         Ok(self.query_message(q)?.0)
     }

@@ -136,7 +136,7 @@ impl MessageStore {
             listener: RwLock::new(None),
             arriving: RwLock::new(None),
             recovery,
-            confirmed: AtomicU64::new(u64::MAX),
+            confirmed: Arc::new(AtomicU64::new(u64::MAX)),
             scan_error: Mutex::new(None),
             corruption: OnceLock::new(),
             lock_file: Mutex::new(Some(lock_file)),
@@ -170,7 +170,7 @@ impl MessageStore {
         };
         index.recover(&self.commit_log, |o| self.store_timestamp_at(o))?;
         index
-            .start(self.commit_log.clone())
+            .start(self.commit_log.clone(), self.confirmed.clone())
             .map_err(|e| CommitLogError::io(&self.config.root, e))
     }
 
@@ -262,7 +262,7 @@ impl MessageStore {
             listener: RwLock::new(None),
             arriving: RwLock::new(None),
             recovery: RecoveryReport::default(),
-            confirmed: AtomicU64::new(u64::MAX),
+            confirmed: Arc::new(AtomicU64::new(u64::MAX)),
             scan_error: Mutex::new(None),
             corruption: OnceLock::new(),
             lock_file: Mutex::new(None),

@@ -149,7 +149,7 @@ impl Session {
             None => f.body,
         };
         let at = offset + (f.body.len() - body.len()) as u64;
-        if f.epoch.is_some() && self.store.held_confirm().is_none() {
+        if f.epoch.is_some() && !self.store.holds_for_confirm() {
             // AutoSwitch: consumers read only what the master confirmed (RocketMQ's slave
             // dispatches up to the confirm offset of its master's last frame).
             self.confirm(self.confirm_offset)?;
@@ -158,16 +158,16 @@ impl Session {
             .append_raw(at, body, self.accept_zero_body_crc)
             .map_err(DispatchError::Store)?;
         if let Some((_, _, confirm)) = f.epoch {
-            self.confirm_offset = confirm.min(self.store.max_offset());
-            self.confirm(self.confirm_offset)?;
+            let confirm = confirm.min(self.store.max_offset());
+            if confirm != self.confirm_offset {
+                self.confirm(confirm)?;
+                self.confirm_offset = confirm;
+            }
         }
         Ok(())
     }
 
     fn confirm(&self, offset: u64) -> Result<(), DispatchError> {
-        if self.store.held_confirm() == Some(offset) {
-            return Ok(());
-        }
         self.store
             .set_confirm_offset(Some(offset))
             .map_err(DispatchError::Store)

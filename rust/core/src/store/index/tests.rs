@@ -297,3 +297,16 @@ fn a_geometry_rocketmq_cannot_map_is_refused_by_name() {
     }
     IndexConfig::default().validate().unwrap();
 }
+
+#[test]
+fn a_message_held_for_the_confirm_offset_is_found_once_confirmed() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = MessageStore::open(config(dir.path(), 64, 256)).unwrap();
+    let first = put(&store, "T", &[("KEYS", "k")]);
+    store.set_confirm_offset(Some(store.max_offset())).unwrap();
+    let held = put(&store, "T", &[("KEYS", "k")]);
+    // `find` waits for the index to cover what consumers can read, and no further.
+    assert_eq!(find(&store, "T", "k", false), vec![first]);
+    store.set_confirm_offset(None).unwrap();
+    assert_eq!(find(&store, "T", "k", false), vec![first, held]);
+}
