@@ -93,9 +93,13 @@ def cluster(tmp_path: Path, namesrv_process: NamesrvProcess) -> Iterator[Cluster
 
 
 def send(namesrv: str, topic: str, bodies: list[bytes]) -> None:
+    """Sends ``bodies``, then waits until the name server routes ``topic``: the first send
+    creates it on the broker, which registers it right after (a consumer started before
+    that waits for its next route poll, 20 s)."""
     with Producer(namesrv, "test-producer") as producer:
         for body in bodies:
             producer.send(Message(topic, body))
+    wait_for(lambda: helpers.routed(namesrv, topic), what=f"{topic}'s route")
 
 
 def drain(consumer: PullConsumer, want: int) -> list[bytes]:
