@@ -342,12 +342,16 @@ def test_controller_leader_then_master_killed(
             controllers.kill(controllers.addresses.index(leader))
             assert controllers.leader() != leader
             kept = formed(controllers, set(brokers.procs))
-            assert (kept.master_address, kept.master_epoch) == (master, first.master_epoch)
+            # The same master. Its epoch may have moved on: on a loaded machine the new leader
+            # can find its heartbeat older than controllerHeartBeatTimeoutMills (5 s here), drop
+            # it, and elect it again, the only member with every acknowledged message.
+            assert kept.master_address == master, kept
+            assert kept.master_epoch >= first.master_epoch, kept
 
             brokers.procs.pop(master).kill()
             elected = new_master(controllers, master)
-            assert elected.master_address in first.sync_state_set - {master}, elected
-            assert elected.master_epoch > first.master_epoch
+            assert elected.master_address in kept.sync_state_set - {master}, elected
+            assert elected.master_epoch > kept.master_epoch
             send_until(producer, "after", STEADY, acked)
 
             # The killed broker comes back as a slave of the new master and catches up (its

@@ -142,12 +142,25 @@ def test_a_group_fails_over_on_the_controller_inside_rocketmqs_name_server(tmp_p
             wait_for(lambda: len(a.replicas.sync_state_set) == 2, what="the SyncStateSet of 2")
             acked = [a.put(Message("cm-ns", f"m{i}".encode())) for i in range(50)]
             assert {r.status for r in acked} == {PutStatus.PUT_OK}
+            # Confirmed (on both) before it was acknowledged: readable on the master at once,
+            # on the slave once the master's next frame names it confirmed.
+            last = acked[-1]
+            for m in (a, b):
+                wait_for(
+                    lambda m=m: m.store.get_messages("cm-ns", 0, last.queue_offset, 1),
+                    what="the last acknowledged message readable",
+                )
             assert b.max_offset >= a.max_offset, "acknowledged means on both"
             end = a.max_offset
             a.shutdown()
             wait_for(lambda: b.role.is_master, timeout=120, what="b elected")
             assert b.max_offset >= end
-            assert b.put(Message("cm-ns", b"after")).status == PutStatus.PUT_OK
+            after = b.put(Message("cm-ns", b"after"))
+            assert after.status == PutStatus.PUT_OK
+            # Alone in its set, the new master's consumers read what it stores at once (as a
+            # slave its store held records back for the old master's confirm offset).
+            read = b.store.get_messages("cm-ns", 0, after.queue_offset, 1)
+            assert [m.body for m in read] == [b"after"]
             state = group_state(controller, GROUP)
             assert state is not None and state.master_address == b.listen_address
             a = members[0] = broker(tmp_path / "a", controller, ns.address)

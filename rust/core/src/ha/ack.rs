@@ -25,9 +25,14 @@ pub struct AckTable {
     configured_slaves: usize,
     /// The master's store, told the confirm offset (see [`AckTable::confirm`]).
     store: Option<Arc<MessageStore>>,
-    /// The confirm offset the store was last told, `u64::MAX` for none.
+    /// The confirm offset the store was last told, `u64::MAX` for none, [`UNTOLD`] before the
+    /// first.
     confirmed: AtomicU64,
 }
+
+/// No confirm offset told yet: the first is always told, as the store may still hold records
+/// back from when this broker was a slave.
+const UNTOLD: u64 = u64::MAX - 1;
 
 /// A controller-mode master's SyncStateSet, less itself, and how puts wait on it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,7 +78,7 @@ impl AckTable {
             group_transfer,
             sync_state_set: Mutex::new(None),
             store,
-            confirmed: AtomicU64::new(u64::MAX),
+            confirmed: AtomicU64::new(UNTOLD),
         }
     }
 
@@ -376,30 +381,36 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Arc::new(open(dir.path()));
         let g = store.group_transfer().unwrap().clone();
+        // Held back as a slave, then promoted alone in its set: it dispatches all it holds.
+        store.set_confirm_offset(Some(0)).unwrap();
+        put(&store, b"0");
+        assert!(readable(&store).is_empty());
         let t = AckTable::new(g, Some(store.clone()));
+        t.set_sync_state_set(all_ack(&[]));
+        assert_eq!(readable(&store).len(), 1);
         t.set_sync_state_set(all_ack(&[2, 3]));
         let a = put(&store, b"a");
         t.update(1, 2, a);
         t.update(2, 3, a - 1);
-        assert!(readable(&store).is_empty(), "one member of two holds it");
+        assert_eq!(readable(&store).len(), 1, "one member of two holds it");
         t.update(2, 3, a);
-        assert_eq!(readable(&store).len(), 1);
+        assert_eq!(readable(&store).len(), 2);
         // A member gone from its connection: nothing more is confirmed until the set drops it.
         t.remove(1);
         let b = put(&store, b"b");
         t.update(2, 3, b);
-        assert_eq!(readable(&store).len(), 1);
-        t.set_sync_state_set(all_ack(&[3]));
         assert_eq!(readable(&store).len(), 2);
+        t.set_sync_state_set(all_ack(&[3]));
+        assert_eq!(readable(&store).len(), 3);
         // Alone in its set, or without allAckInSyncStateSet: read as appended.
         put(&store, b"c");
         t.set_sync_state_set(all_ack(&[]));
-        assert_eq!(readable(&store).len(), 3);
+        assert_eq!(readable(&store).len(), 4);
         t.set_sync_state_set(Some(SyncStateSet {
             slaves: BTreeSet::from([3]),
             all_ack: false,
         }));
         put(&store, b"d");
-        assert_eq!(readable(&store).len(), 4);
+        assert_eq!(readable(&store).len(), 5);
     }
 }

@@ -278,7 +278,7 @@ impl IndexService {
         let mut last_flush = Instant::now();
         let mut dirty = false;
         loop {
-            let built = self.build(log, end());
+            let built = self.build(log, &end);
             let more = match built {
                 Ok(n) => {
                     dirty |= n > 0;
@@ -319,8 +319,8 @@ impl IndexService {
     }
 
     /// Indexes up to [`BATCH_RECORDS`] records from the progress point, none that ends past
-    /// `until` (a record boundary); returns how many.
-    fn build(&self, log: &CommitLog, until: u64) -> Result<usize, CommitLogError> {
+    /// `end()` (a record boundary, looked at for each record as puts go on); returns how many.
+    fn build(&self, log: &CommitLog, end: &dyn Fn() -> u64) -> Result<usize, CommitLogError> {
         let mut files = write(&self.files);
         let from = self.progress().max(log.min_offset());
         let mut iter = log.iter_from(from, false);
@@ -335,7 +335,7 @@ impl IndexService {
                     done = iter.offset();
                     break Ok(());
                 }
-                Some(Ok(rec)) if rec.offset() + rec.view().total_size as u64 > until => {
+                Some(Ok(rec)) if rec.offset() + rec.view().total_size as u64 > end() => {
                     break Ok(())
                 }
                 Some(Ok(rec)) => match self.index_record(&mut files, &rec.view()) {
