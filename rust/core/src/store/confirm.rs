@@ -202,4 +202,29 @@ pub(crate) mod tests {
         assert_eq!(slave.confirm_offset(), ends[1]);
         assert_eq!(readable(&slave).len(), 2);
     }
+
+    #[test]
+    fn a_replica_whose_copy_ends_at_a_segment_blank_is_released_whole() {
+        let (m, s) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let (master, slave) = (open(m.path()), open(s.path()));
+        let body = vec![b'x'; 10_000];
+        while master.max_offset() < 64 * 1024 {
+            put(&master, &body);
+        }
+        let first = master.read_raw(0, 1 << 20).unwrap();
+        assert_eq!(
+            first.len(),
+            64 * 1024,
+            "the first segment, its end blank included"
+        );
+        slave.set_confirm_offset(Some(0)).unwrap();
+        slave.append_raw(0, first.bytes(), false).unwrap();
+        // Promoted: nothing is held any more, whatever follows the blank.
+        slave.set_confirm_offset(None).unwrap();
+        let held = readable(&slave).len();
+        let rest = master.read_raw(64 * 1024, 1 << 20).unwrap();
+        slave.append_raw(64 * 1024, rest.bytes(), false).unwrap();
+        assert_eq!(readable(&slave).len(), readable(&master).len());
+        assert!(readable(&slave).len() > held);
+    }
 }

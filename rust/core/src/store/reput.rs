@@ -24,7 +24,12 @@ impl MessageStore {
         let mut records = self.commit_log.iter_from(next, false);
         let result = loop {
             let rec = match records.next() {
-                None => break Ok(()),
+                // Past the last record: a segment's end blank is skipped too (else a store whose
+                // records end there would keep what follows held forever).
+                None => {
+                    next = next.max(records.offset().min(until));
+                    break Ok(());
+                }
                 Some(Err(e)) => break Err(e),
                 Some(Ok(rec)) => rec,
             };
