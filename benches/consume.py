@@ -150,6 +150,9 @@ def _end_to_end(root: Path, ns: NameServer, rounds: int) -> list[float]:
         with Producer(ns.listen_address, "bench-p") as producer:
             producer.send(Message("LatencyBench", b"warm-up"))
             _wait(lambda: _synced(root / "ls", "LatencyBench"), "the slave did not sync the topic")
+            # A consumer of a new group starts at the queue's end once it sees the topic: one
+            # that started before the route would skip the first message the loop waits for.
+            _wait(lambda: _routed(ns.listen_address, "LatencyBench"), "the topic was not routed")
             with PullConsumer(ns.listen_address, "bench-latency", "LatencyBench") as consumer:
 
                 def collect() -> None:

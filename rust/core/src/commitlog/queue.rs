@@ -225,6 +225,7 @@ impl MappedFileQueue {
         *running = std::thread::Builder::new()
             .name("rocketha-prefault".into())
             .spawn(move || {
+                crate::sync::run_in_background();
                 // A full disk stops the step here; the writer's own reservation, which it
                 // makes before writing past what is reserved, reports it.
                 if file.allocate(until).is_ok() {
@@ -239,7 +240,10 @@ impl MappedFileQueue {
         let size = self.file_size;
         let handle = std::thread::Builder::new()
             .name("rocketha-allocate".into())
-            .spawn(move || MappedFile::create(&dir, start, size, PREFAULT_WINDOW));
+            .spawn(move || {
+                crate::sync::run_in_background();
+                MappedFile::create(&dir, start, size, PREFAULT_WINDOW)
+            });
         if let Ok(handle) = handle {
             *lock(&self.next) = Some((start, handle));
         }

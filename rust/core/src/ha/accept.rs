@@ -2,15 +2,20 @@
 //! haListenPort and, where RocketMQ gives every HAConnection a read and a write thread, drives
 //! all of them itself: reads offset reports on readable sockets, writes frames while there is
 //! room, and sleeps until an event, an append worth sending or the nearest timer.
+//!
+//! The connections sit behind one lock, which the loop holds except while it sleeps. An append
+//! that finds the loop asleep takes the lock and sends its bytes itself ([`Connections::
+//! transfer_now`]): waking the loop to send them would add a thread wake-up, the costliest step
+//! on a SYNC send's path, between the put and its frame.
 
 use std::collections::HashMap;
 use std::io;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use mio::net::TcpListener;
-use mio::{Events, Interest, Token};
+use mio::{Events, Interest, Registry, Token};
 
 use super::connection::{Close, HaConnection, CLOSED_BY_SLAVE};
 use super::master::{Shared, AWAKE};
@@ -21,66 +26,106 @@ use crate::sync::lock;
 const LISTENER: Token = Token(0);
 
 pub(super) struct AcceptSocketService {
-    shared: Arc<Shared>,
     event_loop: EventLoop,
     listener: TcpListener,
+    connections: Arc<Mutex<Connections>>,
+}
+
+/// Every slave connection and what serving them needs, shared by the loop and the appending
+/// threads (see the module's note).
+pub(super) struct Connections {
+    shared: Arc<Shared>,
+    registry: Registry,
     /// By token; a connection's id is its token's number.
     conns: HashMap<Token, HaConnection>,
     next_id: u64,
+    /// When the loop's current sleep ends by itself.
+    sleep_until: Instant,
 }
 
 impl AcceptSocketService {
+    /// The loop over `listener`; `connections` is also what an append sends through.
     pub(super) fn new(
         shared: Arc<Shared>,
         event_loop: EventLoop,
         mut listener: TcpListener,
-    ) -> io::Result<Self> {
+    ) -> io::Result<(Self, Arc<Mutex<Connections>>)> {
         event_loop
             .registry()
             .register(&mut listener, LISTENER, Interest::READABLE)?;
-        Ok(Self {
+        let connections = Arc::new(Mutex::new(Connections {
             shared,
-            event_loop,
-            listener,
+            registry: event_loop.registry().try_clone()?,
             conns: HashMap::new(),
             next_id: 1,
-        })
+            sleep_until: Instant::now(),
+        }));
+        let service = Self {
+            event_loop,
+            listener,
+            connections: connections.clone(),
+        };
+        Ok((service, connections))
     }
 
     pub(super) fn run(mut self) {
         let mut events = Events::with_capacity(256);
         while !self.event_loop.stopped() {
-            let timeout = self.prepare_to_sleep();
-            if let Err(e) = self.event_loop.poll(&mut events, timeout) {
+            let timeout = lock(&self.connections).prepare_to_sleep();
+            let polled = self.event_loop.poll(&mut events, timeout);
+            let mut c = lock(&self.connections);
+            if let Err(e) = polled {
                 let reason = format!("epoll failed: {e}");
-                self.shared
+                c.shared
                     .events
                     .push("master", HaState::Shutdown, reason, true);
                 break;
             }
-            self.shared.wake_at.store(AWAKE, Ordering::SeqCst);
+            c.shared.wake_at.store(AWAKE, Ordering::SeqCst);
             for event in events.iter() {
                 match event.token() {
-                    LISTENER => self.accept(),
+                    LISTENER => c.accept(&self.listener),
                     WAKER => {}
-                    token => {
-                        if event.is_writable() {
-                            if let Some(c) = self.conns.get_mut(&token) {
-                                c.write_blocked = false;
-                            }
-                        }
-                        let closed = event.is_read_closed() || event.is_error();
-                        if event.is_readable() || closed {
-                            if let Err(reason) = self.on_readable(token, closed) {
-                                let problem = reason != CLOSED_BY_SLAVE;
-                                self.close(token, reason, problem);
-                            }
-                        }
-                    }
+                    token => c.on_event(token, event),
                 }
             }
-            self.service_all();
+            c.service_all();
         }
+        lock(&self.connections).close_all();
+    }
+}
+
+impl Connections {
+    /// An append found the loop asleep: sends what the slaves are due now from this thread.
+    /// False when the loop must still wake (a connection has more to do than one write, or a
+    /// timer of its moved before the loop's sleep ends).
+    pub(super) fn transfer_now(&mut self) -> bool {
+        self.service_all();
+        let until = self.sleep_until;
+        if self.prepare_to_sleep().is_zero() || self.sleep_until < until {
+            return false;
+        }
+        // The loop still sleeps until then.
+        self.sleep_until = until;
+        true
+    }
+
+    fn on_event(&mut self, token: Token, event: &mio::event::Event) {
+        if event.is_writable() {
+            if let Some(c) = self.conns.get_mut(&token) {
+                c.write_blocked = false;
+            }
+        }
+        let closed = event.is_read_closed() || event.is_error();
+        if event.is_readable() || closed {
+            if let Err(reason) = self.on_readable(token, closed) {
+                let problem = reason != CLOSED_BY_SLAVE;
+                self.close(token, reason, problem);
+            }
+        }
+    }
+
+    fn close_all(&mut self) {
         let tokens: Vec<Token> = self.conns.keys().copied().collect();
         for t in tokens {
             self.close(t, "master shutting down".into(), false);
@@ -106,20 +151,22 @@ impl AcceptSocketService {
         let max = self.shared.store.max_offset();
         if self.conns.values().any(|c| c.busy(cfg, max, now)) {
             self.shared.wake_at.store(AWAKE, Ordering::SeqCst);
+            self.sleep_until = now;
             return Duration::ZERO;
         }
+        self.sleep_until = deadline;
         deadline.saturating_duration_since(now)
     }
 
-    fn accept(&mut self) {
+    fn accept(&mut self, listener: &TcpListener) {
         loop {
-            match self.listener.accept() {
+            match listener.accept() {
                 Ok((mut stream, addr)) => {
                     let _ = stream.set_nodelay(true);
                     let id = self.next_id;
                     self.next_id += 1;
                     let token = Token(id as usize);
-                    if let Err(e) = self.event_loop.registry().register(
+                    if let Err(e) = self.registry.register(
                         &mut stream,
                         token,
                         Interest::READABLE | Interest::WRITABLE,
@@ -218,7 +265,7 @@ impl AcceptSocketService {
 
     fn close(&mut self, token: Token, reason: Close, problem: bool) {
         if let Some(mut c) = self.conns.remove(&token) {
-            let _ = self.event_loop.registry().deregister(&mut c.stream);
+            let _ = self.registry.deregister(&mut c.stream);
             self.shared.acks.remove(c.id());
             lock(&self.shared.connections).remove(&c.id());
             self.shared

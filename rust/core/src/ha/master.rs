@@ -92,17 +92,22 @@ impl HaMaster {
             wake_at: AtomicU64::new(AWAKE),
         });
         let signal = event_loop.signal().clone();
+        let listener = TcpListener::from_std(std_listener);
+        let (service, connections) =
+            AcceptSocketService::new(shared.clone(), event_loop, listener).map_err(io_err)?;
         let (wake, waker) = (shared.clone(), signal.clone());
         store.set_append_listener(Some(Arc::new(move |max_offset| {
             if max_offset >= wake.wake_at.load(Ordering::SeqCst)
                 && wake.wake_at.swap(AWAKE, Ordering::SeqCst) != AWAKE
             {
-                waker.wake();
+                // The loop sleeps: send from this thread rather than wake it to send. A busy
+                // lock is the loop at work (or this thread, completing a put it serves).
+                let sent = connections.try_lock().is_ok_and(|mut c| c.transfer_now());
+                if !sent {
+                    waker.wake();
+                }
             }
         })));
-        let listener = TcpListener::from_std(std_listener);
-        let service =
-            AcceptSocketService::new(shared.clone(), event_loop, listener).map_err(io_err)?;
         let thread = LoopThread::spawn(&signal, "rocketha-ha-master", move || service.run())
             .map_err(io_err)?;
         Ok(Self {

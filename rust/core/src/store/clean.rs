@@ -194,7 +194,7 @@ impl Retention {
             fake_ratio: AtomicU64::new(f64::NAN.to_bits()),
             last_physical_min_offset: AtomicU64::new(0),
             pass: Mutex::new(()),
-            service: ServiceThread::new("clean"),
+            service: ServiceThread::background("clean"),
             events: EventQueue::default(),
         }
     }
