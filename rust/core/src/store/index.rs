@@ -294,23 +294,25 @@ impl IndexService {
                     (false, false)
                 }
             };
-            if more {
-                continue;
-            }
-            if trailing && !waiter.is_stopped() {
-                // Not idle: the puts of the next millisecond do not wake it.
-                waiter.wait_for_running(deadline_after(TRAILING));
-                continue;
-            }
-            if dirty && (last_flush.elapsed() >= FLUSH_INTERVAL || waiter.is_stopped()) {
+            // Before the backlog's next batch and the trailing wait: under puts that never
+            // pause, the index is still synced every second.
+            if dirty && (last_flush.elapsed() >= FLUSH_INTERVAL || waiter.is_stopped() && !more) {
                 if let Err(e) = self.flush() {
                     log::error!("syncing the index in {} failed: {e}", self.dir.display());
                 }
                 dirty = false;
                 last_flush = Instant::now();
             }
+            if more {
+                continue;
+            }
             if waiter.is_stopped() {
                 return;
+            }
+            if trailing {
+                // Not idle: the puts of the next millisecond do not wake it.
+                waiter.wait_for_running(deadline_after(TRAILING));
+                continue;
             }
             // Rest, unless a put published before `idle` was set; a failing index retries on
             // the clock only, not on every put.

@@ -148,6 +148,31 @@ fn a_reopened_store_resumes_without_indexing_twice_and_a_reader_finds_too() {
 }
 
 #[test]
+fn the_checkpoint_advances_while_puts_never_pause() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = MessageStore::open(config(dir.path(), 10, 100_000)).unwrap();
+    let checkpoint = dir.path().join("indexcheckpoint");
+    let synced = || {
+        std::fs::read(&checkpoint)
+            .ok()
+            .is_some_and(|b| b.len() >= 8 && u64::from_be_bytes(b[..8].try_into().unwrap()) > 0)
+    };
+    // Puts without a pause, until the index syncs once (it does every second); without a
+    // sync in a minute it syncs only when puts stop.
+    let give_up = Instant::now() + Duration::from_secs(60);
+    while !synced() {
+        assert!(
+            Instant::now() < give_up,
+            "the index never synced under steady puts"
+        );
+        for _ in 0..100 {
+            put(&store, "T", &[("KEYS", "steady")]);
+        }
+    }
+    store.close().unwrap();
+}
+
+#[test]
 fn a_store_without_its_checkpoint_resumes_after_the_newest_entry() {
     let dir = tempfile::tempdir().unwrap();
     let at = {
