@@ -13,13 +13,18 @@ and 64 connections, each send waiting for its acknowledgement.
   connection, as a synchronous RocketMQ producer has;
 - ASYNC_MASTER (RocketMQ's too) and Kafka ``acks=1`` at 64 connections: the same without the
   wait for the replica;
+- RocketMQ's own benchmark shape (issue 30): one Java ``DefaultMQProducer``, so one connection,
+  shared by 1, 8 and 64 sending threads (``Load.java`` with a thread count), against both
+  SYNC_MASTER pairs, with the client JVM's CPU time beside: many requests in flight on one
+  connection, where the many-connections figures have one each;
 - the replicas (:func:`_replicas`): an empty one catching up with 1 GiB of 1 KiB messages, then
   one consumer draining the head of that log from a replica (RocketMQ's slave through
   ``suggestWhichBrokerId``, Kafka's follower through ``client.rack``).
 
 Figures are rocketha's, with a peer's as the baseline: throughput ratios above 1 and latency
 ratios below 1 mean rocketha is ahead. Targets (issue 14): >= 1.5x RocketMQ's and >= 1x Kafka's
-acknowledged msgs/s at 64 connections, p99 <= 0.5x RocketMQ's at 1 connection. The CPU time
+acknowledged msgs/s at 64 connections, p99 <= 0.5x RocketMQ's at 1 connection; issue 30: >= 1.5x
+RocketMQ's acked msgs/s and p99 <= 0.5x with 64 threads on one shared producer. The CPU time
 every process used during each load is printed beside (what bounds a figure on 2 cores).
 """
 
@@ -31,6 +36,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +85,10 @@ SYSTEMS = {
     "RocketMQ ASYNC_MASTER": ASYNC_CONNECTIONS,
     "Kafka acks=1": ASYNC_CONNECTIONS,
 }
+
+#: RocketMQ's own benchmark shape: threads sharing one Java producer, against these systems.
+SHARED_PRODUCER_THREADS = (1, 8, 64)
+SHARED_PRODUCER_SYSTEMS = ("rocketha SYNC_MASTER", "RocketMQ SYNC_MASTER")
 
 Load = Callable[[int, Path], dict[str, Any]]
 #: Replication: an empty slave catching up with this much of a master's log (issue: 1 GiB).
@@ -133,8 +143,11 @@ def _system(
     rmq: rocketmq.RocketMQ,
     kfk: kafka.Kafka | None,
     seconds: float,
-) -> Iterator[Load]:
-    """Starts ``name``'s processes under ``root``; yields ``load(connections, home)``."""
+) -> Iterator[tuple[Load, Load | None]]:
+    """Starts ``name``'s processes under ``root``; yields ``load(connections, home)`` and, for
+    a RocketMQ-protocol pair, ``shared(threads, home)``: the Java client's one producer shared
+    by ``threads`` senders (its JSON line), with under ``"pipelined"`` the generator's on one
+    connection with ``threads`` requests in flight."""
     if name.startswith("Kafka"):
         assert kfk is not None
         peer, acks = kfk, name.split("=")[1]  # peer: not Optional inside the closure
@@ -146,7 +159,7 @@ def _system(
                     raise RuntimeError(f"{n} connections: not every send acked: {r['statuses']}")
                 return r
 
-            yield kafka_load
+            yield kafka_load, None
         return
     role = name.split()[1]
     pair = (
@@ -155,7 +168,27 @@ def _system(
         else remoting.rocketha_pair(root, role)
     )
     with pair as at:
-        yield lambda n, home: remoting._load(loadgen, at, n, seconds, create_topic=True)
+
+        def shared(threads: int, home: Path) -> dict[str, Any]:
+            r = rmq.load(
+                at.namesrv,
+                remoting.TOPIC,
+                1,
+                seconds,
+                home=home,
+                broker=at.address,
+                threads=threads,
+                # The client's JIT: each load is a JVM of its own.
+                warmup=2.0,
+            )
+            if r["ok"] != r["sent"] or not r["sent"]:
+                raise RuntimeError(f"{threads} threads: not every send acked: {r['statuses']}")
+            # The broker's part of the shape: one connection with as many requests in flight
+            # from the lean generator instead of the Java client.
+            pipelined = remoting._load(loadgen, at, 1, seconds, create_topic=False, depth=threads)
+            return r | {"pipelined": pipelined}
+
+        yield lambda n, home: remoting._load(loadgen, at, n, seconds, create_topic=True), shared
 
 
 def _follow(
@@ -359,6 +392,47 @@ def _replicas(
         }
 
 
+@dataclass
+class _Loads:
+    """Every load's figures, each a list with one value a run: ``rates`` (acked msgs/s) by
+    (system, connections), ``lat`` (the 1-connection latencies, us) by (system, quantile),
+    ``cpu`` (each process's CPU seconds during the last run's load) by (system, connections),
+    and ``shared``, the shared-producer loads' JSON lines by (system, threads)."""
+
+    rates: dict[tuple[str, int], list[float]] = field(default_factory=dict)
+    lat: dict[tuple[str, str], list[float]] = field(default_factory=dict)
+    cpu: dict[tuple[str, int], dict[str, float]] = field(default_factory=dict)
+    shared: dict[tuple[str, int], list[dict[str, Any]]] = field(default_factory=dict)
+
+    def measure(
+        self, system: str, counts: tuple[int, ...], load: Load, shared: Load | None, d: Path
+    ) -> None:
+        """``system``'s loads, one a connection count, then (:data:`SHARED_PRODUCER_SYSTEMS`)
+        the shared-producer ones."""
+        # A JVM's first seconds run interpreted and C1 code (Kafka's 1-connection p50 was 7.5
+        # ms first, 1.2 ms after a warm-up): every system gets one unmeasured load first, so the
+        # peers are measured with their JIT warm.
+        load(8, d / "warm-up")
+        for n in counts:
+            before, started = _children_cpu(), time.perf_counter()
+            r = load(n, d / f"load-{n}")
+            wall = time.perf_counter() - started
+            after = _children_cpu()
+            # CPU seconds of each process, and the load's wall time beside.
+            self.cpu[(system, n)] = {
+                f"cpu_s {k}": round(v - before.get(k, 0.0), 2) for k, v in after.items()
+            } | {"wall_s": round(wall, 2)}
+            self.rates.setdefault((system, n), []).append(r["ok"] / r["seconds"])
+            if n == 1:
+                for q in ("p50", "p99", "p999"):
+                    self.lat.setdefault((system, q), []).append(r[f"{q}_us"])
+        if shared is None or system not in SHARED_PRODUCER_SYSTEMS:
+            return
+        for threads in SHARED_PRODUCER_THREADS:
+            r = shared(threads, d / f"shared-{threads}")
+            self.shared.setdefault((system, threads), []).append(r)
+
+
 def run(quick: bool, runs: int) -> list[Figure]:
     why = rocketmq.missing_tools()
     if why:
@@ -375,9 +449,7 @@ def run(quick: bool, runs: int) -> list[Figure]:
     except (rocketmq.Unavailable, RuntimeError) as e:
         failed["Kafka"] = f"{type(e).__name__}: {str(e)[:500]}"
     seconds = 3.0 if quick else 10.0
-    rates: dict[tuple[str, int], list[float]] = {}
-    lat: dict[tuple[str, str], list[float]] = {}
-    cpu: dict[tuple[str, int], dict[str, float]] = {}
+    loads = _Loads()
     # system -> figure ("catch_up", "drain", "from_replica") -> one value a run
     replica: dict[str, dict[str, list[float]]] = {}
     replica_failed: dict[str, str] = {}
@@ -390,25 +462,8 @@ def run(quick: bool, runs: int) -> list[Figure]:
                 continue
             with _children.temp_run_dir("bench-peers-bench") as d:
                 try:
-                    with _system(system, Path(d), loadgen, rmq, kfk, seconds) as load:
-                        # A JVM's first seconds run interpreted and C1 code (Kafka's 1-connection
-                        # p50 was 7.5 ms first, 1.2 ms after a warm-up): every system gets one
-                        # unmeasured load first, so the peers are measured with their JIT warm.
-                        load(8, Path(d) / "warm-up")
-                        for n in counts:
-                            before, started = _children_cpu(), time.perf_counter()
-                            r = load(n, Path(d) / f"load-{n}")
-                            wall = time.perf_counter() - started
-                            after = _children_cpu()
-                            # CPU seconds of each process, and the load's wall time beside.
-                            cpu[(system, n)] = {
-                                f"cpu_s {k}": round(v - before.get(k, 0.0), 2)
-                                for k, v in after.items()
-                            } | {"wall_s": round(wall, 2)}
-                            rates.setdefault((system, n), []).append(r["ok"] / r["seconds"])
-                            if n == 1:
-                                for q in ("p50", "p99", "p999"):
-                                    lat.setdefault((system, q), []).append(r[f"{q}_us"])
+                    with _system(system, Path(d), loadgen, rmq, kfk, seconds) as (load, shared):
+                        loads.measure(system, counts, load, shared, Path(d))
                 except Exception as e:
                     if peer == "rocketha":
                         raise
@@ -427,13 +482,14 @@ def run(quick: bool, runs: int) -> list[Figure]:
                     continue
                 for k, v in got.items():
                     replica.setdefault(system, {}).setdefault(k, []).append(v)
-    for (system, n), used in cpu.items():
+    for (system, n), used in loads.cpu.items():
         print(f"peers: during the load, {system}, {n} conns: {used}", file=sys.stderr)
     for peer, reason in failed.items():
         skip_figure(SCENARIO, f"every figure against {peer}", reason)
     for peer, reason in replica_failed.items():
         skip_figure(SCENARIO, f"replica catch-up and drain against {peer}", reason)
-    figs = _figures(rmq.version, kfk.version if kfk else kafka.VERSION, rates, lat, cpu, runs)
+    figs = _figures(rmq.version, kfk.version if kfk else kafka.VERSION, loads, runs)
+    figs += _shared_figures(rmq.version, loads, runs)
     replicas = {"RocketMQ": f"RocketMQ {rmq.version} slave", "Kafka": "Kafka follower"}
     for peer, name in replicas.items():
         if peer not in replica:
@@ -470,14 +526,8 @@ def run(quick: bool, runs: int) -> list[Figure]:
     return figs
 
 
-def _figures(
-    rmq_version: str,
-    kafka_version: str,
-    rates: dict[tuple[str, int], list[float]],
-    lat: dict[tuple[str, str], list[float]],
-    cpu: dict[tuple[str, int], dict[str, float]],
-    runs: int,
-) -> list[Figure]:
+def _figures(rmq_version: str, kafka_version: str, got: _Loads, runs: int) -> list[Figure]:
+    rates, lat, cpu = got.rates, got.lat, got.cpu
     # peer -> (its name and version, the 64-connection target, its acked and wait-free modes)
     peers = {
         "RocketMQ": (f"RocketMQ {rmq_version}", ">= 1.5", "SYNC_MASTER", "ASYNC_MASTER"),
@@ -521,6 +571,73 @@ def _figures(
                     lat[theirs_q],
                     higher_is_better=False,
                     target="<= 0.5" if peer == "RocketMQ" and q == "p99" else None,
+                )
+            )
+    return figs
+
+
+def _shared_figures(rmq_version: str, got: _Loads, runs: int) -> list[Figure]:
+    """RocketMQ's own benchmark shape, rocketha's SYNC_MASTER pair against RocketMQ's: acked
+    msgs/s and p99 at each thread count on one shared Java producer, with the client JVM's CPU
+    seconds and its CPU per acked send beside (the client is a suspect bound, issue 30); then
+    the same with the generator on one connection with as many sends in flight, which leaves
+    the brokers' part."""
+    label = f"RocketMQ {rmq_version} SYNC_MASTER"
+    figs = []
+    for threads in SHARED_PRODUCER_THREADS:
+        ours = got.shared.get((SHARED_PRODUCER_SYSTEMS[0], threads), [])
+        theirs = got.shared.get((SHARED_PRODUCER_SYSTEMS[1], threads), [])
+        if len(theirs) != runs or len(ours) != runs:
+            continue
+        shape = f"one DefaultMQProducer shared by {threads} thread{'s' if threads > 1 else ''}"
+
+        def client(rs: list[dict[str, Any]], prefix: str) -> dict[str, list[float]]:
+            return {
+                f"{prefix}client cpu_s": [r["cpu_s"] for r in rs],
+                f"{prefix}client cpu_us per acked send": [r["cpu_s"] / r["ok"] * 1e6 for r in rs],
+            }
+
+        figs.append(
+            Figure(
+                SCENARIO,
+                f"rocketha SYNC_MASTER vs {label}, acked msgs/s, {shape}",
+                "msgs/s",
+                [r["ok"] / r["seconds"] for r in ours],
+                label,
+                [r["ok"] / r["seconds"] for r in theirs],
+                target=">= 1.5" if threads == 64 else None,
+                series=client(ours, "") | client(theirs, "peer "),
+            )
+        )
+        figs.append(
+            Figure(
+                SCENARIO,
+                f"rocketha SYNC_MASTER vs {label}, send p99, {shape}",
+                "us",
+                [r["p99_us"] for r in ours],
+                label,
+                [r["p99_us"] for r in theirs],
+                higher_is_better=False,
+                target="<= 0.5" if threads == 64 else None,
+            )
+        )
+        if threads == 1:
+            continue  # the generator's 1 in flight on 1 connection is the 1-connection figure
+        # The same shape without the Java client: what the brokers give it.
+        piped = f"1 connection, {threads} sends in flight (the generator)"
+        for what, unit, key, better in (
+            ("acked msgs/s", "msgs/s", "ok_per_s", True),
+            ("send p99", "us", "p99_us", False),
+        ):
+            figs.append(
+                Figure(
+                    SCENARIO,
+                    f"rocketha SYNC_MASTER vs {label}, {what}, {piped}",
+                    unit,
+                    [r["pipelined"][key] for r in ours],
+                    label,
+                    [r["pipelined"][key] for r in theirs],
+                    higher_is_better=better,
                 )
             )
     return figs

@@ -13,7 +13,12 @@ that connection count, whatever the broker does); the raw loopback round trip
 SYNC_MASTER + SLAVE under the same generator (ratio rocketha / RocketMQ). The generator reports
 the CPU seconds of itself and of every server process over the counted window, so each system's
 CPU per acked send is a figure too. With Java, one row shows a real client: RocketMQ's own
-``DefaultMQProducer`` (``benches/peers/java/Load.java``) sending synchronously on 1 connection."""
+``DefaultMQProducer`` (``benches/peers/java/Load.java``) sending synchronously on 1 connection.
+
+Latency under load (issue 30): the SYNC_MASTER pair is then loaded open-loop, 64 connections
+paced together at 10, 25, 50 and 75% of the acked rate it just reached at 64 connections, each
+latency counted from when its send was due (``rocketha-loadgen send --rate``); the p99 at 50%
+against the 1-connection p99 (idle) of the same run, target <= 2x."""
 
 from __future__ import annotations
 
@@ -33,6 +38,8 @@ from benches.common import Figure, Skipped, native_baselines, percentile
 from benches.peers import rocketmq, wire
 
 CONNECTIONS = (1, 8, 64)
+#: Shares of the maximum acked rate the paced loads run at (64 connections).
+LOAD_SHARES = (0.1, 0.25, 0.5, 0.75)
 TOPIC = "BenchRemoting"
 #: One commit log segment holds a whole run: no segment roll inside a measurement.
 SEGMENT = 1 << 30
@@ -210,9 +217,18 @@ def loadgen_binary() -> Path:
 
 
 def _load(
-    loadgen: Path, at: Servers, connections: int, seconds: float, *, create_topic: bool
+    loadgen: Path,
+    at: Servers,
+    connections: int,
+    seconds: float,
+    *,
+    create_topic: bool,
+    rate: float | None = None,
+    depth: int = 1,
 ) -> dict[str, Any]:
-    """One run of the generator against ``at``; every answer must be SUCCESS."""
+    """One run of the generator against ``at``, ``depth`` requests in flight a connection
+    (paced at ``rate`` sends/s over all connections, if given); every answer must be
+    SUCCESS."""
     command = [
         str(loadgen),
         "send",
@@ -224,9 +240,13 @@ def _load(
         str(seconds),
         "--topic",
         TOPIC,
+        "--depth",
+        str(depth),
     ]
     if create_topic:
         command.append("--create-topic")
+    if rate is not None:
+        command += ["--rate", str(rate)]
     for name, pid in at.pids.items():
         command += ["--watch", f"{name}={pid}"]
     proc = _children.run(command, capture_output=True, text=True, timeout=seconds + 180)
@@ -257,7 +277,8 @@ def run(quick: bool, runs: int) -> list[Figure]:
     seconds = 3.0 if quick else 10.0
     peer = "RocketMQ SYNC_MASTER"
     systems = ["echo", "SYNC_MASTER", "ASYNC_MASTER"] + ([peer] if rmq else [])
-    results: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    # (system, connections), and ("SYNC_MASTER paced", share of the maximum rate)
+    results: dict[tuple[str, float], list[dict[str, Any]]] = {}
     java_p50: list[float] = []
     rtt_runs: list[float] = []
     peer_failed: str | None = None
@@ -280,6 +301,13 @@ def run(quick: bool, runs: int) -> list[Figure]:
                         for n in CONNECTIONS:
                             r = _load(loadgen, at, n, seconds, create_topic=system != "echo")
                             results.setdefault((system, n), []).append(r)
+                        if system == "SYNC_MASTER":
+                            top = results[(system, 64)][-1]["ok_per_s"]
+                            for share in LOAD_SHARES:
+                                r = _load(
+                                    loadgen, at, 64, seconds, create_topic=False, rate=top * share
+                                )
+                                results.setdefault((f"{system} paced", share), []).append(r)
                         if system == "SYNC_MASTER" and rmq is not None:
                             java = _java_load(rmq, at, seconds, root / "java")
                             java_p50.append(java["p50_us"])
@@ -292,7 +320,7 @@ def run(quick: bool, runs: int) -> list[Figure]:
 
 
 def _figures(
-    results: dict[tuple[str, int], list[dict[str, Any]]],
+    results: dict[tuple[str, float], list[dict[str, Any]]],
     rtt_runs: list[float],
     java_p50: list[float],
     peer_version: str | None,
@@ -405,6 +433,26 @@ def _figures(
             "the same against the echo server",
             cpu_us("echo", 64, "loadgen"),
             higher_is_better=False,
+        )
+    )
+    paced = {share: results[("SYNC_MASTER paced", share)] for share in LOAD_SHARES}
+    figs.append(
+        Figure(
+            "remoting",
+            "SYNC_MASTER send p99 at 50% of the maximum acked rate (64 connections, paced)",
+            "us",
+            [r["p99_us"] for r in paced[0.5]],
+            "SYNC_MASTER send p99 at idle (1 connection)",
+            lat("SYNC_MASTER", "p99"),
+            higher_is_better=False,
+            target="<= 2",
+            # The curve, from the last run: each share's achieved rate, p50 and p99.
+            series={
+                "load_share": list(LOAD_SHARES),
+                "acked_per_s": [paced[s][-1]["ok_per_s"] for s in LOAD_SHARES],
+                "p50_us": [paced[s][-1]["p50_us"] for s in LOAD_SHARES],
+                "p99_us": [paced[s][-1]["p99_us"] for s in LOAD_SHARES],
+            },
         )
     )
     peer = "RocketMQ SYNC_MASTER"

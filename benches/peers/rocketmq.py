@@ -617,17 +617,20 @@ class RocketMQ:
         home: Path,
         broker: str | None = None,
         warmup: float = 1.0,
+        threads: int | None = None,
     ) -> dict[str, Any]:
-        """Runs the load generator (``java/Load.java``): ``connections`` synchronous
-        ``DefaultMQProducer`` senders, one client instance (so one connection) each, sending
-        ``size``-byte messages to ``topic`` for ``seconds`` after ``warmup``; with ``broker``
-        (host:port) the topic is created there first (4 queues). Returns its JSON
-        line: ``sent``, ``ok`` (SEND_OK), ``statuses``, ``p50_us``, ``p99_us``, ``p999_us``,
-        ``seconds``."""
+        """Runs the load generator (``java/Load.java``): ``connections`` ``DefaultMQProducer``
+        s, one client instance (so one connection) each, and ``threads`` (default one a
+        producer) synchronous senders spread over them, sending ``size``-byte messages to
+        ``topic`` for ``seconds`` after ``warmup``; with ``broker`` (host:port) the topic is
+        created there first (4 queues). Returns its JSON line: ``sent``, ``ok`` (SEND_OK),
+        ``statuses``, ``p50_us``, ``p99_us``, ``p999_us``, ``seconds``, and ``cpu_s``, the
+        client JVM's CPU time over those seconds."""
+        threads = threads or connections
         args = [namesrv, broker or "-", topic, str(connections), str(seconds), str(size)]
-        args.append(str(warmup))
+        args += [str(warmup), str(threads)]
         return self._bench_tool(
-            home, "Load", args, f"load-{connections}", seconds + warmup + 120 + connections
+            home, "Load", args, f"load-{connections}x{threads}", seconds + warmup + 120 + threads
         )
 
     def drain(

@@ -4,7 +4,7 @@
 //! ```text
 //! rocketha-loadgen send --broker HOST:PORT [--connections 1] [--depth 1] [--threads 1]
 //!     [--seconds 10] [--warmup 1] [--size 1024] [--topic BenchRemoting] [--queues 4]
-//!     [--create-topic] [--watch NAME=PID]...
+//!     [--create-topic] [--rate PER_SECOND] [--watch NAME=PID]...
 //! rocketha-loadgen echo [--listen 127.0.0.1:0]
 //! ```
 //!
@@ -12,6 +12,8 @@
 //! connections (depth 1 is a synchronous producer) and prints one JSON object: responses and
 //! SUCCESS answers per second over the counted `seconds`, the response codes, latency
 //! quantiles, its own CPU seconds and those of every `--watch`ed process over the same window.
+//! With `--rate` the requests are paced, that many a second over all connections, and each
+//! latency counts from when its request was due (`send.rs`).
 //! `echo` answers every request with an empty SUCCESS and prints `{"listen": ADDR}` first.
 //!
 //! Both speak RocketMQ's remoting protocol through rocketha-core's codec, so the generator
@@ -98,6 +100,10 @@ fn send(args: &Args) -> Result<serde_json::Value, String> {
         topic: args.get("topic", Some("BenchRemoting".to_owned()))?,
         queues: args.get("queues", Some(4))?.max(1),
         create_topic: args.flag("create-topic"),
+        rate: match args.all("rate") {
+            [] => None,
+            _ => Some(args.get("rate", None)?),
+        },
         watch,
     };
     send::run(&options).map_err(|e| e.to_string())

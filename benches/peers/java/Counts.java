@@ -1,3 +1,4 @@
+import java.lang.management.ManagementFactory;
 import java.util.Arrays;
 import java.util.Map;
 import java.util.TreeMap;
@@ -8,13 +9,14 @@ import java.util.concurrent.atomic.AtomicBoolean;
  * The load generators' sending loop (Load.java on the RocketMQ client, kafka/KafkaPeer.java on
  * the Kafka producer), each thread's counts and latencies (micros), and the JSON line both
  * print, so the two measure and report alike: {@code {"sent", "ok", "statuses", "p50_us",
- * "p99_us", "p999_us", "seconds"}}. No dependency beyond the JDK: both peers' builds compile
- * it.
+ * "p99_us", "p999_us", "seconds", "cpu_s"}}, where cpu_s is the CPU time this JVM (the client)
+ * used while it counted: what a client that may be the bound costs. No dependency beyond the
+ * JDK: both peers' builds compile it.
  */
 final class Counts {
-    /** One synchronous send on a connection: its status, SEND_OK when acknowledged. */
+    /** One synchronous send by sending thread {@code thread}: its status, SEND_OK if acked. */
     interface Send {
-        String send(int connection) throws Exception;
+        String send(int thread) throws Exception;
     }
 
     long[] micros = new long[1 << 14];
@@ -31,18 +33,18 @@ final class Counts {
     }
 
     /**
-     * One thread per connection calling {@code send} one send after the other (an exception
+     * {@code threads} threads each calling {@code send} one send after the other (an exception
      * counts as its class's simple name), counted after {@code warmup} seconds for
      * {@code seconds}; the JSON line.
      */
-    static String measure(int connections, double warmup, double seconds, Send send)
+    static String measure(int threads, double warmup, double seconds, Send send)
             throws InterruptedException {
-        Counts[] counts = new Counts[connections];
+        Counts[] counts = new Counts[threads];
         AtomicBoolean measuring = new AtomicBoolean(false);
         AtomicBoolean stop = new AtomicBoolean(false);
-        CountDownLatch done = new CountDownLatch(connections);
-        for (int i = 0; i < connections; i++) {
-            final int connection = i;
+        CountDownLatch done = new CountDownLatch(threads);
+        for (int i = 0; i < threads; i++) {
+            final int thread = i;
             final Counts c = new Counts();
             counts[i] = c;
             new Thread(() -> {
@@ -51,7 +53,7 @@ final class Counts {
                         long t0 = System.nanoTime();
                         String status;
                         try {
-                            status = send.send(connection);
+                            status = send.send(thread);
                         } catch (Exception e) {
                             status = e.getClass().getSimpleName();
                         }
@@ -71,15 +73,26 @@ final class Counts {
         Thread.sleep((long) (warmup * 1000));
         measuring.set(true);
         long started = System.nanoTime();
+        long cpu0 = processCpuNanos();
         Thread.sleep((long) (seconds * 1000));
         stop.set(true);
         double took = (System.nanoTime() - started) / 1e9;
+        double cpu = (processCpuNanos() - cpu0) / 1e9;
         done.await();
-        return report(counts, took);
+        return report(counts, took, cpu);
     }
 
-    /** Every thread's counts merged, over {@code took} seconds, as one JSON line. */
-    static String report(Counts[] counts, double took) {
+    /** This JVM's CPU time so far (every thread, user and system), in nanoseconds. */
+    static long processCpuNanos() {
+        return ((com.sun.management.OperatingSystemMXBean)
+            ManagementFactory.getOperatingSystemMXBean()).getProcessCpuTime();
+    }
+
+    /**
+     * Every thread's counts merged, over {@code took} seconds in which the JVM used {@code cpu}
+     * CPU seconds, as one JSON line.
+     */
+    static String report(Counts[] counts, double took, double cpu) {
         long sent = 0;
         long ok = 0;
         Map<String, Long> statuses = new TreeMap<>();
@@ -107,7 +120,8 @@ final class Counts {
         out.append("}, \"p50_us\": ").append(quantile(all, 0.5));
         out.append(", \"p99_us\": ").append(quantile(all, 0.99));
         out.append(", \"p999_us\": ").append(quantile(all, 0.999));
-        out.append(", \"seconds\": ").append(took).append('}');
+        out.append(", \"seconds\": ").append(took);
+        out.append(", \"cpu_s\": ").append(cpu).append('}');
         return out.toString();
     }
 

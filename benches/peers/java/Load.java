@@ -9,7 +9,7 @@ import org.apache.rocketmq.common.message.Message;
  * beside Peer.java against the pinned RocketMQ client):
  *
  * <pre>
- * Load NAMESRV BROKER TOPIC CONNECTIONS SECONDS SIZE [WARMUP_SECONDS]
+ * Load NAMESRV BROKER TOPIC CONNECTIONS SECONDS SIZE [WARMUP_SECONDS [THREADS]]
  * </pre>
  *
  * TOPIC is first created on BROKER (host:port; "-" for none) as {@link Peer#prepareTopic}
@@ -17,13 +17,16 @@ import org.apache.rocketmq.common.message.Message;
  * starts) fetches the route and opens its connection, and is repeated until SEND_OK for up to
  * 60 s: a SYNC_MASTER answers SLAVE_NOT_AVAILABLE until its slave caught up.
  *
- * CONNECTIONS threads, each with a {@code DefaultMQProducer} of its own and a distinct
- * instanceName, so each has its own MQClientInstance and hence its own connection to the
- * broker (producers of one instance share one). Each thread sends SIZE-byte messages
- * synchronously, one after the other; after WARMUP_SECONDS (default 1) every thread counts
- * its sends and their latencies for SECONDS. Prints one JSON line:
- * {@code {"sent", "ok", "statuses", "p50_us", "p99_us", "p999_us", "seconds"}}, where ok
- * counts SEND_OK and statuses every status (exceptions by class name).
+ * CONNECTIONS {@code DefaultMQProducer}s, each with a distinct instanceName, so each has its
+ * own MQClientInstance and hence its own connection to the broker (producers of one instance
+ * share one), and THREADS sending threads (default CONNECTIONS), thread i on producer
+ * i % CONNECTIONS: one thread per connection, or RocketMQ's own benchmark shape, one producer
+ * shared by many threads and so many requests in flight on one connection. Each thread sends
+ * SIZE-byte messages synchronously, one after the other; after WARMUP_SECONDS (default 1)
+ * every thread counts its sends and their latencies for SECONDS. Prints Counts' JSON line:
+ * {@code {"sent", "ok", "statuses", "p50_us", "p99_us", "p999_us", "seconds", "cpu_s"}}, where
+ * ok counts SEND_OK, statuses every status (exceptions by class name) and cpu_s this client's
+ * CPU time.
  */
 public final class Load {
     private Load() {
@@ -36,6 +39,7 @@ public final class Load {
         double seconds = Double.parseDouble(args[4]);
         int size = Integer.parseInt(args[5]);
         double warmup = args.length > 6 ? Double.parseDouble(args[6]) : 1.0;
+        int threads = args.length > 7 ? Integer.parseInt(args[7]) : connections;
         Peer.prepareTopic(namesrv, args[1], topic);
         byte[] body = new byte[size];
         Arrays.fill(body, (byte) 'x');
@@ -70,8 +74,8 @@ public final class Load {
             producers[i] = p;
         }
 
-        System.out.println(Counts.measure(connections, warmup, seconds,
-            i -> producers[i].send(new Message(topic, body)).getSendStatus().name()));
+        System.out.println(Counts.measure(threads, warmup, seconds,
+            i -> producers[i % connections].send(new Message(topic, body)).getSendStatus().name()));
         System.out.flush();
         for (DefaultMQProducer p : producers) {
             p.shutdown();
