@@ -21,7 +21,6 @@ the consumers drained, it checks and prints:
 from __future__ import annotations
 
 import os
-import shutil
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -87,14 +86,13 @@ def run(
 ) -> list[Figure]:
     duration = duration or (30.0 if quick else 600.0)
     warmup = max(5.0, duration / 6)
-    root = _children.run_dir("bench-soak")
-    try:
-        with rocketha_pair(root, "SYNC_MASTER") as servers:
-            peak = _peak(root, servers.namesrv, 3.0 if quick else 10.0)
-            target = rate if rate else peak / 2
-            series, outcome = _soak(root, servers.namesrv, servers.pids, target, duration, warmup)
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+    with (
+        _children.temp_run_dir("bench-soak") as root,
+        rocketha_pair(root, "SYNC_MASTER") as servers,
+    ):
+        peak = _peak(root, servers.namesrv, 3.0 if quick else 10.0)
+        target = rate if rate else peak / 2
+        series, outcome = _soak(root, servers.namesrv, servers.pids, target, duration, warmup)
     return _figures(series, outcome, peak, target, warmup)
 
 

@@ -273,7 +273,16 @@ def temp_run_dir(prefix: str) -> Iterator[Path]:
     """:func:`run_dir`, removed when the block ends (``tempfile.TemporaryDirectory`` whose
     leftovers the next run removes if this one is killed)."""
     path = run_dir(prefix)
+    with _lock:
+        before = set(_live)
     try:
         yield path
     finally:
+        # A child started in the block that its owner never got back (a stop signal landing
+        # while it started up) would be stopped only at exit, after the removal, and its
+        # shutdown would write its store into the path again: stop it first.
+        with _lock:
+            started = [proc for pid, proc in _live.items() if pid not in before]
+        for proc in started:
+            stop(proc)
         shutil.rmtree(path, ignore_errors=True)

@@ -11,7 +11,6 @@ import ipaddress
 import json
 import logging
 import os
-import shutil
 import signal
 import sys
 import tempfile
@@ -75,14 +74,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
     _children.on_stop_signals()
     args.messages = args.messages or (2000 if args.failover else 20_000)
     keep = bool(args.keep or args.store)
-    if args.store:
-        root = Path(args.store)
-    elif keep:
-        root = Path(tempfile.mkdtemp(prefix="rocketha-demo-"))
-    else:
-        # Under the runs' root: if this process is killed, the next run removes it.
-        root = _children.run_dir("demo")
-    try:
+    with contextlib.ExitStack() as stack:
+        if args.store:
+            root = Path(args.store)
+        elif keep:
+            root = Path(tempfile.mkdtemp(prefix="rocketha-demo-"))
+        else:
+            # Under the runs' root: if this process is killed, the next run removes it.
+            root = stack.enter_context(_children.temp_run_dir("demo"))
         summary = (demo.run_failover if args.failover else demo.run)(
             root,
             messages=args.messages,
@@ -91,9 +90,6 @@ def cmd_demo(args: argparse.Namespace) -> int:
             segment_size=args.segment_size,
             say=None if args.quiet or args.json else sys.stderr,
         )
-    finally:
-        if not keep:
-            shutil.rmtree(root, ignore_errors=True)
     summary["store"] = str(root) if keep else "removed (--keep keeps it)"
     if args.failover:
         return demo.print_failover_summary(summary, as_json=args.json)
