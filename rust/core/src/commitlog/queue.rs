@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
 
-use super::mapped_file::MappedFile;
+use super::mapped_file::{MappedFile, PREFAULT_STEP};
 use crate::error::CommitLogError;
 use crate::sync::{lock, read, write};
 
@@ -20,8 +20,9 @@ type Prealloc = (u64, JoinHandle<Result<MappedFile, CommitLogError>>);
 /// How far ahead of the writer blocks are reserved and pages prefaulted. Not a whole segment:
 /// pages prefaulted long before the writer reaches them are dirty zeros that writeback may
 /// store twice, a 1 GiB segment prepared at once costs as much CPU as the appends that fill it,
-/// and blocks reserved far ahead are disk a store does not use yet.
-pub(crate) const PREFAULT_WINDOW: usize = 64 << 20;
+/// and blocks reserved far ahead are disk a store does not use yet. A prefault takes about
+/// 1 ms a MiB, so 16 MiB keeps far ahead of any writer (200 ms of appends at 80 MB/s).
+pub(crate) const PREFAULT_WINDOW: usize = 16 << 20;
 
 pub(crate) struct MappedFileQueue {
     dir: PathBuf,
@@ -184,7 +185,11 @@ impl MappedFileQueue {
             // allocator): prefault behind the writer's back rather than stall the append.
             self.prefault_ahead(&file);
         }
-        write(&self.files).push(file.clone());
+        let mut files = write(&self.files);
+        if let Some(sealed) = files.last() {
+            sealed.set_writing(false);
+        }
+        files.push(file.clone());
         Ok(file)
     }
 
@@ -205,14 +210,16 @@ impl MappedFileQueue {
         self.prepare(next);
     }
 
-    /// Reserves and prefaults up to a window past the writer in `file` once the writer is
-    /// within half a window of the prefaulted pages; one step at a time, on a background
-    /// thread.
+    /// Keeps blocks reserved and pages prefaulted a window past the writer in `file`: one step
+    /// further each time the writer has used a step of the window, on a background thread,
+    /// never two at once. A step rather than half a window, because a prefault holds its CPU
+    /// (see [`PREFAULT_STEP`]).
     fn prefault_ahead(&self, file: &Arc<MappedFile>) {
         let prefaulted = file.prefaulted();
+        let wrote = file.wrote();
         if !self.preallocate
             || prefaulted >= file.size()
-            || file.wrote() + PREFAULT_WINDOW / 2 < prefaulted
+            || wrote + PREFAULT_WINDOW < prefaulted + PREFAULT_STEP
         {
             return;
         }
@@ -220,7 +227,9 @@ impl MappedFileQueue {
         if running.as_ref().is_some_and(|t| !t.is_finished()) {
             return;
         }
-        let until = ((file.wrote() & !4095) + PREFAULT_WINDOW).min(file.size());
+        // A writer that outran the steps (a segment nobody prepared) is caught up from where
+        // it writes: pages it passed need no prefault.
+        let until = (prefaulted.max(wrote & !4095) + PREFAULT_STEP).min(file.size());
         let file = file.clone();
         *running = std::thread::Builder::new()
             .name("rocketha-prefault".into())
@@ -372,32 +381,49 @@ mod tests {
         }
     }
 
+    /// Lets the prefault step until it stops; where it stopped.
+    fn prefault_settled(queue: &MappedFileQueue, file: &Arc<MappedFile>) -> usize {
+        loop {
+            let before = file.prefaulted();
+            queue.prepare_after(file);
+            settle(queue);
+            if file.prefaulted() == before {
+                return before;
+            }
+        }
+    }
+
     #[test]
-    fn pages_are_prefaulted_a_window_ahead_of_the_writer() {
+    fn pages_are_prefaulted_a_window_ahead_of_the_writer_one_step_at_a_time() {
         let dir = tempfile::tempdir().unwrap();
         let size = 3 * PREFAULT_WINDOW;
         let queue = MappedFileQueue::load(dir.path(), size, "test", true, true).unwrap();
         let file = queue.roll(0).unwrap();
         settle(&queue);
-        assert_eq!(file.prefaulted(), PREFAULT_WINDOW);
-        // Not yet within half a window of the prefaulted pages: nothing to do.
-        file.set_wrote(PREFAULT_WINDOW / 2 - 1);
+        assert_eq!(file.prefaulted(), PREFAULT_STEP);
+        assert_eq!(prefault_settled(&queue, &file), PREFAULT_WINDOW);
+        // The writer has not used a whole step of the window yet: nothing to do.
+        file.set_wrote(PREFAULT_STEP - 1);
+        assert_eq!(prefault_settled(&queue, &file), PREFAULT_WINDOW);
+        // A step used is a step prefaulted past the window, and no more.
+        file.set_wrote(PREFAULT_STEP + 5000);
         queue.prepare_after(&file);
         settle(&queue);
-        assert_eq!(file.prefaulted(), PREFAULT_WINDOW);
-        file.set_wrote(PREFAULT_WINDOW / 2 + 5000);
+        assert_eq!(file.prefaulted(), PREFAULT_WINDOW + PREFAULT_STEP);
+        assert_eq!(
+            prefault_settled(&queue, &file),
+            PREFAULT_WINDOW + PREFAULT_STEP
+        );
+        // A writer that outran the steps is caught up from where it writes, up to the end of
+        // the segment; the next segment is prepared with its first window.
+        file.set_wrote(2 * PREFAULT_WINDOW + 5000);
         queue.prepare_after(&file);
         settle(&queue);
         assert_eq!(
             file.prefaulted(),
-            PREFAULT_WINDOW / 2 + 4096 + PREFAULT_WINDOW
+            2 * PREFAULT_WINDOW + 4096 + PREFAULT_STEP
         );
-        // Near the end the window stops at the segment's end, and the next segment is prepared
-        // with its first window.
-        file.set_wrote(size - 100);
-        queue.prepare_after(&file);
-        settle(&queue);
-        assert_eq!(file.prefaulted(), size);
+        assert_eq!(prefault_settled(&queue, &file), size);
         let next = queue.roll(file.end()).unwrap();
         assert_eq!(next.prefaulted(), PREFAULT_WINDOW);
     }
