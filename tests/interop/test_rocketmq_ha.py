@@ -568,5 +568,9 @@ def test_rocketmq_serves_a_store_rocketha_wrote(
         (g.queue_id, g.queue_offset): (g.commit_log_offset, g.body_len, g.body_crc, g.tags)
         for g in got
     }
+    # Which offsets of which queues never came, if any: a stuck queue and a skipped range
+    # look different here, and the count alone says neither.
+    missing = sorted(set(want) - set(seen))
+    assert not missing, {q: [o for qq, o in missing if qq == q] for q in {q for q, _ in missing}}
     assert len(got) == len(msgs)
     assert seen == want
