@@ -2,7 +2,8 @@
 SYNC_MASTER + SLAVE ``rocketha broker`` pair as processes, loaded by ``rocketha-loadgen``
 (``benches/loadgen``, Rust, on rocketha-core's remoting codec): N connections, each with one
 SEND_MESSAGE_V2 in flight (a synchronous producer), over 1, 8 and 64 connections. Targets:
->= 100,000 acked sends/s at 64 connections; p50 <= 3x the loopback round trip at 1 connection.
+>= 100,000 acked sends/s at 64 connections; at 1 connection, p50 <= 2.5x, p99 <= 4x and p999
+<= 10x the loopback round trip (issue 30).
 
 Baselines, all from the same run: an ASYNC_MASTER + SLAVE pair of rocketha brokers under the
 same generator (the price of waiting for the slave); the *echo ceiling*, the same generator
@@ -366,7 +367,9 @@ def _figures(
                 rate("echo", n),
             )
         )
-    for q in ("p50", "p99"):
+    # Issue 30's targets against the round trip: a SYNC send is two of them at best.
+    targets = {"p50": "<= 2.5", "p99": "<= 4", "p999": "<= 10"}
+    for q, target in targets.items():
         figs.append(
             Figure(
                 "remoting",
@@ -376,7 +379,7 @@ def _figures(
                 "loopback round trip",
                 rtt_runs,
                 higher_is_better=False,
-                target="<= 3" if q == "p50" else None,
+                target=target,
                 series={
                     "latency_us": results[("SYNC_MASTER", 1)][-1]["latency_us_percentiles"],
                 }
