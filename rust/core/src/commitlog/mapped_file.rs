@@ -2,12 +2,14 @@
 
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 use std::time::SystemTime;
 
 use memmap2::{MmapOptions, MmapRaw};
 
 use crate::error::CommitLogError;
+use crate::sync::lock;
 
 /// How far past a write the writer reserves blocks itself when the background step is behind
 /// (and what consume queues, which have no background step, reserve at a time).
@@ -22,6 +24,15 @@ pub(crate) const PREFAULT_STEP: usize = 1 << 20;
 /// together, while their put and HA threads waited runnable, so a SYNC send under a paced
 /// load waited up to 100 ms (issue 30). 256 KiB is well under a millisecond.
 const KERNEL_CHUNK: usize = 256 << 10;
+
+/// Fault readahead of a segment's mapping: the kernel's until the writer prefaults it, off
+/// while written, the kernel's again once sealed.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ReadAhead {
+    Default,
+    Off,
+    Sealed,
+}
 
 /// Segment files are named by their start offset as 20 zero-padded digits.
 #[cfg_attr(feature = "harness", visibility::make(pub))]
@@ -40,8 +51,9 @@ pub(crate) struct MappedFile {
     /// Bytes from the start whose first-write faults were taken (or are being taken) ahead of
     /// the writer.
     prefaulted: AtomicUsize,
-    /// Whether the writer writes here, so faults do not read ahead: see [`Self::set_writing`].
-    writing: AtomicBool,
+    /// Whether faults read ahead here: see [`Self::stop_read_ahead`]. Under a lock, so that a
+    /// prefault step still running when the writer moves on cannot turn it off again.
+    read_ahead: Mutex<ReadAhead>,
     /// Bytes from the start whose disk blocks are reserved. A segment is created sparse at its
     /// full length and reserved in steps as the writer approaches, so a store's disk use
     /// follows what it holds; the writer never writes past this, so a full disk is an ENOSPC
@@ -143,7 +155,7 @@ impl MappedFile {
             wrote: AtomicUsize::new(0),
             flushed: AtomicUsize::new(0),
             prefaulted: AtomicUsize::new(0),
-            writing: AtomicBool::new(false),
+            read_ahead: Mutex::new(ReadAhead::Default),
             allocated: AtomicUsize::new(0),
         }
     }
@@ -314,7 +326,7 @@ impl MappedFile {
         if from >= until {
             return;
         }
-        self.set_writing(true);
+        self.stop_read_ahead();
         for chunk in (from..until).step_by(KERNEL_CHUNK) {
             // SAFETY: `chunk < until <= size`, so the range lies inside the mapping.
             let ptr = unsafe { self.map.as_mut_ptr().add(chunk) }.cast();
@@ -334,21 +346,30 @@ impl MappedFile {
         }
     }
 
-    /// Turns the kernel's fault readahead off for this mapping while the writer writes here,
-    /// and back on once it is done. On, the fault of a page not yet cached reads ahead as far
-    /// as the device's readahead, and marks a page whose own fault later reads ahead again:
-    /// the prefault kept reaching those marks and zero-filled 8 MiB at a time, 20 ms without a
-    /// break, whatever its own chunk. Off, the prefault's MADV_WILLNEED reads in exactly its
-    /// chunk. A sealed segment reads ahead again, for readers far behind.
-    pub(crate) fn set_writing(&self, writing: bool) {
-        if self.writing.swap(writing, Ordering::AcqRel) == writing {
-            return;
+    /// Turns the kernel's fault readahead off for this mapping while the writer writes here
+    /// ([`Self::seal`] turns it back on for good). On, the fault of a page not yet cached reads
+    /// ahead as far as the device's readahead, and marks a page whose own fault later reads
+    /// ahead again: the prefault kept reaching those marks and zero-filled 8 MiB at a time,
+    /// 20 ms without a break, whatever its own chunk. Off, the prefault's MADV_WILLNEED reads
+    /// in exactly its chunk.
+    fn stop_read_ahead(&self) {
+        let mut state = lock(&self.read_ahead);
+        if *state == ReadAhead::Default {
+            self.advise(libc::MADV_RANDOM);
+            *state = ReadAhead::Off;
         }
-        let advice = if writing {
-            libc::MADV_RANDOM
-        } else {
-            libc::MADV_NORMAL
-        };
+    }
+
+    /// The writer has moved on: faults read ahead again, for readers far behind.
+    pub(crate) fn seal(&self) {
+        let mut state = lock(&self.read_ahead);
+        if *state == ReadAhead::Off {
+            self.advise(libc::MADV_NORMAL);
+        }
+        *state = ReadAhead::Sealed;
+    }
+
+    fn advise(&self, advice: libc::c_int) {
         // SAFETY: advice over our own whole live mapping; it changes none of its contents.
         unsafe { libc::madvise(self.map.as_mut_ptr().cast(), self.size, advice) };
     }
@@ -427,8 +448,11 @@ mod tests {
         let pages = resident(&file, 16 * KERNEL_CHUNK / 4096);
         assert!(pages[..prefault / 4096].iter().all(|r| *r), "{pages:?}");
         assert!(pages[prefault / 4096..].iter().all(|r| !*r), "{pages:?}");
-        // Sealed, it reads ahead again for readers far behind.
-        file.set_writing(false);
+        // Sealed, it reads ahead again for readers far behind, whatever a prefault step still
+        // running does.
+        file.seal();
+        assert!(!vm_flags(addr).split_whitespace().any(|f| f == "rr"));
+        file.prefault_for_write(3 * KERNEL_CHUNK);
         assert!(!vm_flags(addr).split_whitespace().any(|f| f == "rr"));
     }
 }

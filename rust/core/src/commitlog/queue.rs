@@ -187,7 +187,7 @@ impl MappedFileQueue {
         }
         let mut files = write(&self.files);
         if let Some(sealed) = files.last() {
-            sealed.set_writing(false);
+            sealed.seal();
         }
         files.push(file.clone());
         Ok(file)
