@@ -141,12 +141,12 @@ RUNS = {
         _rocketha_broker,
         on_sigterm=128 + signal.SIGTERM,
     ),
-    # The harness with a JVM: `remoting` runs RocketMQ's own Java producer against a rocketha
-    # SYNC_MASTER, then Apache RocketMQ's name server and brokers (first: the load generator's
-    # cargo build and Maven's resolve, hence the long start).
+    # The harness with JVMs: `failover` starts three of Apache RocketMQ's controllers first,
+    # then its name servers and brokers beside rocketha's (Maven's resolve first, hence the
+    # long limit).
     "bench-jvm": Run(
         lambda out: [
-            *(sys.executable, "-m", "rocketha", "bench", "remoting", "--quick", "--runs", "1"),
+            *(sys.executable, "-m", "rocketha", "bench", "failover", "--quick", "--runs", "1"),
             *("--out", str(out / "results")),
         ],
         _java_peer,

@@ -882,12 +882,19 @@ class RocketMQ:
         return out
 
     def group_member(
-        self, namesrv: str, topic: str, group: str, kind: str, *, home: Path
+        self,
+        namesrv: str,
+        topic: str,
+        group: str,
+        kind: str,
+        *,
+        home: Path,
+        jvm: Sequence[str] = (),
     ) -> GroupMember:
         """Like :meth:`group`, but running until :meth:`GroupMember.stop`, so several
-        members of one group consume side by side."""
+        members of one group consume side by side; ``jvm`` as :meth:`_peer_command`'s."""
         args = ["group", namesrv, topic, group, kind, "0", "600000"]
-        return GroupMember(self._peer_command(home, args), home)
+        return GroupMember(self._peer_command(home, args, jvm), home)
 
     def transactor(
         self,

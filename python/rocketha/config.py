@@ -214,6 +214,11 @@ class BrokerConfig:
     transaction_check_max: int = _D["transaction_check_max"]
     #: Milliseconds between check rounds.
     transaction_check_interval: int = _D["transaction_check_interval"]
+    #: rocketha: milliseconds an orderly consumer's queue lock lasts after its holder last
+    #: renewed it (RocketMQ's ``-Drocketmq.broker.rebalance.lockMaxLiveTime``, 60 s). A member
+    #: that dies keeps its queues this long; keep it above the clients' lock interval (20 s by
+    #: default), or a live member loses its queues between renewals.
+    rebalance_lock_max_live_time: int = _D["rebalance_lock_max_live_time"]
     #: RocketMQ 5's controller mode: the controllers at ``controllerAddr`` elect the group's
     #: master (``brokerRole`` and ``brokerId`` are not read).
     enable_controller_mode: bool = _D["enable_controller_mode"]

@@ -146,6 +146,19 @@ def slow_pair(tmp_path: Path, rocketha_namesrv: RochaNamesrv) -> Iterator[Pair]:
         yield p
 
 
+#: The broker's lock life in ``short_lock_pair``: RocketMQ's 60 s cut by ten.
+LOCK_LIFE_MS = 6_000
+
+
+@pytest.fixture
+def short_lock_pair(tmp_path: Path, rocketha_namesrv: RochaNamesrv) -> Iterator[Pair]:
+    """A pair whose orderly queue locks outlive their holder's last renewal by
+    :data:`LOCK_LIFE_MS`: a test of a member that died waits that, not a minute."""
+    keys = {"rebalanceLockMaxLiveTime": LOCK_LIFE_MS}
+    with running_pair(tmp_path, rocketha_namesrv.address, **keys) as p:
+        yield p
+
+
 def table(address: str, code: int) -> dict[str, Any]:
     sock = RemotingSocket(address)
     try:
@@ -518,20 +531,23 @@ def test_orderly_members_take_queues_by_lock_and_keep_each_in_order(
 
 
 def test_an_orderly_member_killed_mid_stream_leaves_its_queues_to_the_other(
-    pair: Pair, rocketha_namesrv: RochaNamesrv, tmp_path: Path
+    short_lock_pair: Pair, rocketha_namesrv: RochaNamesrv, tmp_path: Path
 ) -> None:
     """Two ``MessageListenerOrderly`` members (5.4.0); one is SIGKILLed while messages flow.
-    Its queue locks stay on the master until they expire (60 s, RocketMQ's
-    ``lockMaxLiveTime``: a member cut off, not dead, may still be consuming), then the
-    survivor locks them and reads on from the dead member's last commit. The survivor sees
+    Its queue locks stay on the master until they expire (``rebalanceLockMaxLiveTime``,
+    RocketMQ's ``lockMaxLiveTime``: a member cut off, not dead, may still be consuming), then
+    the survivor locks them and reads on from the dead member's last commit. The survivor sees
     each queue in offset order, and no message is lost (those the dead member took but never
     committed come again)."""
     rmq = resolve(VERSIONS[-1])
     ns = rocketha_namesrv.address
     topic, group = "OrderlyKilled", "orderly-killed"
-    create_topic(pair.master_address, topic, 4)
-    survivor = rmq.group_member(ns, topic, group, "orderly", home=tmp_path / "m0")
-    doomed = rmq.group_member(ns, topic, group, "orderly", home=tmp_path / "m1")
+    create_topic(short_lock_pair.master_address, topic, 4)
+    # The members renew their locks (rocketmq.client.rebalance.lockInterval) as often, for
+    # the lock life, as RocketMQ's: every 20 s of 60.
+    renew = [f"-Drocketmq.client.rebalance.lockInterval={LOCK_LIFE_MS // 3}"]
+    survivor = rmq.group_member(ns, topic, group, "orderly", home=tmp_path / "m0", jvm=renew)
+    doomed = rmq.group_member(ns, topic, group, "orderly", home=tmp_path / "m1", jvm=renew)
     try:
         wait_for(
             lambda: survivor.members_seen == doomed.members_seen == 2,

@@ -2,10 +2,11 @@
 // By default it fails every message it is given (ConsumeRetryLater) with maxReconsumeTimes,
 // printing "CALL <epoch ms> <body> <reconsumeTimes> <topic>" per call. With "orderly" it is an
 // orderly consumer (WithConsumerOrder: queues locked on their master, one call at a time per
-// queue) that succeeds, printing "GOT <queueId> <queueOffset> <body>". It runs until SIGTERM
-// (or TIMEOUT_S), when it shuts down and prints "DONE <calls>".
+// queue) that succeeds, printing "GOT <queueId> <queueOffset> <body>", and renews its locks
+// every LOCK_INTERVAL_MS (the client's 20 s unless given). It runs until SIGTERM (or
+// TIMEOUT_S), when it shuts down and prints "DONE <calls>".
 //
-// Usage: goconsumer NAMESRV TOPIC GROUP MAX_RECONSUME TIMEOUT_S [orderly]
+// Usage: goconsumer NAMESRV TOPIC GROUP MAX_RECONSUME TIMEOUT_S [orderly [LOCK_INTERVAL_MS]]
 package main
 
 import (
@@ -25,12 +26,21 @@ import (
 )
 
 func main() {
-	if len(os.Args) != 6 && len(os.Args) != 7 {
-		fmt.Fprintln(os.Stderr,
-			"usage: goconsumer NAMESRV TOPIC GROUP MAX_RECONSUME TIMEOUT_S [orderly]")
+	if len(os.Args) < 6 || len(os.Args) > 8 {
+		fmt.Fprintln(os.Stderr, "usage: goconsumer NAMESRV TOPIC GROUP MAX_RECONSUME TIMEOUT_S "+
+			"[orderly [LOCK_INTERVAL_MS]]")
 		os.Exit(2)
 	}
-	orderly := len(os.Args) == 7 && os.Args[6] == "orderly"
+	orderly := len(os.Args) >= 7 && os.Args[6] == "orderly"
+	lockInterval := 20 * time.Second
+	if len(os.Args) == 8 {
+		ms, err := strconv.Atoi(os.Args[7])
+		if err != nil || ms <= 0 {
+			fmt.Fprintln(os.Stderr, "LOCK_INTERVAL_MS: a positive number of milliseconds:", os.Args[7])
+			os.Exit(2)
+		}
+		lockInterval = time.Duration(ms) * time.Millisecond
+	}
 	namesrv, topic, group := os.Args[1], os.Args[2], os.Args[3]
 	maxReconsume, _ := strconv.Atoi(os.Args[4])
 	timeout, _ := strconv.Atoi(os.Args[5])
@@ -41,6 +51,7 @@ func main() {
 		consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset),
 		consumer.WithMaxReconsumeTimes(int32(maxReconsume)),
 		consumer.WithConsumerOrder(orderly),
+		consumer.WithRebalanceLockInterval(lockInterval),
 	)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "new consumer:", err)

@@ -292,6 +292,11 @@ broker_config! {
     transaction_check_max: i64 = "transactionCheckMax", 15;
     /// Milliseconds between check rounds (each half message past its time out is checked).
     transaction_check_interval: i64 = "transactionCheckInterval", 30_000;
+    /// rocketha: milliseconds an orderly consumer's queue lock lasts after its holder's last
+    /// LOCK_BATCH_MQ; RocketMQ's `-Drocketmq.broker.rebalance.lockMaxLiveTime`. Keep it above
+    /// the clients' lock interval (20 s by default), or a live holder loses its queues.
+    rebalance_lock_max_live_time: i64 = "rebalanceLockMaxLiveTime",
+        ms(crate::broker::rebalance_lock::REBALANCE_LOCK_MAX_LIVE_TIME);
     /// RocketMQ 5's controller mode: the controllers at `controllerAddr` elect the group's
     /// master; `brokerRole` and `brokerId` are not read.
     enable_controller_mode: bool = "enableControllerMode", false;

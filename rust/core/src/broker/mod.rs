@@ -67,6 +67,9 @@ pub struct BrokerSettings {
     pub access_message_in_memory_max_ratio: i32,
     /// `longPollingEnable`: a suspended pull is held for its `suspendTimeoutMillis` (else 1 s).
     pub long_polling_enable: bool,
+    /// `rebalanceLockMaxLiveTime`: how long an orderly consumer's queue lock outlives its
+    /// holder's last renewal.
+    pub rebalance_lock_max_live_time: std::time::Duration,
     /// `enablePropertyFilter`: consumers may subscribe with SQL92 over message properties.
     pub enable_property_filter: bool,
     /// `autoCreateSubscriptionGroup` (changes at runtime).

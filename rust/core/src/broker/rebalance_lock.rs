@@ -1,6 +1,6 @@
 //! RocketMQ's `RebalanceLockManager`: which client of a consumer group holds each queue, so an
 //! orderly consumer (`MessageListenerOrderly`) consumes a queue only while no other member
-//! does. A lock lasts `REBALANCE_LOCK_MAX_LIVE_TIME` from its holder's last LOCK_BATCH_MQ (the
+//! does. A lock lasts `rebalanceLockMaxLiveTime` from its holder's last LOCK_BATCH_MQ (the
 //! Java client renews every 20 s); an expired lock goes to the next client that asks.
 //! UNLOCK_BATCH_MQ gives back only the queues the asking client holds.
 
@@ -12,7 +12,7 @@ use crate::protocol::lock_batch::{LockBatchRequestBody, LockBatchResponseBody, M
 use crate::remoting::{request_code, response_code, RemotingCommand};
 use crate::sync::lock;
 
-/// `rocketmq.broker.rebalance.lockMaxLiveTime`'s default.
+/// `rebalanceLockMaxLiveTime`'s default, as `rocketmq.broker.rebalance.lockMaxLiveTime`'s.
 pub(crate) const REBALANCE_LOCK_MAX_LIVE_TIME: Duration = Duration::from_secs(60);
 
 struct LockEntry {

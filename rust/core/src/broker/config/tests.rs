@@ -85,6 +85,7 @@ fn every_key_has_rocketmqs_default() {
         ("transactionTimeOut", "6000"),
         ("transactionCheckMax", "15"),
         ("transactionCheckInterval", "30000"),
+        ("rebalanceLockMaxLiveTime", "60000"),
         ("enableControllerMode", "false"),
         ("controllerAddr", ""),
         ("allAckInSyncStateSet", "false"),
@@ -270,6 +271,10 @@ fn contradictions_and_ranges_name_the_key() {
             "transactionCheckInterval: must be a positive number",
         ),
         (&[("transactionCheckMax", "0")], "transactionCheckMax"),
+        (
+            &[("rebalanceLockMaxLiveTime", "0")],
+            "rebalanceLockMaxLiveTime: must be a positive number",
+        ),
         (
             &[("accessMessageInMemoryMaxRatio", "101")],
             "accessMessageInMemoryMaxRatio: must be a percentage",

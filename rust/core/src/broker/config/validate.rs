@@ -235,6 +235,10 @@ impl BrokerConfig {
             ("flushDelayOffsetInterval", self.flush_delay_offset_interval),
             ("transactionTimeOut", self.transaction_time_out),
             ("transactionCheckInterval", self.transaction_check_interval),
+            (
+                "rebalanceLockMaxLiveTime",
+                self.rebalance_lock_max_live_time,
+            ),
         ] {
             if millis <= 0 {
                 return Err(invalid(key, "must be a positive number of milliseconds"));
