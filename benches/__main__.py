@@ -35,9 +35,11 @@ SCENARIOS = {
     "failover": "benches.failover",
     "peers": "benches.peers_bench",
     "soak": "benches.soak",
+    "scale": "benches.scale",
 }
-#: Run only when named: the soak is long by design, a failover trial restarts a broker.
-ON_REQUEST = {"soak", "failover"}
+#: Run only when named: the soak is long by design, a failover trial restarts a broker, the
+#: scale run creates tens of thousands of topics on RocketMQ too.
+ON_REQUEST = {"soak", "failover", "scale"}
 
 
 def _run_scenario(name: str, quick: bool, runs: int, soak: dict[str, float | None]) -> list[Figure]:

@@ -332,7 +332,7 @@ def classic_sends_per_s(
         out["rocketha"] = _sends_per_s(rmq, at.namesrv, root / "rocketha-load", seconds, at.address)
     if rocketmq_too:
         name = f"RocketMQ {rmq.version}"
-        with remoting._rocketmq_pair(rmq, root / "rocketmq", mappedFileSizeCommitLog=SEGMENT) as at:
+        with remoting.rocketmq_pair(rmq, root / "rocketmq", mappedFileSizeCommitLog=SEGMENT) as at:
             out[name] = _sends_per_s(rmq, at.namesrv, root / "rocketmq-load", seconds, at.address)
     return out
 

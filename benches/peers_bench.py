@@ -163,7 +163,7 @@ def _system(
         return
     role = name.split()[1]
     pair = (
-        remoting._rocketmq_pair(rmq, root, role, ROCKETMQ_JVM, **ROCKETMQ_TUNING)
+        remoting.rocketmq_pair(rmq, root, role, ROCKETMQ_JVM, **ROCKETMQ_TUNING)
         if name.startswith("RocketMQ")
         else remoting.rocketha_pair(root, role)
     )
@@ -327,7 +327,7 @@ def _replicas(
     with contextlib.ExitStack() as stack:
         if system == "RocketMQ":
             at = stack.enter_context(
-                remoting._rocketmq_pair(
+                remoting.rocketmq_pair(
                     rmq, root, "ASYNC_MASTER", ROCKETMQ_JVM, **ROCKETMQ_TUNING, **READ_FROM_SLAVE
                 )
             )

@@ -50,12 +50,15 @@ REPO = Path(__file__).resolve().parents[1]
 
 class Servers:
     """What a load runs against: the name server, the address sends go to, and the processes
-    whose CPU the generator reports, by name."""
+    whose CPU the generator reports, by name (the name server's process apart)."""
 
-    def __init__(self, namesrv: str, address: str, pids: dict[str, int]) -> None:
+    def __init__(
+        self, namesrv: str, address: str, pids: dict[str, int], namesrv_pid: int | None = None
+    ) -> None:
         self.namesrv = namesrv
         self.address = address
         self.pids = pids
+        self.namesrv_pid = namesrv_pid
 
 
 class _Process:
@@ -139,14 +142,14 @@ def rocketha_pair(root: Path, role: str, **keys: Any) -> Iterator[Servers]:
             if time.monotonic() > deadline:
                 raise RuntimeError("the slave did not connect to the master in 60 s")
             time.sleep(0.05)
-        yield Servers(namesrv, addresses["master"], pids)
+        yield Servers(namesrv, addresses["master"], pids, ns.proc.pid)
     finally:
         for p in reversed(procs):
             p.stop()
 
 
 @contextlib.contextmanager
-def _rocketmq_pair(
+def rocketmq_pair(
     rmq: rocketmq.RocketMQ,
     root: Path,
     role: str = "SYNC_MASTER",
@@ -172,7 +175,10 @@ def _rocketmq_pair(
         ) as slave,
     ):
         yield Servers(
-            ns.address, master.address, {"master": master.proc.pid, "slave": slave.proc.pid}
+            ns.address,
+            master.address,
+            {"master": master.proc.pid, "slave": slave.proc.pid},
+            ns.proc.pid,
         )
 
 
@@ -295,7 +301,7 @@ def run(quick: bool, runs: int) -> list[Figure]:
                         servers = _echo(loadgen, root)
                     elif system == peer:
                         assert rmq is not None
-                        servers = _rocketmq_pair(rmq, root)
+                        servers = rocketmq_pair(rmq, root)
                     else:
                         servers = rocketha_pair(root, system)
                     with servers as at:

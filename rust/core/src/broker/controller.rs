@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use super::consumer_manager::ConsumerManager;
 use super::consumer_offset::ConsumerOffsetManager;
-use super::outer_api::{persist_topics, BrokerOuterApi, Registration};
+use super::outer_api::{report_topics_persist, BrokerOuterApi, Registration};
 use super::processor::{BrokerProcessor, ClientChannel, ConsumeTables, RuntimeView};
 use super::producer_manager::ProducerManager;
 use super::replicas_manager::ReplicasManager;
@@ -312,6 +312,7 @@ impl BrokerController {
 
     /// Registers with the name servers now rather than at the next period.
     pub fn register_now(&self) {
+        self.topics.register_all_next();
         self.register.wakeup();
     }
 
@@ -330,7 +331,7 @@ impl BrokerController {
     pub fn shutdown(&self) {
         self.register.shutdown();
         self.server.shutdown();
-        persist_topics(&self.topics, self.server.events());
+        report_topics_persist(self.topics.close(), self.server.events());
         self.processor.pull().hold_service().shutdown();
         // Before the offsets' last write: it records how far the checks got.
         self.processor.transactions().shutdown();

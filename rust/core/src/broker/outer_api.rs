@@ -9,11 +9,11 @@
 
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::replicas_manager::ReplicasManager;
 use super::slave_sync::SlaveSynchronize;
-use super::topic_config::TopicConfigManager;
+use super::topic_config::{TopicConfigError, TopicConfigManager, Unregistered};
 use super::BrokerSettings;
 use crate::ha::client::HaClient;
 use crate::protocol::body::{mq_version, perm, RegisterBrokerBody, TopicConfigSerializeWrapper};
@@ -25,7 +25,7 @@ use crate::remoting::{
     request_code, response_code, ClientTls, RemotingClient, RemotingCommand, ServerEventKind,
     ServerEvents,
 };
-use crate::sync::{deadline_after, lock, ServiceThread, ServiceWaiter, Woke};
+use crate::sync::{lock, ServiceThread, ServiceWaiter, Woke};
 
 /// Connect and answer timeout of one name server call: short, so a dead name server costs a
 /// period's registration little time and shutdown waits little.
@@ -51,6 +51,12 @@ pub(crate) struct Registration {
 struct NameServerLink {
     addr: String,
     client: Option<RemotingClient>,
+}
+
+/// Which name servers took a registration.
+struct Answered {
+    any: bool,
+    all: bool,
 }
 
 /// What the name servers said of a configured `haMasterAddress`.
@@ -124,15 +130,34 @@ impl BrokerOuterApi {
         }
     }
 
-    /// Registers again every `period` or when signalled, until stopped; unregisters last.
-    /// The first registration is the broker's start's (see `BrokerController::start`). Topics
-    /// sends created are persisted first: woken by their creation, this thread keeps the fsync
-    /// off the remoting loop, and a route the name servers hand out is on disk. The last ones
-    /// are persisted by `BrokerController::shutdown`, once no send can come.
+    /// Registers the whole table every `period`, and the topics that changed when signalled
+    /// (`registerIncrementBrokerData`), until stopped; unregisters last. The first
+    /// registration is the broker's start's (see `BrokerController::start`). Topics sends
+    /// created are persisted first: woken by their creation, this thread keeps the fsync off
+    /// the remoting loop, and a route the name servers hand out is on disk. The last ones are
+    /// persisted by `BrokerController::shutdown`, once no send can come.
     pub(crate) fn run(&self, waiter: &ServiceWaiter, period: Duration) {
-        while waiter.wait_for_running(deadline_after(self.next_period(period))) != Woke::Stopped {
+        let mut last_whole = Instant::now();
+        loop {
+            let due = last_whole.checked_add(self.next_period(period));
+            if waiter.wait_for_running(due) == Woke::Stopped {
+                break;
+            }
             self.persist_topics();
-            self.register_broker_all();
+            match self.topics.take_unregistered() {
+                Unregistered::Topics(changed) if due.is_some_and(|d| Instant::now() < d) => {
+                    // A name server the increment missed needs the whole table.
+                    let sent = changed.topic_config_table.is_empty()
+                        || self.register_broker(changed, "the changed topics").all;
+                    if !sent {
+                        self.topics.register_all_next();
+                    }
+                }
+                _ => {
+                    self.register_broker_all();
+                    last_whole = Instant::now();
+                }
+            }
         }
         self.unregister_broker_all();
     }
@@ -153,7 +178,7 @@ impl BrokerOuterApi {
 
     /// [`TopicConfigManager::persist_unsaved`], a failure reported (and tried again next time).
     fn persist_topics(&self) {
-        persist_topics(&self.topics, &self.events);
+        report_topics_persist(self.topics.persist_unsaved(), &self.events);
     }
 
     fn invoke(
@@ -184,22 +209,31 @@ impl BrokerOuterApi {
     /// The topics as registered: a broker whose `brokerPermission` takes no sends (or no
     /// pulls) registers every topic without that permission, so clients stop routing them
     /// here (RocketMQ's `registerBrokerAll`).
-    fn topic_config_wrapper(&self) -> TopicConfigSerializeWrapper {
-        let mut wrapper = self.topics.wrapper();
+    fn limit_to_broker_permission(&self, topics: &mut TopicConfigSerializeWrapper) {
         let broker = i32::try_from(self.me.settings.broker_permission.get()).unwrap_or(0);
         let all = perm::PERM_READ | perm::PERM_WRITE;
         if broker & all != all {
-            for config in wrapper.topic_config_table.values_mut() {
+            for config in topics.topic_config_table.values_mut() {
                 config.perm &= broker;
             }
         }
-        wrapper
     }
 
     /// `registerBrokerAll`: the whole topic config to every name server.
     pub(crate) fn register_broker_all(&self) {
+        // Changes from here on are the next increment's; the table below holds them too.
+        let _ = self.topics.take_unregistered();
+        let whole = self.topics.wrapper();
+        if !self.register_broker(whole, "the whole table").any && !lock(&self.links).is_empty() {
+            self.unchecked_master();
+        }
+    }
+
+    /// REGISTER_BROKER of `topics` to every name server.
+    fn register_broker(&self, mut topics: TopicConfigSerializeWrapper, what: &str) -> Answered {
+        self.limit_to_broker_permission(&mut topics);
         let body = RegisterBrokerBody {
-            topic_config_serialize_wrapper: self.topic_config_wrapper(),
+            topic_config_serialize_wrapper: topics,
             filter_server_list: Vec::new(),
         }
         .encode();
@@ -217,7 +251,7 @@ impl BrokerOuterApi {
             zone_name: None,
         };
         let mut links = lock(&self.links);
-        let mut answered = false;
+        let mut answered = 0;
         for link in links.iter_mut() {
             let mut request = RemotingCommand::request(request_code::REGISTER_BROKER, 0);
             request.version = mq_version::V5_0_0;
@@ -225,14 +259,14 @@ impl BrokerOuterApi {
             request.body = body.clone();
             match self.invoke(link, request) {
                 Ok(r) if r.code == response_code::SUCCESS => {
-                    answered = true;
+                    answered += 1;
                     self.registered(&link.addr, &r)
                 }
                 Ok(r) => self.report(
                     &link.addr,
                     "REGISTER_FAILED",
                     format!(
-                        "answered code {}: {}; trying again next period",
+                        "{what}: answered code {}: {}; trying again next period",
                         r.code,
                         r.remark.unwrap_or_default()
                     ),
@@ -240,12 +274,13 @@ impl BrokerOuterApi {
                 Err(e) => self.report(
                     &link.addr,
                     "REGISTER_FAILED",
-                    format!("{e}; trying again next period"),
+                    format!("{what}: {e}; trying again next period"),
                 ),
             }
         }
-        if !answered && !links.is_empty() {
-            self.unchecked_master();
+        Answered {
+            any: answered > 0,
+            all: answered == links.len(),
         }
     }
 
@@ -435,9 +470,9 @@ impl BrokerOuterApi {
 
 /// Whether two `host:port` addresses reach the same socket: equal as written, or resolving to
 /// a common address (`localhost:10912` is `127.0.0.1:10912`).
-/// [`TopicConfigManager::persist_unsaved`], a failure reported (and tried again next time).
-pub(crate) fn persist_topics(topics: &TopicConfigManager, events: &ServerEvents) {
-    if let Err(e) = topics.persist_unsaved() {
+/// A failed save of the topics reported (what it did not save is tried again next time).
+pub(crate) fn report_topics_persist(result: Result<(), TopicConfigError>, events: &ServerEvents) {
+    if let Err(e) = result {
         events.push(
             "topics",
             ServerEventKind::Processor("TOPIC_CONFIG_PERSIST_FAILED"),

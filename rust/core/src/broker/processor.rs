@@ -24,7 +24,7 @@ use super::consumer_manage::ConsumerManageProcessor;
 use super::consumer_manager::{ConsumerManager, SubscriptionData};
 use super::consumer_offset::ConsumerOffsetManager;
 use super::pull::PullMessageProcessor;
-use super::rebalance_lock::{self, RebalanceLockManager, REBALANCE_LOCK_MAX_LIVE_TIME};
+use super::rebalance_lock::{self, RebalanceLockManager};
 use super::replicas_manager::ReplicasManager;
 use super::send::{retry_topic, retry_topic_sys_flag, SendMessageProcessor};
 use super::store_stats::StoreStatsService;
@@ -148,12 +148,12 @@ impl BrokerProcessor {
             consume: tables.clone(),
             store,
             topics,
+            rebalance_locks: RebalanceLockManager::new(settings.rebalance_lock_max_live_time),
             settings,
             runtime,
             register,
             clients: Mutex::default(),
             acl,
-            rebalance_locks: RebalanceLockManager::new(REBALANCE_LOCK_MAX_LIVE_TIME),
             transactions,
         })
     }
@@ -313,10 +313,11 @@ impl BrokerProcessor {
             order: header.order,
             ..TopicConfig::default()
         };
-        if let Err(e) = self.topics.update_or_create(config) {
-            return refuse(response_code::SYSTEM_ERROR, e.to_string());
+        match self.topics.update_or_create(config) {
+            Ok(true) => self.register.wakeup(),
+            Ok(false) => {}
+            Err(e) => return refuse(response_code::SYSTEM_ERROR, e.to_string()),
         }
-        self.register.wakeup();
         RemotingCommand::response_to(request, response_code::SUCCESS, None)
     }
 
