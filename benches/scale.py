@@ -11,6 +11,9 @@ masters from the name server, then UPDATE_AND_CREATE_TOPIC to each), and at each
   too), bytes;
 * the master's and the name server's resident memory and open files.
 
+Then consumer groups (``mqadmin updateSubGroup``), to 1k and 10k (500 and 1k with ``--quick``):
+the creation rate over each step's last ``WINDOW``.
+
 RocketMQ stops at 10k (at its rate 50k would take a quarter of an hour); rocketha goes on.
 Each figure is a curve: ``series`` holds every step.
 """
@@ -80,10 +83,28 @@ def _step(servers: remoting.Servers, made: list[str]) -> dict[str, float]:
     }
 
 
-def _grow(servers: remoting.Servers, steps: list[int], prefix: str) -> list[dict[str, float]]:
-    """Creates topics up to each step; each step's figures."""
+def _creations(
+    create: Callable[[str], object], steps: list[int], prefix: str
+) -> Iterator[tuple[list[str], float]]:
+    """Creates names up to each step with ``create``; at each step, the names so far and
+    the rate over the step's last :data:`WINDOW`."""
     made: list[str] = []
-    out = []
+    for step in steps:
+        while len(made) < step - WINDOW:
+            made.append(f"{prefix}{len(made)}")
+            create(made[-1])
+        started = time.perf_counter()
+        while len(made) < step:
+            made.append(f"{prefix}{len(made)}")
+            create(made[-1])
+        yield made, WINDOW / (time.perf_counter() - started)
+
+
+def _grow(
+    servers: remoting.Servers, steps: list[int], group_steps: list[int], prefix: str
+) -> tuple[list[dict[str, float]], list[dict[str, float]]]:
+    """Topics up to each of ``steps``, then groups up to each of ``group_steps``: each
+    step's figures."""
     with Admin(servers.namesrv) as admin:
         # A JVM broker is up before it registers.
         deadline = time.monotonic() + 60
@@ -91,17 +112,19 @@ def _grow(servers: remoting.Servers, steps: list[int], prefix: str) -> list[dict
             if time.monotonic() > deadline:
                 raise RuntimeError("no master registered with the name server within 60 s")
             time.sleep(0.1)
-        for step in steps:
-            while len(made) < step - WINDOW:
-                made.append(f"{prefix}{len(made)}")
-                admin.create_topic(made[-1], QUEUES)
-            started = time.perf_counter()
-            while len(made) < step:
-                made.append(f"{prefix}{len(made)}")
-                admin.create_topic(made[-1], QUEUES)
-            rate = WINDOW / (time.perf_counter() - started)
-            out.append({"rate": rate, **_step(servers, made)})
-    return out
+        topics = [
+            {"rate": rate, **_step(servers, made)}
+            for made, rate in _creations(lambda t: admin.create_topic(t, QUEUES), steps, prefix)
+        ]
+        groups = [
+            {
+                "groups": len(made),
+                "rate": rate,
+                "master_rss_mib": _status_kib(servers.pids["master"], "VmRSS") / 1024,
+            }
+            for made, rate in _creations(admin.create_group, group_steps, f"{prefix}g")
+        ]
+    return topics, groups
 
 
 Pair = Callable[[], AbstractContextManager[remoting.Servers]]
@@ -121,14 +144,34 @@ def run(quick: bool, runs: int) -> list[Figure]:
     except rocketmq.Unavailable as e:
         raise Skipped(f"the peer RocketMQ does not resolve: {e}") from None
     steps = [500, 1000, 2000] if quick else [1000, 5000, 10_000, 50_000]
+    group_steps = [500, 1000] if quick else [1000, 10_000]
     curves: dict[str, list[list[dict[str, float]]]] = {"rocketha": [], "rocketmq": []}
+    group_curves: dict[str, list[list[dict[str, float]]]] = {"rocketha": [], "rocketmq": []}
     for r in range(runs):
         with _children.temp_run_dir("bench-scale") as d:
             for name, pair in _systems(rmq, Path(d) / str(r)):
                 mine = steps if name == "rocketha" else [s for s in steps if s <= ROCKETMQ_MAX]
                 with pair() as servers:
-                    curves[name].append(_grow(servers, mine, f"Scale{r}_"))
-    return _figures(curves)
+                    topics, groups = _grow(servers, mine, group_steps, f"Scale{r}_")
+                curves[name].append(topics)
+                group_curves[name].append(groups)
+    return _figures(curves) + _group_figures(group_curves)
+
+
+def _group_figures(curves: dict[str, list[list[dict[str, float]]]]) -> list[Figure]:
+    """Consumer groups created (``mqadmin updateSubGroup``) per second at each step."""
+    ours, theirs = curves["rocketha"], curves["rocketmq"]
+    return [
+        Figure(
+            "scale",
+            f"consumer groups created/s at {at['groups']:,.0f} groups",
+            "groups/s",
+            [run[i]["rate"] for run in ours],
+            "RocketMQ 5.4.0",
+            [run[i]["rate"] for run in theirs],
+        )
+        for i, at in enumerate(ours[0])
+    ]
 
 
 #: Each step's figures: key, what, unit, whether higher is better, and issue 32's target at

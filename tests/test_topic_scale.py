@@ -121,12 +121,22 @@ def test_a_master_killed_mid_creation_keeps_every_acknowledged_topic(
     assert set(acked) <= set(on_disk)
 
 
-def test_a_created_topic_is_routed_at_once(tmp_path: Path, rocketha_namesrv: RochaNamesrv) -> None:
+@pytest.mark.parametrize("compressed", [False, True], ids=["json", "compressedRegister"])
+def test_a_created_topic_is_routed_at_once(
+    tmp_path: Path, rocketha_namesrv: RochaNamesrv, compressed: bool
+) -> None:
     """The periodic whole registration is 30 s away (``registerNameServerPeriod``, set to an
-    hour here): the route comes from the increment the creation sends."""
+    hour here): the route comes from the increment the creation sends, as JSON or in
+    RocketMQ's compressed form (``compressedRegister``, which rocketha also uses by itself for
+    a table too large for a frame as JSON)."""
     ns = rocketha_namesrv.address
     master = start_master(
-        tmp_path, "incr", ns, brokerRole="ASYNC_MASTER", registerNameServerPeriod=3_600_000
+        tmp_path,
+        "incr",
+        ns,
+        brokerRole="ASYNC_MASTER",
+        registerNameServerPeriod=3_600_000,
+        compressedRegister=compressed,
     )
     try:
         sock = RemotingSocket(master.started["listen_address"])

@@ -99,6 +99,10 @@ class BrokerConfig:
     namesrv_addr: str | None = _D["namesrv_addr"]
     #: Milliseconds between registrations with the name servers.
     register_name_server_period: int = _D["register_name_server_period"]
+    #: Registrations carry the topics zlib-compressed (RocketMQ's binary form). A table whose
+    #: JSON is over 4 MiB is compressed whatever this says: past 16 MiB it would exceed the
+    #: name servers' frame limit.
+    compressed_register: bool = _D["compressed_register"]
     #: Sends to an unknown topic create it from ``TBW102`` (RocketMQ 4.x's default: true).
     auto_create_topic_enable: bool = _D["auto_create_topic_enable"]
     #: The topic named after the cluster (16 queues) takes sends and pulls; it exists either

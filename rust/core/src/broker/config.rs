@@ -196,6 +196,10 @@ broker_config! {
     namesrv_addr: Option<String> = "namesrvAddr", None;
     /// Milliseconds between registrations with the name servers.
     register_name_server_period: i64 = "registerNameServerPeriod", 30_000;
+    /// Registrations carry the topics zlib-compressed (RocketMQ's binary form). rocketha also
+    /// compresses, whatever this says, a table whose JSON is over 4 MiB: past 16 MiB it
+    /// would exceed the name servers' frame limit.
+    compressed_register: bool = "compressedRegister", false;
     /// Sends to an unknown topic create it from `TBW102` (RocketMQ 4.x's default: true).
     auto_create_topic_enable: bool = "autoCreateTopicEnable", true;
     /// The topic named after the cluster takes sends and pulls (it exists either way, so that

@@ -425,6 +425,10 @@ impl Housekeeping {
             }
         }
         self.persist_offsets();
+        // Every change is saved already; the journal folded, the file alone holds them.
+        if let Err(e) = self.tables.groups.close() {
+            self.report("SUBSCRIPTION_GROUP_PERSIST_FAILED", &e.to_string(), true);
+        }
     }
 
     fn persist_offsets(&self) {

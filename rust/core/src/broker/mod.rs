@@ -11,6 +11,7 @@ pub(crate) mod consumer_manage;
 pub(crate) mod consumer_manager;
 pub(crate) mod consumer_offset;
 pub(crate) mod controller;
+mod journaled_table;
 pub(crate) mod live_setting;
 pub(crate) mod outer_api;
 pub(crate) mod processor;
@@ -67,6 +68,8 @@ pub struct BrokerSettings {
     pub access_message_in_memory_max_ratio: i32,
     /// `longPollingEnable`: a suspended pull is held for its `suspendTimeoutMillis` (else 1 s).
     pub long_polling_enable: bool,
+    /// `compressedRegister`: registrations carry the topics compressed.
+    pub compressed_register: bool,
     /// `rebalanceLockMaxLiveTime`: how long an orderly consumer's queue lock outlives its
     /// holder's last renewal.
     pub rebalance_lock_max_live_time: std::time::Duration,

@@ -30,6 +30,9 @@ use crate::sync::{lock, ServiceThread, ServiceWaiter, Woke};
 /// Connect and answer timeout of one name server call: short, so a dead name server costs a
 /// period's registration little time and shutdown waits little.
 const NAMESRV_TIMEOUT: Duration = Duration::from_secs(3);
+/// A registration whose JSON is longer is sent compressed, whatever `compressedRegister`
+/// says: a name server refuses frames over 16 MiB (about 100,000 topics as JSON).
+const COMPRESS_ABOVE: usize = 4 * 1024 * 1024;
 /// How soon a slave in controller mode registers again while the name servers do not name the
 /// master the controller chose: after an election, the new master registers at about the
 /// moment its slaves do, and the next registration period can be 30 s away.
@@ -232,11 +235,16 @@ impl BrokerOuterApi {
     /// REGISTER_BROKER of `topics` to every name server.
     fn register_broker(&self, mut topics: TopicConfigSerializeWrapper, what: &str) -> Answered {
         self.limit_to_broker_permission(&mut topics);
-        let body = RegisterBrokerBody {
+        let registered = RegisterBrokerBody {
             topic_config_serialize_wrapper: topics,
             filter_server_list: Vec::new(),
-        }
-        .encode();
+        };
+        let json = Some(&registered)
+            .filter(|_| !self.me.settings.compressed_register)
+            .map(RegisterBrokerBody::encode)
+            .filter(|json| json.len() <= COMPRESS_ABOVE);
+        let compressed = json.is_none();
+        let body = json.unwrap_or_else(|| registered.encode_compressed());
         let me = &self.me;
         let header = RegisterBrokerRequestHeader {
             broker_name: me.settings.broker_name.clone(),
@@ -246,7 +254,7 @@ impl BrokerOuterApi {
             broker_id: me.settings.broker_id,
             heartbeat_timeout_millis: None,
             enable_acting_master: Some(false),
-            compressed: false,
+            compressed,
             body_crc32: body_crc(&body),
             zone_name: None,
         };

@@ -1,19 +1,20 @@
 //! RocketMQ's `SubscriptionGroupManager`: the consumer groups a broker serves, created on first
 //! use when `autoCreateSubscriptionGroup` is on, persisted in
 //! `STORE/config/subscriptionGroup.json` (`{"subscriptionGroupTable":{...},"dataVersion":{...}}`)
-//! and replaced on a slave by its master's at every sync.
+//! with its journal (a [`JournaledTable`]: a new group costs one synced line, whatever the
+//! number of groups) and replaced on a slave by its master's at every sync.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::path::Path;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::topic_config::{bump, remove_stale_temporaries, write_atomically};
+pub(crate) use super::journaled_table::TableError as SubscriptionGroupError;
+use super::journaled_table::{JournaledTable, TableFile};
 use super::BrokerSettings;
 use crate::protocol::body::DataVersion;
 use crate::protocol::json::parse_lenient;
-use crate::sync::lock;
 
 /// `SubscriptionGroupConfig`, Java's defaults for whatever a file leaves out; fields of newer
 /// RocketMQ versions are kept as they came, so a slave hands them on unchanged.
@@ -64,28 +65,30 @@ pub(crate) struct SubscriptionGroupWrapper {
     pub(crate) data_version: DataVersion,
 }
 
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum SubscriptionGroupError {
-    #[error("{path}: {source}")]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("{path} is not a subscription group file: {reason}")]
-    BadFile { path: PathBuf, reason: String },
+impl TableFile for SubscriptionGroupWrapper {
+    type Entry = SubscriptionGroupConfig;
+    const WHAT: &'static str = "subscription group";
+    fn entries(&self) -> &BTreeMap<String, SubscriptionGroupConfig> {
+        &self.subscription_group_table
+    }
+    fn entries_mut(&mut self) -> &mut BTreeMap<String, SubscriptionGroupConfig> {
+        &mut self.subscription_group_table
+    }
+    fn version(&self) -> &DataVersion {
+        &self.data_version
+    }
+    fn version_mut(&mut self) -> &mut DataVersion {
+        &mut self.data_version
+    }
 }
 
 pub(crate) struct SubscriptionGroupManager {
-    path: PathBuf,
     /// `autoCreateSubscriptionGroup`, and `whichBrokerWhenConsumeSlowly` of the groups this
     /// broker creates.
     settings: Arc<BrokerSettings>,
-    /// Lookups on the loop thread, replacement from the sync thread.
-    table: Mutex<SubscriptionGroupWrapper>,
-    /// Held from snapshot to rename: the sync thread and the loop thread persist the file at
-    /// once, and the later snapshot must be the one left on disk.
-    persisting: Mutex<()>,
+    /// Lookups on the loop thread, changes from it and from admin requests, replacement from
+    /// the sync thread.
+    table: JournaledTable<SubscriptionGroupWrapper>,
 }
 
 impl SubscriptionGroupManager {
@@ -93,26 +96,12 @@ impl SubscriptionGroupManager {
         root: &Path,
         settings: Arc<BrokerSettings>,
     ) -> Result<Self, SubscriptionGroupError> {
-        let path = root.join("config").join("subscriptionGroup.json");
-        remove_stale_temporaries(&path);
-        let table = match std::fs::read(&path) {
-            Ok(raw) => parse_lenient(&raw, "SubscriptionGroupWrapper").map_err(|e| {
-                SubscriptionGroupError::BadFile {
-                    path: path.clone(),
-                    reason: e.to_string(),
-                }
-            })?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                SubscriptionGroupWrapper::default()
-            }
-            Err(source) => return Err(SubscriptionGroupError::Io { path, source }),
-        };
-        Ok(Self {
-            path,
-            settings,
-            table: Mutex::new(table),
-            persisting: Mutex::new(()),
-        })
+        let table = JournaledTable::load(
+            root.join("config").join("subscriptionGroup.json"),
+            |raw| parse_lenient(raw, "SubscriptionGroupWrapper").map_err(|e| e.to_string()),
+            |_| {},
+        )?;
+        Ok(Self { settings, table })
     }
 
     /// `findSubscriptionGroupConfig`: the group's config, created (and persisted) when unknown
@@ -121,47 +110,43 @@ impl SubscriptionGroupManager {
         &self,
         group: &str,
     ) -> Result<Option<SubscriptionGroupConfig>, SubscriptionGroupError> {
-        let created = {
-            let mut table = lock(&self.table);
-            if let Some(config) = table.subscription_group_table.get(group) {
-                return Ok(Some(config.clone()));
-            }
-            if !self.settings.auto_create_subscription_group.get() {
-                return Ok(None);
+        if let Some(config) = self.get(group) {
+            return Ok(Some(config));
+        }
+        if !self.settings.auto_create_subscription_group.get() {
+            return Ok(None);
+        }
+        self.table.change(|state| {
+            let all = &mut state.table.subscription_group_table;
+            if let Some(config) = all.get(group) {
+                return Some(config.clone()); // another request created it meanwhile
             }
             let config = SubscriptionGroupConfig {
                 group_name: group.to_owned(),
                 which_broker_when_consume_slowly: self.settings.which_broker_when_consume_slowly,
                 ..SubscriptionGroupConfig::default()
             };
-            table
-                .subscription_group_table
-                .insert(group.to_owned(), config.clone());
-            bump(&mut table.data_version);
-            config
-        };
-        self.persist()?;
-        Ok(Some(created))
+            all.insert(group.to_owned(), config.clone());
+            state.changed(group);
+            Some(config)
+        })
     }
 
     /// The group's config, without creating it.
     pub(crate) fn get(&self, group: &str) -> Option<SubscriptionGroupConfig> {
-        lock(&self.table)
-            .subscription_group_table
-            .get(group)
-            .cloned()
+        let state = self.table.state();
+        state.table.subscription_group_table.get(group).cloned()
     }
 
     /// `containsSubscriptionGroup`: known, without creating it.
     pub(crate) fn contains(&self, group: &str) -> bool {
-        lock(&self.table)
-            .subscription_group_table
-            .contains_key(group)
+        let state = self.table.state();
+        state.table.subscription_group_table.contains_key(group)
     }
 
     /// What GET_ALL_SUBSCRIPTIONGROUP_CONFIG answers.
     pub(crate) fn encode(&self) -> Vec<u8> {
-        serde_json::to_vec(&*lock(&self.table)).unwrap_or_default()
+        serde_json::to_vec(&self.table.state().table).unwrap_or_default()
     }
 
     /// UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: `config` replaces its group's, or creates it.
@@ -169,27 +154,25 @@ impl SubscriptionGroupManager {
         &self,
         config: SubscriptionGroupConfig,
     ) -> Result<(), SubscriptionGroupError> {
-        {
-            let mut table = lock(&self.table);
-            table
+        self.table.change(|state| {
+            let name = config.group_name.clone();
+            state
+                .table
                 .subscription_group_table
-                .insert(config.group_name.clone(), config);
-            bump(&mut table.data_version);
-        }
-        self.persist()
+                .insert(name.clone(), config);
+            state.changed(&name);
+        })
     }
 
     /// DELETE_SUBSCRIPTIONGROUP: false when there was no such group.
     pub(crate) fn delete(&self, group: &str) -> Result<bool, SubscriptionGroupError> {
-        {
-            let mut table = lock(&self.table);
-            if table.subscription_group_table.remove(group).is_none() {
-                return Ok(false);
+        self.table.change(|state| {
+            let removed = state.table.subscription_group_table.remove(group).is_some();
+            if removed {
+                state.changed(group);
             }
-            bump(&mut table.data_version);
-        }
-        self.persist()?;
-        Ok(true)
+            removed
+        })
     }
 
     /// A slave's sync: the master's groups replace these, then are persisted.
@@ -197,17 +180,12 @@ impl SubscriptionGroupManager {
         &self,
         wrapper: SubscriptionGroupWrapper,
     ) -> Result<(), SubscriptionGroupError> {
-        *lock(&self.table) = wrapper;
-        self.persist()
+        self.table.replace(wrapper)
     }
 
-    fn persist(&self) -> Result<(), SubscriptionGroupError> {
-        let _persisting = lock(&self.persisting);
-        let text = serde_json::to_vec_pretty(&*lock(&self.table)).unwrap_or_default();
-        write_atomically(&self.path, &text).map_err(|source| SubscriptionGroupError::Io {
-            path: self.path.clone(),
-            source,
-        })
+    /// At shutdown: the journal folded into `subscriptionGroup.json`.
+    pub(crate) fn close(&self) -> Result<(), SubscriptionGroupError> {
+        self.table.close()
     }
 }
 
@@ -255,6 +233,35 @@ mod tests {
         let again = SubscriptionGroupManager::load(dir.path(), settings(false)).unwrap();
         assert_eq!(again.find("cg").unwrap().unwrap().retry_max_times, 3);
         assert!(!again.contains("gone"));
+    }
+
+    #[test]
+    fn a_new_group_is_a_journal_line_until_the_shutdown_folds_it_in() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("config/subscriptionGroup.json");
+        let journal = dir.path().join("config/subscriptionGroup.journal");
+        let m = SubscriptionGroupManager::load(dir.path(), settings(true)).unwrap();
+        for i in 0..100 {
+            m.find(&format!("g{i}")).unwrap().unwrap();
+        }
+        assert!(!file.exists(), "no rewrite per group");
+        assert!(std::fs::metadata(&journal).unwrap().len() > 0);
+        // Killed here: the next load replays the journal.
+        let again = SubscriptionGroupManager::load(dir.path(), settings(false)).unwrap();
+        assert!(again.contains("g0") && again.contains("g99"));
+        again
+            .update_or_create(SubscriptionGroupConfig {
+                group_name: "g0".into(),
+                retry_max_times: 2,
+                ..SubscriptionGroupConfig::default()
+            })
+            .unwrap();
+        again.close().unwrap();
+        assert_eq!(std::fs::metadata(&journal).unwrap().len(), 0);
+        let text = std::fs::read_to_string(&file).unwrap();
+        assert!(text.contains("\"g99\""), "the file alone holds every group");
+        let last = SubscriptionGroupManager::load(dir.path(), settings(false)).unwrap();
+        assert_eq!(last.get("g0").unwrap().retry_max_times, 2);
     }
 
     #[test]

@@ -1,13 +1,6 @@
 //! RocketMQ's `TopicConfigManager`: the broker's topics with their queue counts and permissions,
-//! persisted in `STORE/config/topics.json` and sent to the name server.
-//!
-//! A change is one line appended to `config/topics.journal` and synced, so creating a topic
-//! costs the same with 50,000 topics as with 5 (RocketMQ rewrites the whole file each time).
-//! `topics.json` is rewritten (to a temporary file, synced, renamed: a crash leaves the old
-//! file or the new one) when the journal outgrows it, when a load found lines in it, when a
-//! slave takes its master's table, and at shutdown, so a stopped broker's `topics.json` holds
-//! every topic, in RocketMQ's format. Each line carries the table's data version; a load
-//! replays the lines newer than the file's.
+//! persisted in `STORE/config/topics.json` with its journal (a [`JournaledTable`]: a change
+//! costs one synced line, whatever the number of topics) and sent to the name server.
 //!
 //! A topic a send creates is persisted off the remoting loop thread, as RocketMQ persists it
 //! asynchronously too: by the register loop, woken by the change, before it tells the name
@@ -16,19 +9,16 @@
 //! (`registerIncrementBrokerData`), and the whole table every period.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Mutex;
 
-use serde::{Deserialize, Serialize};
-
+pub(crate) use super::journaled_table::TableError as TopicConfigError;
+use super::journaled_table::{JournaledTable, TableFile, Unsaved};
+use super::BrokerSettings;
 use crate::protocol::body::{perm, DataVersion, TopicConfig, TopicConfigSerializeWrapper};
-use crate::protocol::config_file::ConfigJournal;
 pub(crate) use crate::protocol::config_file::{remove_stale_temporaries, write_atomically};
-use crate::protocol::now_millis;
 pub(crate) use crate::protocol::AUTO_CREATE_TOPIC_KEY_TOPIC;
 use crate::sync::lock;
-
-use super::BrokerSettings;
 
 /// `TopicValidator.TOPIC_MAX_LENGTH`.
 const TOPIC_MAX_LENGTH: usize = 127;
@@ -40,53 +30,32 @@ const TOPIC_MAX_LENGTH: usize = 127;
 const SYSTEM_TOPICS: [&str; 2] = ["SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT"];
 /// `PermName.PERM_INHERIT`: topics created from this one inherit its permission.
 pub(crate) const PERM_INHERIT: i32 = 1;
+/// Past this many changed topics, an increment costs about what the whole table does.
+const MAX_INCREMENT: usize = 1000;
 
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum TopicConfigError {
-    #[error("{path}: {source}")]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("{path} is not a topic config file: {reason}")]
-    BadFile { path: PathBuf, reason: String },
+impl TableFile for TopicConfigSerializeWrapper {
+    type Entry = TopicConfig;
+    const WHAT: &'static str = "topic config";
+    fn entries(&self) -> &BTreeMap<String, TopicConfig> {
+        &self.topic_config_table
+    }
+    fn entries_mut(&mut self) -> &mut BTreeMap<String, TopicConfig> {
+        &mut self.topic_config_table
+    }
+    fn version(&self) -> &DataVersion {
+        &self.data_version
+    }
+    fn version_mut(&mut self) -> &mut DataVersion {
+        &mut self.data_version
+    }
 }
 
 pub(crate) struct TopicConfigManager {
-    path: PathBuf,
-    table: Mutex<Table>,
-    /// One save at a time, taken before `table`: lines reach the journal in the order of the
-    /// states they hold, and the file ends with the latest table, not an older one renamed
-    /// last.
-    writer: Mutex<Writer>,
-}
-
-struct Table {
-    topics: TopicConfigSerializeWrapper,
-    /// Topics changed since the last save, and whether the version changed without them
-    /// ([`TopicConfigManager::persist_unsaved`]). Taken under this lock, so a save clears
-    /// only what it wrote.
-    unsaved: BTreeSet<String>,
-    version_unsaved: bool,
+    table: JournaledTable<TopicConfigSerializeWrapper>,
     /// Topics changed since the last registration; `None` when the next must carry the whole
-    /// table (a topic deleted, the permissions changed, the table replaced).
-    unregistered: Option<BTreeSet<String>>,
-}
-
-struct Writer {
-    journal: ConfigJournal,
-    /// Bytes of `topics.json` as last written or read.
-    file_len: u64,
-}
-
-/// One line of `topics.journal`: the table's version after a change, and each topic it
-/// changed as it is now (`null`: deleted).
-#[derive(Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct JournalLine {
-    data_version: DataVersion,
-    topics: BTreeMap<String, Option<TopicConfig>>,
+    /// table (a topic deleted, the permissions changed, the table replaced). Locked after
+    /// the table.
+    unregistered: Mutex<Option<BTreeSet<String>>>,
 }
 
 /// What the name servers have not been told ([`TopicConfigManager::take_unregistered`]).
@@ -97,9 +66,6 @@ pub(crate) enum Unregistered {
     /// The whole table is due.
     All,
 }
-
-/// Past this many changed topics, an increment costs about what the whole table does.
-const MAX_INCREMENT: usize = 1000;
 
 /// `TopicValidator.validateTopic`.
 pub(crate) fn validate_topic(topic: &str) -> Result<(), String> {
@@ -141,40 +107,21 @@ impl TopicConfigManager {
     /// it. With `auto_create`, the `TBW102` template is there too, with `default_queue_nums`
     /// queues, as RocketMQ's broker adds it when `autoCreateTopicEnable` is on.
     pub(crate) fn load(root: &Path, settings: &BrokerSettings) -> Result<Self, TopicConfigError> {
-        let path = root.join("config").join("topics.json");
-        remove_stale_temporaries(&path);
-        let (mut topics, file_len) = match std::fs::read(&path) {
-            Ok(raw) => {
-                let table = serde_json::from_slice::<TopicConfigSerializeWrapper>(&raw)
-                    .map_err(|e| bad_file(&path, e.to_string()))?;
-                (table, raw.len() as u64)
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Default::default(),
-            Err(source) => return Err(TopicConfigError::Io { path, source }),
-        };
-        let (journal, lines) = ConfigJournal::open(&path).map_err(|source| io(&path, source))?;
-        replay(&mut topics, &lines, journal.path())?;
-        add_builtin_topics(&mut topics, settings);
-        let manager = Self {
-            path,
-            table: Mutex::new(Table {
-                topics,
-                unsaved: BTreeSet::new(),
-                version_unsaved: false,
-                unregistered: None,
-            }),
-            writer: Mutex::new(Writer { journal, file_len }),
-        };
-        if !lock(&manager.writer).journal.is_empty() {
-            // Folded into the file now: the lines are read once, and a torn last line goes.
-            manager.rewrite(&mut lock(&manager.writer))?;
-        }
-        Ok(manager)
+        let table = JournaledTable::load(
+            root.join("config").join("topics.json"),
+            |raw| serde_json::from_slice(raw).map_err(|e| e.to_string()),
+            |table| add_builtin_topics(table, settings),
+        )?;
+        Ok(Self {
+            table,
+            unregistered: Mutex::new(None),
+        })
     }
 
     pub(crate) fn select(&self, topic: &str) -> Option<TopicConfig> {
-        lock(&self.table)
-            .topics
+        self.table
+            .state()
+            .table
             .topic_config_table
             .get(topic)
             .cloned()
@@ -191,17 +138,18 @@ impl TopicConfigManager {
         queue_nums: i32,
         topic_sys_flag: i32,
     ) -> Option<TopicConfig> {
-        let mut table = lock(&self.table);
-        if let Some(existing) = table.topics.topic_config_table.get(topic) {
+        let mut state = self.table.state();
+        let all = &state.table.topic_config_table;
+        if let Some(existing) = all.get(topic) {
             return Some(existing.clone());
         }
-        let template = table.topics.topic_config_table.get(default_topic)?;
+        let template = all.get(default_topic)?;
         if template.perm & PERM_INHERIT == 0 {
             return None;
         }
         let nums = queue_nums.clamp(1, template.write_queue_nums.max(1));
         let perm = template.perm & !PERM_INHERIT;
-        Some(table.insert_created(topic, nums, perm, topic_sys_flag))
+        Some(self.insert_created(&mut state, topic, nums, perm, topic_sys_flag))
     }
 
     /// `createTopicInSendMessageBackMethod`: the topic, created with `queue_nums` queues and
@@ -214,24 +162,16 @@ impl TopicConfigManager {
         perm: i32,
         topic_sys_flag: i32,
     ) -> TopicConfig {
-        let mut table = lock(&self.table);
-        if let Some(existing) = table.topics.topic_config_table.get(topic) {
+        let mut state = self.table.state();
+        if let Some(existing) = state.table.topic_config_table.get(topic) {
             return existing.clone();
         }
-        table.insert_created(topic, queue_nums, perm, topic_sys_flag)
+        self.insert_created(&mut state, topic, queue_nums, perm, topic_sys_flag)
     }
 
     /// Persists the topics sends created since the last save, if any.
     pub(crate) fn persist_unsaved(&self) -> Result<(), TopicConfigError> {
-        let mut writer = lock(&self.writer);
-        let line = {
-            let mut table = lock(&self.table);
-            if table.unsaved.is_empty() && !table.version_unsaved {
-                return Ok(());
-            }
-            table.take_line()
-        };
-        self.append(&mut writer, &line)
+        self.table.save_unsaved()
     }
 
     /// UPDATE_AND_CREATE_TOPIC. Persisted before it returns: an operator's SUCCESS means the
@@ -239,47 +179,37 @@ impl TopicConfigManager {
     /// already exactly so: nothing changed, nothing to register (RocketMQ's idempotent
     /// answer).
     pub(crate) fn update_or_create(&self, config: TopicConfig) -> Result<bool, TopicConfigError> {
-        let mut writer = lock(&self.writer);
-        let line = {
-            let mut table = lock(&self.table);
+        self.table.change(|state| {
             let name = config.topic_name.clone();
-            if table.topics.topic_config_table.get(&name) == Some(&config) {
-                return Ok(false);
+            if state.table.topic_config_table.get(&name) == Some(&config) {
+                return false;
             }
-            table.topics.topic_config_table.insert(name.clone(), config);
-            table.changed(&name);
-            table.take_line()
-        };
-        self.append(&mut writer, &line)?;
-        Ok(true)
+            state.table.topic_config_table.insert(name.clone(), config);
+            self.changed(state, &name);
+            true
+        })
     }
 
     /// A new data version with the same topics: the name servers take a registration only
     /// when its version is new, and the topics' permissions changed with `brokerPermission`.
     /// The register loop persists it and registers the whole table.
     pub(crate) fn next_version(&self) {
-        let mut table = lock(&self.table);
-        bump(&mut table.topics.data_version);
-        table.version_unsaved = true;
-        table.unregistered = None;
+        self.table.state().bump_version();
+        self.register_all_next();
     }
 
     /// `deleteTopicConfig`: false when there was no such topic.
     pub(crate) fn delete(&self, topic: &str) -> Result<bool, TopicConfigError> {
-        let mut writer = lock(&self.writer);
-        let line = {
-            let mut table = lock(&self.table);
-            if table.topics.topic_config_table.remove(topic).is_none() {
-                return Ok(false);
+        self.table.change(|state| {
+            if state.table.topic_config_table.remove(topic).is_none() {
+                return false;
             }
-            table.changed(topic);
+            state.changed(topic);
             // A registration never removes a topic from the name servers' routes (RocketMQ's
             // `deleteTopicWithBrokerRegistration` is off): the admin asks them to.
-            table.unregistered = None;
-            table.take_line()
-        };
-        self.append(&mut writer, &line)?;
-        Ok(true)
+            self.register_all_next();
+            true
+        })
     }
 
     /// A slave's sync: the master's table replaces this one when its data version differs
@@ -288,42 +218,37 @@ impl TopicConfigManager {
         &self,
         master: TopicConfigSerializeWrapper,
     ) -> Result<(), TopicConfigError> {
-        let mut writer = lock(&self.writer);
-        {
-            let mut table = lock(&self.table);
-            if table.topics.data_version == master.data_version {
-                return Ok(());
-            }
-            table.topics = master;
-            table.unregistered = None;
+        if self.table.state().table.data_version == master.data_version {
+            return Ok(());
         }
-        self.rewrite(&mut writer)
+        self.register_all_next();
+        self.table.replace(master)
     }
 
     /// Bumped by every change: the controller re-registers when it moved.
     pub(crate) fn data_version(&self) -> DataVersion {
-        lock(&self.table).topics.data_version.clone()
+        self.table.state().table.data_version.clone()
     }
 
     /// What REGISTER_BROKER sends the name server, and GET_ALL_TOPIC_CONFIG a slave.
     pub(crate) fn wrapper(&self) -> TopicConfigSerializeWrapper {
-        lock(&self.table).topics.clone()
+        self.table.state().table.clone()
     }
 
     /// What changed since the last call, for the next registration; the next call answers
     /// from then on.
     pub(crate) fn take_unregistered(&self) -> Unregistered {
-        let mut table = lock(&self.table);
-        let changed = table.unregistered.replace(BTreeSet::new());
+        let state = self.table.state();
+        let changed = lock(&self.unregistered).replace(BTreeSet::new());
         match changed {
             Some(names) if names.len() <= MAX_INCREMENT => {
-                let all = &table.topics.topic_config_table;
+                let all = &state.table.topic_config_table;
                 Unregistered::Topics(TopicConfigSerializeWrapper {
                     topic_config_table: names
                         .into_iter()
                         .filter_map(|n| all.get(&n).map(|c| (n, c.clone())))
                         .collect(),
-                    data_version: table.topics.data_version.clone(),
+                    data_version: state.table.data_version.clone(),
                 })
             }
             _ => Unregistered::All,
@@ -331,67 +256,21 @@ impl TopicConfigManager {
     }
 
     /// The next registration carries the whole table (the last one did not reach every name
-    /// server).
+    /// server, or the table changed in a way an increment cannot say).
     pub(crate) fn register_all_next(&self) {
-        lock(&self.table).unregistered = None;
+        *lock(&self.unregistered) = None;
     }
 
-    /// At shutdown: what is unsaved, then the journal folded into `topics.json`, so the file
-    /// alone holds every topic (for RocketMQ's tools, or RocketMQ's broker on this store).
+    /// At shutdown: what is unsaved, then the journal folded into `topics.json`.
     pub(crate) fn close(&self) -> Result<(), TopicConfigError> {
-        self.persist_unsaved()?;
-        let mut writer = lock(&self.writer);
-        if writer.journal.is_empty() {
-            return Ok(());
-        }
-        self.rewrite(&mut writer)
+        self.table.close()
     }
 
-    /// Appends `line` to the journal, and folds the journal into the file once it outgrew it.
-    fn append(&self, writer: &mut Writer, line: &JournalLine) -> Result<(), TopicConfigError> {
-        let text = serde_json::to_vec(line).map_err(|e| bad_file(&self.path, e.to_string()))?;
-        if let Err(source) = writer.journal.append(&text) {
-            // Saved again at the next registration or shutdown.
-            lock(&self.table).unsave(line);
-            return Err(io(writer.journal.path(), source));
-        }
-        if writer.journal.outgrew(writer.file_len) {
-            self.rewrite(writer)?;
-        }
-        Ok(())
-    }
-
-    /// Writes the whole table to `topics.json`, then empties the journal it now holds.
-    fn rewrite(&self, writer: &mut Writer) -> Result<(), TopicConfigError> {
-        let (text, taken) = {
-            let mut table = lock(&self.table);
-            let taken = table.take_line();
-            let text = serde_json::to_vec_pretty(&table.topics);
-            (text.map_err(|e| bad_file(&self.path, e.to_string())), taken)
-        };
-        let written = text.and_then(|text| {
-            write_atomically(&self.path, &text).map_err(|source| io(&self.path, source))?;
-            Ok(text.len() as u64)
-        });
-        match written {
-            Ok(len) => {
-                writer.file_len = len;
-                let path = writer.journal.path().to_owned();
-                writer.journal.clear().map_err(|source| io(&path, source))
-            }
-            Err(e) => {
-                lock(&self.table).unsave(&taken);
-                Err(e)
-            }
-        }
-    }
-}
-
-impl Table {
     /// A topic a request created: in the table under a new data version, persisted by the
     /// register loop.
     fn insert_created(
-        &mut self,
+        &self,
+        state: &mut Unsaved<TopicConfigSerializeWrapper>,
         topic: &str,
         queue_nums: i32,
         perm: i32,
@@ -405,67 +284,21 @@ impl Table {
             topic_sys_flag,
             ..TopicConfig::default()
         };
-        self.topics
+        state
+            .table
             .topic_config_table
             .insert(topic.to_owned(), config.clone());
-        self.changed(topic);
+        self.changed(state, topic);
         config
     }
 
     /// `topic` changed: a new data version, to save and to register.
-    fn changed(&mut self, topic: &str) {
-        bump(&mut self.topics.data_version);
-        self.unsaved.insert(topic.to_owned());
-        if let Some(names) = self.unregistered.as_mut() {
+    fn changed(&self, state: &mut Unsaved<TopicConfigSerializeWrapper>, topic: &str) {
+        state.changed(topic);
+        if let Some(names) = lock(&self.unregistered).as_mut() {
             names.insert(topic.to_owned());
         }
     }
-
-    /// The journal line of what is unsaved, which it no longer is.
-    fn take_line(&mut self) -> JournalLine {
-        self.version_unsaved = false;
-        let all = &self.topics.topic_config_table;
-        JournalLine {
-            data_version: self.topics.data_version.clone(),
-            topics: std::mem::take(&mut self.unsaved)
-                .into_iter()
-                .map(|name| {
-                    let config = all.get(&name).cloned();
-                    (name, config)
-                })
-                .collect(),
-        }
-    }
-
-    /// A line that did not reach the disk: its topics are unsaved again.
-    fn unsave(&mut self, line: &JournalLine) {
-        self.unsaved.extend(line.topics.keys().cloned());
-        self.version_unsaved = true;
-    }
-}
-
-/// Applies the journal's lines newer than the file's version to `topics`.
-fn replay(
-    topics: &mut TopicConfigSerializeWrapper,
-    lines: &[Vec<u8>],
-    journal: &Path,
-) -> Result<(), TopicConfigError> {
-    let base = topics.data_version.counter;
-    for (i, raw) in lines.iter().enumerate() {
-        let line: JournalLine = serde_json::from_slice(raw)
-            .map_err(|e| bad_file(journal, format!("line {}: {e}", i + 1)))?;
-        if line.data_version.counter <= base {
-            continue; // Written into the file before a crash emptied the journal.
-        }
-        for (name, config) in line.topics {
-            match config {
-                Some(config) => topics.topic_config_table.insert(name, config),
-                None => topics.topic_config_table.remove(&name),
-            };
-        }
-        topics.data_version = line.data_version;
-    }
-    Ok(())
 }
 
 /// The topics every RocketMQ broker holds: the system topics, the `TBW102` template when
@@ -498,25 +331,6 @@ fn add_builtin_topics(table: &mut TopicConfigSerializeWrapper, settings: &Broker
             insert_missing(table, name, nums, rw(on));
         }
     }
-}
-
-fn bad_file(path: &Path, reason: String) -> TopicConfigError {
-    TopicConfigError::BadFile {
-        path: path.to_owned(),
-        reason,
-    }
-}
-
-fn io(path: &Path, source: std::io::Error) -> TopicConfigError {
-    TopicConfigError::Io {
-        path: path.to_owned(),
-        source,
-    }
-}
-
-pub(crate) fn bump(version: &mut DataVersion) {
-    version.timestamp = now_millis();
-    version.counter += 1;
 }
 
 #[cfg(test)]

@@ -92,6 +92,19 @@ impl Default for TopicConfig {
 }
 
 impl TopicConfig {
+    /// `TopicConfig.encode`: [`Self::decode_line`]'s form.
+    fn encode_line(&self) -> String {
+        format!(
+            "{} {} {} {} {} {}",
+            self.topic_name,
+            self.read_queue_nums,
+            self.write_queue_nums,
+            self.perm,
+            self.topic_filter_type,
+            to_json(&self.attributes, JsonStyle::Fastjson)
+        )
+    }
+
     /// `TopicConfig.decode`: the space-separated form a compressed register body uses,
     /// `topicName readQueueNums writeQueueNums perm topicFilterType [attributesJson]`.
     fn decode_line(line: &str) -> Result<TopicConfig, BodyError> {
@@ -197,10 +210,37 @@ impl RegisterBrokerBody {
     }
 
     /// The uncompressed JSON body, as fastjson writes it.
-    // For the broker's registration with the name server (next step).
-    #[allow(dead_code)]
     pub(crate) fn encode(&self) -> Vec<u8> {
         to_json(self, JsonStyle::Fastjson).into_bytes()
+    }
+
+    /// `RegisterBrokerBody.encode(true)`, the form [`Self::decode_compressed`] reads, as a
+    /// 5.x broker writes it (with an empty topic queue mapping section). A topic is a line of
+    /// text there, which carries neither `topicSysFlag` nor `order`, as in RocketMQ.
+    pub(crate) fn encode_compressed(&self) -> Vec<u8> {
+        fn chunk(out: &mut Vec<u8>, bytes: &[u8]) {
+            count(out, bytes.len());
+            out.extend_from_slice(bytes);
+        }
+        fn count(out: &mut Vec<u8>, n: usize) {
+            out.extend_from_slice(&i32::try_from(n).unwrap_or(i32::MAX).to_be_bytes());
+        }
+        let wrapper = &self.topic_config_serialize_wrapper;
+        let mut raw = Vec::new();
+        chunk(
+            &mut raw,
+            to_json(&wrapper.data_version, JsonStyle::Fastjson).as_bytes(),
+        );
+        count(&mut raw, wrapper.topic_config_table.len());
+        for config in wrapper.topic_config_table.values() {
+            chunk(&mut raw, config.encode_line().as_bytes());
+        }
+        chunk(
+            &mut raw,
+            to_json(&self.filter_server_list, JsonStyle::Fastjson).as_bytes(),
+        );
+        count(&mut raw, 0);
+        miniz_oxide::deflate::compress_to_vec_zlib(&raw, 6)
     }
 }
 
@@ -418,6 +458,36 @@ mod tests {
             push_chunk(&mut raw, br#"{"topic":"TopicA","bname":"broker-a"}"#);
         }
         miniz_oxide::deflate::compress_to_vec_zlib(&raw, 9)
+    }
+
+    #[test]
+    fn a_compressed_register_body_reads_back_as_written() {
+        let mut table = BTreeMap::new();
+        for (name, queues, attributes) in [("A", 8, "{}"), ("B", 1, r#"{"+message.type":"FIFO"}"#)]
+        {
+            let config = TopicConfig {
+                topic_name: name.into(),
+                read_queue_nums: queues,
+                write_queue_nums: queues,
+                perm: 6,
+                attributes: serde_json::from_str(attributes).unwrap(),
+                ..TopicConfig::default()
+            };
+            table.insert(name.to_string(), config);
+        }
+        let body = RegisterBrokerBody {
+            topic_config_serialize_wrapper: TopicConfigSerializeWrapper {
+                topic_config_table: table,
+                data_version: DataVersion {
+                    state_version: 0,
+                    timestamp: 7,
+                    counter: 3,
+                },
+            },
+            filter_server_list: vec!["10.0.0.1:1".into()],
+        };
+        let read = RegisterBrokerBody::decode(&body.encode_compressed(), true, 479).unwrap();
+        assert_eq!(read, body);
     }
 
     #[test]

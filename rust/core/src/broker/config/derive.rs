@@ -94,6 +94,7 @@ impl BrokerConfig {
             which_broker_when_consume_slowly: self.which_broker_when_consume_slowly,
             access_message_in_memory_max_ratio: narrow(self.access_message_in_memory_max_ratio),
             long_polling_enable: self.long_polling_enable,
+            compressed_register: self.compressed_register,
             rebalance_lock_max_live_time: millis(self.rebalance_lock_max_live_time),
             enable_property_filter: self.enable_property_filter,
             auto_create_subscription_group: self.auto_create_subscription_group.into(),

@@ -86,6 +86,7 @@ fn every_key_has_rocketmqs_default() {
         ("transactionCheckMax", "15"),
         ("transactionCheckInterval", "30000"),
         ("rebalanceLockMaxLiveTime", "60000"),
+        ("compressedRegister", "false"),
         ("enableControllerMode", "false"),
         ("controllerAddr", ""),
         ("allAckInSyncStateSet", "false"),

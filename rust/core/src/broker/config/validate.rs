@@ -218,8 +218,8 @@ impl BrokerConfig {
         Ok(())
     }
 
-    /// Intervals, HA's keys, and what a message and a pull may carry.
-    fn check_timing_and_limits(&self) -> Result<(), ConfigError> {
+    /// Every interval and timeout in milliseconds is positive.
+    fn check_intervals(&self) -> Result<(), ConfigError> {
         for (key, millis) in [
             ("haSendHeartbeatInterval", self.ha_send_heartbeat_interval),
             ("haHousekeepingInterval", self.ha_housekeeping_interval),
@@ -244,6 +244,12 @@ impl BrokerConfig {
                 return Err(invalid(key, "must be a positive number of milliseconds"));
             }
         }
+        Ok(())
+    }
+
+    /// Intervals, HA's keys, and what a message and a pull may carry.
+    fn check_timing_and_limits(&self) -> Result<(), ConfigError> {
+        self.check_intervals()?;
         parse_message_delay_level(&self.message_delay_level)
             .map_err(|e| invalid("messageDelayLevel", e))?;
         if self.ha_housekeeping_interval <= self.ha_send_heartbeat_interval {
