@@ -21,9 +21,24 @@ from typing import Any
 import rocketha
 from rocketha import Broker, BrokerConfig, BrokerRole
 
+from benches.peers import rocketmq
+
 
 class Skipped(Exception):
     """Raised by a scenario that cannot run here; the message says why and how to fix it."""
+
+
+def peer_rocketmq(needs: str = "the peer RocketMQ is Java") -> rocketmq.RocketMQ:
+    """The pinned RocketMQ 5 a scenario runs beside; :class:`Skipped`, saying what to install,
+    when Java or Maven is missing (``needs`` says why the scenario wants them) or the jars do
+    not resolve."""
+    why = rocketmq.missing_tools()
+    if why:
+        raise Skipped(f"{needs}: {why}")
+    try:
+        return rocketmq.RocketMQ.resolve(rocketmq.VERSION_5)
+    except rocketmq.Unavailable as e:
+        raise Skipped(f"the peer RocketMQ does not resolve: {e}") from None
 
 
 #: Figures a scenario that did run could not measure, by "scenario: figure" -> why; the runner

@@ -42,7 +42,7 @@ from typing import Any, Protocol
 from rocketha import _children
 
 from benches import remoting
-from benches.common import Figure, Skipped, percentile, print_table, skip_figure
+from benches.common import Figure, peer_rocketmq, percentile, print_table, skip_figure
 from benches.peers import controller, rocketmq
 
 SCENARIO = "failover"
@@ -338,13 +338,7 @@ def classic_sends_per_s(
 
 
 def run(quick: bool, runs: int) -> list[Figure]:
-    why = rocketmq.missing_tools()
-    if why:
-        raise Skipped(f"the peer RocketMQ is Java: {why}")
-    try:
-        rmq = rocketmq.RocketMQ.resolve(rocketmq.VERSION_5)
-    except rocketmq.Unavailable as e:
-        raise Skipped(f"the peer RocketMQ does not resolve: {e}") from None
+    rmq = peer_rocketmq()
     seconds = 2.0 if quick else 10.0
     results: dict[str, Measured] = {}
     with _children.temp_run_dir("bench-failover") as d:

@@ -43,7 +43,7 @@ from typing import Any
 from rocketha import ConsumeFromWhere, PullConsumer, _children
 
 from benches import remoting
-from benches.common import Figure, Skipped, skip_figure
+from benches.common import Figure, peer_rocketmq, skip_figure
 from benches.peers import kafka, rocketmq
 
 SCENARIO = "peers"
@@ -434,13 +434,7 @@ class _Loads:
 
 
 def run(quick: bool, runs: int) -> list[Figure]:
-    why = rocketmq.missing_tools()
-    if why:
-        raise Skipped(f"the peers (RocketMQ, Kafka) are Java: {why}")
-    try:
-        rmq = rocketmq.RocketMQ.resolve(rocketmq.VERSION_5)
-    except rocketmq.Unavailable as e:
-        raise Skipped(f"the peer RocketMQ does not resolve: {e}") from None
+    rmq = peer_rocketmq("the peers (RocketMQ, Kafka) are Java")
     loadgen = remoting.loadgen_binary()
     failed: dict[str, str] = {}
     kfk: kafka.Kafka | None = None

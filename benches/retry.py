@@ -33,7 +33,7 @@ from rocketha import (
 )
 from rocketha._core import MQClientAPI
 
-from benches.common import Figure, Skipped, native_baselines, percentile
+from benches.common import Figure, native_baselines, peer_rocketmq, percentile
 from benches.peers import rocketmq
 
 #: Level 1 is 2 s: long enough for every send to land before the first comes due.
@@ -135,13 +135,7 @@ def _rocketmq(rmq: rocketmq.RocketMQ, root: Path) -> Iterator[str]:
 
 
 def run(quick: bool, runs: int) -> list[Figure]:
-    why = rocketmq.missing_tools()
-    if why:
-        raise Skipped(f"the peer RocketMQ is Java: {why}")
-    try:
-        rmq = rocketmq.RocketMQ.resolve(rocketmq.VERSION_5)
-    except rocketmq.Unavailable as e:
-        raise Skipped(f"the peer RocketMQ does not resolve: {e}") from None
+    rmq = peer_rocketmq()
     baseline = native_baselines()
     count = 2_000 if quick else 10_000
     late: dict[str, dict[float, list[float]]] = {

@@ -32,7 +32,7 @@ from rocketha._core import MQClientAPI
 from rocketha.admin import Admin
 
 from benches import remoting
-from benches.common import Figure, Skipped, percentile
+from benches.common import Figure, peer_rocketmq, percentile
 from benches.peers import rocketmq, wire
 
 #: Creations each step's rate is measured over.
@@ -136,13 +136,7 @@ def _systems(rmq: rocketmq.RocketMQ, root: Path) -> Iterator[tuple[str, Pair]]:
 
 
 def run(quick: bool, runs: int) -> list[Figure]:
-    why = rocketmq.missing_tools()
-    if why:
-        raise Skipped(f"the peer RocketMQ is Java: {why}")
-    try:
-        rmq = rocketmq.RocketMQ.resolve(rocketmq.VERSION_5)
-    except rocketmq.Unavailable as e:
-        raise Skipped(f"the peer RocketMQ does not resolve: {e}") from None
+    rmq = peer_rocketmq()
     steps = [500, 1000, 2000] if quick else [1000, 5000, 10_000, 50_000]
     group_steps = [500, 1000] if quick else [1000, 10_000]
     curves: dict[str, list[list[dict[str, float]]]] = {"rocketha": [], "rocketmq": []}

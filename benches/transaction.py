@@ -36,7 +36,7 @@ from rocketha import (
 )
 from rocketha._core import MQClientAPI
 
-from benches.common import Figure, Skipped, skip_figure
+from benches.common import Figure, peer_rocketmq, skip_figure
 from benches.peers import rocketmq
 
 SCENARIO = "transaction"
@@ -165,13 +165,7 @@ def _python(ns: str, broker: str, seconds: float) -> tuple[float, float]:
 
 
 def run(quick: bool, runs: int) -> list[Figure]:
-    why = rocketmq.missing_tools()
-    if why:
-        raise Skipped(f"the Java client and the peer RocketMQ: {why}")
-    try:
-        rmq = rocketmq.RocketMQ.resolve(rocketmq.VERSION_5)
-    except rocketmq.Unavailable as e:
-        raise Skipped(f"the peer RocketMQ does not resolve: {e}") from None
+    rmq = peer_rocketmq("the Java client and the peer RocketMQ")
     seconds = 2.0 if quick else 10.0
     #: (system, transactional, connections) -> sends/s of each run.
     java: dict[tuple[str, bool, int], list[float]] = {}

@@ -235,15 +235,21 @@ GET_ALL_CONSUMER_OFFSET = 43
 GET_ROUTEINFO_BY_TOPIC = 105
 
 
-def runtime_info(address: str) -> dict[str, str]:
-    """A broker's GET_BROKER_RUNTIME_INFO table."""
+def ask_json(address: str, code: int) -> dict[str, Any]:
+    """Request ``code`` (no fields) on a connection of its own; the JSON body of its
+    SUCCESS answer."""
     sock = RemotingSocket(address)
     try:
-        response, body = sock.invoke(GET_BROKER_RUNTIME_INFO, {})
+        response, body = sock.invoke(code, {})
     finally:
         sock.close()
     assert response["code"] == 0, response
-    return dict(json.loads(body)["table"])
+    return dict(json.loads(body))
+
+
+def runtime_info(address: str) -> dict[str, str]:
+    """A broker's GET_BROKER_RUNTIME_INFO table."""
+    return dict(ask_json(address, GET_BROKER_RUNTIME_INFO)["table"])
 
 
 def served(address: str) -> int:

@@ -22,6 +22,7 @@ from helpers import (
     BrokerProcess,
     RemotingSocket,
     RochaNamesrv,
+    ask_json,
     routed,
     spawn_rocketha_namesrv,
     start_master,
@@ -51,13 +52,7 @@ def _fields(topic: str) -> dict[str, str]:
 
 
 def _table(address: str) -> set[str]:
-    sock = RemotingSocket(address)
-    try:
-        response, body = sock.invoke(GET_ALL_TOPIC_CONFIG, {})
-    finally:
-        sock.close()
-    assert response["code"] == 0, response
-    return set(json.loads(body)["topicConfigTable"])
+    return set(ask_json(address, GET_ALL_TOPIC_CONFIG)["topicConfigTable"])
 
 
 def _create_until_killed(address: str, acked: list[str], stop: threading.Event) -> None:

@@ -25,7 +25,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 from helpers import (
@@ -34,6 +33,7 @@ from helpers import (
     BrokerProcess,
     RemotingSocket,
     RochaNamesrv,
+    ask_json,
     create_topic,
     runtime_info,
     served,
@@ -159,18 +159,8 @@ def short_lock_pair(tmp_path: Path, rocketha_namesrv: RochaNamesrv) -> Iterator[
         yield p
 
 
-def table(address: str, code: int) -> dict[str, Any]:
-    sock = RemotingSocket(address)
-    try:
-        response, body = sock.invoke(code, {})
-    finally:
-        sock.close()
-    assert response["code"] == 0, response
-    return dict(json.loads(body))
-
-
 def offsets(address: str, topic: str, group: str) -> object:
-    return table(address, GET_ALL_CONSUMER_OFFSET)["offsetTable"].get(f"{topic}@{group}")
+    return ask_json(address, GET_ALL_CONSUMER_OFFSET)["offsetTable"].get(f"{topic}@{group}")
 
 
 @pytest.mark.parametrize("kind", ["lite", "push"])
@@ -212,7 +202,7 @@ def test_every_message_once_across_restarts_and_the_masters_death(
         lambda: offsets(pair.slave_address, topic, group) == master_offsets,
         what="the slave to sync the master's offsets",
     )
-    slave_topics = table(pair.slave_address, GET_ALL_TOPIC_CONFIG)["topicConfigTable"]
+    slave_topics = ask_json(pair.slave_address, GET_ALL_TOPIC_CONFIG)["topicConfigTable"]
     assert topic in slave_topics
 
     # The master dies; the next member reads the rest from the slave, from those offsets.
@@ -463,7 +453,7 @@ def test_a_java_push_consumer_that_fails_gets_each_message_again_then_the_dlq_ha
         wait_for(
             lambda: (
                 {dlq, retry}
-                <= set(table(pair.slave_address, GET_ALL_TOPIC_CONFIG)["topicConfigTable"])
+                <= set(ask_json(pair.slave_address, GET_ALL_TOPIC_CONFIG)["topicConfigTable"])
             ),
             what="the slave's sync of the retry and dead-letter topics",
         )
