@@ -30,14 +30,14 @@ docs:
 test-rust:
 	cargo test --workspace --exclude rocketha-py
 
-# Three workers on two cores: most tests wait on brokers and JVMs more than they compute (the
-# suite took 19 min on two workers and 13 on three, on a 2-core VM). The tests against real
-# JVMs (RocketMQ, Kafka) run a module at a time on any worker (tests/conftest.py), the Spark
-# ones on one.
+# Four workers on two cores: most tests wait on brokers and JVMs more than they compute (on a
+# 2-core VM the suite took 19 min on two workers, 12 on three and 10 on four). The tests
+# against real JVMs (RocketMQ, Kafka) run a module at a time on any worker
+# (tests/conftest.py), the Spark ones on one.
 # (pytest is pinned below 9: pytest-xdist 3.8's loadgroup renames Item._nodeid, which pytest 9
 # no longer reads, so every group would be spread over the workers.)
 test-python:
-	$(PYTHON) -m pytest -q --durations=15 -n 3 --dist loadgroup
+	$(PYTHON) -m pytest -q --durations=15 -n 4 --dist loadgroup
 
 # Only the tests against the real Apache RocketMQ (Java 17 + Maven; the harness resolves the
 # jars on first use). `test-python` runs them too.

@@ -8,7 +8,7 @@ masters from the name server, then UPDATE_AND_CREATE_TOPIC to each), and at each
 * the creation rate over the step's last ``WINDOW`` creations;
 * a route lookup at the name server (GET_ROUTEINFO_BY_TOPIC of a random existing topic), p50;
 * the whole topic table a broker registers (GET_ALL_TOPIC_CONFIG's body, what the slave syncs
-  too), bytes;
+  too), bytes, and the time to fetch it as a slave's sync does;
 * the master's and the name server's resident memory and open files.
 
 Then consumer groups (``mqadmin updateSubGroup``), to 1k and 10k (500 and 1k with ``--quick``):
@@ -72,11 +72,14 @@ def _step(servers: remoting.Servers, made: list[str]) -> dict[str, float]:
                 raise RuntimeError(f"the name server has no route for {topic}")
     finally:
         api.close()
+    started = time.perf_counter()
     table = wire.call(master, GET_ALL_TOPIC_CONFIG, timeout=30.0)
+    fetched = time.perf_counter() - started
     return {
         "topics": len(made),
         "lookup_p50_us": percentile(lookups, 0.5) * 1e6,
         "table_bytes": len(table.body),
+        "table_fetch_ms": fetched * 1e3,
         "master_rss_mib": _status_kib(pids["master"], "VmRSS") / 1024,
         "namesrv_rss_mib": _status_kib(pids["namesrv"], "VmRSS") / 1024,
         "master_fds": _fds(pids["master"]),
@@ -174,6 +177,7 @@ FIGURES = (
     ("rate", "topics created/s", "topics/s", True, ">= 1.5"),
     ("lookup_p50_us", "route lookup p50", "us", False, "<= 1"),
     ("table_bytes", "whole topic table", "bytes", False, None),
+    ("table_fetch_ms", "whole topic table fetched (a slave's sync)", "ms", False, None),
     ("master_rss_mib", "master RSS", "MiB", False, None),
     ("namesrv_rss_mib", "name server RSS", "MiB", False, None),
     ("master_fds", "master open files", "fds", False, None),
