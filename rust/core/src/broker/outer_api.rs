@@ -224,8 +224,7 @@ impl BrokerOuterApi {
 
     /// `registerBrokerAll`: the whole topic config to every name server.
     pub(crate) fn register_broker_all(&self) {
-        // Changes from here on are the next increment's; the table below holds them too.
-        let _ = self.topics.take_unregistered();
+        self.topics.registering_whole();
         let whole = self.topics.wrapper();
         if !self.register_broker(whole, "the whole table").any && !lock(&self.links).is_empty() {
             self.unchecked_master();

@@ -261,6 +261,12 @@ impl TopicConfigManager {
         *lock(&self.unregistered) = None;
     }
 
+    /// The whole table is being registered: changes from now on are the next increment's.
+    /// Called before the table is read, so a change in between is in both.
+    pub(crate) fn registering_whole(&self) {
+        *lock(&self.unregistered) = Some(BTreeSet::new());
+    }
+
     /// At shutdown: what is unsaved, then the journal folded into `topics.json`.
     pub(crate) fn close(&self) -> Result<(), TopicConfigError> {
         self.table.close()

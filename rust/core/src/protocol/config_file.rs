@@ -1,8 +1,8 @@
 //! RocketMQ's `ConfigManager` file handling: a broker's JSON tables (`config/topics.json`,
 //! `consumerOffset.json`, `subscriptionGroup.json`, `delayOffset.json`) are written whole or
 //! not at all, and the temporaries a crash leaves between write and rename are swept at load.
-//! A table that changes one entry at a time and grows large (the topics) keeps a
-//! [`ConfigJournal`] beside its file, so that a change does not rewrite the whole table.
+//! A table that changes one entry at a time and grows large (the topics, the consumer groups)
+//! keeps a [`ConfigJournal`] beside its file, so that a change does not rewrite the whole table.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -63,8 +63,9 @@ pub(crate) fn remove_stale_temporaries(path: &Path) {
 /// rewriting the file costs all of it. Its owner rewrites the file and [`Self::clear`]s the
 /// journal when the journal outgrows the file ([`Self::outgrew`]), so the cost of a change
 /// stays constant on average. A line is whole or not there: a failed append is cut off again,
-/// and a crash mid-append leaves an unterminated last line, which [`Self::read`] drops (its
-/// change was never acknowledged).
+/// and a crash mid-append leaves an unterminated last line, which [`Self::open`] drops (its
+/// change was never acknowledged; the owner rewrites the file and clears the journal before
+/// appending to it again).
 pub(crate) struct ConfigJournal {
     path: PathBuf,
     file: Option<std::fs::File>,

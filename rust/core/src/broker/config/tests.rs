@@ -417,6 +417,25 @@ fn empty_optional_values_unset_the_key() {
 }
 
 #[test]
+fn the_lock_life_and_compressed_registration_reach_the_processors() {
+    let c = load(&[
+        ("rebalanceLockMaxLiveTime", "6000"),
+        ("compressedRegister", "true"),
+    ])
+    .expect("valid")
+    .config;
+    let s = c.settings();
+    assert_eq!(s.rebalance_lock_max_live_time, Duration::from_secs(6));
+    assert!(s.compressed_register);
+    let defaults = BrokerConfig::default().settings();
+    assert_eq!(
+        defaults.rebalance_lock_max_live_time,
+        Duration::from_secs(60)
+    );
+    assert!(!defaults.compressed_register);
+}
+
+#[test]
 fn services_configs_are_derived_with_the_same_defaults() {
     let c = BrokerConfig::default();
     let s = c.settings();
