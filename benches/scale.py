@@ -9,10 +9,20 @@ masters from the name server, then UPDATE_AND_CREATE_TOPIC to each), and at each
 * a route lookup at the name server (GET_ROUTEINFO_BY_TOPIC of a random existing topic), p50;
 * the whole topic table a broker registers (GET_ALL_TOPIC_CONFIG's body, what the slave syncs
   too), bytes, and the time to fetch it as a slave's sync does;
+* a slave's periodic sync of that table when nothing changed (rocketha's slave names its
+  version and takes only what changed since; RocketMQ's takes the whole table);
+* the name server's time to take a REGISTER_BROKER of that table: the first (a broker new to
+  it) and again (the period's), from a probe broker in a cluster of its own;
 * the master's and the name server's resident memory and open files.
 
 Then consumer groups (``mqadmin updateSubGroup``), to 1k and 10k (500 and 1k with ``--quick``):
 the creation rate over each step's last ``WINDOW``.
+
+Then clients: 100 and 1,000 connections held open to the master, each a push consumer of its
+own group (one of those created) and topic, as HEART_BEAT says: the joins per second (a first
+heartbeat, which also creates the group's retry topic), a heartbeat's round trip p50 with every
+connection and group there (what each client's 30 s heartbeat costs), the master's memory and
+open files.
 
 RocketMQ stops at 10k (at its rate 50k would take a quarter of an hour); rocketha goes on.
 Each figure is a curve: ``series`` holds every step.
@@ -20,10 +30,11 @@ Each figure is a curve: ``series`` holds every step.
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 
@@ -44,6 +55,24 @@ QUEUES = 8
 GET_ALL_TOPIC_CONFIG = 21
 #: Beyond this many topics RocketMQ is not measured.
 ROCKETMQ_MAX = 10_000
+REGISTER_BROKER = 103
+UNREGISTER_BROKER = 104
+HEART_BEAT = 34
+GET_BROKER_CLUSTER_INFO = 106
+#: Registrations timed per step: the first, then the period's.
+REGISTRATIONS = 6
+#: Who the timed registrations come from: a broker of its own in a cluster of its own, so the
+#: real brokers' entries are untouched; unregistered after.
+PROBE = {
+    "brokerName": "scale-probe",
+    "brokerAddr": "127.0.0.1:9",
+    "clusterName": "ScaleProbe",
+    "brokerId": 0,
+}
+#: Client connections held open, step by step.
+CONNECTIONS = (100, 1000)
+#: Heartbeats timed per connection step.
+HEARTBEATS = 200
 
 
 def _status_kib(pid: int, key: str) -> int:
@@ -75,7 +104,17 @@ def _step(servers: remoting.Servers, made: list[str]) -> dict[str, float]:
     started = time.perf_counter()
     table = wire.call(master, GET_ALL_TOPIC_CONFIG, timeout=30.0)
     fetched = time.perf_counter() - started
+    # A slave's periodic sync, nothing changed since: a rocketha slave names its version and
+    # takes only what changed; RocketMQ's master answers whole.
+    since = {"sinceDataVersion": json.dumps(table.json()["dataVersion"])}
+    started = time.perf_counter()
+    _check(wire.call(master, GET_ALL_TOPIC_CONFIG, since, timeout=30.0), "the slave's sync")
+    synced = time.perf_counter() - started
+    first, again = _registration(ns, table.body)
     return {
+        "sync_unchanged_ms": synced * 1e3,
+        "register_first_ms": first,
+        "register_again_ms": again,
         "topics": len(made),
         "lookup_p50_us": percentile(lookups, 0.5) * 1e6,
         "table_bytes": len(table.body),
@@ -84,6 +123,96 @@ def _step(servers: remoting.Servers, made: list[str]) -> dict[str, float]:
         "namesrv_rss_mib": _status_kib(pids["namesrv"], "VmRSS") / 1024,
         "master_fds": _fds(pids["master"]),
     }
+
+
+def _check(r: wire.Response, what: str) -> None:
+    if r.code != wire.SUCCESS:
+        raise RuntimeError(f"{what}: answered code {r.code}: {r.remark}")
+
+
+def _registration(namesrv: str, table: bytes) -> tuple[float, float]:
+    """Milliseconds the name server takes to answer REGISTER_BROKER of ``table`` (a
+    TopicConfigSerializeWrapper's JSON), as :data:`PROBE`: the first, and the median again."""
+    body = b'{"topicConfigSerializeWrapper":' + table + b',"filterServerList":[]}'
+    ext = {**PROBE, "haServerAddr": PROBE["brokerAddr"], "compressed": False, "bodyCrc32": 0}
+    times = []
+    with wire.Connection(namesrv, timeout=30.0) as conn:
+        try:
+            for _ in range(REGISTRATIONS):
+                started = time.perf_counter()
+                r = conn.call(REGISTER_BROKER, ext, body)
+                times.append(time.perf_counter() - started)
+                _check(r, "the probe's REGISTER_BROKER")
+        finally:
+            _check(conn.call(UNREGISTER_BROKER, PROBE), "the probe's UNREGISTER_BROKER")
+            # RocketMQ 5 unregisters in the background (`BatchUnregistrationService`): the
+            # next step's admin would otherwise find the probe among the masters.
+            deadline = time.monotonic() + 30
+            while PROBE["brokerName"] in conn.call(GET_BROKER_CLUSTER_INFO).body.decode():
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the name server kept the probe broker for 30 s")
+                time.sleep(0.01)
+    return times[0] * 1e3, percentile(times[1:], 0.5) * 1e3
+
+
+def _heartbeat(client: str, group: str, topic: str) -> bytes:
+    """HEART_BEAT's body for a push consumer of ``group`` subscribed to all of ``topic``."""
+    subscription = {
+        "topic": topic,
+        "subString": "*",
+        "classFilterMode": False,
+        "tagsSet": [],
+        "codeSet": [],
+        "subVersion": 1,
+        "expressionType": "TAG",
+    }
+    consumer = {
+        "groupName": group,
+        "consumeType": "CONSUME_PASSIVELY",
+        "messageModel": "CLUSTERING",
+        "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET",
+        "subscriptionDataSet": [subscription],
+        "unitMode": False,
+    }
+    body = {"clientID": client, "producerDataSet": [], "consumerDataSet": [consumer]}
+    return json.dumps(body).encode()
+
+
+def _clients(
+    servers: remoting.Servers, topics: list[str], groups: list[str], connections: Sequence[int]
+) -> list[dict[str, float]]:
+    """Connections to the master up to each of ``connections``, each a client of its own
+    group and topic; each step's figures."""
+    held: list[tuple[wire.Connection, bytes]] = []
+    steps = []
+    pid = servers.pids["master"]
+    try:
+        for step in connections:
+            started, before = time.perf_counter(), len(held)
+            while len(held) < step:
+                i = len(held)
+                body = _heartbeat(f"scale-client-{i}", groups[i % len(groups)], topics[i])
+                held.append((wire.Connection(servers.address, timeout=30.0), body))
+                _check(held[-1][0].call(HEART_BEAT, body=body), "a first HEART_BEAT")
+            joins = (step - before) / (time.perf_counter() - started)
+            beats = []
+            for conn, body in random.Random(step).choices(held, k=HEARTBEATS):
+                started = time.perf_counter()
+                _check(conn.call(HEART_BEAT, body=body), "HEART_BEAT")
+                beats.append(time.perf_counter() - started)
+            steps.append(
+                {
+                    "connections": step,
+                    "join_rate": joins,
+                    "heartbeat_p50_us": percentile(beats, 0.5) * 1e6,
+                    "master_rss_mib": _status_kib(pid, "VmRSS") / 1024,
+                    "master_fds": _fds(pid),
+                }
+            )
+    finally:
+        for conn, _ in held:
+            conn.close()
+    return steps
 
 
 def _creations(
@@ -103,11 +232,18 @@ def _creations(
         yield made, WINDOW / (time.perf_counter() - started)
 
 
+Curve = list[dict[str, float]]
+
+
 def _grow(
-    servers: remoting.Servers, steps: list[int], group_steps: list[int], prefix: str
-) -> tuple[list[dict[str, float]], list[dict[str, float]]]:
-    """Topics up to each of ``steps``, then groups up to each of ``group_steps``: each
-    step's figures."""
+    servers: remoting.Servers,
+    steps: list[int],
+    group_steps: list[int],
+    prefix: str,
+    connections: Sequence[int] = CONNECTIONS,
+) -> tuple[Curve, Curve, Curve]:
+    """Topics up to each of ``steps``, then groups up to each of ``group_steps``, then
+    clients: each step's figures."""
     with Admin(servers.namesrv) as admin:
         # A JVM broker is up before it registers.
         deadline = time.monotonic() + 60
@@ -115,19 +251,16 @@ def _grow(
             if time.monotonic() > deadline:
                 raise RuntimeError("no master registered with the name server within 60 s")
             time.sleep(0.1)
-        topics = [
-            {"rate": rate, **_step(servers, made)}
-            for made, rate in _creations(lambda t: admin.create_topic(t, QUEUES), steps, prefix)
-        ]
-        groups = [
-            {
-                "groups": len(made),
-                "rate": rate,
-                "master_rss_mib": _status_kib(servers.pids["master"], "VmRSS") / 1024,
-            }
-            for made, rate in _creations(admin.create_group, group_steps, f"{prefix}g")
-        ]
-    return topics, groups
+        topic_names: list[str] = []
+        topics = []
+        for topic_names, rate in _creations(lambda t: admin.create_topic(t, QUEUES), steps, prefix):
+            topics.append({"rate": rate, **_step(servers, topic_names)})
+        group_names: list[str] = []
+        groups = []
+        for group_names, rate in _creations(admin.create_group, group_steps, f"{prefix}g"):
+            rss = _status_kib(servers.pids["master"], "VmRSS") / 1024
+            groups.append({"groups": len(group_names), "rate": rate, "master_rss_mib": rss})
+    return topics, groups, _clients(servers, topic_names, group_names, connections)
 
 
 Pair = Callable[[], AbstractContextManager[remoting.Servers]]
@@ -142,20 +275,49 @@ def run(quick: bool, runs: int) -> list[Figure]:
     rmq = peer_rocketmq()
     steps = [500, 1000, 2000] if quick else [1000, 5000, 10_000, 50_000]
     group_steps = [500, 1000] if quick else [1000, 10_000]
-    curves: dict[str, list[list[dict[str, float]]]] = {"rocketha": [], "rocketmq": []}
-    group_curves: dict[str, list[list[dict[str, float]]]] = {"rocketha": [], "rocketmq": []}
+    curves: dict[str, list[Curve]] = {"rocketha": [], "rocketmq": []}
+    group_curves: dict[str, list[Curve]] = {"rocketha": [], "rocketmq": []}
+    client_curves: dict[str, list[Curve]] = {"rocketha": [], "rocketmq": []}
     for r in range(runs):
         with _children.temp_run_dir("bench-scale") as d:
             for name, pair in _systems(rmq, Path(d) / str(r)):
                 mine = steps if name == "rocketha" else [s for s in steps if s <= ROCKETMQ_MAX]
                 with pair() as servers:
-                    topics, groups = _grow(servers, mine, group_steps, f"Scale{r}_")
+                    topics, groups, clients = _grow(servers, mine, group_steps, f"Scale{r}_")
                 curves[name].append(topics)
                 group_curves[name].append(groups)
-    return _figures(curves) + _group_figures(group_curves)
+                client_curves[name].append(clients)
+    return _figures(curves) + _group_figures(group_curves) + _client_figures(client_curves)
 
 
-def _group_figures(curves: dict[str, list[list[dict[str, float]]]]) -> list[Figure]:
+#: Each client step's figures: key, what, unit, whether higher is better.
+CLIENT_FIGURES = (
+    ("join_rate", "clients joined/s (first heartbeat)", "clients/s", True),
+    ("heartbeat_p50_us", "heartbeat p50", "us", False),
+    ("master_rss_mib", "master RSS", "MiB", False),
+    ("master_fds", "master open files", "fds", False),
+)
+
+
+def _client_figures(curves: dict[str, list[Curve]]) -> list[Figure]:
+    """Each client step's figures, beside RocketMQ's."""
+    ours, theirs = curves["rocketha"], curves["rocketmq"]
+    return [
+        Figure(
+            "scale",
+            f"{what} at {at['connections']:,.0f} connections",
+            unit,
+            [run[i][key] for run in ours],
+            "RocketMQ 5.4.0",
+            [run[i][key] for run in theirs],
+            higher_is_better=higher,
+        )
+        for i, at in enumerate(ours[0])
+        for key, what, unit, higher in CLIENT_FIGURES
+    ]
+
+
+def _group_figures(curves: dict[str, list[Curve]]) -> list[Figure]:
     """Consumer groups created (``mqadmin updateSubGroup``) per second at each step."""
     ours, theirs = curves["rocketha"], curves["rocketmq"]
     return [
@@ -178,13 +340,16 @@ FIGURES = (
     ("lookup_p50_us", "route lookup p50", "us", False, "<= 1"),
     ("table_bytes", "whole topic table", "bytes", False, None),
     ("table_fetch_ms", "whole topic table fetched (a slave's sync)", "ms", False, None),
+    ("sync_unchanged_ms", "a slave's periodic topic sync, nothing changed", "ms", False, None),
+    ("register_first_ms", "REGISTER_BROKER of it, a new broker's", "ms", False, "<= 1"),
+    ("register_again_ms", "REGISTER_BROKER of it again (the period's)", "ms", False, "<= 1"),
     ("master_rss_mib", "master RSS", "MiB", False, None),
     ("namesrv_rss_mib", "name server RSS", "MiB", False, None),
     ("master_fds", "master open files", "fds", False, None),
 )
 
 
-def _figures(curves: dict[str, list[list[dict[str, float]]]]) -> list[Figure]:
+def _figures(curves: dict[str, list[Curve]]) -> list[Figure]:
     """Each step RocketMQ reached, beside it; rocketha's further steps alone; then the
     master's memory per 1,000 topics, first step to last, against RocketMQ's."""
     ours, theirs = curves["rocketha"], curves["rocketmq"]

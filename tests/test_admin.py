@@ -189,6 +189,14 @@ def test_rocketha_admin_as_an_operator_types_it(tmp_path: Path) -> None:
 
         r = admin("topic", "create", "Cli", "--queues", "2")
         assert r.stdout == f"create topic Cli to {master.listen_address} success.\n", r.stderr
+        wide = admin("topic", "create", "Wide", "--queues", "100000")
+        assert wide.returncode == 2 and wide.stdout == "", wide.stdout
+        assert "may be at most 1024 (maxTopicQueueNums)" in wide.stderr, wide.stderr
+        for bad in ("Bad Name", "x" * 128):
+            refused = admin("topic", "create", bad)
+            assert refused.returncode == 2 and bad[:20] in refused.stderr, refused.stderr
+        listed = admin("topic", "list").stdout.split()
+        assert "Wide" not in listed and "Bad" not in listed
         assert "Cli" in admin("topic", "list").stdout.split()
         rows = admin("cluster", "list").stdout.splitlines()
         assert rows[1].split() == ["DefaultCluster", "broker-a", "0", master.listen_address]

@@ -154,3 +154,22 @@ def test_failover_measures_both_systems_and_loses_no_acknowledged_message(tmp_pa
     sends = [f for f in results["figures"] if f["unit"] == "msg/s"]
     assert len(sends) == 2 and all(f["median"] > 0 for f in sends), sends
     assert any(f["name"].startswith("rocketha: ") and f["baseline"] > 0 for f in sends), sends
+
+
+def test_scale_steps_measure_every_figure(tmp_path: Path) -> None:
+    """``bench scale``'s steps against rocketha, small: topics (route lookups, the table's
+    fetch, a slave's sync of an unchanged table, the name server's registrations from the
+    probe broker), groups, then clients held open as push consumers heartbeating. RocketMQ's
+    side is the same code against its processes, run on request."""
+    from benches import remoting, scale
+
+    with remoting.rocketha_pair(tmp_path, "ASYNC_MASTER") as servers:
+        topics, groups, clients = scale._grow(servers, [40, 80], [30], "T", connections=(5, 10))
+        cluster = scale.wire.call(servers.namesrv, scale.GET_BROKER_CLUSTER_INFO).body.decode()
+    assert [t["topics"] for t in topics] == [40, 80]
+    assert all(value > 0 for step in topics + groups + clients for value in step.values())
+    assert topics[1]["table_bytes"] > topics[0]["table_bytes"]
+    assert [g["groups"] for g in groups] == [30]
+    assert [c["connections"] for c in clients] == [5, 10]
+    assert clients[1]["master_fds"] >= clients[0]["master_fds"] + 5
+    assert "bench-a" in cluster and scale.PROBE["brokerName"] not in cluster, "unregistered"

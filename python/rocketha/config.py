@@ -112,6 +112,9 @@ class BrokerConfig:
     broker_topic_enable: bool = _D["broker_topic_enable"]
     #: Queues of the ``TBW102`` template, so at most this many per auto-created topic.
     default_topic_queue_nums: int = _D["default_topic_queue_nums"]
+    #: rocketha: the most queues (read or write) a topic may be created with; RocketMQ has no
+    #: limit, but each queue is a consume queue the broker maps and a queue every client holds.
+    max_topic_queue_nums: int = _D["max_topic_queue_nums"]
     #: 6 = read and write; 4 = read only (sends refused); 2 = write only.
     broker_permission: int = _D["broker_permission"]
     ha_listen_port: int = _D["ha_listen_port"]

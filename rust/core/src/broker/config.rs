@@ -209,6 +209,10 @@ broker_config! {
     broker_topic_enable: bool = "brokerTopicEnable", true;
     /// Queues of the `TBW102` template, so at most this many per auto-created topic.
     default_topic_queue_nums: i64 = "defaultTopicQueueNums", 8;
+    /// rocketha: the most queues (read or write) one topic may be created with. Each queue is
+    /// a consume queue the broker maps and a `MessageQueue` every client holds; RocketMQ has
+    /// no limit, and 100,000 queues would pass `vm.max_map_count` once written to.
+    max_topic_queue_nums: i64 = "maxTopicQueueNums", 1024;
     /// 6 = read and write; 4 = read only; 2 = write only.
     broker_permission: i64 = "brokerPermission", int(
         crate::protocol::body::perm::PERM_READ | crate::protocol::body::perm::PERM_WRITE

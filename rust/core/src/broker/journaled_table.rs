@@ -7,8 +7,11 @@
 //! when a load found lines in it, when a slave takes its master's table, and at shutdown, so a
 //! stopped broker's file holds the whole table, in RocketMQ's format. Each line carries the
 //! table's data version after its change; a load replays the lines newer than the file's.
+//!
+//! The table also remembers its latest changes by version ([`History`]), so a slave that holds
+//! one of those versions takes a [`Delta`] of what changed since instead of the whole table.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
@@ -47,37 +50,115 @@ pub(crate) enum TableError {
     },
 }
 
+/// Changes a [`History`] keeps: a slave further behind takes the whole table.
+const HISTORY: usize = 10_000;
+
+/// The latest changes, each with the data version it made, oldest first.
+struct History {
+    /// The version before the oldest change kept.
+    base: DataVersion,
+    changes: VecDeque<(DataVersion, Option<String>)>,
+}
+
+impl History {
+    fn starting_at(base: DataVersion) -> Self {
+        Self {
+            base,
+            changes: VecDeque::new(),
+        }
+    }
+
+    fn push(&mut self, version: &DataVersion, name: Option<&str>) {
+        if self.changes.len() == HISTORY {
+            if let Some((oldest, _)) = self.changes.pop_front() {
+                self.base = oldest;
+            }
+        }
+        self.changes
+            .push_back((version.clone(), name.map(str::to_owned)));
+    }
+
+    /// The names changed after `version`; `None` when it is not one this history holds.
+    /// Counter 0 is no change's version but every fresh table's, which a slave's and its
+    /// master's share with different entries.
+    fn names_since(&self, version: &DataVersion) -> Option<BTreeSet<String>> {
+        if version.counter == 0 {
+            return None;
+        }
+        let after = if *version == self.base {
+            0
+        } else {
+            1 + self.changes.iter().position(|(v, _)| v == version)?
+        };
+        Some(
+            self.changes
+                .iter()
+                .skip(after)
+                .filter_map(|(_, name)| name.clone())
+                .collect(),
+        )
+    }
+}
+
 /// The table and what of it is not on disk yet.
 pub(crate) struct Unsaved<T> {
     pub(crate) table: T,
     names: BTreeSet<String>,
     version: bool,
+    history: History,
 }
 
 impl<T: TableFile> Unsaved<T> {
+    fn new(table: T) -> Self {
+        let history = History::starting_at(table.version().clone());
+        Self {
+            table,
+            names: BTreeSet::new(),
+            version: false,
+            history,
+        }
+    }
+
     /// `name` changed (set or removed by the caller): a new data version, to save.
     pub(crate) fn changed(&mut self, name: &str) {
         bump(self.table.version_mut());
         self.names.insert(name.to_owned());
+        self.history.push(self.table.version(), Some(name));
     }
 
     /// A new data version with the same entries, to save.
     pub(crate) fn bump_version(&mut self) {
         bump(self.table.version_mut());
         self.version = true;
+        self.history.push(self.table.version(), None);
     }
 
-    fn is_saved(&self) -> bool {
-        self.names.is_empty() && !self.version
+    /// What changed after `version`, each entry as it is now, under the current version;
+    /// `None` when `version` is older than the history or not this table's.
+    pub(crate) fn delta_since(&self, version: &DataVersion) -> Option<Delta<T::Entry>> {
+        let names = self.history.names_since(version)?;
+        Some(self.line_of(names))
     }
 
-    /// The journal line of what is unsaved, which it no longer is.
-    fn take_line(&mut self) -> JournalLine<T::Entry> {
-        self.version = false;
+    /// A master's delta: its entries set or removed here and its version taken, to save.
+    /// The names it changed.
+    pub(crate) fn apply(&mut self, delta: Delta<T::Entry>) -> Vec<String> {
+        if delta.data_version == *self.table.version() {
+            return Vec::new();
+        }
+        let names: Vec<String> = delta.changes.keys().cloned().collect();
+        apply_changes(&mut self.table, delta);
+        self.names.extend(names.iter().cloned());
+        self.version = true;
+        self.history = History::starting_at(self.table.version().clone());
+        names
+    }
+
+    fn line_of(&self, names: BTreeSet<String>) -> Delta<T::Entry> {
         let all = self.table.entries();
-        JournalLine {
+        Delta {
             data_version: self.table.version().clone(),
-            changes: std::mem::take(&mut self.names)
+            changes: names
                 .into_iter()
                 .map(|name| {
                     let entry = all.get(&name).cloned();
@@ -87,20 +168,31 @@ impl<T: TableFile> Unsaved<T> {
         }
     }
 
+    fn is_saved(&self) -> bool {
+        self.names.is_empty() && !self.version
+    }
+
+    /// The journal line of what is unsaved, which it no longer is.
+    fn take_line(&mut self) -> Delta<T::Entry> {
+        self.version = false;
+        let names = std::mem::take(&mut self.names);
+        self.line_of(names)
+    }
+
     /// A line that did not reach the disk: its entries are unsaved again.
-    fn unsave(&mut self, line: &JournalLine<T::Entry>) {
+    fn unsave(&mut self, line: &Delta<T::Entry>) {
         self.names.extend(line.changes.keys().cloned());
         self.version = true;
     }
 }
 
-/// One line of the journal: the table's version after a change, and each entry it changed
-/// as it is now (`null`: removed).
+/// One line of the journal, and what a master sends a slave that is behind: the table's
+/// version after some changes, and each entry they changed as it is now (`null`: removed).
 #[derive(Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct JournalLine<E> {
-    data_version: DataVersion,
-    changes: BTreeMap<String, Option<E>>,
+pub(crate) struct Delta<E> {
+    pub(crate) data_version: DataVersion,
+    pub(crate) changes: BTreeMap<String, Option<E>>,
 }
 
 struct Writer {
@@ -141,11 +233,7 @@ impl<T: TableFile> JournaledTable<T> {
         let replayed = !journal.is_empty();
         let me = Self {
             path,
-            state: Mutex::new(Unsaved {
-                table,
-                names: BTreeSet::new(),
-                version: false,
-            }),
+            state: Mutex::new(Unsaved::new(table)),
             writer: Mutex::new(Writer { journal, file_len }),
         };
         if replayed {
@@ -188,7 +276,7 @@ impl<T: TableFile> JournaledTable<T> {
     /// `table` replaces the whole table (a slave's sync), rewritten at once.
     pub(crate) fn replace(&self, table: T) -> Result<(), TableError> {
         let mut writer = lock(&self.writer);
-        lock(&self.state).table = table;
+        *lock(&self.state) = Unsaved::new(table);
         self.rewrite(&mut writer)
     }
 
@@ -204,7 +292,7 @@ impl<T: TableFile> JournaledTable<T> {
     }
 
     /// Appends `line` to the journal, and folds the journal into the file once it outgrew it.
-    fn append(&self, writer: &mut Writer, line: &JournalLine<T::Entry>) -> Result<(), TableError> {
+    fn append(&self, writer: &mut Writer, line: &Delta<T::Entry>) -> Result<(), TableError> {
         let text =
             serde_json::to_vec(line).map_err(|e| bad_file::<T>(&self.path, e.to_string()))?;
         if let Err(source) = writer.journal.append(&text) {
@@ -255,20 +343,25 @@ fn replay<T: TableFile>(
 ) -> Result<(), TableError> {
     let base = table.version().counter;
     for (i, raw) in lines.iter().enumerate() {
-        let line: JournalLine<T::Entry> = serde_json::from_slice(raw)
+        let line: Delta<T::Entry> = serde_json::from_slice(raw)
             .map_err(|e| bad_file::<T>(journal, format!("line {}: {e}", i + 1)))?;
         if line.data_version.counter <= base {
             continue; // Written into the file before a crash emptied the journal.
         }
-        for (name, entry) in line.changes {
-            match entry {
-                Some(entry) => table.entries_mut().insert(name, entry),
-                None => table.entries_mut().remove(&name),
-            };
-        }
-        *table.version_mut() = line.data_version;
+        apply_changes(table, line);
     }
     Ok(())
+}
+
+/// Sets or removes each entry `delta` changed, and takes its version.
+fn apply_changes<T: TableFile>(table: &mut T, delta: Delta<T::Entry>) {
+    for (name, entry) in delta.changes {
+        match entry {
+            Some(entry) => table.entries_mut().insert(name, entry),
+            None => table.entries_mut().remove(&name),
+        };
+    }
+    *table.version_mut() = delta.data_version;
 }
 
 fn bump(version: &mut DataVersion) {
@@ -288,5 +381,53 @@ fn io(path: &Path, source: std::io::Error) -> TableError {
     TableError::Io {
         path: path.to_owned(),
         source,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn version(counter: i64) -> DataVersion {
+        DataVersion {
+            counter,
+            timestamp: 1000 + counter,
+            ..DataVersion::default()
+        }
+    }
+
+    #[test]
+    fn a_history_answers_from_its_base_and_forgets_its_oldest_changes() {
+        let mut history = History::starting_at(version(10));
+        history.push(&version(11), Some("a"));
+        history.push(&version(12), None);
+        history.push(&version(13), Some("b"));
+        let names = |h: &History, v| h.names_since(&v).map(|n| n.into_iter().collect::<Vec<_>>());
+        assert_eq!(
+            names(&history, version(10)),
+            Some(vec!["a".into(), "b".into()])
+        );
+        assert_eq!(names(&history, version(12)), Some(vec!["b".into()]));
+        assert_eq!(names(&history, version(13)), Some(vec![]));
+        let same_counter_other_master = DataVersion {
+            timestamp: 7,
+            ..version(12)
+        };
+        assert_eq!(names(&history, same_counter_other_master), None);
+        let fresh = History::starting_at(version(0));
+        assert_eq!(
+            names(&fresh, version(0)),
+            None,
+            "every fresh table's version"
+        );
+        for counter in 14..=HISTORY as i64 + 13 {
+            history.push(&version(counter), Some("c"));
+        }
+        assert_eq!(names(&history, version(12)), None, "forgotten");
+        assert_eq!(
+            names(&history, version(13)),
+            Some(vec!["c".into()]),
+            "the new base"
+        );
     }
 }

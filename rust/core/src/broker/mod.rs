@@ -54,6 +54,8 @@ pub struct BrokerSettings {
     pub broker_topic_enable: bool,
     /// `defaultTopicQueueNums`.
     pub default_topic_queue_nums: i32,
+    /// `maxTopicQueueNums`: the most queues UPDATE_AND_CREATE_TOPIC gives a topic.
+    pub max_topic_queue_nums: i32,
     /// `maxMessageSize` (changes at runtime).
     pub max_message_size: LiveNumber,
     /// `brokerPermission` (changes at runtime).

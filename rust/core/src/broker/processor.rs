@@ -27,6 +27,7 @@ use super::pull::PullMessageProcessor;
 use super::rebalance_lock::{self, RebalanceLockManager};
 use super::replicas_manager::ReplicasManager;
 use super::send::{retry_topic, retry_topic_sys_flag, SendMessageProcessor};
+use super::slave_sync;
 use super::store_stats::StoreStatsService;
 use super::subscription_group::SubscriptionGroupManager;
 use super::topic_config::{validate_topic, TopicConfigManager};
@@ -204,8 +205,29 @@ impl BrokerProcessor {
         }
     }
 
-    /// The tables a slave syncs (`GET_ALL_*`), each whole.
+    /// The tables a slave syncs (`GET_ALL_*`), each whole, or for a rocketha slave that names
+    /// its version, the topics or groups changed since.
     fn table(&self, request: &RemotingCommand) -> RemotingCommand {
+        let since = slave_sync::since(request);
+        let delta = since.and_then(|version| match request.code {
+            request_code::GET_ALL_TOPIC_CONFIG => self
+                .topics
+                .delta_since(&version)
+                .map(|d| serde_json::to_vec(&d)),
+            request_code::GET_ALL_SUBSCRIPTIONGROUP_CONFIG => self
+                .consume
+                .groups
+                .delta_since(&version)
+                .map(|d| serde_json::to_vec(&d)),
+            _ => None,
+        });
+        if let Some(Ok(body)) = delta {
+            let mut response = admin::table(request, body);
+            response
+                .ext_fields
+                .insert(slave_sync::DELTA.into(), "true".into());
+            return response;
+        }
         let body = match request.code {
             request_code::GET_ALL_TOPIC_CONFIG => {
                 serde_json::to_vec(&self.topics.wrapper()).unwrap_or_default()
@@ -299,6 +321,18 @@ impl BrokerProcessor {
                 response_code::SYSTEM_ERROR,
                 format!(
                     "topic {}: readQueueNums {} and writeQueueNums {} must be at least 1",
+                    header.topic, header.read_queue_nums, header.write_queue_nums
+                ),
+            );
+        }
+        let max = self.settings.max_topic_queue_nums;
+        if header.read_queue_nums > max || header.write_queue_nums > max {
+            return refuse(
+                response_code::SYSTEM_ERROR,
+                format!(
+                    "topic {}: readQueueNums {} and writeQueueNums {} may be at most {max} \
+                     (maxTopicQueueNums): each queue is a consume queue this broker maps and a \
+                     queue every client of the topic holds",
                     header.topic, header.read_queue_nums, header.write_queue_nums
                 ),
             );

@@ -7,15 +7,23 @@
 //! master's offsets overwrite the slave's key by key (`topic@group`), so offsets committed only
 //! to the slave while the master was away survive until the master has the same key; the
 //! subscription groups are replaced.
+//!
+//! rocketha's slave also names its topic and group tables' versions ([`SINCE_DATA_VERSION`]);
+//! a rocketha master that still holds that version answers with only what changed since
+//! ([`DELTA`]), so an unchanged table costs a few bytes instead of the whole table. RocketMQ's
+//! master ignores the field and answers whole, as it answers its own slaves.
 
 use std::net::ToSocketAddrs;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use serde::de::DeserializeOwned;
+
 use super::consumer_offset::{ConsumerOffsetManager, ConsumerOffsetSerializeWrapper};
-use super::subscription_group::{SubscriptionGroupManager, SubscriptionGroupWrapper};
+use super::journaled_table::Delta;
+use super::subscription_group::SubscriptionGroupManager;
 use super::topic_config::TopicConfigManager;
-use crate::protocol::body::TopicConfigSerializeWrapper;
+use crate::protocol::body::DataVersion;
 use crate::protocol::json::parse_lenient;
 use crate::remoting::{request_code, response_code, ClientTls, RemotingClient, RemotingCommand};
 use crate::store::MessageStore;
@@ -23,6 +31,36 @@ use crate::sync::lock;
 
 /// How long one sync call may take (RocketMQ's 3 s).
 const SYNC_TIMEOUT: Duration = Duration::from_secs(3);
+/// rocketha: a GET_ALL_TOPIC_CONFIG or GET_ALL_SUBSCRIPTIONGROUP_CONFIG field, the slave's
+/// table's data version as JSON.
+pub(crate) const SINCE_DATA_VERSION: &str = "sinceDataVersion";
+/// rocketha: the answer's field saying its body is a [`Delta`], not the whole table.
+pub(crate) const DELTA: &str = "delta";
+
+/// The version a sync request names, if any (a RocketMQ slave names none).
+pub(crate) fn since(request: &RemotingCommand) -> Option<DataVersion> {
+    let raw = request.ext_fields.get(SINCE_DATA_VERSION)?;
+    serde_json::from_str(raw).ok()
+}
+
+/// A table's answer: `Delta` when the master sent one, else the whole table.
+enum Answer<W, E> {
+    Whole(W),
+    Delta(Delta<E>),
+}
+
+impl<W: DeserializeOwned, E: DeserializeOwned> Answer<W, E> {
+    fn parse(r: RemotingCommand, what: &'static str) -> Result<Self, String> {
+        if r.ext_fields.get(DELTA).map(String::as_str) == Some("true") {
+            let delta = serde_json::from_slice(&r.body)
+                .map_err(|e| format!("{what} delta from the master: {e}"))?;
+            return Ok(Self::Delta(delta));
+        }
+        parse_lenient(&r.body, what)
+            .map(Self::Whole)
+            .map_err(|e| e.to_string())
+    }
+}
 
 pub(crate) struct SlaveSynchronize {
     /// `masterAddr`: set by the registration thread, read by the sync.
@@ -83,9 +121,14 @@ impl SlaveSynchronize {
             .ok_or_else(|| format!("master address {master} resolves to nothing"))?;
         let mut client = RemotingClient::connect_with(addr, SYNC_TIMEOUT, self.tls.clone())
             .map_err(|e| format!("master {master}: {e}"))?;
-        let mut fetch = |code: i32, what: &str| -> Result<Vec<u8>, String> {
+        let mut ask = |code: i32, what: &str, since: Option<DataVersion>| {
+            let mut request = RemotingCommand::request(code, 0);
+            if let Some(version) = since {
+                let json = serde_json::to_string(&version).unwrap_or_default();
+                request.ext_fields.insert(SINCE_DATA_VERSION.into(), json);
+            }
             let r = client
-                .invoke(RemotingCommand::request(code, 0), SYNC_TIMEOUT)
+                .invoke(request, SYNC_TIMEOUT)
                 .map_err(|e| format!("{what} from master {master}: {e}"))?;
             if r.code != response_code::SUCCESS {
                 return Err(format!(
@@ -94,7 +137,7 @@ impl SlaveSynchronize {
                     r.remark.unwrap_or_default()
                 ));
             }
-            Ok(r.body)
+            Ok(r)
         };
         let mut first_error = None;
         let mut keep = |result: Result<(), String>| {
@@ -102,22 +145,31 @@ impl SlaveSynchronize {
                 first_error.get_or_insert(e);
             }
         };
+        let since = Some(self.topics.data_version());
         keep(
-            fetch(request_code::GET_ALL_TOPIC_CONFIG, "GET_ALL_TOPIC_CONFIG").and_then(|body| {
-                let wrapper: TopicConfigSerializeWrapper =
-                    parse_lenient(&body, "TopicConfigSerializeWrapper")
-                        .map_err(|e| e.to_string())?;
-                self.topics.replace(wrapper).map_err(|e| e.to_string())
+            ask(
+                request_code::GET_ALL_TOPIC_CONFIG,
+                "GET_ALL_TOPIC_CONFIG",
+                since,
+            )
+            .and_then(|r| Answer::parse(r, "TopicConfigSerializeWrapper"))
+            .and_then(|answer| {
+                match answer {
+                    Answer::Whole(wrapper) => self.topics.replace(wrapper),
+                    Answer::Delta(delta) => self.topics.apply_delta(delta),
+                }
+                .map_err(|e| e.to_string())
             }),
         );
         keep(
-            fetch(
+            ask(
                 request_code::GET_ALL_CONSUMER_OFFSET,
                 "GET_ALL_CONSUMER_OFFSET",
+                None,
             )
-            .and_then(|body| {
+            .and_then(|r| {
                 let wrapper: ConsumerOffsetSerializeWrapper =
-                    parse_lenient(&body, "ConsumerOffsetSerializeWrapper")
+                    parse_lenient(&r.body, "ConsumerOffsetSerializeWrapper")
                         .map_err(|e| e.to_string())?;
                 self.offsets
                     .put_all(wrapper.offset_table)
@@ -125,18 +177,26 @@ impl SlaveSynchronize {
             }),
         );
         keep(
-            fetch(request_code::GET_ALL_DELAY_OFFSET, "GET_ALL_DELAY_OFFSET")
-                .and_then(|body| self.store.schedule().replace(&body)),
+            ask(
+                request_code::GET_ALL_DELAY_OFFSET,
+                "GET_ALL_DELAY_OFFSET",
+                None,
+            )
+            .and_then(|r| self.store.schedule().replace(&r.body)),
         );
         keep(
-            fetch(
+            ask(
                 request_code::GET_ALL_SUBSCRIPTIONGROUP_CONFIG,
                 "GET_ALL_SUBSCRIPTIONGROUP_CONFIG",
+                Some(self.groups.data_version()),
             )
-            .and_then(|body| {
-                let wrapper: SubscriptionGroupWrapper =
-                    parse_lenient(&body, "SubscriptionGroupWrapper").map_err(|e| e.to_string())?;
-                self.groups.replace(wrapper).map_err(|e| e.to_string())
+            .and_then(|r| Answer::parse(r, "SubscriptionGroupWrapper"))
+            .and_then(|answer| {
+                match answer {
+                    Answer::Whole(wrapper) => self.groups.replace(wrapper),
+                    Answer::Delta(delta) => self.groups.apply_delta(delta),
+                }
+                .map_err(|e| e.to_string())
             }),
         );
         first_error.map_or(Ok(true), Err)

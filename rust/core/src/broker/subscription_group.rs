@@ -11,7 +11,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 pub(crate) use super::journaled_table::TableError as SubscriptionGroupError;
-use super::journaled_table::{JournaledTable, TableFile};
+use super::journaled_table::{Delta, JournaledTable, TableFile};
 use super::BrokerSettings;
 use crate::protocol::body::DataVersion;
 use crate::protocol::json::parse_lenient;
@@ -175,12 +175,38 @@ impl SubscriptionGroupManager {
         })
     }
 
-    /// A slave's sync: the master's groups replace these, then are persisted.
+    /// A slave's sync: the master's groups replace these when its data version differs
+    /// (as RocketMQ's `syncSubscriptionGroupConfig`), then are persisted.
     pub(crate) fn replace(
         &self,
         wrapper: SubscriptionGroupWrapper,
     ) -> Result<(), SubscriptionGroupError> {
+        if self.table.state().table.data_version == wrapper.data_version {
+            return Ok(());
+        }
         self.table.replace(wrapper)
+    }
+
+    pub(crate) fn data_version(&self) -> DataVersion {
+        self.table.state().table.data_version.clone()
+    }
+
+    /// What changed after a slave's `version`; `None`: it takes every group.
+    pub(crate) fn delta_since(
+        &self,
+        version: &DataVersion,
+    ) -> Option<Delta<SubscriptionGroupConfig>> {
+        self.table.state().delta_since(version)
+    }
+
+    /// A slave's sync from a master that sent only what changed.
+    pub(crate) fn apply_delta(
+        &self,
+        delta: Delta<SubscriptionGroupConfig>,
+    ) -> Result<(), SubscriptionGroupError> {
+        self.table.change(|state| {
+            state.apply(delta);
+        })
     }
 
     /// At shutdown: the journal folded into `subscriptionGroup.json`.

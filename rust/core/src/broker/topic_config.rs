@@ -13,7 +13,7 @@ use std::path::Path;
 use std::sync::Mutex;
 
 pub(crate) use super::journaled_table::TableError as TopicConfigError;
-use super::journaled_table::{JournaledTable, TableFile, Unsaved};
+use super::journaled_table::{Delta, JournaledTable, TableFile, Unsaved};
 use super::BrokerSettings;
 use crate::protocol::body::{perm, DataVersion, TopicConfig, TopicConfigSerializeWrapper};
 pub(crate) use crate::protocol::config_file::{remove_stale_temporaries, write_atomically};
@@ -223,6 +223,25 @@ impl TopicConfigManager {
         }
         self.register_all_next();
         self.table.replace(master)
+    }
+
+    /// What changed after a slave's `version`, for its sync; `None`: it takes the whole table.
+    pub(crate) fn delta_since(&self, version: &DataVersion) -> Option<Delta<TopicConfig>> {
+        self.table.state().delta_since(version)
+    }
+
+    /// A slave's sync from a master that sent only what changed: applied under the master's
+    /// version, saved as one journal line, and registered next (whole if a topic went).
+    pub(crate) fn apply_delta(&self, delta: Delta<TopicConfig>) -> Result<(), TopicConfigError> {
+        let removed = delta.changes.values().any(Option::is_none);
+        self.table.change(|state| {
+            let names = state.apply(delta);
+            if removed {
+                self.register_all_next();
+            } else if let Some(unregistered) = lock(&self.unregistered).as_mut() {
+                unregistered.extend(names);
+            }
+        })
     }
 
     /// Bumped by every change: the controller re-registers when it moved.
@@ -560,6 +579,49 @@ mod tests {
         topics.update_or_create(topic("c", 1)).unwrap();
         topics.register_all_next();
         assert_eq!(topics.take_unregistered(), Unregistered::All, "asked for");
+    }
+
+    #[test]
+    fn a_slave_takes_only_what_changed_since_its_version() {
+        let (m, s) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let settings = BrokerSettings::default();
+        let master = TopicConfigManager::load(m.path(), &settings).unwrap();
+        let slave = TopicConfigManager::load(s.path(), &settings).unwrap();
+        master.update_or_create(topic("kept", 4)).unwrap();
+        slave.replace(master.wrapper()).unwrap();
+        let unchanged = master.delta_since(&slave.data_version()).unwrap();
+        assert!(unchanged.changes.is_empty(), "nothing changed since");
+
+        master.update_or_create(topic("gone", 1)).unwrap();
+        master.update_or_create(topic("new", 2)).unwrap();
+        master.delete("gone").unwrap();
+        let delta = master.delta_since(&slave.data_version()).unwrap();
+        let names: Vec<_> = delta.changes.keys().map(String::as_str).collect();
+        assert_eq!(names, ["gone", "new"], "only the changed topics");
+        assert_eq!(delta.changes["gone"], None, "a deletion is a null");
+        slave.apply_delta(delta).unwrap();
+        assert_eq!(
+            slave.wrapper(),
+            master.wrapper(),
+            "the same table, the same version"
+        );
+        assert!(journal_len(s.path()) > 0, "one journal line, not a rewrite");
+        assert_eq!(
+            TopicConfigManager::load(s.path(), &settings)
+                .unwrap()
+                .wrapper(),
+            master.wrapper(),
+            "the slave's journal replays it"
+        );
+
+        let foreign = DataVersion {
+            counter: 1,
+            ..DataVersion::default()
+        };
+        assert!(
+            master.delta_since(&foreign).is_none(),
+            "not a version it made"
+        );
     }
 
     #[test]

@@ -205,16 +205,16 @@ impl RouteInfoManager {
             req.broker_addr.as_str(),
             req.broker_name.as_str(),
         );
+        // Once per registration, not per topic: the period's registration of an unchanged
+        // table then costs a lookup per topic.
+        let broker_changed = registration.register_first
+            || self.is_broker_topic_config_changed(cluster, addr, &wrapper.data_version);
         for config in wrapper.topic_config_table.values() {
-            if registration.register_first
-                || self.is_topic_config_changed(
-                    cluster,
-                    addr,
-                    &wrapper.data_version,
-                    name,
-                    &config.topic_name,
-                )
-            {
+            let known = self
+                .topic_queue_table
+                .get(&config.topic_name)
+                .is_some_and(|queues| queues.contains_key(name));
+            if broker_changed || !known {
                 let mut config = config.clone();
                 if registration.is_prime_slave && registration.acting_master {
                     // The acting master serves reads only.
@@ -316,21 +316,6 @@ impl RouteInfoManager {
         data_version: &DataVersion,
     ) -> bool {
         self.query_broker_topic_config(cluster_name, broker_addr) != Some(data_version)
-    }
-
-    fn is_topic_config_changed(
-        &self,
-        cluster_name: &str,
-        broker_addr: &str,
-        data_version: &DataVersion,
-        broker_name: &str,
-        topic: &str,
-    ) -> bool {
-        self.is_broker_topic_config_changed(cluster_name, broker_addr, data_version)
-            || self
-                .topic_queue_table
-                .get(topic)
-                .is_none_or(|queues| !queues.contains_key(broker_name))
     }
 
     /// `updateBrokerInfoUpdateTimestamp`: a QUERY_DATA_VERSION counts as a heartbeat.

@@ -174,6 +174,24 @@ fn delete_topic(c: &mut RemotingClient, topic: &str) -> RemotingCommand {
 }
 
 #[test]
+fn a_topic_asked_with_more_queues_than_the_cap_is_refused_and_not_created() {
+    let b = start(BrokerControllerConfig::default(), 0, None);
+    let mut c = client(b.controller.local_addr());
+    let r = c.invoke(create_topic("Wide", 100_000), TIMEOUT).unwrap();
+    assert_eq!(r.code, response_code::SYSTEM_ERROR);
+    assert!(
+        r.remark.as_deref().unwrap_or_default().contains(
+            "readQueueNums 100000 and writeQueueNums 100000 may be at most 1024 (maxTopicQueueNums)"
+        ),
+        "{:?}",
+        r.remark
+    );
+    assert!(b.controller.topics.select("Wide").is_none());
+    let r = c.invoke(create_topic("Wide", 1024), TIMEOUT).unwrap();
+    assert_eq!(r.code, response_code::SUCCESS, "{:?}", r.remark);
+}
+
+#[test]
 fn a_deleted_topic_leaves_the_broker_and_the_name_server() {
     let (ns, b) = registered_broker();
     let mut c = client(b.controller.local_addr());

@@ -88,6 +88,7 @@ impl BrokerConfig {
             cluster_topic_enable: self.cluster_topic_enable,
             broker_topic_enable: self.broker_topic_enable,
             default_topic_queue_nums: narrow(self.default_topic_queue_nums),
+            max_topic_queue_nums: narrow(self.max_topic_queue_nums),
             max_message_size: self.max_message_size.into(),
             broker_permission: self.broker_permission.into(),
             slave_read_enable: self.slave_read_enable.into(),

@@ -87,6 +87,7 @@ fn every_key_has_rocketmqs_default() {
         ("transactionCheckInterval", "30000"),
         ("rebalanceLockMaxLiveTime", "60000"),
         ("compressedRegister", "false"),
+        ("maxTopicQueueNums", "1024"),
         ("enableControllerMode", "false"),
         ("controllerAddr", ""),
         ("allAckInSyncStateSet", "false"),
@@ -272,6 +273,10 @@ fn contradictions_and_ranges_name_the_key() {
             "transactionCheckInterval: must be a positive number",
         ),
         (&[("transactionCheckMax", "0")], "transactionCheckMax"),
+        (
+            &[("maxTopicQueueNums", "4")],
+            "maxTopicQueueNums: must be at least defaultTopicQueueNums (8)",
+        ),
         (
             &[("rebalanceLockMaxLiveTime", "0")],
             "rebalanceLockMaxLiveTime: must be a positive number",

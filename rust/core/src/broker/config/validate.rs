@@ -162,6 +162,17 @@ impl BrokerConfig {
         if self.default_topic_queue_nums < 1 {
             return Err(invalid("defaultTopicQueueNums", "must be at least 1"));
         }
+        if self.max_topic_queue_nums < self.default_topic_queue_nums
+            || self.max_topic_queue_nums > i64::from(i32::MAX)
+        {
+            return Err(invalid(
+                "maxTopicQueueNums",
+                format!(
+                    "must be at least defaultTopicQueueNums ({}) and fit an int",
+                    self.default_topic_queue_nums
+                ),
+            ));
+        }
         if self.broker_permission & !7 != 0 {
             return Err(invalid(
                 "brokerPermission",

@@ -5,7 +5,7 @@ use std::net::TcpListener;
 use std::time::Duration;
 
 use crate::broker::controller::tests::{
-    client, open_store, send_v2, start, start_ha_master, wait_for, TIMEOUT,
+    client, create_topic, open_store, send_v2, start, start_ha_master, wait_for, TIMEOUT,
 };
 use crate::broker::{BrokerController, BrokerControllerConfig, BrokerSettings};
 use crate::commitlog::record;
@@ -338,6 +338,33 @@ fn a_slave_syncs_its_masters_topics_offsets_and_groups() {
         "persisted"
     );
     assert!(root.join("config/subscriptionGroup.json").exists());
+
+    // Later syncs take only what changed: one journal line each, no rewrite.
+    assert_eq!(m.invoke(create_topic("later", 2), TIMEOUT).unwrap().code, 0);
+    let mut group = RemotingCommand::request(request_code::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, 0);
+    group.body = br#"{"groupName":"cg2"}"#.to_vec();
+    assert_eq!(m.invoke(group, TIMEOUT).unwrap().code, 0);
+    let files = ["topics.json", "subscriptionGroup.json"]
+        .map(|f| std::fs::read(root.join("config").join(f)).unwrap());
+    slave.sync_from_master_now();
+    wait_for("the changes synced", || {
+        let r = s
+            .invoke(
+                RemotingCommand::request(request_code::GET_ALL_SUBSCRIPTIONGROUP_CONFIG, 0),
+                TIMEOUT,
+            )
+            .unwrap();
+        let groups: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+        groups["subscriptionGroupTable"].get("cg2").map(|_| ())
+    });
+    for (file, before) in ["topics", "subscriptionGroup"].iter().zip(files) {
+        let journal = std::fs::read_to_string(root.join(format!("config/{file}.journal"))).unwrap();
+        assert_eq!(journal.lines().count(), 1, "{file}: {journal}");
+        let now = std::fs::read(root.join(format!("config/{file}.json"))).unwrap();
+        assert_eq!(now, before, "{file}.json is not rewritten");
+    }
+    let journal = std::fs::read_to_string(root.join("config/topics.journal")).unwrap();
+    assert!(journal.contains("\"later\""), "{journal}");
 }
 
 /// A consumer's connection that also reads what the broker sends on its own.

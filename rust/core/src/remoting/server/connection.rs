@@ -67,9 +67,6 @@ pub(super) struct Connection {
     pub(super) wire: Wire,
     /// Bytes read and not yet decoded (a partial frame).
     pub(super) read_buf: Vec<u8>,
-    /// Its turn ended before the socket said WouldBlock: the loop reads it again before
-    /// sleeping, since edge-triggered epoll will not report it again.
-    pub(super) more_to_read: bool,
     /// epoll reported the peer's FIN (or an error): read on to the end of the stream, as a
     /// short read no longer proves the socket drained of what is left to see.
     pub(super) read_closed: bool,

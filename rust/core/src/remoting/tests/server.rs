@@ -225,7 +225,25 @@ fn idle_connections_are_closed() {
         ..ServerConfig::default()
     });
     let mut idle = TcpStream::connect(f.server.local_addr()).unwrap();
+    let mut busy = client(&f.server);
+    let late = std::thread::spawn({
+        let addr = f.server.local_addr();
+        move || {
+            // Accepted after the first scan found the earliest deadline: it has its own.
+            std::thread::sleep(Duration::from_millis(100));
+            let mut late = TcpStream::connect(addr).unwrap();
+            read_until_closed(&mut late)
+        }
+    });
+    // A connection that keeps talking outlives the scans that close the others.
+    for _ in 0..10 {
+        assert!(busy
+            .invoke(echo(b"on", SerializeType::Json), TIMEOUT)
+            .is_ok());
+        std::thread::sleep(Duration::from_millis(50));
+    }
     assert!(read_until_closed(&mut idle).is_empty());
+    assert!(late.join().unwrap().is_empty());
     closed_with(&f.server, "idle for 200 ms");
 }
 
