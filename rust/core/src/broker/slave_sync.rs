@@ -114,91 +114,87 @@ impl SlaveSynchronize {
         let Some(master) = self.master_addr().filter(|m| *m != self.broker_addr) else {
             return Ok(false);
         };
+        let mut link = MasterLink::connect(master, self.tls.clone())?;
+        let results = [
+            self.sync_topics(&mut link),
+            link.ask(request_code::GET_ALL_CONSUMER_OFFSET, None)
+                .and_then(|r| {
+                    let wrapper: ConsumerOffsetSerializeWrapper =
+                        parse_lenient(&r.body, "ConsumerOffsetSerializeWrapper")
+                            .map_err(|e| e.to_string())?;
+                    self.offsets
+                        .put_all(wrapper.offset_table)
+                        .map_err(|e| e.to_string())
+                }),
+            link.ask(request_code::GET_ALL_DELAY_OFFSET, None)
+                .and_then(|r| self.store.schedule().replace(&r.body)),
+            self.sync_groups(&mut link),
+        ];
+        results
+            .into_iter()
+            .collect::<Result<(), String>>()
+            .map(|()| true)
+    }
+
+    fn sync_topics(&self, link: &mut MasterLink) -> Result<(), String> {
+        let since = self.topics.data_version();
+        let r = link.ask(request_code::GET_ALL_TOPIC_CONFIG, Some(since))?;
+        match Answer::parse(r, "TopicConfigSerializeWrapper")? {
+            Answer::Whole(wrapper) => self.topics.replace(wrapper),
+            Answer::Delta(delta) => self.topics.apply_delta(delta),
+        }
+        .map_err(|e| e.to_string())
+    }
+
+    fn sync_groups(&self, link: &mut MasterLink) -> Result<(), String> {
+        let since = self.groups.data_version();
+        let r = link.ask(request_code::GET_ALL_SUBSCRIPTIONGROUP_CONFIG, Some(since))?;
+        match Answer::parse(r, "SubscriptionGroupWrapper")? {
+            Answer::Whole(wrapper) => self.groups.replace(wrapper),
+            Answer::Delta(delta) => self.groups.apply_delta(delta),
+        }
+        .map_err(|e| e.to_string())
+    }
+}
+
+/// A connection to the master's client port for one sync.
+struct MasterLink {
+    master: String,
+    client: RemotingClient,
+}
+
+impl MasterLink {
+    fn connect(master: String, tls: Option<ClientTls>) -> Result<Self, String> {
         let addr = master
             .to_socket_addrs()
             .map_err(|e| format!("master address {master}: {e}"))?
             .next()
             .ok_or_else(|| format!("master address {master} resolves to nothing"))?;
-        let mut client = RemotingClient::connect_with(addr, SYNC_TIMEOUT, self.tls.clone())
+        let client = RemotingClient::connect_with(addr, SYNC_TIMEOUT, tls)
             .map_err(|e| format!("master {master}: {e}"))?;
-        let mut ask = |code: i32, what: &str, since: Option<DataVersion>| {
-            let mut request = RemotingCommand::request(code, 0);
-            if let Some(version) = since {
-                let json = serde_json::to_string(&version).unwrap_or_default();
-                request.ext_fields.insert(SINCE_DATA_VERSION.into(), json);
-            }
-            let r = client
-                .invoke(request, SYNC_TIMEOUT)
-                .map_err(|e| format!("{what} from master {master}: {e}"))?;
-            if r.code != response_code::SUCCESS {
-                return Err(format!(
-                    "{what} from master {master}: code {}: {}",
-                    r.code,
-                    r.remark.unwrap_or_default()
-                ));
-            }
-            Ok(r)
-        };
-        let mut first_error = None;
-        let mut keep = |result: Result<(), String>| {
-            if let Err(e) = result {
-                first_error.get_or_insert(e);
-            }
-        };
-        let since = Some(self.topics.data_version());
-        keep(
-            ask(
-                request_code::GET_ALL_TOPIC_CONFIG,
-                "GET_ALL_TOPIC_CONFIG",
-                since,
-            )
-            .and_then(|r| Answer::parse(r, "TopicConfigSerializeWrapper"))
-            .and_then(|answer| {
-                match answer {
-                    Answer::Whole(wrapper) => self.topics.replace(wrapper),
-                    Answer::Delta(delta) => self.topics.apply_delta(delta),
-                }
-                .map_err(|e| e.to_string())
-            }),
-        );
-        keep(
-            ask(
-                request_code::GET_ALL_CONSUMER_OFFSET,
-                "GET_ALL_CONSUMER_OFFSET",
-                None,
-            )
-            .and_then(|r| {
-                let wrapper: ConsumerOffsetSerializeWrapper =
-                    parse_lenient(&r.body, "ConsumerOffsetSerializeWrapper")
-                        .map_err(|e| e.to_string())?;
-                self.offsets
-                    .put_all(wrapper.offset_table)
-                    .map_err(|e| e.to_string())
-            }),
-        );
-        keep(
-            ask(
-                request_code::GET_ALL_DELAY_OFFSET,
-                "GET_ALL_DELAY_OFFSET",
-                None,
-            )
-            .and_then(|r| self.store.schedule().replace(&r.body)),
-        );
-        keep(
-            ask(
-                request_code::GET_ALL_SUBSCRIPTIONGROUP_CONFIG,
-                "GET_ALL_SUBSCRIPTIONGROUP_CONFIG",
-                Some(self.groups.data_version()),
-            )
-            .and_then(|r| Answer::parse(r, "SubscriptionGroupWrapper"))
-            .and_then(|answer| {
-                match answer {
-                    Answer::Whole(wrapper) => self.groups.replace(wrapper),
-                    Answer::Delta(delta) => self.groups.apply_delta(delta),
-                }
-                .map_err(|e| e.to_string())
-            }),
-        );
-        first_error.map_or(Ok(true), Err)
+        Ok(Self { master, client })
+    }
+
+    /// One table's request, naming `since` when the slave holds a version of it.
+    fn ask(&mut self, code: i32, since: Option<DataVersion>) -> Result<RemotingCommand, String> {
+        let what = request_code::name(code).unwrap_or("a table");
+        let master = &self.master;
+        let mut request = RemotingCommand::request(code, 0);
+        if let Some(version) = since {
+            let json = serde_json::to_string(&version).unwrap_or_default();
+            request.ext_fields.insert(SINCE_DATA_VERSION.into(), json);
+        }
+        let r = self
+            .client
+            .invoke(request, SYNC_TIMEOUT)
+            .map_err(|e| format!("{what} from master {master}: {e}"))?;
+        if r.code != response_code::SUCCESS {
+            return Err(format!(
+                "{what} from master {master}: code {}: {}",
+                r.code,
+                r.remark.unwrap_or_default()
+            ));
+        }
+        Ok(r)
     }
 }
