@@ -287,10 +287,15 @@ def run(quick: bool, runs: int) -> list[Figure]:
                 curves[name].append(topics)
                 group_curves[name].append(groups)
                 client_curves[name].append(clients)
-    return _figures(curves) + _group_figures(group_curves) + _client_figures(client_curves)
+    return (
+        _figures(curves)
+        + _step_figures(group_curves, "groups", GROUP_FIGURES)
+        + _step_figures(client_curves, "connections", CLIENT_FIGURES)
+    )
 
 
-#: Each client step's figures: key, what, unit, whether higher is better.
+#: Each group step's and each client step's figures: key, what, unit, whether higher is better.
+GROUP_FIGURES = (("rate", "consumer groups created/s", "groups/s", True),)
 CLIENT_FIGURES = (
     ("join_rate", "clients joined/s (first heartbeat)", "clients/s", True),
     ("heartbeat_p50_us", "heartbeat p50", "us", False),
@@ -299,13 +304,15 @@ CLIENT_FIGURES = (
 )
 
 
-def _client_figures(curves: dict[str, list[Curve]]) -> list[Figure]:
-    """Each client step's figures, beside RocketMQ's."""
+def _step_figures(
+    curves: dict[str, list[Curve]], counted: str, figures: Sequence[tuple[str, str, str, bool]]
+) -> list[Figure]:
+    """Each step's ``figures`` (steps of ``counted``: groups, connections) beside RocketMQ's."""
     ours, theirs = curves["rocketha"], curves["rocketmq"]
     return [
         Figure(
             "scale",
-            f"{what} at {at['connections']:,.0f} connections",
+            f"{what} at {at[counted]:,.0f} {counted}",
             unit,
             [run[i][key] for run in ours],
             "RocketMQ 5.4.0",
@@ -313,23 +320,7 @@ def _client_figures(curves: dict[str, list[Curve]]) -> list[Figure]:
             higher_is_better=higher,
         )
         for i, at in enumerate(ours[0])
-        for key, what, unit, higher in CLIENT_FIGURES
-    ]
-
-
-def _group_figures(curves: dict[str, list[Curve]]) -> list[Figure]:
-    """Consumer groups created (``mqadmin updateSubGroup``) per second at each step."""
-    ours, theirs = curves["rocketha"], curves["rocketmq"]
-    return [
-        Figure(
-            "scale",
-            f"consumer groups created/s at {at['groups']:,.0f} groups",
-            "groups/s",
-            [run[i]["rate"] for run in ours],
-            "RocketMQ 5.4.0",
-            [run[i]["rate"] for run in theirs],
-        )
-        for i, at in enumerate(ours[0])
+        for key, what, unit, higher in figures
     ]
 
 

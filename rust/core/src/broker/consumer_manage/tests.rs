@@ -243,6 +243,14 @@ fn queue_offsets_times_and_messages_by_id() {
     assert!(search(&mut c, stored) <= 1);
 }
 
+/// Whether the broker holds `group` (GET_ALL_SUBSCRIPTIONGROUP_CONFIG).
+fn has_group(c: &mut RemotingClient, group: &str) -> bool {
+    let request = RemotingCommand::request(request_code::GET_ALL_SUBSCRIPTIONGROUP_CONFIG, 0);
+    let r = c.invoke(request, TIMEOUT).unwrap();
+    let groups: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+    groups["subscriptionGroupTable"].get(group).is_some()
+}
+
 #[test]
 fn a_slave_syncs_its_masters_topics_offsets_and_groups() {
     let ns = NameServer::start("127.0.0.1:0".parse().unwrap(), NamesrvConfig::default()).unwrap();
@@ -307,14 +315,7 @@ fn a_slave_syncs_its_masters_topics_offsets_and_groups() {
     let mut s = client(slave.local_addr());
     // The first sync is whole once its last table, the groups, arrived.
     wait_for("the slave's first sync", || {
-        let r = s
-            .invoke(
-                RemotingCommand::request(request_code::GET_ALL_SUBSCRIPTIONGROUP_CONFIG, 0),
-                TIMEOUT,
-            )
-            .unwrap();
-        let groups: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
-        groups["subscriptionGroupTable"].get("cg").map(|_| ())
+        has_group(&mut s, "cg").then_some(())
     });
     assert_eq!(offset_of(&query(&mut s, "0", &[]), "offset"), 1);
     assert_eq!(
@@ -348,14 +349,7 @@ fn a_slave_syncs_its_masters_topics_offsets_and_groups() {
         .map(|f| std::fs::read(root.join("config").join(f)).unwrap());
     slave.sync_from_master_now();
     wait_for("the changes synced", || {
-        let r = s
-            .invoke(
-                RemotingCommand::request(request_code::GET_ALL_SUBSCRIPTIONGROUP_CONFIG, 0),
-                TIMEOUT,
-            )
-            .unwrap();
-        let groups: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
-        groups["subscriptionGroupTable"].get("cg2").map(|_| ())
+        has_group(&mut s, "cg2").then_some(())
     });
     for (file, before) in ["topics", "subscriptionGroup"].iter().zip(files) {
         let journal = std::fs::read_to_string(root.join(format!("config/{file}.journal"))).unwrap();
