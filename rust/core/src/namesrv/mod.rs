@@ -6,6 +6,7 @@
 mod controller;
 pub(crate) mod kv_config;
 pub(crate) mod processor;
+mod registered_topics;
 pub(crate) mod route_info;
 
 pub use controller::{NameServer, NamesrvConfig};

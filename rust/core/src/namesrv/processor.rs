@@ -13,8 +13,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::kv_config::KvConfigManager;
+use super::registered_topics::RegisteredBody;
 use super::route_info::{BrokerAddrInfo, RegisterBrokerResult, RouteInfoManager};
-use crate::protocol::body::{BodyError, DataVersion, RegisterBrokerBody};
+use crate::protocol::body::{BodyError, DataVersion};
 use crate::protocol::json::{parse_lenient, to_json, JsonStyle};
 use crate::protocol::now_millis;
 use crate::remoting::codes::{request_code, response_code};
@@ -269,9 +270,9 @@ impl DefaultRequestProcessor {
         }
         // Java registers an empty body as no topics at data version zero.
         let body = if request.body.is_empty() {
-            RegisterBrokerBody::default()
+            RegisteredBody::default()
         } else {
-            RegisterBrokerBody::decode(&request.body, header.compressed, request.version)?
+            RegisteredBody::decode(&request.body, header.compressed, request.version)?
         };
         header
             .heartbeat_timeout_millis
@@ -305,7 +306,7 @@ impl DefaultRequestProcessor {
     fn register_in_table(
         &self,
         header: &RegisterBrokerRequestHeader,
-        body: &RegisterBrokerBody,
+        body: &RegisteredBody,
         filter_servers: Option<&[String]>,
         ctx: &RequestContext,
     ) -> (Option<RegisterBrokerResult>, bool) {
@@ -318,12 +319,10 @@ impl DefaultRequestProcessor {
             .table
             .broker_live_info(&info.cluster_name, &info.broker_addr)
             .is_none();
-        let result = routes.table.register_broker(
-            header,
-            Some(&body.topic_config_serialize_wrapper),
-            filter_servers,
-            now_millis(),
-        );
+        let result =
+            routes
+                .table
+                .register_broker(header, Some(&body.topics), filter_servers, now_millis());
         let live = routes
             .table
             .broker_live_info(&info.cluster_name, &info.broker_addr)

@@ -14,9 +14,9 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+use super::registered_topics::{RegisteredTopics, TopicRoute};
 use crate::protocol::body::{
-    perm, BrokerData, ClusterInfo, DataVersion, QueueData, TopicConfig,
-    TopicConfigSerializeWrapper, TopicRouteData, MASTER_ID,
+    perm, BrokerData, ClusterInfo, DataVersion, QueueData, TopicRouteData, MASTER_ID,
 };
 use crate::remoting::header::{RegisterBrokerRequestHeader, UnRegisterBrokerRequestHeader};
 
@@ -76,7 +76,9 @@ struct Registration {
 
 #[derive(Debug, Default)]
 pub(crate) struct RouteInfoManager {
-    topic_queue_table: BTreeMap<String, BTreeMap<String, QueueData>>,
+    /// By topic (hashed: a registration looks up each of its topics, a route lookup one),
+    /// then by broker name.
+    topic_queue_table: HashMap<String, BTreeMap<String, QueueData>>,
     broker_addr_table: BTreeMap<String, BrokerData>,
     cluster_addr_table: BTreeMap<String, BTreeSet<String>>,
     broker_live_table: HashMap<BrokerAddrInfo, BrokerLiveInfo>,
@@ -99,7 +101,7 @@ impl RouteInfoManager {
     pub(crate) fn register_broker(
         &mut self,
         req: &RegisterBrokerRequestHeader,
-        topic_config_wrapper: Option<&TopicConfigSerializeWrapper>,
+        topic_config_wrapper: Option<&RegisteredTopics>,
         filter_server_list: Option<&[String]>,
         now_ms: i64,
     ) -> Option<RegisterBrokerResult> {
@@ -129,7 +131,7 @@ impl RouteInfoManager {
     fn update_broker_addr_table(
         &mut self,
         req: &RegisterBrokerRequestHeader,
-        topic_config_wrapper: Option<&TopicConfigSerializeWrapper>,
+        topic_config_wrapper: Option<&RegisteredTopics>,
     ) -> AddrUpdate {
         let (cluster, addr, name, id) = (
             req.cluster_name.as_str(),
@@ -170,7 +172,7 @@ impl RouteInfoManager {
             }
         }
 
-        let topic_count = topic_config_wrapper.map_or(0, |w| w.topic_config_table.len());
+        let topic_count = topic_config_wrapper.map_or(0, |w| w.topics.len());
         if !broker_data.broker_addrs.contains_key(&id) && topic_count == 1 {
             log::warn!(
                 "cannot register a single topic for broker {name}[{id}]={addr}: it has not registered"
@@ -197,7 +199,7 @@ impl RouteInfoManager {
     fn update_topic_configs(
         &mut self,
         req: &RegisterBrokerRequestHeader,
-        wrapper: &TopicConfigSerializeWrapper,
+        wrapper: &RegisteredTopics,
         registration: &Registration,
     ) {
         let (cluster, addr, name) = (
@@ -209,7 +211,7 @@ impl RouteInfoManager {
         // table then costs a lookup per topic.
         let broker_changed = registration.register_first
             || self.is_broker_topic_config_changed(cluster, addr, &wrapper.data_version);
-        for config in wrapper.topic_config_table.values() {
+        for config in &wrapper.topics {
             let known = self
                 .topic_queue_table
                 .get(&config.topic_name)
@@ -229,7 +231,7 @@ impl RouteInfoManager {
     fn update_broker_live_info(
         &mut self,
         req: &RegisterBrokerRequestHeader,
-        topic_config_wrapper: Option<&TopicConfigSerializeWrapper>,
+        topic_config_wrapper: Option<&RegisteredTopics>,
         filter_server_list: Option<&[String]>,
         now_ms: i64,
     ) {
@@ -283,7 +285,7 @@ impl RouteInfoManager {
         result
     }
 
-    fn create_and_update_queue_data(&mut self, broker_name: &str, config: &TopicConfig) {
+    fn create_and_update_queue_data(&mut self, broker_name: &str, config: &TopicRoute) {
         let queue_data = QueueData {
             broker_name: broker_name.to_string(),
             read_queue_nums: config.read_queue_nums,
@@ -291,10 +293,14 @@ impl RouteInfoManager {
             perm: config.perm,
             topic_sys_flag: config.topic_sys_flag,
         };
-        self.topic_queue_table
-            .entry(config.topic_name.clone())
-            .or_default()
-            .insert(broker_name.to_string(), queue_data);
+        match self.topic_queue_table.get_mut(&config.topic_name) {
+            Some(queues) => queues.insert(broker_name.to_string(), queue_data),
+            None => self
+                .topic_queue_table
+                .entry(config.topic_name.clone())
+                .or_default()
+                .insert(broker_name.to_string(), queue_data),
+        };
     }
 
     /// `queryBrokerTopicConfig`: the data version a broker last registered.
@@ -524,7 +530,8 @@ impl RouteInfoManager {
     /// `getAllTopicList`: GET_ALL_TOPIC_LIST_FROM_NAMESERVER's answer (a `TopicList` body),
     /// every topic some live broker registered, system and retry topics included.
     pub(crate) fn get_all_topic_list(&self) -> Vec<u8> {
-        let topics: Vec<&String> = self.topic_queue_table.keys().collect();
+        let mut topics: Vec<&String> = self.topic_queue_table.keys().collect();
+        topics.sort_unstable();
         serde_json::json!({ "topicList": topics })
             .to_string()
             .into_bytes()
@@ -608,18 +615,16 @@ mod tests {
         }
     }
 
-    fn topics(names: &[&str], counter: i64) -> TopicConfigSerializeWrapper {
-        TopicConfigSerializeWrapper {
-            topic_config_table: names
+    fn topics(names: &[&str], counter: i64) -> RegisteredTopics {
+        RegisteredTopics {
+            topics: names
                 .iter()
-                .map(|n| {
-                    let config = TopicConfig {
-                        topic_name: n.to_string(),
-                        read_queue_nums: 4,
-                        write_queue_nums: 4,
-                        ..TopicConfig::default()
-                    };
-                    (n.to_string(), config)
+                .map(|n| TopicRoute {
+                    topic_name: n.to_string(),
+                    read_queue_nums: 4,
+                    write_queue_nums: 4,
+                    perm: perm::PERM_READ | perm::PERM_WRITE,
+                    topic_sys_flag: 0,
                 })
                 .collect(),
             data_version: DataVersion {
@@ -819,7 +824,7 @@ mod tests {
         assert!(rim.is_broker_topic_config_changed("DefaultCluster", "unknown:1", &registered));
         // A new version re-registers the changed queue counts.
         let mut changed = topics(&["TopicA", "TopicB"], 2);
-        if let Some(c) = changed.topic_config_table.get_mut("TopicA") {
+        if let Some(c) = changed.topics.iter_mut().find(|t| t.topic_name == "TopicA") {
             c.write_queue_nums = 8;
         }
         rim.register_broker(
