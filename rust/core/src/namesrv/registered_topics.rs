@@ -173,7 +173,10 @@ mod tests {
             RegisteredBody::decode(&body.encode_compressed(), true, mq_version::V5_0_0).unwrap();
         // RocketMQ's line form (`TopicConfig.encode`) carries no sys flag.
         let mut unflagged = expected.clone();
-        unflagged.topics.iter_mut().for_each(|t| t.topic_sys_flag = 0);
+        unflagged
+            .topics
+            .iter_mut()
+            .for_each(|t| t.topic_sys_flag = 0);
         assert_eq!(zipped.topics, unflagged);
         let bare = serde_json::to_vec(&wrapper).unwrap();
         assert_eq!(

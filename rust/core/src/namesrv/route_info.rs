@@ -217,12 +217,12 @@ impl RouteInfoManager {
                 .get(&config.topic_name)
                 .is_some_and(|queues| queues.contains_key(name));
             if broker_changed || !known {
-                let mut config = config.clone();
+                let mut perm = config.perm;
                 if registration.is_prime_slave && registration.acting_master {
                     // The acting master serves reads only.
-                    config.perm &= !perm::PERM_WRITE;
+                    perm &= !perm::PERM_WRITE;
                 }
-                self.create_and_update_queue_data(name, &config);
+                self.create_and_update_queue_data(name, config, perm);
             }
         }
     }
@@ -285,22 +285,30 @@ impl RouteInfoManager {
         result
     }
 
-    fn create_and_update_queue_data(&mut self, broker_name: &str, config: &TopicRoute) {
-        let queue_data = QueueData {
-            broker_name: broker_name.to_string(),
-            read_queue_nums: config.read_queue_nums,
-            write_queue_nums: config.write_queue_nums,
-            perm: config.perm,
-            topic_sys_flag: config.topic_sys_flag,
+    /// The broker's queues of the topic, as `config` says with `perm`; updated in place when
+    /// the broker has them already.
+    fn create_and_update_queue_data(&mut self, broker_name: &str, config: &TopicRoute, perm: i32) {
+        if !self.topic_queue_table.contains_key(&config.topic_name) {
+            let topic = config.topic_name.clone();
+            self.topic_queue_table.insert(topic, BTreeMap::new());
+        }
+        let Some(queues) = self.topic_queue_table.get_mut(&config.topic_name) else {
+            return;
         };
-        match self.topic_queue_table.get_mut(&config.topic_name) {
-            Some(queues) => queues.insert(broker_name.to_string(), queue_data),
-            None => self
-                .topic_queue_table
-                .entry(config.topic_name.clone())
-                .or_default()
-                .insert(broker_name.to_string(), queue_data),
+        if !queues.contains_key(broker_name) {
+            let queue_data = QueueData {
+                broker_name: broker_name.to_owned(),
+                ..QueueData::default()
+            };
+            queues.insert(broker_name.to_owned(), queue_data);
+        }
+        let Some(queue_data) = queues.get_mut(broker_name) else {
+            return;
         };
+        queue_data.read_queue_nums = config.read_queue_nums;
+        queue_data.write_queue_nums = config.write_queue_nums;
+        queue_data.perm = perm;
+        queue_data.topic_sys_flag = config.topic_sys_flag;
     }
 
     /// `queryBrokerTopicConfig`: the data version a broker last registered.
