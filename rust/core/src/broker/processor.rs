@@ -213,15 +213,16 @@ impl BrokerProcessor {
             request_code::GET_ALL_TOPIC_CONFIG => self
                 .topics
                 .delta_since(&version)
-                .map(|d| serde_json::to_vec(&d)),
+                .and_then(|d| serde_json::to_vec(&d).ok()),
             request_code::GET_ALL_SUBSCRIPTIONGROUP_CONFIG => self
                 .consume
                 .groups
                 .delta_since(&version)
-                .map(|d| serde_json::to_vec(&d)),
+                .and_then(|d| serde_json::to_vec(&d).ok()),
             _ => None,
         });
-        if let Some(Ok(body)) = delta {
+        // A delta that cannot be written (never, for these types) goes whole instead.
+        if let Some(body) = delta {
             let mut response = admin::table(request, body);
             response
                 .ext_fields

@@ -10,7 +10,7 @@ use serde::Deserialize;
 
 use crate::protocol::body::{
     mq_version, perm, BodyError, DataVersion, RegisterBrokerBody, TopicConfig,
-    TopicConfigSerializeWrapper,
+    TopicConfigSerializeWrapper, DEFAULT_QUEUE_NUMS,
 };
 use crate::protocol::json::parse_lenient;
 
@@ -70,15 +70,15 @@ pub(crate) struct RegisteredBody {
 }
 
 impl RegisteredBody {
-    /// As [`RegisterBrokerBody::decode`]: a bare wrapper from brokers before 3.0.11, the
-    /// compressed binary form when the header says so, JSON otherwise.
+    /// As RocketMQ's `RegisterBrokerBody.decode`: a bare wrapper from brokers before 3.0.11,
+    /// the compressed binary form when the header says so, JSON otherwise.
     pub(crate) fn decode(
         data: &[u8],
         compressed: bool,
         broker_version: i32,
     ) -> Result<Self, BodyError> {
         if compressed {
-            let body = RegisterBrokerBody::decode(data, true, broker_version)?;
+            let body = RegisterBrokerBody::decode_compressed(data, broker_version)?;
             return Ok(RegisteredBody {
                 topics: body.topic_config_serialize_wrapper.into(),
                 filter_server_list: body.filter_server_list,
@@ -110,7 +110,7 @@ struct RouteFields {
 }
 
 fn java_queue_nums() -> i32 {
-    16
+    DEFAULT_QUEUE_NUMS
 }
 
 fn java_perm() -> i32 {
@@ -146,6 +146,8 @@ fn routes<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<TopicRoute>, D::Error> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::body::tests::JAVA_REGISTER_BODY;
+    use crate::protocol::json::JsonError;
 
     #[test]
     fn a_body_reads_as_the_routes_of_its_topics_in_every_form() {
@@ -195,5 +197,31 @@ mod tests {
         assert!(
             RegisteredBody::decode(b"{\"topicConfigSerializeWrapper\":[1]}", false, 400).is_err()
         );
+        assert!(matches!(
+            RegisteredBody::decode(b"[1]", false, mq_version::V5_0_0),
+            Err(BodyError::BadJson(JsonError {
+                what: "RegisterBrokerBody",
+                ..
+            }))
+        ));
+    }
+
+    #[test]
+    fn a_java_brokers_body_with_bare_integer_keys_reads_through_the_lenient_reader() {
+        let body = JAVA_REGISTER_BODY.as_bytes();
+        assert!(
+            serde_json::from_slice::<serde_json::Value>(body).is_err(),
+            "not standard JSON"
+        );
+        let read = RegisteredBody::decode(body, false, mq_version::V5_0_0).unwrap();
+        let topic = TopicRoute {
+            topic_name: "TopicTest".into(),
+            read_queue_nums: 4,
+            write_queue_nums: 8,
+            perm: 6,
+            topic_sys_flag: 0,
+        };
+        assert_eq!(read.topics.topics, [topic]);
+        assert_eq!(read.topics.data_version.counter, 2);
     }
 }

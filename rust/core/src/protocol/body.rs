@@ -76,12 +76,15 @@ pub(crate) struct TopicConfig {
     pub(crate) attributes: BTreeMap<String, String>,
 }
 
+/// Java's `TopicConfig` queue counts when none is given.
+pub(crate) const DEFAULT_QUEUE_NUMS: i32 = 16;
+
 impl Default for TopicConfig {
     fn default() -> Self {
         TopicConfig {
             topic_name: String::new(),
-            read_queue_nums: 16,
-            write_queue_nums: 16,
+            read_queue_nums: DEFAULT_QUEUE_NUMS,
+            write_queue_nums: DEFAULT_QUEUE_NUMS,
             perm: perm::PERM_READ | perm::PERM_WRITE,
             topic_filter_type: "SINGLE_TAG".to_string(),
             topic_sys_flag: 0,
@@ -156,31 +159,12 @@ pub(crate) struct RegisterBrokerBody {
 }
 
 impl RegisterBrokerBody {
-    /// Reads a register body as the name server's processor does: a bare
-    /// `TopicConfigSerializeWrapper` from brokers before 3.0.11, JSON otherwise, or the
-    /// zlib-compressed binary form when the header's `compressed` is set.
-    pub(crate) fn decode(
-        data: &[u8],
-        compressed: bool,
-        broker_version: i32,
-    ) -> Result<RegisterBrokerBody, BodyError> {
-        if compressed {
-            return Self::decode_compressed(data, broker_version);
-        }
-        if broker_version < mq_version::V3_0_11 {
-            return Ok(RegisterBrokerBody {
-                topic_config_serialize_wrapper: parse_lenient(data, "TopicConfigSerializeWrapper")?,
-                filter_server_list: Vec::new(),
-            });
-        }
-        Ok(parse_lenient(data, "RegisterBrokerBody")?)
-    }
-
-    /// `RegisterBrokerBody.decode(data, true, version)`: after inflating,
+    /// `RegisterBrokerBody.decode(data, true, version)`, the body a header marks `compressed`
+    /// (the name server reads the other forms itself: `RegisteredBody`): after inflating,
     /// `i32 len | DataVersion JSON | i32 n | n * (i32 len | TopicConfig line) |
     /// i32 len | filter server list JSON` and, from 5.0.0, the topic queue mappings, which
     /// rocketha does not serve (static topics) and skips.
-    fn decode_compressed(data: &[u8], broker_version: i32) -> Result<Self, BodyError> {
+    pub(crate) fn decode_compressed(data: &[u8], broker_version: i32) -> Result<Self, BodyError> {
         let raw = miniz_oxide::inflate::decompress_to_vec_zlib_with_limit(data, MAX_INFLATED_BODY)
             .map_err(|e| BodyError::Inflate(format!("{:?}", e.status)))?;
         let mut r = Reader::new(&raw);
@@ -325,7 +309,7 @@ impl ClusterInfo {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn route() -> TopicRouteData {
@@ -403,7 +387,8 @@ mod tests {
 
     #[test]
     fn register_body_from_a_java_broker() {
-        let body = RegisterBrokerBody::decode(JAVA_REGISTER_BODY.as_bytes(), false, 479).unwrap();
+        let body: RegisterBrokerBody =
+            parse_lenient(JAVA_REGISTER_BODY.as_bytes(), "RegisterBrokerBody").unwrap();
         let wrapper = &body.topic_config_serialize_wrapper;
         assert_eq!(
             wrapper.data_version,
@@ -419,19 +404,9 @@ mod tests {
             (4, 8, 6)
         );
         // What we write reads back the same.
-        let again = RegisterBrokerBody::decode(&body.encode(), false, 479).unwrap();
+        let again: RegisterBrokerBody =
+            parse_lenient(&body.encode(), "RegisterBrokerBody").unwrap();
         assert_eq!(again, body);
-        // Before 3.0.11 the body is the bare wrapper.
-        let old = to_json(wrapper, JsonStyle::Fastjson);
-        let old_body = RegisterBrokerBody::decode(old.as_bytes(), false, 10).unwrap();
-        assert_eq!(&old_body.topic_config_serialize_wrapper, wrapper);
-        assert!(matches!(
-            RegisterBrokerBody::decode(b"[1]", false, 479),
-            Err(BodyError::BadJson(JsonError {
-                what: "RegisterBrokerBody",
-                ..
-            }))
-        ));
     }
 
     fn push_chunk(out: &mut Vec<u8>, chunk: &[u8]) {
@@ -486,13 +461,13 @@ mod tests {
             },
             filter_server_list: vec!["10.0.0.1:1".into()],
         };
-        let read = RegisterBrokerBody::decode(&body.encode_compressed(), true, 479).unwrap();
+        let read = RegisterBrokerBody::decode_compressed(&body.encode_compressed(), 479).unwrap();
         assert_eq!(read, body);
     }
 
     #[test]
     fn compressed_register_body() {
-        let body = RegisterBrokerBody::decode(&compressed_body(true), true, 479).unwrap();
+        let body = RegisterBrokerBody::decode_compressed(&compressed_body(true), 479).unwrap();
         let wrapper = &body.topic_config_serialize_wrapper;
         assert_eq!(
             wrapper.data_version,
@@ -508,16 +483,16 @@ mod tests {
         assert_eq!(wrapper.topic_config_table["TopicB"].perm, 4);
         assert_eq!(body.filter_server_list, vec!["10.0.0.9:1".to_string()]);
         // A 4.x broker sends no mapping section.
-        let old = RegisterBrokerBody::decode(&compressed_body(false), true, 400).unwrap();
+        let old = RegisterBrokerBody::decode_compressed(&compressed_body(false), 400).unwrap();
         assert_eq!(old, body);
         // ... and a 5.x one that lacks it is truncated.
-        let err = RegisterBrokerBody::decode(&compressed_body(false), true, 479).unwrap_err();
+        let err = RegisterBrokerBody::decode_compressed(&compressed_body(false), 479).unwrap_err();
         assert_eq!(
             err.to_string(),
             "compressed RegisterBrokerBody: truncated: topic queue mapping count needs 4 bytes at offset 155 of 155"
         );
         assert!(matches!(
-            RegisterBrokerBody::decode(b"not zlib", true, 479),
+            RegisterBrokerBody::decode_compressed(b"not zlib", 479),
             Err(BodyError::Inflate(_))
         ));
     }
@@ -540,7 +515,7 @@ mod tests {
 
     /// A RocketMQ 5 broker's uncompressed body, as fastjson writes
     /// `RegisterBrokerBody` with its `TopicConfigAndMappingSerializeWrapper`.
-    const JAVA_REGISTER_BODY: &str = concat!(
+    pub(crate) const JAVA_REGISTER_BODY: &str = concat!(
         r#"{"filterServerList":[],"topicConfigSerializeWrapper":{"dataVersion":{"counter":2,"#,
         r#""stateVersion":0,"timestamp":1700000000000},"mappingDataVersion":{"counter":0,"#,
         r#""stateVersion":0,"timestamp":1700000000001},"topicConfigTable":{"TopicTest":"#,
