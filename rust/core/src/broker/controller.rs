@@ -14,6 +14,7 @@ use super::consumer_offset::ConsumerOffsetManager;
 use super::outer_api::{report_topics_persist, BrokerOuterApi, Registration};
 use super::processor::{BrokerProcessor, ClientChannel, ConsumeTables, RuntimeView};
 use super::producer_manager::ProducerManager;
+use super::register_service::RegisterService;
 use super::replicas_manager::ReplicasManager;
 use super::slave_sync::SlaveSynchronize;
 use super::store_stats::StoreStatsService;
@@ -92,7 +93,7 @@ pub struct BrokerController {
     server: RemotingServer,
     pub(crate) processor: Arc<BrokerProcessor>,
     /// The register loop, woken when the topics change.
-    register: Arc<ServiceThread>,
+    register: Arc<RegisterService>,
     /// The housekeeping thread, woken when a slave learns its master.
     housekeeping: Arc<ServiceThread>,
     /// Persisted at shutdown: the topics sends created since the register loop last did.
@@ -131,7 +132,7 @@ impl BrokerController {
         let settings = Arc::new(config.settings.clone());
         let (topics, tables) = Self::initialize_metadata(&store, &settings)?;
         let acl = Self::initial_acl(&config)?;
-        let register = Arc::new(ServiceThread::new("broker-register"));
+        let register = Arc::new(RegisterService::new());
         let housekeeping = Arc::new(ServiceThread::new("broker-housekeeping"));
         let events = Arc::new(ServerEvents::default());
         let port = listener.local_addr()?.port();
@@ -173,7 +174,7 @@ impl BrokerController {
         // a client that asks the name servers right after finds its routes.
         outer.register_broker_all();
         let period = config.register_name_server_period;
-        register.start(move |waiter| outer.run(&waiter, period))?;
+        register.start(move |waiter, held| outer.run(&waiter, &held, period))?;
         let keeper = Housekeeping {
             tables,
             stats,

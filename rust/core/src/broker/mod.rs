@@ -18,6 +18,7 @@ pub(crate) mod processor;
 pub(crate) mod producer_manager;
 pub(crate) mod pull;
 pub(crate) mod rebalance_lock;
+mod register_service;
 pub mod replicas_manager;
 pub(crate) mod send;
 pub(crate) mod slave_sync;

@@ -11,6 +11,7 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use super::register_service::HeldAnswers;
 use super::replicas_manager::ReplicasManager;
 use super::slave_sync::SlaveSynchronize;
 use super::topic_config::{TopicConfigError, TopicConfigManager, Unregistered};
@@ -134,18 +135,20 @@ impl BrokerOuterApi {
     }
 
     /// Registers the whole table every `period`, and the topics that changed when signalled
-    /// (`registerIncrementBrokerData`), until stopped; unregisters last. The first
+    /// (`registerIncrementBrokerData`), until stopped; unregisters last. The answers `held`
+    /// for changes go out once those are registered (see [`HeldAnswers`]). The first
     /// registration is the broker's start's (see `BrokerController::start`). Topics sends
     /// created are persisted first: woken by their creation, this thread keeps the fsync off
     /// the remoting loop, and a route the name servers hand out is on disk. The last ones are
     /// persisted by `BrokerController::shutdown`, once no send can come.
-    pub(crate) fn run(&self, waiter: &ServiceWaiter, period: Duration) {
+    pub(crate) fn run(&self, waiter: &ServiceWaiter, held: &HeldAnswers, period: Duration) {
         let mut last_whole = Instant::now();
         loop {
             let due = last_whole.checked_add(self.next_period(period));
             if waiter.wait_for_running(due) == Woke::Stopped {
                 break;
             }
+            let answers = held.take();
             self.persist_topics();
             match self.topics.take_unregistered() {
                 Unregistered::Topics(changed) if due.is_some_and(|d| Instant::now() < d) => {
@@ -161,7 +164,10 @@ impl BrokerOuterApi {
                     last_whole = Instant::now();
                 }
             }
+            answers.send();
         }
+        // Stopping: what the changes answer for is the broker's, registered at its next start.
+        held.take().send();
         self.unregister_broker_all();
     }
 

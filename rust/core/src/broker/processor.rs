@@ -25,6 +25,7 @@ use super::consumer_manager::{ConsumerManager, SubscriptionData};
 use super::consumer_offset::ConsumerOffsetManager;
 use super::pull::PullMessageProcessor;
 use super::rebalance_lock::{self, RebalanceLockManager};
+use super::register_service::RegisterService;
 use super::replicas_manager::ReplicasManager;
 use super::send::{retry_topic, retry_topic_sys_flag, SendMessageProcessor};
 use super::slave_sync;
@@ -44,11 +45,11 @@ use crate::protocol::json::parse_lenient;
 use crate::remoting::header::{CreateTopicRequestHeader, UnregisterClientRequestHeader};
 use crate::remoting::{
     not_supported, request_code, response_code, RemotingCommand, RequestContext, RequestProcessor,
+    Responder,
 };
 use crate::store::group_transfer::PutStatus;
 use crate::store::MessageStore;
 use crate::sync::lock;
-use crate::sync::ServiceThread;
 
 /// What one connection's client told the broker in its heartbeats (`ClientChannelInfo` and the
 /// groups it belongs to).
@@ -97,7 +98,7 @@ pub(crate) struct BrokerProcessor {
     topics: Arc<TopicConfigManager>,
     settings: Arc<BrokerSettings>,
     runtime: RuntimeView,
-    register: Arc<ServiceThread>,
+    register: Arc<RegisterService>,
     /// Heartbeats by connection id. A lock: heartbeats on the loop thread, reads from others.
     clients: Mutex<HashMap<u64, ClientChannel>>,
     /// `aclEnable=true`: every request is checked before it is processed.
@@ -115,7 +116,7 @@ impl BrokerProcessor {
         topics: Arc<TopicConfigManager>,
         settings: Arc<BrokerSettings>,
         runtime: RuntimeView,
-        register: Arc<ServiceThread>,
+        register: Arc<RegisterService>,
         tables: &ConsumeTables,
         acl: Option<Arc<PlainAccessValidator>>,
         transactions: Arc<TransactionalMessageService>,
@@ -295,40 +296,63 @@ impl BrokerProcessor {
         response
     }
 
-    /// `AdminBrokerProcessor.updateAndCreateTopic`.
-    fn update_and_create_topic(&self, request: &RemotingCommand) -> RemotingCommand {
+    /// `AdminBrokerProcessor.updateAndCreateTopic`: a topic created or changed is answered
+    /// once the name servers have its route, as RocketMQ's registration before the answer.
+    fn update_and_create_topic(
+        &self,
+        request: &RemotingCommand,
+        responder: Responder,
+    ) -> Option<RemotingCommand> {
+        let config = match self.topic_to_create(request) {
+            Ok(config) => config,
+            Err(refused) => return Some(refused),
+        };
+        let changed = match self.topics.update_or_create(config) {
+            Ok(changed) => changed,
+            Err(e) => return Some(system_error(request, e)),
+        };
+        let answer = RemotingCommand::response_to(request, response_code::SUCCESS, None);
+        if !changed {
+            return Some(answer);
+        }
+        self.register.answer_once_registered(responder, answer);
+        None
+    }
+
+    /// The topic UPDATE_AND_CREATE_TOPIC asks for, or why it is refused.
+    fn topic_to_create(&self, request: &RemotingCommand) -> Result<TopicConfig, RemotingCommand> {
         let refuse =
             |code, remark: String| RemotingCommand::response_to(request, code, Some(remark));
         let header: CreateTopicRequestHeader = match request.decode_custom_header() {
             Ok(h) => h,
-            Err(e) => return refuse(response_code::SYSTEM_ERROR, e.to_string()),
+            Err(e) => return Err(refuse(response_code::SYSTEM_ERROR, e.to_string())),
         };
         if let Err(why) = validate_topic(&header.topic) {
-            return refuse(response_code::SYSTEM_ERROR, why);
+            return Err(refuse(response_code::SYSTEM_ERROR, why));
         }
         if header.topic == header.default_topic
             || header.topic == super::topic_config::AUTO_CREATE_TOPIC_KEY_TOPIC
         {
-            return refuse(
+            return Err(refuse(
                 response_code::SYSTEM_ERROR,
                 format!(
                     "The specified topic {} is conflict with AUTO_CREATE_TOPIC_KEY_TOPIC.",
                     header.topic
                 ),
-            );
+            ));
         }
         if header.read_queue_nums < 1 || header.write_queue_nums < 1 {
-            return refuse(
+            return Err(refuse(
                 response_code::SYSTEM_ERROR,
                 format!(
                     "topic {}: readQueueNums {} and writeQueueNums {} must be at least 1",
                     header.topic, header.read_queue_nums, header.write_queue_nums
                 ),
-            );
+            ));
         }
         let max = self.settings.max_topic_queue_nums;
         if header.read_queue_nums > max || header.write_queue_nums > max {
-            return refuse(
+            return Err(refuse(
                 response_code::SYSTEM_ERROR,
                 format!(
                     "topic {}: readQueueNums {} and writeQueueNums {} may be at most {max} \
@@ -336,9 +360,9 @@ impl BrokerProcessor {
                      queue every client of the topic holds",
                     header.topic, header.read_queue_nums, header.write_queue_nums
                 ),
-            );
+            ));
         }
-        let config = TopicConfig {
+        Ok(TopicConfig {
             topic_name: header.topic.clone(),
             read_queue_nums: header.read_queue_nums,
             write_queue_nums: header.write_queue_nums,
@@ -347,17 +371,9 @@ impl BrokerProcessor {
             topic_sys_flag: header.topic_sys_flag.unwrap_or(0),
             order: header.order,
             ..TopicConfig::default()
-        };
-        match self.topics.update_or_create(config) {
-            Ok(true) => self.register.wakeup(),
-            Ok(false) => {}
-            Err(e) => return refuse(response_code::SYSTEM_ERROR, e.to_string()),
-        }
-        RemotingCommand::response_to(request, response_code::SUCCESS, None)
+        })
     }
 
-    /// `AdminBrokerProcessor.getBrokerRuntimeInfo`: a KVTable, the keys RocketMQ uses where
-    /// rocketha has the figure, plus the replication state `rocketha status` shows.
     /// The store's part of the runtime info (`DefaultMessageStore.getRuntimeInfo`'s keys
     /// `mqadmin clusterList` and `brokerStatus` print).
     fn store_runtime_info(&self, table: &mut BTreeMap<&str, String>) {
@@ -377,6 +393,8 @@ impl BrokerProcessor {
         table.insert("pageCacheLockTimeMills", "0".into());
     }
 
+    /// `AdminBrokerProcessor.getBrokerRuntimeInfo`: a KVTable, the keys RocketMQ uses where
+    /// rocketha has the figure, plus the replication state `rocketha status` shows.
     fn get_broker_runtime_info(&self, request: &RemotingCommand) -> RemotingCommand {
         let mut table: BTreeMap<&str, String> = BTreeMap::new();
         table.insert(
@@ -644,7 +662,9 @@ impl RequestProcessor for BrokerProcessor {
             request_code::SEND_MESSAGE
             | request_code::SEND_MESSAGE_V2
             | request_code::SEND_BATCH_MESSAGE => self.send_message(&request, ctx),
-            request_code::UPDATE_AND_CREATE_TOPIC => Some(self.update_and_create_topic(&request)),
+            request_code::UPDATE_AND_CREATE_TOPIC => {
+                self.update_and_create_topic(&request, ctx.responder())
+            }
             request_code::GET_BROKER_RUNTIME_INFO => Some(self.get_broker_runtime_info(&request)),
             request_code::HEART_BEAT => Some(self.heart_beat(&request, ctx)),
             request_code::UNREGISTER_CLIENT => Some(self.unregister_client(&request, ctx)),
