@@ -386,9 +386,12 @@ def topic_brokers(namesrv: str, topic: str) -> int:
 
 
 @contextlib.contextmanager
-def broker_pair(root: Path, name: str, namesrv: str) -> Iterator[tuple[Broker, Broker]]:
+def broker_pair(
+    root: Path, name: str, namesrv: str, **slave_keys: Any
+) -> Iterator[tuple[Broker, Broker]]:
     """Broker group ``name`` in this process: a SYNC_MASTER and its SLAVE, which serves pulls
-    (``slaveReadEnable``) and learns new topics within 100 ms (``slaveSyncInterval``)."""
+    (``slaveReadEnable``) and learns new topics within 100 ms (``slaveSyncInterval``), with
+    ``slave_keys`` besides."""
     common: dict[str, Any] = dict(
         broker_name=name,
         mapped_file_size_commit_log=SEGMENT,
@@ -417,6 +420,7 @@ def broker_pair(root: Path, name: str, namesrv: str) -> Iterator[tuple[Broker, B
             slave_read_enable=True,
             slave_sync_interval=100,
             **common,
+            **slave_keys,
         )
         with Broker(slave_conf) as slave:
             assert master.ha is not None

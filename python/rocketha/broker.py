@@ -38,7 +38,7 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rocketha import _core
 from rocketha._core import BrokerController, ClientTls, Message, MessageExt, PutResult, ServerTls
@@ -50,6 +50,9 @@ from rocketha.ha import HAService
 from rocketha.replicas import ReplicasManager
 from rocketha.roles import BrokerRole
 from rocketha.store import MessageStore
+
+if TYPE_CHECKING:
+    from rocketha.table_tier import TableTier
 
 log = logging.getLogger("rocketha.broker")
 
@@ -104,6 +107,8 @@ class Broker:
         self._role_parts: tuple[bytes | None, Path | None, tuple[Any, Any]] | None = None
         self._role_lock = threading.Lock()
         self._port = 0
+        #: ``tableTierTopics``: the writer of the Delta table (see :mod:`rocketha.table_tier`).
+        self.table_tier: TableTier | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -196,6 +201,19 @@ class Broker:
             self._open_role(native)
         if c.metrics_port is not None:
             self._serve_metrics(c.metrics_port)
+        if c.table_tier_topics and c.table_tier_path:
+            # Imported only here: it needs pyarrow and deltalake (rocketha[table]).
+            from rocketha.table_tier import TableTier
+
+            topics = [t.strip() for t in c.table_tier_topics.split(",") if t.strip()]
+            self.table_tier = TableTier(
+                self.store,
+                c.broker_name,
+                topics,
+                c.table_tier_path,
+                interval=c.table_tier_interval / 1000,
+                tail_age=c.table_tier_tail_age / 1000,
+            ).start()
 
     def _serve_metrics(self, port: int) -> None:
         from rocketha.metrics import BrokerMetrics
@@ -278,6 +296,8 @@ class Broker:
             self.ha.shutdown()
 
     def _close_parts(self) -> None:
+        if self.table_tier is not None:
+            self.table_tier.stop()
         if self.replicas is not None:
             self.replicas.shutdown()
         self._close_role()

@@ -226,6 +226,14 @@ class BrokerConfig:
     #: that dies keeps its queues this long; keep it above the clients' lock interval (20 s by
     #: default), or a live member loses its queues between renewals.
     rebalance_lock_max_live_time: int = _D["rebalance_lock_max_live_time"]
+    #: rocketha: topics (comma-separated) the table tier writes into the Delta table at
+    #: ``tableTierPath`` (see :mod:`rocketha.table_tier`; needs ``pip install 'rocketha[table]'``).
+    table_tier_topics: str | None = _D["table_tier_topics"]
+    table_tier_path: str | None = _D["table_tier_path"]
+    #: Milliseconds between the table tier's writes.
+    table_tier_interval: int = _D["table_tier_interval"]
+    #: Milliseconds: the segment being written goes into the table up to records this old.
+    table_tier_tail_age: int = _D["table_tier_tail_age"]
     #: RocketMQ 5's controller mode: the controllers at ``controllerAddr`` elect the group's
     #: master (``brokerRole`` and ``brokerId`` are not read).
     enable_controller_mode: bool = _D["enable_controller_mode"]

@@ -45,6 +45,10 @@ committed batch ended.
 Filters are chosen with options rather than pushed down: ``pushFilters`` returns wrong results in
 Spark 4.3.0 when a DataFrame is reused.
 
+A topic's history as a table: with the table tier on (:mod:`rocketha.table_tier`),
+``rocketha.spark.read_topic(spark, "orders", table=..., namesrvAddr=...)`` reads what the Delta
+table holds with Spark's Parquet reader and the rest from the brokers, each message once.
+
 As a sink, ``df.write.format("rocketha").option("namesrvAddr", ...)`` and ``writeStream`` send
 rows into topics over the network (columns ``body``, ``topic``, ``tags``, ``keys``,
 ``properties``, ``queueId``; at least once): see ``rocketha.spark._sink``.
@@ -93,6 +97,7 @@ from rocketha.spark._options import (
     queue_bounds,
 )
 from rocketha.spark._sink import BatchWriter, StreamWriter, parse_write
+from rocketha.spark._table import read_topic
 from rocketha.store import MessageStore
 
 if TYPE_CHECKING:
@@ -328,5 +333,6 @@ __all__ = [
     "RangePartition",
     "RocketHADataSource",
     "StreamReader",
+    "read_topic",
     "register",
 ]

@@ -41,7 +41,8 @@ from rocketha.consumer import MASTER_ID
 from rocketha.exceptions import ConfigError, RemotingConnectError, RocketHAError
 from rocketha.rebalance import parse_subscribe_route
 from rocketha.spark._arrow import to_record_batch
-from rocketha.spark._options import EARLIEST, LATEST, ReadOptions, check_min
+from rocketha.spark._options import EARLIEST, LATEST, QueueKey, ReadOptions, check_min
+from rocketha.spark._table import TablePartition, first_offsets, read_table, split
 
 log = logging.getLogger("rocketha.spark")
 
@@ -62,9 +63,6 @@ _TIMEOUT = 10.0
 _TASK_OFFSETS = 200_000
 #: Queue offsets (rows) per Arrow batch.
 BATCH_ROWS = 10_000
-
-#: ``(topic, brokerName, queueId)``.
-QueueKey = tuple[str, str, int]
 
 
 @dataclass(frozen=True)
@@ -400,16 +398,47 @@ class NetworkBatchReader(DataSourceReader):
     def __init__(self, opts: ReadOptions) -> None:
         self.opts = opts
         state = queues(opts)
-        starts = resolve(opts, opts.starting, state, EARLIEST)
+        starts = _starts(opts, state)
         ends = resolve(opts, opts.ending, state, LATEST)
-        self.parts = partitions(opts, state, starts, ends)
+        self.parts = _plan(opts, state, starts, ends)
 
     def partitions(self) -> Sequence[InputPartition]:
         return self.parts
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, QueuePartition)
-        return read(self.opts, partition)
+        return _read_any(self.opts, partition)
+
+
+def _starts(opts: ReadOptions, state: dict[QueueKey, QueueState]) -> dict[QueueKey, int]:
+    """``startingOffsets`` resolved; with ``table``, ``earliest`` is the table's first row of
+    a queue when it holds one older than the log's."""
+    starts = resolve(opts, opts.starting, state, EARLIEST)
+    if opts.table is None or opts.starting != EARLIEST:
+        return starts
+    first = first_offsets(opts)
+    return {k: min(v, first.get(k, v)) for k, v in starts.items()}
+
+
+def _plan(
+    opts: ReadOptions,
+    state: dict[QueueKey, QueueState],
+    starts: dict[QueueKey, int],
+    ends: dict[QueueKey, int],
+) -> list[InputPartition]:
+    """The ranges as read tasks: with ``table``, what it holds from the table, the rest from
+    the brokers."""
+    table_parts: list[InputPartition] = []
+    if opts.table is not None:
+        held, starts = split(opts, starts, ends)
+        table_parts.extend(held)
+    return table_parts + list(partitions(opts, state, starts, ends))
+
+
+def _read_any(opts: ReadOptions, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+    if isinstance(partition, TablePartition):
+        return read_table(partition)
+    assert isinstance(partition, QueuePartition)
+    return read(opts, partition)
 
 
 def _rate_limit(
@@ -445,7 +474,7 @@ class NetworkStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         state = self._refresh()
         if self.opts.starting == LATEST:
             return to_offset({k: q.max_offset for k, q in state.items()})
-        return to_offset(resolve(self.opts, self.opts.starting, state, EARLIEST))
+        return to_offset(_starts(self.opts, state))
 
     def prepareForTriggerAvailableNow(self) -> None:
         self.target = {k: q.max_offset for k, q in self._refresh().items()}
@@ -478,11 +507,10 @@ class NetworkStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         state = self.state or self._refresh()
         begin = from_offset(start, "start offset")
         ends = {k: v for k, v in from_offset(end, "end offset").items() if k in state}
-        return partitions(self.opts, state, begin, ends)
+        return _plan(self.opts, state, begin, ends)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, QueuePartition)
-        return read(self.opts, partition)
+        return _read_any(self.opts, partition)
 
     def commit(self, end: dict[str, Any]) -> None:
         commit(self.opts, self.state or self._refresh(), from_offset(end, "end offset"))

@@ -41,12 +41,17 @@ _KNOWN = {
     "groupid",
     "accesskey",
     "secretkey",
+    "table",
 }
 #: Options only a store directory has: commit log offsets and bytes are a store's, not a
 #: topic's (the network source counts queue offsets).
 _LOCAL_ONLY = ("startingCommitLogOffset", "endingCommitLogOffset", "maxBytesPerTrigger")
 #: Options only the network source has.
-_NETWORK_ONLY = ("preferSlave", "groupId", "accessKey", "secretKey")
+_NETWORK_ONLY = ("preferSlave", "groupId", "accessKey", "secretKey", "table")
+
+
+#: A message queue of the network source: ``(topic, brokerName, queueId)``.
+QueueKey = tuple[str, str, int]
 
 
 class DataLossError(RocketHAError):
@@ -76,6 +81,8 @@ class ReadOptions:
     prefer_slave: bool = True
     group_id: str | None = None
     credentials: SessionCredentials | None = None
+    #: The table tier's Delta table: queue offsets it holds are read from it, not the log.
+    table: str | None = None
 
     @property
     def store_path(self) -> str:
@@ -204,6 +211,7 @@ def parse(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
         prefer_slave=_bool(options, "preferSlave"),
         group_id=options.get("groupid") or None,
         credentials=parse_credentials(options),
+        table=os.path.abspath(options["table"]) if options.get("table") else None,
     )
     _check_commit_log_range(parsed, options, streaming=streaming)
     _check_offsets_range(parsed, streaming=streaming)
@@ -219,7 +227,7 @@ def _source(options: Mapping[str, str]) -> tuple[str | None, str | None]:
             f"unknown option {unknown[0]!r}; known options: path, topics, startingOffsets, "
             "endingOffsets, startingCommitLogOffset, endingCommitLogOffset, "
             "maxOffsetsPerTrigger, maxBytesPerTrigger, minPartitions, failOnDataLoss, "
-            "namesrvAddr, preferSlave, groupId, accessKey, secretKey"
+            "namesrvAddr, preferSlave, groupId, accessKey, secretKey, table"
         )
     namesrv = options.get("namesrvaddr") or None
     path = options.get("path") or None

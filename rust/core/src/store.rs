@@ -245,6 +245,14 @@ impl MessageStore {
         Ok(())
     }
 
+    /// Keeps every commit log segment holding records at or past `offset` from retention (the
+    /// table tier: what it has not written yet); `None` lifts the floor.
+    pub fn set_retention_floor(&self, offset: Option<u64>) -> Result<(), CommitLogError> {
+        let retention = self.retention.get().ok_or(CommitLogError::ReadOnly)?;
+        retention.set_keep_from(offset);
+        Ok(())
+    }
+
     /// Retention's log lines (deletions, disk full and back); `None` for a read-only store.
     pub fn clean_events(&self) -> Option<CleanEvents> {
         self.retention.get().cloned().map(CleanEvents::new)

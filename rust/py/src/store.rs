@@ -453,6 +453,12 @@ impl PyMessageStore {
         self.store()?.set_fake_disk_used_ratio(ratio).map_err(to_py)
     }
 
+    /// Retention keeps every segment holding records at or past `offset` (None: no floor).
+    #[pyo3(signature = (offset))]
+    fn set_retention_floor(&self, offset: Option<u64>) -> PyResult<()> {
+        self.store()?.set_retention_floor(offset).map_err(to_py)
+    }
+
     /// Retention's log lines, through a handle that does not keep the store open; `None` for
     /// a read-only store.
     fn clean_events(&self) -> PyResult<Option<CleanEventQueue>> {

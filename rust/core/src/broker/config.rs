@@ -305,6 +305,15 @@ broker_config! {
     /// the clients' lock interval (20 s by default), or a live holder loses its queues.
     rebalance_lock_max_live_time: i64 = "rebalanceLockMaxLiveTime",
         ms(crate::broker::rebalance_lock::REBALANCE_LOCK_MAX_LIVE_TIME);
+    /// rocketha: topics (`,`-separated) the table tier writes into the Delta table at
+    /// `tableTierPath` (the Python broker's `rocketha.table_tier`).
+    table_tier_topics: Option<String> = "tableTierTopics", None;
+    table_tier_path: Option<String> = "tableTierPath", None;
+    /// rocketha: milliseconds between the table tier's writes.
+    table_tier_interval: i64 = "tableTierInterval", 60_000;
+    /// rocketha: the segment being written goes into the table up to records this many
+    /// milliseconds old (sealed segments go whole).
+    table_tier_tail_age: i64 = "tableTierTailAge", 60_000;
     /// RocketMQ 5's controller mode: the controllers at `controllerAddr` elect the group's
     /// master; `brokerRole` and `brokerId` are not read.
     enable_controller_mode: bool = "enableControllerMode", false;

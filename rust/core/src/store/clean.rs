@@ -176,6 +176,10 @@ pub(crate) struct Retention {
     last_physical_min_offset: AtomicU64,
     /// Index files go once every entry of theirs points below the min offset.
     index: Option<Arc<IndexService>>,
+    /// A reader that must see every record first (the table tier): no segment holding records
+    /// at or past this commit log offset is deleted, whatever its age or the disk's use.
+    /// `u64::MAX`: none.
+    keep_from: AtomicU64,
     /// One pass at a time: the thread's and an explicit [`crate::store::MessageStore::clean_now`].
     pass: Mutex<()>,
     /// CleanCommitLogService's thread: a pass every `cleanResourceInterval`.
@@ -193,6 +197,7 @@ impl Retention {
             last_ratio: AtomicU64::new(0f64.to_bits()),
             fake_ratio: AtomicU64::new(f64::NAN.to_bits()),
             last_physical_min_offset: AtomicU64::new(0),
+            keep_from: AtomicU64::new(u64::MAX),
             pass: Mutex::new(()),
             service: ServiceThread::background("clean"),
             events: EventQueue::default(),
@@ -217,6 +222,12 @@ impl Retention {
     pub(crate) fn set_fake_disk_used_ratio(&self, ratio: Option<f64>) {
         let bits = ratio.unwrap_or(f64::NAN).to_bits();
         self.fake_ratio.store(bits, Ordering::Release);
+    }
+
+    /// See `keep_from`; `None` lifts it.
+    pub(crate) fn set_keep_from(&self, offset: Option<u64>) {
+        self.keep_from
+            .store(offset.unwrap_or(u64::MAX), Ordering::Release);
     }
 
     fn say(&self, problem: bool, text: String) {
@@ -321,10 +332,16 @@ impl Retention {
     ) -> Result<Vec<PathBuf>, CommitLogError> {
         let now = SystemTime::now();
         let reserved = self.config.reserved();
+        let keep_from = self.keep_from.load(Ordering::Acquire);
         let mut error = None;
+        let mut kept_for_reader = None;
         let deleted = log
             .files()
             .delete_oldest(self.config.delete_file_batch_max, |f| {
+                if f.end() > keep_from {
+                    kept_for_reader = Some(f.start());
+                    return false;
+                }
                 forcibly
                     || match f.last_modified() {
                         Ok(at) => now.duration_since(at).is_ok_and(|age| age >= reserved),
@@ -336,6 +353,15 @@ impl Retention {
             })?;
         if let Some(e) = error {
             self.say(true, format!("retention skipped a segment: {e}"));
+        }
+        if let Some(start) = kept_for_reader.filter(|_| forcibly) {
+            self.say(
+                true,
+                format!(
+                    "the disk is past diskSpaceCleanForciblyRatio, but the commit log segment at \
+                     {start} is kept: the table tier has written only up to offset {keep_from}"
+                ),
+            );
         }
         if let (Some(first), Some(last)) = (deleted.first(), deleted.last()) {
             self.say(

@@ -97,6 +97,8 @@ fn every_key_has_rocketmqs_default() {
         ("syncControllerMetadataPeriod", "10000"),
         ("brokerElectionPriority", "2147483647"),
         ("haMaxTimeSlaveNotCatchup", "15000"),
+        ("tableTierInterval", "60000"),
+        ("tableTierTailAge", "60000"),
         ("minInSyncReplicas", "1"),
     ];
     for (key, value) in expected {
@@ -120,6 +122,8 @@ fn every_key_has_rocketmqs_default() {
         "haAuthSecretEnv",
         "metricsPort",
         "storePathCommitLog",
+        "tableTierTopics",
+        "tableTierPath",
     ];
     for key in unset {
         assert_eq!(c.get(key), None, "{key}");
@@ -280,6 +284,26 @@ fn contradictions_and_ranges_name_the_key() {
         (
             &[("rebalanceLockMaxLiveTime", "0")],
             "rebalanceLockMaxLiveTime: must be a positive number",
+        ),
+        (
+            &[("tableTierTopics", "orders")],
+            "tableTierPath: tableTierTopics is set",
+        ),
+        (
+            &[("tableTierPath", "/data/t")],
+            "tableTierTopics: tableTierPath is set",
+        ),
+        (
+            &[
+                ("tableTierTopics", "a"),
+                ("tableTierPath", "/t"),
+                ("tableTierTailAge", "-1"),
+            ],
+            "tableTierTailAge: must be 0 or more",
+        ),
+        (
+            &[("tableTierInterval", "0")],
+            "tableTierInterval: must be a positive number",
         ),
         (
             &[("accessMessageInMemoryMaxRatio", "101")],

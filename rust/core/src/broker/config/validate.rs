@@ -30,7 +30,39 @@ impl BrokerConfig {
         self.check_timing_and_limits()?;
         self.check_controller_keys()?;
         self.check_network()?;
+        self.check_table_tier()?;
         self.clean_config().map(|_| ())
+    }
+
+    /// The table tier needs both its topics and its table, and a tail age it can wait.
+    fn check_table_tier(&self) -> Result<(), ConfigError> {
+        let topics = self
+            .table_tier_topics
+            .as_deref()
+            .is_some_and(|t| t.split(',').any(|n| !n.trim().is_empty()));
+        let path = self
+            .table_tier_path
+            .as_deref()
+            .is_some_and(|p| !p.trim().is_empty());
+        if topics && !path {
+            return Err(invalid(
+                "tableTierPath",
+                "tableTierTopics is set: name the Delta table's directory too",
+            ));
+        }
+        if path && !topics {
+            return Err(invalid(
+                "tableTierTopics",
+                "tableTierPath is set: name the topics (comma-separated) the table tier writes",
+            ));
+        }
+        if self.table_tier_tail_age < 0 {
+            return Err(invalid(
+                "tableTierTailAge",
+                "must be 0 or more milliseconds",
+            ));
+        }
+        Ok(())
     }
 
     /// Controller mode: the controller gives the broker its id and role (`brokerId` and
@@ -250,6 +282,7 @@ impl BrokerConfig {
                 "rebalanceLockMaxLiveTime",
                 self.rebalance_lock_max_live_time,
             ),
+            ("tableTierInterval", self.table_tier_interval),
         ] {
             if millis <= 0 {
                 return Err(invalid(key, "must be a positive number of milliseconds"));
