@@ -24,6 +24,7 @@ SCENARIOS = {
     "peer-redis": "benches.peer_redis",
     "seed-python": "benches.seed_python",
     "spark-ingest": "benches.spark_ingest",
+    "table-tier": "benches.table_tier",
     "lag": "benches.lag",
     "remoting": "benches.remoting",
     "consume": "benches.consume",

@@ -18,6 +18,10 @@ two queries, ``count()`` and a per-topic aggregate (messages and body bytes), th
 - ``parquet``: Spark reading the same rows from Parquet (written once from this source, untimed);
   the target is at least 0.5 of its rows/s. Its ``count()`` reads only Parquet footers, so that
   ratio is shown but is not comparable;
+- ``table + tail``: ``rocketha.spark.read_topic`` (issue 31): the table tier's Delta table,
+  written from the store before the run (untimed), read by Spark's Parquet reader, and the 1%
+  sent after it over the network from the offsets the table ends at; the target is at least
+  0.8 of ``parquet``;
 - ``python rows``: a row-at-a-time Python data source yielding tuples from the same store; the
   target is at least 20x it;
 - ``arrow ceiling``: a Python data source yielding one prebuilt Arrow batch of this schema over
@@ -55,6 +59,7 @@ from rocketha import (
 )
 from rocketha.spark import BATCH_ROWS, SCHEMA, RangePartition
 from rocketha.spark._arrow import to_record_batch
+from rocketha.table_tier import TableTier
 
 from benches.common import Figure
 
@@ -201,6 +206,10 @@ def measure(
     store_dir = store or os.path.join(work, "store")
     if not os.path.isdir(os.path.join(store_dir, "commitlog")):
         fill(store_dir, messages, body_size)
+    table_dir = os.path.join(work, "table")
+    with MessageStore(store_dir, mapped_file_size_commit_log=SEGMENT) as store:
+        # What the table tier of the broker serving the store writes (broker-a, its default).
+        TableTier(store, "broker-a", TOPICS, table_dir, tail_age=0).write_once()
     spark = (
         SparkSession.builder.master("local[2]")
         .appName("rocketha-bench")
@@ -215,12 +224,25 @@ def measure(
         with NameServer("127.0.0.1:0") as ns:
             # The broker knows a topic once a producer sent to it: one more message each.
             with (
-                Broker(serving(store_dir, ns.listen_address)),
+                Broker(serving(store_dir, ns.listen_address)) as broker,
                 Producer(ns.listen_address, "bench") as producer,
             ):
                 for topic in TOPICS:
                     producer.send(Message(topic, b"x" * body_size, tags="t"))
-            return measure_sources(spark, work, store_dir, ns.listen_address, repeat, body_size)
+                # The tail the table does not hold yet: 1% more, as a table tier that is
+                # tableTierTailAge behind leaves it.
+                for first in range(0, messages // 100, 1000):
+                    broker.put_batch(
+                        [
+                            Message(
+                                TOPICS[i % len(TOPICS)], b"x" * body_size, tags="t", queue_id=i % 4
+                            )
+                            for i in range(first, first + 1000)
+                        ]
+                    )
+            return measure_sources(
+                spark, work, store_dir, ns.listen_address, repeat, body_size, table_dir
+            )
     finally:
         spark.stop()
         shutil.rmtree(work, ignore_errors=True)
@@ -242,7 +264,13 @@ def serving(store_dir: str, namesrv: str, transfer_count: int | None = None) -> 
 
 
 def measure_sources(
-    spark: SparkSession, work: str, store_dir: str, namesrv: str, repeat: int, body_size: int
+    spark: SparkSession,
+    work: str,
+    store_dir: str,
+    namesrv: str,
+    repeat: int,
+    body_size: int,
+    table_dir: str,
 ) -> tuple[int, dict[tuple[str, str], list[float]]]:
     rocketha.spark.register(spark)
     spark.dataSource.register(RowSource)
@@ -276,6 +304,15 @@ def measure_sources(
         # One broker at a time serves the store (it locks it).
         with Broker(serving(store_dir, namesrv, count)):
             time_queries(name, network.load())
+            if name == "network":
+                # The tail's default planning: one task per 200,000 offsets, not PARTITIONS
+                # tasks of a few hundred rows each.
+                tables = rocketha.spark.read_topic(
+                    spark, TOPICS, table=table_dir, namesrvAddr=namesrv
+                )
+                if tables.count() != rows:
+                    raise RuntimeError(f"table + tail: {tables.count()} rows, the store {rows}")
+                time_queries("table + tail", tables)
     results.update(measure_sink(spark, work, rows // 5, body_size, repeat))
     return rows, results
 
@@ -356,6 +393,21 @@ def run(quick: bool, runs: int) -> list[Figure]:
                     target=target,
                 )
             )
+    for query in QUERIES:
+        for baseline, target in (("parquet", ">= 0.8"), ("rocketha", None)):
+            figures.append(
+                Figure(
+                    "spark-ingest",
+                    f"{query}, table + tail (read_topic: 99% Delta table, 1% over the network), "
+                    f"{rows:,} rows vs "
+                    + ("the store directory" if baseline == "rocketha" else baseline),
+                    "rows/s",
+                    results["table + tail", query],
+                    baseline,
+                    results[baseline, query],
+                    target=target,
+                )
+            )
     figures.append(
         Figure(
             "spark-ingest",
@@ -396,6 +448,10 @@ def main() -> None:
             + f"{ours_rate / python_rows:>10.1f}x{ours_rate / ceiling:>10.2f}x"
             + f"{net / parquet:>12.2f}x"
         )
+    for query in QUERIES:
+        tables = best["table + tail", query]
+        ratio = tables / best["parquet", query]
+        print(f"{query:>14} table + tail {tables:>14,.0f} rows/s, {ratio:.2f}x parquet")
     print(
         "targets: >= 0.5x parquet (per-topic; parquet's count() reads only footers and its "
         "aggregate only the two columns it needs), >= 20x python rows, network >= 0.9x local"

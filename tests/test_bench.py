@@ -173,3 +173,19 @@ def test_scale_steps_measure_every_figure(tmp_path: Path) -> None:
     assert [c["connections"] for c in clients] == [5, 10]
     assert clients[1]["master_fds"] >= clients[0]["master_fds"] + 5
     assert "bench-a" in cluster and scale.PROBE["brokerName"] not in cluster, "unregistered"
+
+
+def test_table_tier_replication_runs_both_ways_and_the_table_holds_every_message(
+    tmp_path: Path,
+) -> None:
+    """``bench table-tier``'s replication with the slave's tier off and on, small: the run
+    itself fails unless the table ends up with every message once."""
+    pytest.importorskip("deltalake")
+    from benches import table_tier
+
+    off = table_tier._replicate(tmp_path / "off", 4000, tier=False)
+    on = table_tier._replicate(tmp_path / "on", 4000, tier=True)
+    assert off > 0 and on > 0
+    table = table_tier.open_table(str(tmp_path / "on" / "table"))
+    assert table is not None and table.to_pyarrow_dataset().count_rows() == 4000
+    assert table_tier._build_rate(tmp_path / "on" / "s", tmp_path / "rebuilt") > 0

@@ -31,6 +31,7 @@ rather than lose rows). The table has its own retention: ``DeltaTable.delete`` b
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -184,6 +185,7 @@ class TableTier:
             self._thread.join()
 
     def _run(self) -> None:
+        _yield_to_replication()
         while not self._stop.wait(self.interval):
             try:
                 self.write_once()
@@ -289,6 +291,14 @@ class TableTier:
 def _first_false(mask: pa.ChunkedArray | pa.Array) -> int | None:
     index = pc.index(mask, False).as_py()
     return None if index < 0 else index
+
+
+def _yield_to_replication() -> None:
+    """Lowers the calling thread to nice 19: the writer takes the CPU the broker's own threads
+    (replication, serving) leave, and catches up when they are idle. Linux nice is per thread,
+    and threads this one starts inherit it."""
+    with contextlib.suppress(AttributeError, OSError):
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
 
 
 def _writable(directory: Path) -> bool:
