@@ -237,7 +237,9 @@ class BatchReader(DataSourceReader):
         return _partitions(self.opts, _open(self.opts), self.start, self.end)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, RangePartition)
+        if not isinstance(partition, RangePartition):
+            # Spark's stand-in for an empty plan (``InputPartition(None)``): nothing to read.
+            return iter(())
         return _read(self.opts, self.bounds, partition)
 
 

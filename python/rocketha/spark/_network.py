@@ -437,7 +437,9 @@ def _plan(
 def _read_any(opts: ReadOptions, partition: InputPartition) -> Iterator[pa.RecordBatch]:
     if isinstance(partition, TablePartition):
         return read_table(partition)
-    assert isinstance(partition, QueuePartition)
+    if not isinstance(partition, QueuePartition):
+        # Spark's stand-in for an empty plan (``InputPartition(None)``): nothing to read.
+        return iter(())
     return read(opts, partition)
 
 
