@@ -101,9 +101,10 @@ def open_table(path: str) -> DeltaTable | None:
     """The table at ``path``, or None when there is none yet."""
     dl = deltalake()
     try:
-        return dl.DeltaTable(path)
+        table: DeltaTable = dl.DeltaTable(path)
     except dl.exceptions.TableNotFoundError:
         return None
+    return table
 
 
 def coverage(table: DeltaTable) -> dict[str, Coverage]:
@@ -285,7 +286,8 @@ class TableTier:
             self.path,
             end,
         )
-        return table.num_rows
+        rows: int = table.num_rows
+        return rows
 
 
 def _first_false(mask: pa.ChunkedArray | pa.Array) -> int | None:

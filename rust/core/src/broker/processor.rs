@@ -31,7 +31,7 @@ use super::send::{retry_topic, retry_topic_sys_flag, SendMessageProcessor};
 use super::slave_sync;
 use super::store_stats::StoreStatsService;
 use super::subscription_group::SubscriptionGroupManager;
-use super::topic_config::{validate_topic, TopicConfigManager};
+use super::topic_config::TopicConfigManager;
 use super::transaction::end::Ended;
 use super::transaction::TransactionalMessageService;
 use super::{BrokerConfig, BrokerSettings};
@@ -39,10 +39,10 @@ use crate::acl::plain_access_validator::PlainAccessValidator;
 use crate::filter;
 use crate::ha::client::HaClient;
 use crate::ha::master::HaMaster;
-use crate::protocol::body::{perm, TopicConfig};
+use crate::protocol::body::perm;
 use crate::protocol::heartbeat::{CheckClientRequestBody, HeartbeatData};
 use crate::protocol::json::parse_lenient;
-use crate::remoting::header::{CreateTopicRequestHeader, UnregisterClientRequestHeader};
+use crate::remoting::header::UnregisterClientRequestHeader;
 use crate::remoting::{
     not_supported, request_code, response_code, RemotingCommand, RequestContext, RequestProcessor,
     Responder,
@@ -303,7 +303,7 @@ impl BrokerProcessor {
         request: &RemotingCommand,
         responder: Responder,
     ) -> Option<RemotingCommand> {
-        let config = match self.topic_to_create(request) {
+        let config = match topics::to_create(request, self.settings.max_topic_queue_nums) {
             Ok(config) => config,
             Err(refused) => return Some(refused),
         };
@@ -317,61 +317,6 @@ impl BrokerProcessor {
         }
         self.register.answer_once_registered(responder, answer);
         None
-    }
-
-    /// The topic UPDATE_AND_CREATE_TOPIC asks for, or why it is refused.
-    fn topic_to_create(&self, request: &RemotingCommand) -> Result<TopicConfig, RemotingCommand> {
-        let refuse =
-            |code, remark: String| RemotingCommand::response_to(request, code, Some(remark));
-        let header: CreateTopicRequestHeader = match request.decode_custom_header() {
-            Ok(h) => h,
-            Err(e) => return Err(refuse(response_code::SYSTEM_ERROR, e.to_string())),
-        };
-        if let Err(why) = validate_topic(&header.topic) {
-            return Err(refuse(response_code::SYSTEM_ERROR, why));
-        }
-        if header.topic == header.default_topic
-            || header.topic == super::topic_config::AUTO_CREATE_TOPIC_KEY_TOPIC
-        {
-            return Err(refuse(
-                response_code::SYSTEM_ERROR,
-                format!(
-                    "The specified topic {} is conflict with AUTO_CREATE_TOPIC_KEY_TOPIC.",
-                    header.topic
-                ),
-            ));
-        }
-        if header.read_queue_nums < 1 || header.write_queue_nums < 1 {
-            return Err(refuse(
-                response_code::SYSTEM_ERROR,
-                format!(
-                    "topic {}: readQueueNums {} and writeQueueNums {} must be at least 1",
-                    header.topic, header.read_queue_nums, header.write_queue_nums
-                ),
-            ));
-        }
-        let max = self.settings.max_topic_queue_nums;
-        if header.read_queue_nums > max || header.write_queue_nums > max {
-            return Err(refuse(
-                response_code::SYSTEM_ERROR,
-                format!(
-                    "topic {}: readQueueNums {} and writeQueueNums {} may be at most {max} \
-                     (maxTopicQueueNums): each queue is a consume queue this broker maps and a \
-                     queue every client of the topic holds",
-                    header.topic, header.read_queue_nums, header.write_queue_nums
-                ),
-            ));
-        }
-        Ok(TopicConfig {
-            topic_name: header.topic.clone(),
-            read_queue_nums: header.read_queue_nums,
-            write_queue_nums: header.write_queue_nums,
-            perm: header.perm,
-            topic_filter_type: header.topic_filter_type,
-            topic_sys_flag: header.topic_sys_flag.unwrap_or(0),
-            order: header.order,
-            ..TopicConfig::default()
-        })
     }
 
     /// The store's part of the runtime info (`DefaultMessageStore.getRuntimeInfo`'s keys

@@ -1,11 +1,12 @@
-//! DELETE_TOPIC_IN_BROKER (`mqadmin deleteTopic`, which then asks the name servers too): the
-//! topic's config, its committed offsets and its consume queues go; its records stay in the
-//! commit log until retention takes them, as in RocketMQ.
+//! UPDATE_AND_CREATE_TOPIC's checks, and DELETE_TOPIC_IN_BROKER (`mqadmin deleteTopic`, which
+//! then asks the name servers too): the topic's config, its committed offsets and its consume
+//! queues go; its records stay in the commit log until retention takes them, as in RocketMQ.
 
 use super::super::consumer_offset::ConsumerOffsetManager;
-use super::super::topic_config::TopicConfigManager;
+use super::super::topic_config::{validate_topic, TopicConfigManager, AUTO_CREATE_TOPIC_KEY_TOPIC};
 use super::bad_header;
-use crate::remoting::header::DeleteTopicRequestHeader;
+use crate::protocol::body::TopicConfig;
+use crate::remoting::header::{CreateTopicRequestHeader, DeleteTopicRequestHeader};
 use crate::remoting::{response_code, RemotingCommand};
 use crate::store::MessageStore;
 
@@ -83,4 +84,59 @@ pub(crate) fn delete(
     }
     let response = RemotingCommand::response_to(request, response_code::SUCCESS, None);
     (response, deleted)
+}
+
+/// The topic UPDATE_AND_CREATE_TOPIC asks for, or why it is refused (`updateAndCreateTopic`'s
+/// checks, and rocketha's `maxTopicQueueNums`, `max`).
+pub(crate) fn to_create(
+    request: &RemotingCommand,
+    max: i32,
+) -> Result<TopicConfig, RemotingCommand> {
+    let refuse = |code, remark: String| RemotingCommand::response_to(request, code, Some(remark));
+    let header: CreateTopicRequestHeader = match request.decode_custom_header() {
+        Ok(h) => h,
+        Err(e) => return Err(refuse(response_code::SYSTEM_ERROR, e.to_string())),
+    };
+    if let Err(why) = validate_topic(&header.topic) {
+        return Err(refuse(response_code::SYSTEM_ERROR, why));
+    }
+    if header.topic == header.default_topic || header.topic == AUTO_CREATE_TOPIC_KEY_TOPIC {
+        return Err(refuse(
+            response_code::SYSTEM_ERROR,
+            format!(
+                "The specified topic {} is conflict with AUTO_CREATE_TOPIC_KEY_TOPIC.",
+                header.topic
+            ),
+        ));
+    }
+    if header.read_queue_nums < 1 || header.write_queue_nums < 1 {
+        return Err(refuse(
+            response_code::SYSTEM_ERROR,
+            format!(
+                "topic {}: readQueueNums {} and writeQueueNums {} must be at least 1",
+                header.topic, header.read_queue_nums, header.write_queue_nums
+            ),
+        ));
+    }
+    if header.read_queue_nums > max || header.write_queue_nums > max {
+        return Err(refuse(
+            response_code::SYSTEM_ERROR,
+            format!(
+                "topic {}: readQueueNums {} and writeQueueNums {} may be at most {max} \
+                 (maxTopicQueueNums): each queue is a consume queue this broker maps and a \
+                 queue every client of the topic holds",
+                header.topic, header.read_queue_nums, header.write_queue_nums
+            ),
+        ));
+    }
+    Ok(TopicConfig {
+        topic_name: header.topic.clone(),
+        read_queue_nums: header.read_queue_nums,
+        write_queue_nums: header.write_queue_nums,
+        perm: header.perm,
+        topic_filter_type: header.topic_filter_type,
+        topic_sys_flag: header.topic_sys_flag.unwrap_or(0),
+        order: header.order,
+        ..TopicConfig::default()
+    })
 }
