@@ -66,7 +66,6 @@ META_QUEUES = "rocketha.queueOffsets"
 #: And the first queue offset it holds of each queue, the same shape.
 META_FIRST = "rocketha.firstQueueOffsets"
 PARTITION_BY = ["topic", "day"]
-TABLE_SCHEMA = ARROW_SCHEMA.append(pa.field("day", pa.string()))
 #: Rows of one commit at most: bounds the writer's memory (about 64 MiB of 200 B messages).
 COMMIT_ROWS = 300_000
 _BATCH_ROWS = 10_000
