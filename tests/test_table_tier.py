@@ -19,6 +19,7 @@ import pytest
 from helpers import SEGMENT, broker_pair, wait_for
 from rocketha import BrokerConfig, ConfigError, Message, MessageStore, NameServer, Producer
 from rocketha.table_tier import TableTier, coverage, open_table
+from test_spark_network import _available_now
 
 deltalake = pytest.importorskip("deltalake")
 
@@ -287,27 +288,11 @@ def test_a_stream_starts_from_the_table_and_continues_from_the_log(
             assert master.min_offset > 0
             rocketha.spark.register(spark)
 
-            def run() -> None:
-                query = (
-                    spark.readStream.format("rocketha")
-                    .option("namesrvAddr", ns.listen_address)
-                    .option("topics", "Flow")
-                    .option("table", str(table))
-                    .load()
-                    .select("queueId", "queueOffset", "body")
-                    .writeStream.format("parquet")
-                    .option("path", str(out))
-                    .option("checkpointLocation", str(ckpt))
-                    .trigger(availableNow=True)
-                    .start()
-                )
-                query.awaitTermination()
-                assert query.exception() is None
-
-            run()
+            stream = dict(topics="Flow", table=str(table))
+            _available_now(spark, ns.listen_address, ckpt, out, **stream)
             for i in range(400, 500):
                 producer.send(Message("Flow", f"m{i}".encode() * 100))
-            run()
+            _available_now(spark, ns.listen_address, ckpt, out, **stream)
             # The table holding everything, the log's part of a batch read is empty.
             slave.table_tier.write_once(now=time.time() + 7200)
             assert slave.table_tier.covered.end == slave.max_offset

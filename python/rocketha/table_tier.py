@@ -209,13 +209,14 @@ class TableTier:
         segments = self.store.segments()
         sealed = segments[-1][1] if segments else 0
         cutoff = int(((time.time() if now is None else now) - self.tail_age) * 1_000_000)
-        written, end = 0, start
+        written, end, pending_rows = 0, start, 0
         pending: list[pa.RecordBatch] = []
         for batch, end in self._due(start, sealed, cutoff):
             pending.append(batch)
-            if sum(b.num_rows for b in pending) >= COMMIT_ROWS:
+            pending_rows += batch.num_rows
+            if pending_rows >= COMMIT_ROWS:
                 written += self._commit(pending, end)
-                pending = []
+                pending, pending_rows = [], 0
         # Also with no row: records of other topics moved the end, and retention waits for it.
         if end > self.covered.end:
             written += self._commit(pending, end)
