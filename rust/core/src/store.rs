@@ -547,6 +547,19 @@ impl MessageStore {
         self.commit_log.read(offset, max)
     }
 
+    /// The raw record at commit log offset `offset` and its store timestamp, if one starts
+    /// there (a message looked up by its offset msg id, or a queue entry's store time).
+    pub(crate) fn record_at(&self, offset: u64) -> Option<(Vec<u8>, i64)> {
+        let slice = self.read_raw(offset, usize::MAX)?;
+        match record::decode(slice.bytes(), false) {
+            Ok(record::Peeked::Record(r)) if r.physical_offset as u64 == offset => Some((
+                slice.bytes()[..r.total_size as usize].to_vec(),
+                r.store_timestamp,
+            )),
+            _ => None,
+        }
+    }
+
     pub fn iter_from(&self, offset: u64, check_crc: bool) -> RecordIter<'_> {
         self.commit_log.iter_from(offset, check_crc)
     }

@@ -3,14 +3,14 @@
 //! the check of that against the [`PlainPermissionManager`]'s policy.
 
 use std::collections::BTreeMap;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 
 use super::acl_utils::{combine_request_content, ACCESS_KEY, SIGNATURE, UNIQUE_MSG_QUERY_FLAG};
 use super::permission::{PUB, SUB};
 use super::PlainPermissionManager;
 use crate::protocol::heartbeat::HeartbeatData;
 use crate::protocol::json::parse_lenient;
-use crate::remoting::{request_code, RemotingCommand};
+use crate::remoting::{request_code, RemotingCommand, ServerRpcHook};
 
 /// `MixAll.RETRY_GROUP_TOPIC_PREFIX`: a group's permissions are kept under its retry topic.
 pub(crate) const RETRY_GROUP_TOPIC_PREFIX: &str = "%RETRY%";
@@ -116,6 +116,13 @@ impl PlainAccessValidator {
     pub(crate) fn validate(&self, request: &RemotingCommand, remote: IpAddr) -> Result<(), String> {
         let resource = parse(request)?;
         self.manager.policy().validate(&resource, remote)
+    }
+}
+
+impl ServerRpcHook for PlainAccessValidator {
+    /// RocketMQ's ACL hook: it runs before any processor, so a refused request changes nothing.
+    fn before_request(&self, request: &RemotingCommand, remote: SocketAddr) -> Result<(), String> {
+        self.validate(request, remote.ip())
     }
 }
 

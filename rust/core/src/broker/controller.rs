@@ -1,5 +1,5 @@
-//! RocketMQ's `BrokerController`: the client port (a [`RemotingServer`] with the
-//! [`BrokerProcessor`]) over a store and its HA side, the registration thread
+//! RocketMQ's `BrokerController`: the client port (a [`RemotingServer`] serving the
+//! [`BrokerProcessors`]) over a store and its HA side, the registration thread
 //! ([`BrokerOuterApi`]) that keeps the name servers informed, and the housekeeping thread that
 //! persists consumer offsets, drops silent consumers, reloads a changed `plain_acl.yml` and, on a
 //! slave, runs [`SlaveSynchronize`].
@@ -9,10 +9,12 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use super::client_channel::ClientChannel;
 use super::consumer_manager::ConsumerManager;
 use super::consumer_offset::ConsumerOffsetManager;
 use super::outer_api::{report_topics_persist, BrokerOuterApi, Registration};
-use super::processor::{BrokerProcessor, ClientChannel, ConsumeTables, RuntimeView};
+use super::processor::admin::runtime_info::RuntimeView;
+use super::processor::{BrokerProcessors, BrokerTables};
 use super::producer_manager::ProducerManager;
 use super::register_service::RegisterService;
 use super::replicas_manager::ReplicasManager;
@@ -21,7 +23,7 @@ use super::store_stats::StoreStatsService;
 use super::subscription_group::SubscriptionGroupManager;
 use super::topic_config::{TopicConfigError, TopicConfigManager};
 use super::transaction::TransactionalMessageService;
-use super::BrokerSettings;
+use super::{BrokerSettings, ConsumeTables};
 use crate::acl::plain_access_validator::PlainAccessValidator;
 use crate::acl::{AclError, PlainPermissionManager};
 use crate::ha::client::HaClient;
@@ -91,7 +93,7 @@ impl Default for BrokerControllerConfig {
 /// A broker's network side, running until [`BrokerController::shutdown`].
 pub struct BrokerController {
     server: RemotingServer,
-    pub(crate) processor: Arc<BrokerProcessor>,
+    pub(crate) processor: BrokerProcessors,
     /// The register loop, woken when the topics change.
     register: Arc<RegisterService>,
     /// The housekeeping thread, woken when a slave learns its master.
@@ -142,18 +144,24 @@ impl BrokerController {
             .then(|| Self::slave_synchronize(&broker_addr, &topics, &tables, &store, &config));
         let transactions = Self::start_master_services(&store, &topics, &tables, &settings)?;
         let stats = Arc::new(StoreStatsService::default());
-        let processor = Arc::new(BrokerProcessor::new(
-            store.clone(),
-            topics.clone(),
-            settings.clone(),
+        let processor = BrokerProcessors::start(
+            BrokerTables {
+                store: store.clone(),
+                topics: topics.clone(),
+                consume: tables.clone(),
+                settings: settings.clone(),
+                register: register.clone(),
+                transactions,
+            },
             Self::runtime_view(&config, ha_master, ha_client.clone(), stats.clone()),
-            register.clone(),
-            &tables,
             acl.clone(),
-            transactions.clone(),
-        )?);
-        let server =
-            RemotingServer::start_on(listener, processor.clone(), config.server, events.clone())?;
+        )?;
+        let server = RemotingServer::start_on(
+            listener,
+            processor.table.clone(),
+            config.server,
+            events.clone(),
+        )?;
         let outer = BrokerOuterApi::new(
             &config.namesrv_addr,
             registration(&settings, broker_addr, config.ha_server_addr.clone()),
@@ -332,6 +340,7 @@ impl BrokerController {
     pub fn shutdown(&self) {
         self.register.shutdown();
         self.server.shutdown();
+        self.processor.shutdown();
         report_topics_persist(self.topics.close(), self.server.events());
         self.processor.pull().hold_service().shutdown();
         // Before the offsets' last write: it records how far the checks got.

@@ -4,10 +4,9 @@
 //! serving the store they share with the HA service, and the [`BrokerController`] that serves
 //! them on the client port and registers the broker with the name servers.
 
-pub(crate) mod admin;
 pub(crate) mod broker_stats;
+pub(crate) mod client_channel;
 pub(crate) mod config;
-pub(crate) mod consumer_manage;
 pub(crate) mod consumer_manager;
 pub(crate) mod consumer_offset;
 pub(crate) mod controller;
@@ -16,24 +15,34 @@ pub(crate) mod live_setting;
 pub(crate) mod outer_api;
 pub(crate) mod processor;
 pub(crate) mod producer_manager;
-pub(crate) mod pull;
+pub(crate) mod pull_request_hold;
 pub(crate) mod rebalance_lock;
 mod register_service;
 pub mod replicas_manager;
-pub(crate) mod send;
 pub(crate) mod slave_sync;
 pub(crate) mod store_stats;
 pub(crate) mod subscription_group;
 pub(crate) mod topic_config;
 pub(crate) mod transaction;
 
-pub use admin::ConsumerLag;
+pub use client_channel::ClientChannel;
 pub use config::{
     parse_properties, BrokerConfig, ConfigError, Loaded, PropertiesError, Value, IGNORED_KEYS,
 };
 pub use controller::{BrokerController, BrokerControllerConfig, BrokerError};
 pub use live_setting::{LiveFlag, LiveNumber};
-pub use processor::ClientChannel;
+pub use processor::admin::stats::ConsumerLag;
+
+use std::sync::Arc;
+
+/// The consume side's tables, shared by the processors, the controller's housekeeping and the
+/// slave's sync.
+#[derive(Clone)]
+pub(crate) struct ConsumeTables {
+    pub(crate) groups: Arc<subscription_group::SubscriptionGroupManager>,
+    pub(crate) consumers: Arc<consumer_manager::ConsumerManager>,
+    pub(crate) offsets: Arc<consumer_offset::ConsumerOffsetManager>,
+}
 
 /// What the processors need to know of the broker (RocketMQ's `BrokerConfig` keys).
 #[derive(Debug, Clone)]

@@ -7,6 +7,7 @@
 
 use std::sync::{Arc, Mutex};
 
+use super::topic_config::TopicConfigManager;
 use crate::remoting::{RemotingCommand, Responder};
 use crate::sync::{lock, ServiceThread, ServiceWaiter};
 
@@ -35,6 +36,22 @@ impl RegisterService {
     /// The topics changed: register them now rather than at the next period.
     pub(crate) fn wakeup(&self) {
         self.thread.wakeup();
+    }
+
+    /// Runs `request`, one that may create a topic (a send, a send-back, a heartbeat's retry
+    /// topic), and registers at once when it did, as `createTopicInSendMessageMethod` and
+    /// `createTopicInSendMessageBackMethod` register (the register loop persists it first).
+    pub(crate) fn registering_new_topics<R>(
+        &self,
+        topics: &TopicConfigManager,
+        request: impl FnOnce() -> R,
+    ) -> R {
+        let before = topics.data_version();
+        let result = request();
+        if topics.data_version() != before {
+            self.wakeup();
+        }
+        result
     }
 
     /// The topics changed, and `response` answers for the change: it goes out once the name

@@ -10,7 +10,7 @@ use std::time::Duration;
 use super::kv_config::KvConfigManager;
 use super::processor::DefaultRequestProcessor;
 use super::route_info::DEFAULT_BROKER_CHANNEL_EXPIRED_TIME_MS;
-use crate::remoting::{RemotingServer, ServerConfig, ServerEvents};
+use crate::remoting::{Executor, ProcessorTable, RemotingServer, ServerConfig, ServerEvents};
 
 /// `NamesrvConfig`, the parts rocketha serves.
 #[derive(Debug, Clone)]
@@ -59,8 +59,16 @@ impl NameServer {
             events.clone(),
         ));
         processor.start_housekeeping()?;
+        // NamesrvController.registerProcessor: every code the name server serves is answered on
+        // the event loop, from the route table in memory.
+        let mut table = ProcessorTable::default();
+        table.register(
+            DefaultRequestProcessor::CODES,
+            processor.clone(),
+            Executor::EventLoop,
+        );
         let server =
-            RemotingServer::start_with_events(listen, processor.clone(), config.server, events);
+            RemotingServer::start_with_events(listen, Arc::new(table), config.server, events);
         let server = match server {
             Ok(server) => server,
             Err(e) => {

@@ -2,7 +2,9 @@
 //! the name server's answers over the remoting server, on the route table behind one lock.
 //!
 //! Served: REGISTER_BROKER, UNREGISTER_BROKER, GET_ROUTEINFO_BY_TOPIC, GET_BROKER_CLUSTER_INFO,
-//! GET_ALL_TOPIC_LIST_FROM_NAMESERVER and QUERY_DATA_VERSION; anything else is REQUEST_CODE_NOT_SUPPORTED. Brokers leave the routes
+//! GET_ALL_TOPIC_LIST_FROM_NAMESERVER, QUERY_DATA_VERSION, the KV config's and the write
+//! permission's requests, and DELETE_TOPIC_IN_NAMESRV ([`DefaultRequestProcessor::CODES`], registered
+//! by the [`NameServer`](super::NameServer)); anything else is REQUEST_CODE_NOT_SUPPORTED. Brokers leave the routes
 //! when they unregister, when the connection they registered over closes (`onChannelDestroy`),
 //! and when they stay silent past their heartbeat timeout: [`DefaultRequestProcessor::run_housekeeping`]
 //! sleeps until exactly the next broker would expire, woken early by registrations and shutdown.
@@ -63,6 +65,24 @@ pub(crate) struct DefaultRequestProcessor {
 }
 
 impl DefaultRequestProcessor {
+    /// The codes it answers (GET_ROUTEINFO_BY_TOPIC is RocketMQ's `ClientRequestProcessor`,
+    /// over the same route table).
+    pub(crate) const CODES: &'static [i32] = &[
+        request_code::REGISTER_BROKER,
+        request_code::UNREGISTER_BROKER,
+        request_code::GET_ROUTEINFO_BY_TOPIC,
+        request_code::GET_BROKER_CLUSTER_INFO,
+        request_code::QUERY_DATA_VERSION,
+        request_code::GET_ALL_TOPIC_LIST_FROM_NAMESERVER,
+        request_code::PUT_KV_CONFIG,
+        request_code::GET_KV_CONFIG,
+        request_code::DELETE_KV_CONFIG,
+        request_code::GET_KVLIST_BY_NAMESPACE,
+        request_code::WIPE_WRITE_PERM_OF_BROKER,
+        request_code::ADD_WRITE_PERM_OF_BROKER,
+        request_code::DELETE_TOPIC_IN_NAMESRV,
+    ];
+
     pub(crate) fn new(
         support_acting_master: bool,
         broker_channel_expired_time: Duration,
@@ -165,6 +185,7 @@ impl DefaultRequestProcessor {
                     None,
                 ))
             }
+            // Only CODES are routed here.
             _ => Ok(not_supported(request)),
         }
     }

@@ -39,7 +39,8 @@ pub(crate) use command::RemotingCommand;
 pub(crate) use header::CustomHeader;
 pub use header::HeaderError;
 pub(crate) use server::{
-    not_supported, InvokeError, RemotingServer, RequestContext, RequestProcessor, Responder,
+    not_supported, Executor, InvokeError, ProcessorTable, RemotingServer, RequestContext,
+    RequestProcessor, Responder, ServerRpcHook, Worker,
 };
 pub use server::{ServerConfig, ServerEvent, ServerEventKind, ServerEvents};
 pub use tls::{

@@ -94,7 +94,7 @@ pub(crate) fn client(addr: std::net::SocketAddr) -> RemotingClient {
 
 /// A producer's SEND_MESSAGE_V2, with the unique key a Java producer stamps.
 pub(crate) fn send_v2(topic: &str, queue_id: i32, body: &[u8]) -> RemotingCommand {
-    crate::broker::send::tests::send_v2(
+    crate::broker::processor::send::tests::send_v2(
         topic,
         queue_id,
         "UNIQ_KEY\u{1}AB\u{2}WAIT\u{1}true\u{2}",
@@ -485,4 +485,59 @@ fn a_slave_takes_the_master_ha_address_from_the_name_server() {
         (ha_client.master_address().as_deref() == Some(new_addr.as_str())).then_some(())
     });
     drop(slave);
+}
+
+#[test]
+fn the_broker_registers_each_code_it_serves_once() {
+    use crate::remoting::request_code as rc;
+    let b = start(BrokerControllerConfig::default(), 0, None);
+    // What the broker served before its processors were registered by code, and no more:
+    // a code lost from the table would be answered REQUEST_CODE_NOT_SUPPORTED.
+    let served = std::collections::BTreeSet::from([
+        rc::SEND_MESSAGE,
+        rc::SEND_MESSAGE_V2,
+        rc::SEND_BATCH_MESSAGE,
+        rc::CONSUMER_SEND_MSG_BACK,
+        rc::PULL_MESSAGE,
+        rc::LITE_PULL_MESSAGE,
+        rc::QUERY_CONSUMER_OFFSET,
+        rc::UPDATE_CONSUMER_OFFSET,
+        rc::GET_CONSUMER_LIST_BY_GROUP,
+        rc::HEART_BEAT,
+        rc::UNREGISTER_CLIENT,
+        rc::CHECK_CLIENT_CONFIG,
+        rc::END_TRANSACTION,
+        rc::QUERY_MESSAGE,
+        rc::VIEW_MESSAGE_BY_ID,
+        rc::UPDATE_AND_CREATE_TOPIC,
+        rc::DELETE_TOPIC_IN_BROKER,
+        rc::GET_TOPIC_CONFIG,
+        rc::GET_TOPIC_STATS_INFO,
+        rc::GET_CONSUME_STATS,
+        rc::GET_MAX_OFFSET,
+        rc::GET_MIN_OFFSET,
+        rc::GET_EARLIEST_MSG_STORETIME,
+        rc::SEARCH_OFFSET_BY_TIMESTAMP,
+        rc::INVOKE_BROKER_TO_RESET_OFFSET,
+        rc::GET_ALL_TOPIC_CONFIG,
+        rc::GET_ALL_CONSUMER_OFFSET,
+        rc::GET_ALL_DELAY_OFFSET,
+        rc::GET_ALL_SUBSCRIPTIONGROUP_CONFIG,
+        rc::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
+        rc::DELETE_SUBSCRIPTIONGROUP,
+        rc::GET_SUBSCRIPTIONGROUP_CONFIG,
+        rc::QUERY_CONSUME_QUEUE,
+        rc::QUERY_TOPIC_CONSUME_BY_WHO,
+        rc::GET_CONSUMER_CONNECTION_LIST,
+        rc::GET_PRODUCER_CONNECTION_LIST,
+        rc::GET_CONSUMER_RUNNING_INFO,
+        rc::LOCK_BATCH_MQ,
+        rc::UNLOCK_BATCH_MQ,
+        rc::GET_BROKER_RUNTIME_INFO,
+        rc::GET_BROKER_CONFIG,
+        rc::UPDATE_BROKER_CONFIG,
+        rc::GET_BROKER_EPOCH_CACHE,
+        rc::NOTIFY_BROKER_ROLE_CHANGED,
+    ]);
+    assert_eq!(b.controller.processor.table.codes(), served);
 }

@@ -21,6 +21,7 @@ mod connection;
 mod event_loop;
 mod events;
 mod invocations;
+mod processor_table;
 mod responder;
 
 use std::io;
@@ -41,6 +42,7 @@ use event_loop::EventLoop;
 pub use events::{ServerEvent, ServerEventKind, ServerEvents};
 use invocations::InvokeCallback;
 pub(crate) use invocations::InvokeError;
+pub(crate) use processor_table::{Executor, ProcessorTable, ServerRpcHook, Worker};
 pub(crate) use responder::{RequestContext, Responder};
 
 /// Handles requests; one instance serves every connection of a server.

@@ -97,7 +97,8 @@ impl Responder {
     }
 }
 
-/// What a processor knows about the request in hand.
+/// What a processor knows about the request in hand; a clone answers it from another thread.
+#[derive(Clone)]
 pub(crate) struct RequestContext {
     pub(super) remote: SocketAddr,
     pub(super) responder: Responder,

@@ -3,5 +3,6 @@
 
 mod client;
 mod fixture;
+mod processor_table;
 mod server;
 mod tls;

@@ -2,12 +2,9 @@
 //! `producerConnection`): each connection of a group with its client's address, language and
 //! version, from the heartbeats; for a consumer group, also what it subscribes to.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
-
-use super::super::consumer_manager::{ConsumerManager, SubscriptionData};
-use super::super::processor::ClientChannel;
-use super::bad_header;
+use crate::broker::client_channel::{ClientChannel, ClientChannels};
+use crate::broker::consumer_manager::{ConsumerManager, SubscriptionData};
+use crate::broker::processor::answer::system_error;
 use crate::filter;
 use crate::protocol::connection::{
     Connection, ConsumerConnection, ProducerConnection, SubscriptionBody,
@@ -20,7 +17,7 @@ use crate::sync::lock;
 
 /// The connections whose heartbeats named a group `in_group` picks, by client id.
 fn connections(
-    clients: &Mutex<HashMap<u64, ClientChannel>>,
+    clients: &ClientChannels,
     in_group: impl Fn(&ClientChannel) -> bool,
 ) -> Vec<Connection> {
     let mut out: Vec<Connection> = lock(clients)
@@ -62,13 +59,13 @@ pub(crate) fn subscription_body(s: SubscriptionData) -> SubscriptionBody {
 
 /// GET_CONSUMER_CONNECTION_LIST; CONSUMER_NOT_ONLINE when no member of the group is connected.
 pub(crate) fn consumer(
-    clients: &Mutex<HashMap<u64, ClientChannel>>,
+    clients: &ClientChannels,
     consumers: &ConsumerManager,
     request: &RemotingCommand,
 ) -> RemotingCommand {
     let header: GetConsumerConnectionListRequestHeader = match request.decode_custom_header() {
         Ok(h) => h,
-        Err(e) => return bad_header(request, e),
+        Err(e) => return system_error(request, e),
     };
     let group = header.consumer_group;
     let Some((subscriptions, consuming)) = consumers.consuming(&group) else {
@@ -95,13 +92,10 @@ pub(crate) fn consumer(
 
 /// GET_PRODUCER_CONNECTION_LIST; SYSTEM_ERROR, as RocketMQ answers, for a group no connected
 /// producer named.
-pub(crate) fn producer(
-    clients: &Mutex<HashMap<u64, ClientChannel>>,
-    request: &RemotingCommand,
-) -> RemotingCommand {
+pub(crate) fn producer(clients: &ClientChannels, request: &RemotingCommand) -> RemotingCommand {
     let header: GetProducerConnectionListRequestHeader = match request.decode_custom_header() {
         Ok(h) => h,
-        Err(e) => return bad_header(request, e),
+        Err(e) => return system_error(request, e),
     };
     let group = header.producer_group;
     let connection_set = connections(clients, |c| c.producer_groups.contains(&group));

@@ -55,7 +55,7 @@ fn send_tagged(c: &mut RemotingClient, topic: &str, tag: &str, body: &[u8]) -> u
     let props = format!("TAGS\u{1}{tag}\u{2}WAIT\u{1}true\u{2}");
     let r = c
         .invoke(
-            crate::broker::send::tests::send_v2(topic, 0, &props, body),
+            crate::broker::processor::send::tests::send_v2(topic, 0, &props, body),
             TIMEOUT,
         )
         .unwrap();
@@ -70,7 +70,7 @@ fn header(r: &RemotingCommand) -> PullMessageResponseHeader {
 }
 
 fn record_bytes(store: &MessageStore, offset: u64) -> Vec<u8> {
-    crate::broker::admin::record_at(store, offset).unwrap().0
+    store.record_at(offset).unwrap().0
 }
 
 fn broker_with(settings: BrokerSettings) -> Broker {
@@ -484,9 +484,7 @@ fn a_pull_held_on_the_slave_is_answered_by_replication() {
     let at = send_tagged(&mut m, "orders", "a", b"after");
     let r = waiting.join().unwrap();
     assert_eq!(r.code, response_code::SUCCESS, "{:?}", r.remark);
-    let record = crate::broker::admin::record_at(&master.store, at)
-        .unwrap()
-        .0;
+    let record = master.store.record_at(at).unwrap().0;
     assert_eq!(r.body, record, "the replicated record, byte for byte");
 }
 
@@ -570,7 +568,7 @@ fn send_with(c: &mut RemotingClient, topic: &str, props: &[(&str, &str)]) -> u64
     for (k, v) in props.iter().chain(&[("WAIT", "true")]) {
         encoded.push_str(&format!("{k}\u{1}{v}\u{2}"));
     }
-    let send = crate::broker::send::tests::send_v2(topic, 0, &encoded, b"m");
+    let send = crate::broker::processor::send::tests::send_v2(topic, 0, &encoded, b"m");
     let r = c.invoke(send, TIMEOUT).unwrap();
     assert_eq!(r.code, response_code::SUCCESS, "{:?}", r.remark);
     let h: SendMessageResponseHeader = r.decode_custom_header().unwrap();
@@ -710,9 +708,7 @@ fn a_sql92_pull_held_on_the_slave_wakes_for_a_replicated_match_only() {
     let at = send_with(&mut m, "orders", &[("a", "6")]);
     let r = waiting.join().unwrap();
     assert_eq!(r.code, response_code::SUCCESS, "{:?}", r.remark);
-    let record = crate::broker::admin::record_at(&master.store, at)
-        .unwrap()
-        .0;
+    let record = master.store.record_at(at).unwrap().0;
     assert_eq!(r.body, record, "only the replicated match");
     assert_eq!(header(&r).next_begin_offset, 3);
 }

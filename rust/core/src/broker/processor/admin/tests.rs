@@ -5,7 +5,7 @@ use std::time::Duration;
 use crate::broker::controller::tests::{
     client, create_topic, route, send_v2, start, wait_for, Broker, TIMEOUT,
 };
-use crate::broker::pull::tests::pull;
+use crate::broker::processor::pull::tests::pull;
 use crate::broker::BrokerControllerConfig;
 use crate::namesrv::{NameServer, NamesrvConfig};
 use crate::remoting::header::{

@@ -4,7 +4,8 @@
 //! A send is checked (role, permission, topic, queue, size), appended, and answered as soon as
 //! the store's GroupTransferService settles it: at once on an ASYNC_MASTER, on the slave ack that
 //! covers it on a SYNC_MASTER (never by polling), with RocketMQ's response codes for each
-//! `PutStatus`. Nothing is written for a refused send.
+//! `PutStatus`. Nothing is written for a refused send. A send that creates its topic registers
+//! it with the name servers at once.
 
 mod back;
 
@@ -14,10 +15,12 @@ use std::sync::Arc;
 
 pub(crate) use back::{retry_topic, retry_topic_sys_flag};
 
-use super::subscription_group::SubscriptionGroupManager;
-use super::topic_config::TopicConfigManager;
-use super::transaction::TransactionalMessageService;
-use super::BrokerSettings;
+use crate::broker::register_service::RegisterService;
+use crate::broker::store_stats::StoreStatsService;
+use crate::broker::subscription_group::SubscriptionGroupManager;
+use crate::broker::topic_config::TopicConfigManager;
+use crate::broker::transaction::TransactionalMessageService;
+use crate::broker::BrokerSettings;
 use crate::client::uniq_key;
 use crate::commitlog::record::{self, MessageDraft};
 use crate::commitlog::transaction::{is_transactional, sys_flag};
@@ -25,7 +28,9 @@ use crate::commitlog::AppendResult;
 use crate::error::{CommitLogError, RecordError};
 use crate::protocol::body::{perm, TopicConfig};
 use crate::remoting::header::SendMessageRequestHeader;
-use crate::remoting::{request_code, response_code, RemotingCommand};
+use crate::remoting::{
+    request_code, response_code, RemotingCommand, RequestContext, RequestProcessor,
+};
 use crate::store::group_transfer::PutStatus;
 use crate::store::MessageStore;
 
@@ -108,7 +113,19 @@ pub(crate) struct SendMessageProcessor {
     next_retry_queue: AtomicU32,
     /// Where half messages go.
     transactions: Arc<TransactionalMessageService>,
+    /// Counts what is stored (`msgPutTotalTodayNow`, `putTps`), when it is answered.
+    stats: Arc<StoreStatsService>,
+    /// Told when a send created its topic.
+    register: Arc<RegisterService>,
 }
+
+/// The codes it answers.
+pub(crate) const CODES: &[i32] = &[
+    request_code::SEND_MESSAGE,
+    request_code::SEND_MESSAGE_V2,
+    request_code::SEND_BATCH_MESSAGE,
+    request_code::CONSUMER_SEND_MSG_BACK,
+];
 
 impl SendMessageProcessor {
     pub(crate) fn new(
@@ -117,6 +134,8 @@ impl SendMessageProcessor {
         groups: Arc<SubscriptionGroupManager>,
         settings: Arc<BrokerSettings>,
         transactions: Arc<TransactionalMessageService>,
+        stats: Arc<StoreStatsService>,
+        register: Arc<RegisterService>,
     ) -> Self {
         Self {
             store,
@@ -125,12 +144,14 @@ impl SendMessageProcessor {
             settings,
             next_retry_queue: AtomicU32::new(0),
             transactions,
+            stats,
+            register,
         }
     }
 
     /// Handles a send from `remote`. Returns the response now, or `None` when the put waits
     /// in the GroupTransferService: `reply` then gets the response when it is settled.
-    pub(crate) fn process(
+    pub(crate) fn send_message(
         &self,
         request: &RemotingCommand,
         remote: SocketAddr,
@@ -556,6 +577,35 @@ impl Response {
         self.command.code = code;
         self.command.remark = remark.map(str::to_owned);
         self.command
+    }
+}
+
+impl RequestProcessor for SendMessageProcessor {
+    fn process(&self, request: RemotingCommand, ctx: &RequestContext) -> Option<RemotingCommand> {
+        self.register.registering_new_topics(&self.topics, || {
+            if request.code == request_code::CONSUMER_SEND_MSG_BACK {
+                return Some(self.consumer_send_msg_back(&request));
+            }
+            let responder = ctx.responder();
+            let stats = self.stats.clone();
+            let now = self.send_message(&request, ctx.remote(), move |r| {
+                count_stored(&stats, &r);
+                responder.send(r);
+            });
+            if let Some(r) = &now {
+                count_stored(&self.stats, r);
+            }
+            now
+        })
+    }
+}
+
+/// Adds the messages a send response reports stored (one msg id each; the waits that fell
+/// short, `FLUSH_*_TIMEOUT` and `SLAVE_NOT_AVAILABLE`, stored them too).
+fn count_stored(stats: &StoreStatsService, response: &RemotingCommand) {
+    let stored = response_code::send_stored(response.code);
+    if let Some(ids) = response.ext_fields.get("msgId").filter(|_| stored) {
+        stats.add_put(ids.split(',').count() as u64);
     }
 }
 

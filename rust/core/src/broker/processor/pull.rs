@@ -1,5 +1,5 @@
 //! RocketMQ's `PullMessageProcessor` (PULL_MESSAGE) over the store's consume queues, and its
-//! `PullRequestHoldService` ([`hold`]).
+//! `PullRequestHoldService` ([`pull_request_hold`](crate::broker::pull_request_hold)).
 //!
 //! A pull is checked (broker and topic permission, subscription group, queue, subscription),
 //! then answered from the mapping: the body is the matching records' raw bytes, one after the
@@ -9,23 +9,23 @@
 //! finds nothing and may be suspended is held until a record for its queue is dispatched or its
 //! `suspendTimeoutMillis` passes.
 
-pub(crate) mod hold;
-
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use self::hold::{HeldPull, PullRequestHoldService};
-use super::consumer_manager::{ConsumerManager, SubscriptionData};
-use super::consumer_offset::ConsumerOffsetManager;
-use super::store_stats::StoreStatsService;
-use super::subscription_group::{SubscriptionGroupConfig, SubscriptionGroupManager};
-use super::topic_config::TopicConfigManager;
-use super::{BrokerSettings, TransferLimit};
+use crate::broker::consumer_manager::{ConsumerManager, SubscriptionData};
+use crate::broker::consumer_offset::ConsumerOffsetManager;
+use crate::broker::pull_request_hold::{HeldPull, PullRequestHoldService};
+use crate::broker::store_stats::StoreStatsService;
+use crate::broker::subscription_group::{SubscriptionGroupConfig, SubscriptionGroupManager};
+use crate::broker::topic_config::TopicConfigManager;
+use crate::broker::{BrokerSettings, TransferLimit};
 use crate::commitlog::record::{self, Peeked};
 use crate::filter;
 use crate::protocol::body::{perm, MASTER_ID};
 use crate::remoting::header::{pull_sys_flag, PullMessageRequestHeader, PullMessageResponseHeader};
-use crate::remoting::{response_code, RemotingCommand, Responder};
+use crate::remoting::{
+    request_code, response_code, RemotingCommand, RequestContext, RequestProcessor, Responder,
+};
 use crate::store::MessageStore;
 
 /// Consume queue entries one pull looks at, for filtered subscriptions
@@ -122,17 +122,6 @@ impl PullMessageProcessor {
 
     pub(crate) fn hold_service(&self) -> &PullRequestHoldService {
         &self.hold
-    }
-
-    /// `processRequest` with `brokerAllowSuspend`: `None` when the pull is held.
-    pub(crate) fn process(
-        &self,
-        request: &RemotingCommand,
-        connection_id: u64,
-        remote: SocketAddr,
-        responder: Responder,
-    ) -> Option<RemotingCommand> {
-        self.process_request(request, connection_id, remote, Some(responder))
     }
 
     /// A held pull woken by an arrival or its timeout: answered whatever the store says now.
@@ -659,6 +648,26 @@ fn total_physical_memory() -> u64 {
         )
     };
     u64::try_from(pages).unwrap_or(0) * u64::try_from(page).unwrap_or(0)
+}
+
+/// The codes it answers.
+pub(crate) const CODES: &[i32] = &[request_code::PULL_MESSAGE, request_code::LITE_PULL_MESSAGE];
+
+impl RequestProcessor for PullMessageProcessor {
+    /// `processRequest` with `brokerAllowSuspend`: `None` when the pull is held.
+    fn process(&self, request: RemotingCommand, ctx: &RequestContext) -> Option<RemotingCommand> {
+        self.process_request(
+            &request,
+            ctx.connection_id(),
+            ctx.remote(),
+            Some(ctx.responder()),
+        )
+    }
+
+    /// A held pull of a closed connection is dropped.
+    fn on_close(&self, connection_id: u64, _remote: SocketAddr) {
+        self.hold.on_close(connection_id);
+    }
 }
 
 #[cfg(test)]

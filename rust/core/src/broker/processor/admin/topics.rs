@@ -1,12 +1,17 @@
-//! UPDATE_AND_CREATE_TOPIC's checks, and DELETE_TOPIC_IN_BROKER (`mqadmin deleteTopic`, which
+//! A topic's config as GET_TOPIC_CONFIG reads it, UPDATE_AND_CREATE_TOPIC's checks, and DELETE_TOPIC_IN_BROKER (`mqadmin deleteTopic`, which
 //! then asks the name servers too): the topic's config, its committed offsets and its consume
 //! queues go; its records stay in the commit log until retention takes them, as in RocketMQ.
 
-use super::super::consumer_offset::ConsumerOffsetManager;
-use super::super::topic_config::{validate_topic, TopicConfigManager, AUTO_CREATE_TOPIC_KEY_TOPIC};
-use super::bad_header;
+use crate::broker::consumer_offset::ConsumerOffsetManager;
+use crate::broker::processor::answer::{system_error, with_body};
+use crate::broker::topic_config::{
+    validate_topic, TopicConfigManager, AUTO_CREATE_TOPIC_KEY_TOPIC,
+};
 use crate::protocol::body::TopicConfig;
-use crate::remoting::header::{CreateTopicRequestHeader, DeleteTopicRequestHeader};
+use crate::protocol::json::{to_json, JsonStyle};
+use crate::remoting::header::{
+    CreateTopicRequestHeader, DeleteTopicRequestHeader, GetTopicStatsInfoRequestHeader,
+};
 use crate::remoting::{response_code, RemotingCommand};
 use crate::store::MessageStore;
 
@@ -56,7 +61,7 @@ pub(crate) fn delete(
     };
     let header: DeleteTopicRequestHeader = match request.decode_custom_header() {
         Ok(h) => h,
-        Err(e) => return (bad_header(request, e), false),
+        Err(e) => return (system_error(request, e), false),
     };
     let topic = header.topic.as_str();
     if topic.trim().is_empty() {
@@ -139,4 +144,25 @@ pub(crate) fn to_create(
         order: header.order,
         ..TopicConfig::default()
     })
+}
+
+/// GET_TOPIC_CONFIG (`AdminBrokerProcessor.getTopicConfig`, what 5.x's `examineTopicStats`
+/// asks first): the topic's config as `TopicConfigAndQueueMapping`, with no static-topic
+/// mapping (rocketha has no logic queues).
+pub(crate) fn topic_config(
+    topics: &TopicConfigManager,
+    request: &RemotingCommand,
+) -> RemotingCommand {
+    let h: GetTopicStatsInfoRequestHeader = match request.decode_custom_header() {
+        Ok(h) => h,
+        Err(e) => return system_error(request, e),
+    };
+    match topics.select(&h.topic) {
+        Some(config) => with_body(request, to_json(&config, JsonStyle::Fastjson).into_bytes()),
+        None => RemotingCommand::response_to(
+            request,
+            response_code::TOPIC_NOT_EXIST,
+            Some(format!("No topic in this broker. topic: {}", h.topic)),
+        ),
+    }
 }

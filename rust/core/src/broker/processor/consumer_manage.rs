@@ -7,15 +7,17 @@
 
 use std::sync::Arc;
 
-use super::consumer_manager::ConsumerManager;
-use super::consumer_offset::ConsumerOffsetManager;
-use super::subscription_group::SubscriptionGroupManager;
-use super::topic_config::TopicConfigManager;
+use crate::broker::consumer_manager::ConsumerManager;
+use crate::broker::consumer_offset::ConsumerOffsetManager;
+use crate::broker::subscription_group::SubscriptionGroupManager;
+use crate::broker::topic_config::TopicConfigManager;
 use crate::remoting::header::{
     GetConsumerListByGroupRequestHeader, OffsetResponseHeader, QueryConsumerOffsetRequestHeader,
     UpdateConsumerOffsetRequestHeader,
 };
-use crate::remoting::{response_code, RemotingCommand};
+use crate::remoting::{
+    request_code, response_code, RemotingCommand, RequestContext, RequestProcessor,
+};
 use crate::store::MessageStore;
 
 pub(crate) struct ConsumerManageProcessor {
@@ -149,6 +151,23 @@ impl ConsumerManageProcessor {
                 format!("no consumer for this group, {}", h.consumer_group),
             ),
         }
+    }
+}
+
+/// The codes it answers.
+pub(crate) const CODES: &[i32] = &[
+    request_code::QUERY_CONSUMER_OFFSET,
+    request_code::UPDATE_CONSUMER_OFFSET,
+    request_code::GET_CONSUMER_LIST_BY_GROUP,
+];
+
+impl RequestProcessor for ConsumerManageProcessor {
+    fn process(&self, request: RemotingCommand, _ctx: &RequestContext) -> Option<RemotingCommand> {
+        Some(match request.code {
+            request_code::QUERY_CONSUMER_OFFSET => self.query_consumer_offset(&request),
+            request_code::UPDATE_CONSUMER_OFFSET => self.update_consumer_offset(&request),
+            _ => self.get_consumer_list_by_group(&request),
+        })
     }
 }
 

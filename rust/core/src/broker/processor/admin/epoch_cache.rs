@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use super::super::BrokerSettings;
+use crate::broker::BrokerSettings;
 use crate::ha::epoch::EpochFileCache;
 use crate::protocol::json::{to_json, JsonStyle};
 use crate::remoting::{response_code, RemotingCommand};

@@ -24,7 +24,15 @@ fn broker(dir: &std::path::Path, settings: BrokerSettings, slaves: usize) -> Sen
     let transactions = Arc::new(crate::broker::transaction::tests::service(
         &store, &settings,
     ));
-    SendMessageProcessor::new(store, topics, groups, settings, transactions)
+    SendMessageProcessor::new(
+        store,
+        topics,
+        groups,
+        settings,
+        transactions,
+        Arc::default(),
+        Arc::new(crate::broker::register_service::RegisterService::new()),
+    )
 }
 
 /// SEND_MESSAGE_V2 as `SendMessageRequestHeaderV2` names its fields `a`..`n`.
@@ -60,7 +68,7 @@ fn process(
     request: &RemotingCommand,
 ) -> (Option<RemotingCommand>, mpsc::Receiver<RemotingCommand>) {
     let (tx, rx) = mpsc::channel();
-    let now = p.process(request, PRODUCER.parse().unwrap(), move |r| {
+    let now = p.send_message(request, PRODUCER.parse().unwrap(), move |r| {
         let _ = tx.send(r);
     });
     (now, rx)

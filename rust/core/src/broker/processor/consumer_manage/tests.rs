@@ -458,7 +458,12 @@ fn messages_found_by_key_and_by_unique_key_and_clear_refusals() {
         let props = format!("UNIQ_KEY\u{1}{uniq}\u{2}KEYS\u{1}{keys}\u{2}WAIT\u{1}true\u{2}");
         let r = c
             .invoke(
-                crate::broker::send::tests::send_v2("orders", 0, &props, uniq.as_bytes()),
+                crate::broker::processor::send::tests::send_v2(
+                    "orders",
+                    0,
+                    &props,
+                    uniq.as_bytes(),
+                ),
                 TIMEOUT,
             )
             .unwrap();

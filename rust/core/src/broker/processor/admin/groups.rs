@@ -2,10 +2,10 @@
 //! `examineSubscriptionGroupConfig`): UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
 //! DELETE_SUBSCRIPTIONGROUP and GET_SUBSCRIPTIONGROUP_CONFIG.
 
-use super::super::consumer_manager::ConsumerManager;
-use super::super::consumer_offset::ConsumerOffsetManager;
-use super::super::subscription_group::{SubscriptionGroupConfig, SubscriptionGroupManager};
-use super::bad_header;
+use crate::broker::consumer_manager::ConsumerManager;
+use crate::broker::consumer_offset::ConsumerOffsetManager;
+use crate::broker::processor::answer::system_error;
+use crate::broker::subscription_group::{SubscriptionGroupConfig, SubscriptionGroupManager};
 use crate::protocol::json::parse_lenient;
 use crate::remoting::header::{
     DeleteSubscriptionGroupRequestHeader, GetSubscriptionGroupConfigRequestHeader,
@@ -76,10 +76,10 @@ pub(crate) fn delete(
 ) -> RemotingCommand {
     let header: DeleteSubscriptionGroupRequestHeader = match request.decode_custom_header() {
         Ok(h) => h,
-        Err(e) => return bad_header(request, e),
+        Err(e) => return system_error(request, e),
     };
     if let Err(e) = groups.delete(&header.group_name) {
-        return bad_header(request, e);
+        return system_error(request, e);
     }
     if header.clean_offset {
         offsets.remove_where(|_, group| group == header.group_name);
@@ -95,7 +95,7 @@ pub(crate) fn consumed_by(
     request: &RemotingCommand,
 ) -> RemotingCommand {
     let Some(topic) = request.ext_fields.get("topic") else {
-        return bad_header(request, "QUERY_TOPIC_CONSUME_BY_WHO: `topic` is missing");
+        return system_error(request, "QUERY_TOPIC_CONSUME_BY_WHO: `topic` is missing");
     };
     let mut groups = consumers.groups_of(topic);
     groups.extend(offsets.groups_of(topic));
@@ -110,7 +110,7 @@ pub(crate) fn consumed_by(
 pub(crate) fn get(groups: &SubscriptionGroupManager, request: &RemotingCommand) -> RemotingCommand {
     let header: GetSubscriptionGroupConfigRequestHeader = match request.decode_custom_header() {
         Ok(h) => h,
-        Err(e) => return bad_header(request, e),
+        Err(e) => return system_error(request, e),
     };
     match groups.get(&header.group) {
         Some(config) => {

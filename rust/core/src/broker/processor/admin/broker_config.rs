@@ -6,9 +6,9 @@
 
 use std::sync::Mutex;
 
-use super::super::config::{parse_properties, BrokerConfig, IGNORED_KEYS};
-use super::super::live_setting::LIVE_KEYS;
-use super::super::BrokerSettings;
+use crate::broker::config::{parse_properties, BrokerConfig, IGNORED_KEYS};
+use crate::broker::live_setting::LIVE_KEYS;
+use crate::broker::BrokerSettings;
 use crate::remoting::{response_code, RemotingCommand};
 use crate::sync::lock;
 

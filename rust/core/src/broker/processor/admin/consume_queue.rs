@@ -5,9 +5,9 @@
 
 use serde::Serialize;
 
-use super::super::consumer_manager::ConsumerManager;
-use super::bad_header;
 use super::connections::subscription_body;
+use crate::broker::consumer_manager::ConsumerManager;
+use crate::broker::processor::answer::system_error;
 use crate::protocol::connection::SubscriptionBody;
 use crate::protocol::json::{to_json, JsonStyle};
 use crate::remoting::header::QueryConsumeQueueRequestHeader;
@@ -47,7 +47,7 @@ pub(crate) fn query_consume_queue(
 ) -> RemotingCommand {
     let h: QueryConsumeQueueRequestHeader = match request.decode_custom_header() {
         Ok(h) => h,
-        Err(e) => return bad_header(request, e),
+        Err(e) => return system_error(request, e),
     };
     let Some(cq) = store.consume_queue(&h.topic, h.queue_id) else {
         let remark = format!("{}@{} is not exist!", h.queue_id, h.topic);
