@@ -43,6 +43,7 @@ from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 
 from rocketha._core import MessageExt
 from rocketha._events import cancel_stop_at_exit, stop_at_exit
+from rocketha._service import ServiceThread, Woke
 from rocketha.acl import SessionCredentials, mq_client_api
 from rocketha.client import MessageQueue, check_topic_names, namesrv_addrs
 from rocketha.exceptions import (
@@ -199,10 +200,9 @@ class PullConsumer:
         except BaseException:
             self._api.close()
             raise
-        self._puller = threading.Thread(target=self._pull_loop, name="rocketha-pull", daemon=True)
-        self._service = threading.Thread(
-            target=self._service_loop, name="rocketha-consumer-service", daemon=True
-        )
+        # A stop also ends the pull thread's wait in `next_pulled`.
+        self._puller = ServiceThread("rocketha-pull", self._pull_loop, wake=self._api.wake_pulled)
+        self._service = ServiceThread("rocketha-consumer-service", self._service_loop)
         self._puller.start()
         self._service.start()
         stop_at_exit(self.close)
@@ -307,8 +307,8 @@ class PullConsumer:
             return
         cancel_stop_at_exit(self.close)
         self._closed.set()
-        self._api.wake_pulled()
-        self._service.join()
+        self._puller.stop()
+        self._service.shutdown()
         self._puller.join()
         with contextlib.suppress(RocketHAError):
             self._commit(oneway=False)
@@ -401,8 +401,8 @@ class PullConsumer:
 
     # -- the pull thread -------------------------------------------------------------------
 
-    def _pull_loop(self) -> None:
-        while not self._closed.is_set():
+    def _pull_loop(self, service: ServiceThread) -> None:
+        while not service.stopped:
             wait = self._dispatch()
             for ticket, outcome in self._api.next_pulled(wait):
                 self._on_pulled(ticket, outcome)
@@ -577,12 +577,12 @@ class PullConsumer:
             (self.auto_commit_interval, self.commit_sync),
         ]
 
-    def _service_loop(self) -> None:
+    def _service_loop(self, service: ServiceThread) -> None:
         tasks = self._service_tasks()
         due = [time.monotonic() + t[0] for t in tasks]
         while True:
             timeout = max(0.0, min(due) - time.monotonic())
-            if self._closed.wait(timeout):
+            if service.wait_for_running(timeout) is Woke.STOPPED:
                 return
             now = time.monotonic()
             for i, (interval, task) in enumerate(tasks):
