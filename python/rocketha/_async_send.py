@@ -16,6 +16,7 @@ import threading
 from typing import Any
 
 from rocketha._core import MQClientAPI
+from rocketha._service import ServiceThread
 
 #: Longest sleep without an outcome, so shutdown is noticed.
 _IDLE_WAIT = 1.0
@@ -42,8 +43,8 @@ class AsyncSendService:
         self._waiting: dict[int, tuple[asyncio.AbstractEventLoop, asyncio.Future[SendTuple]]] = {}
         self._early: dict[int, Any] = {}
         self._lock = threading.Lock()
-        self._running = True
-        self._thread = threading.Thread(target=self._run, name="rocketha-send-async", daemon=True)
+        # A stop also ends the wait in `next_completed`.
+        self._thread = ServiceThread("rocketha-send-async", self._run, wake=api.wake_completed)
         self._thread.start()
 
     def register(self, ticket: int) -> asyncio.Future[SendTuple]:
@@ -70,16 +71,14 @@ class AsyncSendService:
             with contextlib.suppress(RuntimeError):
                 loop.call_soon_threadsafe(_settle, future, outcome)
 
-    def _run(self) -> None:
-        while self._running:
+    def _run(self, service: ServiceThread) -> None:
+        while not service.stopped:
             self._complete(self._api.next_completed(_IDLE_WAIT))
 
     def shutdown(self) -> None:
         """Stops the thread after the client closed its connections (which fails every send
         in flight), then completes what was settled meanwhile."""
-        self._running = False
-        self._api.wake_completed()
-        self._thread.join(timeout=5)
+        self._thread.shutdown(timeout=5)
         # The failures of what was in flight arrive from the client's loop thread.
         while self._waiting and (outcomes := self._api.next_completed(_IDLE_WAIT)):
             self._complete(outcomes)

@@ -29,6 +29,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from rocketha._service import ServiceThread
+
 #: prctl(2) option: the signal a process gets when the thread that forked it exits.
 _PR_SET_PDEATHSIG = 1
 
@@ -76,9 +78,9 @@ class _Spawner:
             tuple[Callable[[], subprocess.Popen[Any]], Future[subprocess.Popen[Any]]]
         ] = queue.SimpleQueue()
         # Daemon: it must not keep the process alive, and it dies only with the process.
-        threading.Thread(target=self._serve, name="rocketha-spawner", daemon=True).start()
+        ServiceThread("rocketha-spawner", self._serve).start()
 
-    def _serve(self) -> None:
+    def _serve(self, _service: ServiceThread) -> None:
         while True:
             start, done = self.requests.get()
             try:

@@ -1,13 +1,15 @@
 """The thread that carries a native service's events into Python: its Rust threads queue them
 (state changes, closed connections with their reasons), and this drains the queue, blocking in
-Rust with the GIL released until there is something, and hands each event to a handler."""
+Rust with the GIL released until there is something, and hands each event to a handler. It
+runs on a :class:`~rocketha._service.ServiceThread`, as every background thread does."""
 
 from __future__ import annotations
 
 import atexit
-import threading
 from collections.abc import Callable
 from typing import Generic, TypeVar
+
+from rocketha._service import ServiceThread
 
 E = TypeVar("E")
 
@@ -26,12 +28,11 @@ class EventPump(Generic[E]):
     ) -> None:
         self._next_events = next_events
         self._handle = handle
-        self._running = True
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread = ServiceThread(name, self._run)
         self._thread.start()
 
-    def _run(self) -> None:
-        while self._running and self.drain(3600):
+    def _run(self, service: ServiceThread) -> None:
+        while not service.stopped and self.drain(3600):
             pass
 
     def drain(self, timeout: float) -> bool:
@@ -48,8 +49,7 @@ class EventPump(Generic[E]):
 
     def stop(self) -> None:
         """Call after the native service shut down; handles what it queued last."""
-        self._running = False
-        self._thread.join(timeout=5)
+        self._thread.shutdown(timeout=5)
         self.drain(0)
 
 

@@ -39,6 +39,7 @@ from rocketha import _core
 from rocketha._async_send import AsyncSendService, SendTuple
 from rocketha._core import Message
 from rocketha._events import cancel_stop_at_exit, stop_at_exit
+from rocketha._service import ServiceThread, Woke
 from rocketha.acl import SessionCredentials, mq_client_api
 from rocketha.exceptions import (
     MQBrokerError,
@@ -336,7 +337,7 @@ class Producer:
         self._brokers: set[str] = set()
         self._send_which_queue = itertools.count()
         self._async: AsyncSendService | None = None
-        self._heartbeat: threading.Thread | None = None
+        self._heartbeat: ServiceThread | None = None
         self._closed = threading.Event()
         #: Answers brokers' check-backs: ``check_transaction`` for a transaction this process
         #: did not send (before a restart), a send's own ``check`` for its own.
@@ -362,7 +363,7 @@ class Producer:
             heartbeat, self._heartbeat = self._heartbeat, None
             service, self._async = self._async, None
         if heartbeat is not None:
-            heartbeat.join(timeout=self.send_timeout + 1)
+            heartbeat.shutdown(timeout=self.send_timeout + 1)
         self._checker.close()
         for addr in brokers:
             try:
@@ -389,8 +390,8 @@ class Producer:
             except (RemotingConnectError, SendStatusUnknownError) as e:
                 log.warning("heartbeat to broker %s failed: %s", addr, e)
 
-    def _heartbeat_loop(self) -> None:
-        while not self._closed.wait(self.heartbeat_broker_interval):
+    def _heartbeat_loop(self, service: ServiceThread) -> None:
+        while service.wait_for_running(self.heartbeat_broker_interval) is not Woke.STOPPED:
             with self._lock:
                 brokers = sorted(self._brokers)
             self._heartbeat_to(brokers)
@@ -404,9 +405,7 @@ class Producer:
             new = sorted(set(info.master_addrs.values()) - self._brokers)
             self._brokers.update(new)
             if self._heartbeat is None:
-                self._heartbeat = threading.Thread(
-                    target=self._heartbeat_loop, name="rocketha-producer-heartbeat", daemon=True
-                )
+                self._heartbeat = ServiceThread("rocketha-producer-heartbeat", self._heartbeat_loop)
                 self._heartbeat.start()
         self._heartbeat_to(new)
 

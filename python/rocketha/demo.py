@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 from collections import Counter
@@ -33,6 +32,7 @@ from typing import IO, Any
 
 from rocketha import _children
 from rocketha._core import Message
+from rocketha._service import ServiceThread
 from rocketha.client import Producer, SendStatus
 from rocketha.consumer import MASTER_ID, ConsumeFromWhere, PullConsumer
 from rocketha.controllers import Controllers, GroupState, start_controllers, until
@@ -290,13 +290,12 @@ class _Sender:
         self.acked: list[tuple[float, float, bytes]] = []
         #: Every send that failed: when it started, the error.
         self.failures: list[tuple[float, str]] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="demo-sender", daemon=True)
+        self._thread = ServiceThread("demo-sender", self._run)
         self._thread.start()
 
-    def _run(self) -> None:
+    def _run(self, service: ServiceThread) -> None:
         seq = 0
-        while not self._stop.is_set():
+        while not service.stopped:
             body = f"m-{seq:08d}-".encode().ljust(self.size, b"x")
             seq += 1
             started = time.monotonic()
@@ -306,7 +305,7 @@ class _Sender:
                 self.failures.append((started, f"{type(e).__name__}: {e}"))
                 # Not a wait for readiness: a pause so a group without a master is not
                 # flooded while the controller elects one.
-                self._stop.wait(0.05)
+                service.wait_for_running(0.05)
                 continue
             if result.status == SendStatus.SEND_OK:
                 self.acked.append((started, time.monotonic(), body))
@@ -318,8 +317,7 @@ class _Sender:
         return next((at for started, at, _ in list(self.acked) if started > moment), None)
 
     def stop(self) -> None:
-        self._stop.set()
-        self._thread.join()
+        self._thread.shutdown()
         self.producer.close()
 
 

@@ -17,6 +17,7 @@ from concurrent.futures import Future
 
 from rocketha._core import Message, PutResult
 from rocketha._events import cancel_stop_at_exit, stop_at_exit
+from rocketha._service import ServiceThread
 from rocketha.roles import PutStatus
 from rocketha.store import MessageStore
 
@@ -35,16 +36,15 @@ class GroupTransferService:
         #: its append to its registration, so a verdict never arrives for an unknown ticket.
         self._pending: dict[int, tuple[Future[PutResult], PutResult]] = {}
         self._lock = threading.Lock()
-        self._running = False
-        self._thread: threading.Thread | None = None
+        self._thread: ServiceThread | None = None
 
     def start(self) -> GroupTransferService:
         """Starts the thread; a second call is the same service."""
         if self._thread is not None:
             return self
-        self._running = True
-        self._thread = threading.Thread(
-            target=self._run, name="rocketha-group-transfer", daemon=True
+        # A stop also ends the wait in `next_completed`.
+        self._thread = ServiceThread(
+            "rocketha-group-transfer", self._run, wake=self._store.wake_completed
         )
         self._thread.start()
         stop_at_exit(self.shutdown)
@@ -67,8 +67,8 @@ class GroupTransferService:
         for (future, result), status in done:
             future.set_result(result if status is PutStatus.PUT_OK else result.with_status(status))
 
-    def _run(self) -> None:
-        while self._running:
+    def _run(self, service: ServiceThread) -> None:
+        while not service.stopped:
             self._complete(self._store.next_completed(_IDLE_WAIT))
 
     def shutdown(self) -> None:
@@ -77,9 +77,7 @@ class GroupTransferService:
         if self._thread is None:
             return
         cancel_stop_at_exit(self.shutdown)
-        self._running = False
-        self._store.wake_completed()
-        self._thread.join(timeout=5)
+        self._thread.shutdown(timeout=5)
         self._thread = None
         while self._pending and (verdicts := self._store.next_completed(0)):
             self._complete(verdicts)

@@ -4,7 +4,6 @@ the same state as JSON at ``/status`` for ``rocketha status``."""
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
@@ -14,6 +13,8 @@ from prometheus_client import CollectorRegistry, Histogram, make_wsgi_app
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import ThreadingWSGIServer
 from prometheus_client.registry import Collector
+
+from rocketha._service import ServiceThread
 
 if TYPE_CHECKING:
     from rocketha.roles import PutStatus
@@ -66,9 +67,9 @@ class BrokerMetrics(Collector):
         self._server = make_server(
             address, port, app, ThreadingWSGIServer, handler_class=_QuietHandler
         )
-        threading.Thread(
-            target=self._server.serve_forever, name="rocketha-metrics", daemon=True
-        ).start()
+        server = self._server
+        # Stopped by `server.shutdown()` in `close`, which returns once `serve_forever` did.
+        ServiceThread("rocketha-metrics", lambda _: server.serve_forever()).start()
         self.port = self._server.server_port
         return self
 

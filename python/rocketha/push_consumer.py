@@ -48,6 +48,7 @@ from typing import Any
 
 from rocketha._core import MessageExt
 from rocketha._events import cancel_stop_at_exit, stop_at_exit
+from rocketha._service import ServiceThread
 from rocketha.exceptions import MQClientError, RocketHAError
 from rocketha.orderly import UNBOUNDED_RECONSUME_TIMES, OrderlyEngine
 from rocketha.process_queue import ProcessQueue
@@ -149,8 +150,8 @@ class PushConsumer:
         self._later_seq = itertools.count()
         self._pool: ThreadPoolExecutor | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._dispatcher: threading.Thread | None = None
-        self._loop_thread: threading.Thread | None = None
+        self._dispatcher: ServiceThread | None = None
+        self._loop_thread: ServiceThread | None = None
         self._error_logged = False
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -172,10 +173,15 @@ class PushConsumer:
             )
             self._pool = ThreadPoolExecutor(self.consume_threads, "rocketha-consume")
             if self._is_async:
-                self._loop = asyncio.new_event_loop()
-                self._loop_thread = _spawn("rocketha-consume-loop", self._loop.run_forever)
+                loop = self._loop = asyncio.new_event_loop()
+                # Stopped by `loop.stop` in `shutdown`.
+                self._loop_thread = ServiceThread(
+                    "rocketha-consume-loop", lambda _: loop.run_forever()
+                )
+                self._loop_thread.start()
             self._engine = engine
-            self._dispatcher = _spawn("rocketha-consume-dispatch", self._dispatch_loop)
+            self._dispatcher = ServiceThread("rocketha-consume-dispatch", self._dispatch_loop)
+            self._dispatcher.start()
             stop_at_exit(self.shutdown)
         return self
 
@@ -199,7 +205,7 @@ class PushConsumer:
             return
         deadline = None if timeout is None else time.monotonic() + timeout
         assert self._dispatcher is not None and self._pool is not None
-        self._dispatcher.join()
+        self._dispatcher.shutdown()
         for _ in range(self.consume_threads):
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
             if not self._slots.acquire(timeout=left):
@@ -207,7 +213,7 @@ class PushConsumer:
                 break
         if self._loop is not None and self._loop_thread is not None:
             self._loop.call_soon_threadsafe(self._loop.stop)
-            self._loop_thread.join()
+            self._loop_thread.shutdown()
             self._loop.close()
         self._pool.shutdown(wait=False)
         engine.close()
@@ -218,11 +224,11 @@ class PushConsumer:
 
     # -- consumption -----------------------------------------------------------------------
 
-    def _dispatch_loop(self) -> None:
+    def _dispatch_loop(self, service: ServiceThread) -> None:
         engine = self._engine
         assert engine is not None
         limit = self.batch_size or 1
-        while not self._stopped.is_set():
+        while not service.stopped:
             if not self._slots.acquire(timeout=_IDLE_WAIT):
                 continue
             batch, wait = self._due_later()
@@ -336,12 +342,6 @@ class PushConsumer:
         """Messages handed to the handler, by the broker id that served them (0 the master)."""
         engine = self._engine
         return {} if engine is None else engine.consumed_from()
-
-
-def _spawn(name: str, target: Callable[[], object]) -> threading.Thread:
-    thread = threading.Thread(target=target, name=name, daemon=True)
-    thread.start()
-    return thread
 
 
 __all__ = ["CONSUME_LATER_DELAY", "ConsumeResult", "PushConsumer"]

@@ -46,6 +46,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from rocketha import _core
+from rocketha._service import ServiceThread, Woke
 from rocketha.arrow import ARROW_SCHEMA, to_record_batch
 from rocketha.exceptions import ConfigError
 
@@ -153,8 +154,7 @@ class TableTier:
         self.path, self.interval, self.tail_age = path, interval, tail_age
         self._check_writable()
         self._app_id = APP_ID.format(broker_name=broker_name)
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._thread = ServiceThread("rocketha-table-tier", self._run)
         self.covered = self._resume()
         store.set_retention_floor(self.covered.end)
 
@@ -175,18 +175,15 @@ class TableTier:
         return mine or Coverage(self.store.min_offset)
 
     def start(self) -> TableTier:
-        self._thread = threading.Thread(target=self._run, name="rocketha-table-tier", daemon=True)
         self._thread.start()
         return self
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
+        self._thread.shutdown()
 
-    def _run(self) -> None:
+    def _run(self, service: ServiceThread) -> None:
         _yield_to_replication()
-        while not self._stop.wait(self.interval):
+        while service.wait_for_running(self.interval) is not Woke.STOPPED:
             try:
                 self.write_once()
             except Exception as e:

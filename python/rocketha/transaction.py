@@ -21,6 +21,7 @@ from enum import StrEnum
 
 from rocketha import _core
 from rocketha._core import Message, MessageExt
+from rocketha._service import ServiceThread
 from rocketha.exceptions import (
     CommitLogCorrupted,
     MQBrokerError,
@@ -136,15 +137,13 @@ class TransactionChecker:
         self._checks: dict[str, Check] = {}
         self._lock = threading.Lock()
         self._closed = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._thread: ServiceThread | None = None
 
     def start(self) -> None:
         """Starts the thread that answers check-backs, once."""
         with self._lock:
             if self._thread is None and not self._closed.is_set():
-                self._thread = threading.Thread(
-                    target=self._run, name=f"rocketha-transaction-check-{self._group}", daemon=True
-                )
+                self._thread = ServiceThread(f"rocketha-transaction-check-{self._group}", self._run)
                 self._thread.start()
 
     def expect(self, transaction_id: str, check: Check | None) -> None:
@@ -164,10 +163,11 @@ class TransactionChecker:
         with self._lock:
             thread, self._thread = self._thread, None
         if thread is not None:
-            thread.join(timeout=self._timeout + 1)
+            thread.shutdown(timeout=self._timeout + 1)
 
-    def _run(self) -> None:
-        while not self._closed.is_set():
+    def _run(self, service: ServiceThread) -> None:
+        # Nothing wakes `next_transaction_check`: a stop is seen within `_CHECK_POLL`.
+        while not service.stopped:
             try:
                 request = self._api.next_transaction_check(_CHECK_POLL)
             except CommitLogCorrupted as e:
