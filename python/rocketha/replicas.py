@@ -20,7 +20,10 @@ each decision of the controller is applied to the :class:`~rocketha.Broker`:
 As master it keeps the SyncStateSet as RocketMQ's does: a slave whose ack reached the master's
 max offset (and the current epoch) joins; one that stays behind for
 ``haMaxTimeSlaveNotCatchup`` (15 s) or disconnects leaves; each change goes to the controller
-(ALTER_SYNC_STATE_SET) and applies once it answers.
+(ALTER_SYNC_STATE_SET) and applies once it answers. It looks when the core tells it that
+something changed (a slave outside the set caught up, a slave's connection closed, the
+controller decided) and when the first member's ``haMaxTimeSlaveNotCatchup`` runs out; a change
+the controller could not take is tried again ``RETRY_INTERVAL_S`` later. Nothing polls.
 
 The controller tells the members of each election at once (NOTIFY_BROKER_ROLE_CHANGED on the
 client port); the manager also reads the group's master every ``syncBrokerMetadataPeriod``, for
@@ -30,12 +33,15 @@ a notification that was lost.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from pathlib import Path
 from typing import Protocol
 
 from rocketha import _core
+from rocketha._events import EventPump
+from rocketha._service import ServiceThread
 from rocketha.config import BrokerConfig
 from rocketha.exceptions import HAError
 from rocketha.ha import HAService
@@ -43,8 +49,13 @@ from rocketha.roles import BrokerRole
 
 log = logging.getLogger("rocketha.replicas")
 
-#: How often the master looks at its slaves' acks for the SyncStateSet.
-CHECK_INTERVAL_S = 0.5
+#: After the controller refused or missed a SyncStateSet change, when it is tried again.
+RETRY_INTERVAL_S = 1.0
+#: The decisions' wait when nothing is due: events end it.
+_IDLE_WAIT_S = 3600.0
+
+#: What the core tells the master of its slaves, among the decisions.
+_SYNC_STATE_EVENTS = frozenset({"CAUGHT_UP", "DISCONNECTED", "WAKE"})
 
 
 class ReplicatedBroker(Protocol):
@@ -72,15 +83,15 @@ class ReplicasManager:
         self.epochs = _core.EpochFileCache(root / "epochFileCheckpoint")
         self.identity_path = root / "brokerIdentity"
         self._native: _core.ReplicasManager | None = None
-        self._thread: threading.Thread | None = None
-        self._stop = threading.Event()
+        self._service: ServiceThread | None = None
+        self._events: EventPump[tuple[str, str, str, bool]] | None = None
         self._decided = threading.Event()
         #: The broker id the controller gave, once registered.
         self.broker_id: int | None = None
         #: The master's SyncStateSet as the controller last confirmed it (ids).
         self.sync_state_set: set[int] = set()
-        #: When each slave's ack last reached the master's max offset (monotonic seconds).
-        self._caught_up: dict[int, float] = {}
+        #: A change the controller did not take: when to try again (monotonic seconds).
+        self._retry_at: float | None = None
 
     @property
     def native(self) -> _core.ReplicasManager:
@@ -105,14 +116,15 @@ class ReplicasManager:
             election_priority=c.broker_election_priority,
         )
         self._native.start()
-        self._thread = threading.Thread(target=self._run, name="rocketha-replicas", daemon=True)
-        self._thread.start()
+        self._events = EventPump("rocketha-replicas-events", self._native.next_events, _log_event)
+        self._service = ServiceThread("rocketha-replicas", self._run, wake=self._native.wake)
+        self._service.start()
 
     def wait_for_role(self) -> None:
         """Blocks until the controller made this broker master or slave, saying every 10 s
         what it waits for (RocketMQ's broker waits, fenced, the same way)."""
         while not self._decided.wait(10.0):
-            if self._stop.is_set():
+            if self._service is None or self._service.stopped:
                 return
             log.warning(
                 "broker %s still waits for the controllers at %s to name its group's master",
@@ -121,33 +133,51 @@ class ReplicasManager:
             )
 
     def shutdown(self) -> None:
-        self._stop.set()
         self._decided.set()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join()
+        if self._service is not None:
+            self._service.shutdown()
         if self._native is not None:
             self._native.shutdown()
+        if self._events is not None:
+            self._events.stop()
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            for decision in self.native.next_decisions(CHECK_INTERVAL_S):
-                if self._stop.is_set():
-                    return
+    def _run(self, service: ServiceThread) -> None:
+        while not service.stopped:
+            decisions = self.native.next_decisions(self._next_look_in())
+            if service.stopped:
+                return
+            for decision in decisions:
+                if decision[0] in _SYNC_STATE_EVENTS:
+                    continue
                 try:
                     self._apply(*decision)
                 except Exception:
                     log.exception("applying the controller's decision %s failed", decision)
-            for _, kind, reason, problem in self.native.next_events(0.0):
-                log.log(logging.WARNING if problem else logging.INFO, "%s: %s", kind, reason)
             if self.broker.role.is_master and self._decided.is_set():
+                self._retry_at = None
                 try:
                     self._check_sync_state_set()
                 except HAError as e:
                     # The controller unreachable or refusing (a partition, a new leader): the
-                    # set stays as it was, and the next look tries again.
+                    # set stays as it was, and the look is made again shortly.
                     log.warning("the SyncStateSet change was not made: %s", e)
+                    self._retry_at = time.monotonic() + RETRY_INTERVAL_S
                 except Exception:
                     log.exception("keeping the SyncStateSet failed")
+
+    def _next_look_in(self) -> float:
+        """Seconds until the SyncStateSet must be looked at with no event: the first member's
+        ``haMaxTimeSlaveNotCatchup`` running out, or a retry; long when neither is due."""
+        ha = self.broker.ha
+        if not self.broker.role.is_master or ha is None or ha.master is None:
+            return _IDLE_WAIT_S
+        not_catchup_s = self.broker.config.ha_max_time_slave_not_catchup / 1000
+        ago = dict(ha.master.caught_up())
+        due = [not_catchup_s - ago[s] for s in self.sync_state_set - {self.broker_id} if s in ago]
+        if self._retry_at is not None:
+            due.append(self._retry_at - time.monotonic())
+        # Just past the limit, so the look finds the member behind it.
+        return max(0.0, min(due) + 0.001) if due else _IDLE_WAIT_S
 
     def _apply(
         self, kind: str, epoch: int, master: str | None, master_id: int | None, members: list[int]
@@ -175,6 +205,8 @@ class ReplicasManager:
         ``inSyncReplicas - 1``; below ``minInSyncReplicas`` they are refused."""
         ha = self.broker.ha
         if ha is not None and ha.master is not None:
+            # This master's slaves catching up or leaving reach the manager as they happen.
+            self.native.watch(ha.master)
             ha.master.set_sync_state_set(
                 sorted(self.sync_state_set - {self.broker_id or 0}),
                 self.broker.config.all_ack_in_sync_state_set,
@@ -185,9 +217,7 @@ class ReplicasManager:
         ha = self.broker.ha
         if ha is None or ha.master is None or self.broker_id is None:
             return
-        now = time.monotonic()
         not_catchup_s = self.broker.config.ha_max_time_slave_not_catchup / 1000
-        max_offset = self.broker.store.max_offset
         # Only slaves that reported count, as RocketMQ expands the set on a report: an empty
         # RocketMQ slave reports first after haSendHeartbeatInterval, and a put must not wait
         # on a member whose ack the master has never had.
@@ -196,17 +226,18 @@ class ReplicasManager:
             for c in ha.master.connections()
             if c["slave_id"] is not None and c["last_ack_ms"] is not None
         }
-        for slave, ack in acks.items():
-            if ack >= max_offset:
-                self._caught_up[slave] = now
+        # How long ago each slave's ack last reached the max offset, kept by the core as the
+        # acks come. A member this master never saw catch up stays until it has, as RocketMQ's
+        # `maybeShrinkSyncStateSet` keeps a slave with no catch-up time.
+        ago = dict(ha.master.caught_up())
         entries = self.epochs.entries()
         epoch_start = entries[-1][1] if entries else 0
-        keep = {
+        keep = {s for s in self.sync_state_set if s in acks and ago.get(s, 0.0) <= not_catchup_s}
+        join = {
             s
-            for s in self.sync_state_set
-            if s in acks and now - self._caught_up.get(s, now) <= not_catchup_s
+            for s, ack in acks.items()
+            if ago.get(s, math.inf) <= not_catchup_s and ack >= epoch_start
         }
-        join = {s for s, ack in acks.items() if ack >= max_offset and ack >= epoch_start}
         wanted = {self.broker_id} | keep | join
         if wanted == self.sync_state_set:
             return
@@ -214,6 +245,11 @@ class ReplicasManager:
         log.info("SyncStateSet %s (epoch %d)", members, set_epoch)
         self.sync_state_set = set(members)
         self.apply_sync_state_set()
+
+
+def _log_event(event: tuple[str, str, str, bool]) -> None:
+    _, kind, reason, problem = event
+    log.log(logging.WARNING if problem else logging.INFO, "%s: %s", kind, reason)
 
 
 __all__ = ["ReplicasManager"]

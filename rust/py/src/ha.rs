@@ -146,6 +146,17 @@ impl HAMaster {
             .collect()
     }
 
+    /// Controller mode: `(slave id, seconds since its ack last reached the max offset)` of
+    /// each live slave that ever caught up (RocketMQ's `connectionCaughtUpTimeTable`).
+    fn caught_up(&self) -> Vec<(u64, f64)> {
+        self.inner
+            .acks()
+            .caught_up()
+            .into_iter()
+            .map(|(slave, ago)| (slave, ago.as_secs_f64()))
+            .collect()
+    }
+
     /// Acked offsets of the live slaves, one per slave, highest first.
     fn slave_ack_offsets(&self) -> Vec<u64> {
         self.inner.acks().slave_offsets()

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use pyo3::prelude::*;
 use rocketha_core::ha::epoch::{EpochFileCache, EpochFileError};
+use rocketha_core::ha::SyncStateEvent;
 use rocketha_core::remoting::ServerEvents;
 use rocketha_core::replicas_manager::{
     BrokerIdentity, ControllerApi, ReplicasConfig, ReplicasManager as CoreReplicasManager,
@@ -17,6 +18,7 @@ use rocketha_core::replicas_manager::{
 use rocketha_core::MessageStore;
 
 use crate::errors::{ConfigError, ForkGuard, HAError};
+use crate::ha::HAMaster;
 use crate::store::PyMessageStore;
 
 /// The epochs of a broker's log (`storePathEpochFile`), shared by its HA side and its
@@ -61,7 +63,9 @@ impl PyEpochFileCache {
     }
 }
 
-/// `("MASTER", epoch, sync state set)` or `("SLAVE", epoch, master address, master id)`.
+/// `("MASTER", epoch, sync state set)` or `("SLAVE", epoch, master address, master id)`, or
+/// what may change a master's SyncStateSet: `("CAUGHT_UP" | "DISCONNECTED", 0, None, slave
+/// id)`; `("WAKE", ...)` ends a wait.
 type Decision = (&'static str, i32, Option<String>, Option<i64>, Vec<i64>);
 
 /// Queues the manager's decisions for Python; reads the store for the heartbeats.
@@ -113,6 +117,8 @@ impl Decisions {
 #[pyclass(frozen, module = "rocketha._core")]
 pub struct ReplicasManager {
     pub(crate) inner: Arc<CoreReplicasManager>,
+    /// Where the master's SyncStateSet events and [`Self::wake`] join the decisions.
+    listener: Arc<Decisions>,
     decisions: Mutex<Receiver<Decision>>,
     events: Arc<ServerEvents>,
     guard: ForkGuard,
@@ -166,9 +172,10 @@ impl ReplicasManager {
             election_priority,
         };
         let events = Arc::new(ServerEvents::default());
-        let inner = CoreReplicasManager::new(api, config, listener, events.clone());
+        let inner = CoreReplicasManager::new(api, config, listener.clone(), events.clone());
         Ok(Self {
             inner: Arc::new(inner),
+            listener,
             decisions: Mutex::new(rx),
             events,
             guard: ForkGuard::new(),
@@ -192,6 +199,27 @@ impl ReplicasManager {
             out.extend(rx.try_iter());
             out
         }))
+    }
+
+    /// As master: `master`'s slaves catching up and disconnecting arrive among the decisions.
+    fn watch(&self, master: PyRef<'_, HAMaster>) {
+        let decisions = self.listener.clone();
+        master
+            .inner
+            .acks()
+            .set_sync_state_listener(Arc::new(move |event| {
+                let (kind, slave) = match event {
+                    SyncStateEvent::CaughtUp(slave) => ("CAUGHT_UP", slave),
+                    SyncStateEvent::Disconnected(slave) => ("DISCONNECTED", slave),
+                };
+                let slave = i64::try_from(slave).ok();
+                let _ = decisions.send((kind, 0, None, slave, vec![]));
+            }));
+    }
+
+    /// Ends a [`Self::next_decisions`] wait now (a stop).
+    fn wake(&self) {
+        let _ = self.listener.send(("WAKE", 0, None, None, vec![]));
     }
 
     /// Registrations, elections and failures, with reasons: `(controller, event, reason,

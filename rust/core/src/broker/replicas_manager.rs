@@ -131,6 +131,8 @@ impl ReplicasManager {
     pub fn shutdown(&self) {
         self.thread.shutdown();
         self.api.shutdown();
+        // Whoever drains the events returns now, with what was queued last.
+        self.events.wake();
     }
 
     pub fn state(&self) -> ReplicaState {

@@ -1,11 +1,17 @@
 //! RocketMQ's `slaveAckOffset` of every connection, counted per distinct slave, and
 //! `push2SlaveMaxOffset`. Every change is pushed to the store's GroupTransferService, which is
 //! what puts wait on; nothing here blocks.
+//!
+//! In controller mode it also keeps RocketMQ's `connectionCaughtUpTimeTable` (when each slave's
+//! ack last reached the master's max offset) and tells a [`SyncStateListener`] what may change
+//! the SyncStateSet: a slave outside it caught up, a slave's last connection closed. The
+//! decision stays with the replicas manager, which looks when told and when a member's
+//! `haMaxTimeSlaveNotCatchup` runs out, never on a timer.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::store::group_transfer::GroupTransferService;
 use crate::store::MessageStore;
@@ -28,6 +34,30 @@ pub struct AckTable {
     /// The confirm offset the store was last told, `u64::MAX` for none, [`UNTOLD`] before the
     /// first.
     confirmed: AtomicU64,
+    /// When each slave caught up, and who hears of it.
+    caught_up: Mutex<CaughtUp>,
+}
+
+/// What may change a controller-mode master's SyncStateSet, as it happens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SyncStateEvent {
+    /// A slave outside the set acked the master's max offset (once per set).
+    CaughtUp(u64),
+    /// A slave's last connection closed.
+    Disconnected(u64),
+}
+
+/// Hears [`SyncStateEvent`]s; called outside the table's lock, from the HA loop's thread.
+pub type SyncStateListener = Arc<dyn Fn(SyncStateEvent) + Send + Sync>;
+
+/// RocketMQ's `connectionCaughtUpTimeTable`, and who is told of a catch-up.
+#[derive(Default)]
+struct CaughtUp {
+    /// Slave key -> when its ack last reached the master's max offset.
+    at: HashMap<u64, Instant>,
+    /// Slaves whose catch-up was told since the set last changed: told once, not per ack.
+    told: BTreeSet<u64>,
+    listener: Option<SyncStateListener>,
 }
 
 /// No confirm offset told yet: the first is always told, as the store may still hold records
@@ -79,7 +109,60 @@ impl AckTable {
             sync_state_set: Mutex::new(None),
             store,
             confirmed: AtomicU64::new(UNTOLD),
+            caught_up: Mutex::default(),
         }
+    }
+
+    /// Controller mode: `listener` hears what may change the SyncStateSet.
+    pub fn set_sync_state_listener(&self, listener: SyncStateListener) {
+        lock(&self.caught_up).listener = Some(listener);
+    }
+
+    /// How long ago each slave's ack last reached the master's max offset (RocketMQ's
+    /// `isSlaveCaughtUp` compares it with `haMaxTimeSlaveNotCatchup`); live slaves only.
+    pub fn caught_up(&self) -> Vec<(u64, Duration)> {
+        let now = Instant::now();
+        let mut out: Vec<(u64, Duration)> = lock(&self.caught_up)
+            .at
+            .iter()
+            .map(|(&slave, &at)| (slave, now.saturating_duration_since(at)))
+            .collect();
+        out.sort_unstable();
+        out
+    }
+
+    /// Records a report of `slave` at `offset`; the event to tell, if any.
+    fn note_report(&self, slave: u64, offset: u64) -> Option<(SyncStateListener, SyncStateEvent)> {
+        let store = self.store.as_ref()?;
+        if offset < store.max_offset() {
+            return None;
+        }
+        let member = lock(&self.sync_state_set)
+            .as_ref()
+            .is_some_and(|set| set.slaves.contains(&slave));
+        let mut caught_up = lock(&self.caught_up);
+        caught_up.at.insert(slave, Instant::now());
+        if member || !caught_up.told.insert(slave) {
+            return None;
+        }
+        let listener = caught_up.listener.clone()?;
+        Some((listener, SyncStateEvent::CaughtUp(slave)))
+    }
+
+    /// `slave` lost a connection; the event to tell when it was its last.
+    fn note_closed(
+        &self,
+        table: &HashMap<u64, (u64, u64)>,
+        slave: u64,
+    ) -> Option<(SyncStateListener, SyncStateEvent)> {
+        if table.values().any(|(k, _)| *k == slave) {
+            return None;
+        }
+        let mut caught_up = lock(&self.caught_up);
+        caught_up.at.remove(&slave);
+        caught_up.told.remove(&slave);
+        let listener = caught_up.listener.clone()?;
+        Some((listener, SyncStateEvent::Disconnected(slave)))
     }
 
     /// RocketMQ's `computeConfirmOffset`, handed to the store, which dispatches up to it: with
@@ -141,6 +224,8 @@ impl AckTable {
         };
         policy.in_sync_replicas = set.as_ref().map(|s| s.slaves.len() + 1);
         *lock(&self.sync_state_set) = set;
+        // A slave left out of the new set is told of again when it catches up.
+        lock(&self.caught_up).told.clear();
         self.group_transfer.set_policy(policy);
         let table = lock(&self.by_connection);
         self.confirm(&table);
@@ -150,6 +235,9 @@ impl AckTable {
     }
 
     pub(crate) fn update(&self, connection: u64, slave_key: u64, offset: u64) {
+        if let Some((listener, event)) = self.note_report(slave_key, offset) {
+            listener(event);
+        }
         let mut table = lock(&self.by_connection);
         let prev = table.insert(connection, (slave_key, offset));
         if prev.map(|p| p.1) != Some(offset) {
@@ -168,11 +256,15 @@ impl AckTable {
 
     pub(crate) fn remove(&self, connection: u64) {
         let mut table = lock(&self.by_connection);
-        if table.remove(&connection).is_some() {
+        if let Some((slave, _)) = table.remove(&connection) {
             self.confirm(&table);
             let completions = self.group_transfer.record_acks(self.counted(&table));
+            let closed = self.note_closed(&table, slave);
             drop(table);
             completions.run();
+            if let Some((listener, event)) = closed {
+                listener(event);
+            }
         }
     }
 
@@ -412,5 +504,47 @@ mod tests {
         }));
         put(&store, b"d");
         assert_eq!(readable(&store).len(), 5);
+    }
+
+    #[test]
+    fn a_catch_up_outside_the_set_and_a_last_close_are_told_once() {
+        use crate::store::confirm::tests::{open, put};
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(open(dir.path()));
+        let g = store.group_transfer().unwrap().clone();
+        let t = AckTable::new(g, Some(store.clone()));
+        let told = Arc::new(Mutex::new(Vec::new()));
+        let sink = told.clone();
+        t.set_sync_state_listener(Arc::new(move |e| lock(&sink).push(e)));
+        t.set_sync_state_set(all_ack(&[2]));
+        let a = put(&store, b"a");
+        // Behind: nothing; caught up: told once, however often it reports so.
+        t.update(1, 3, a - 1);
+        assert!(lock(&told).is_empty());
+        t.update(1, 3, a);
+        t.update(1, 3, a);
+        // A member's catch-up changes nothing to tell.
+        t.update(2, 2, a);
+        assert_eq!(*lock(&told), vec![SyncStateEvent::CaughtUp(3)]);
+        let slaves: Vec<u64> = t.caught_up().into_iter().map(|(s, _)| s).collect();
+        assert_eq!(slaves, vec![2, 3]);
+        // A new set: a slave still outside it is told of again.
+        t.set_sync_state_set(all_ack(&[2]));
+        t.update(1, 3, a);
+        // Two connections of one slave: only the last close is told, and it is no longer
+        // caught up.
+        t.update(4, 2, a);
+        t.remove(2);
+        t.remove(4);
+        assert_eq!(
+            *lock(&told),
+            vec![
+                SyncStateEvent::CaughtUp(3),
+                SyncStateEvent::CaughtUp(3),
+                SyncStateEvent::Disconnected(2)
+            ]
+        );
+        let slaves: Vec<u64> = t.caught_up().into_iter().map(|(s, _)| s).collect();
+        assert_eq!(slaves, vec![3]);
     }
 }

@@ -25,7 +25,7 @@ pub(crate) mod frame;
 pub mod master;
 mod prefix_check;
 
-pub use ack::SyncStateSet;
+pub use ack::{SyncStateEvent, SyncStateListener, SyncStateSet};
 
 use std::time::Duration;
 
