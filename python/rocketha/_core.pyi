@@ -291,17 +291,9 @@ class ReplicasManager:
         cls,
         store: MessageStore,
         epochs: EpochFileCache,
-        controller_addr: str,
-        cluster_name: str,
-        broker_name: str,
+        config: BrokerConfig,
         broker_addr: str,
         identity_path: str | os.PathLike[str],
-        *,
-        heartbeat_interval_ms: int = 1000,
-        controller_heartbeat_timeout_ms: int = 10000,
-        sync_broker_metadata_period_ms: int = 5000,
-        sync_controller_metadata_period_ms: int = 10000,
-        election_priority: int = ...,
     ) -> Self: ...
     def start(self) -> None: ...
     def next_decisions(

@@ -268,39 +268,53 @@ class BrokerConfig:
     source: str = field(default="<code>", compare=False)
 
     def __post_init__(self) -> None:
-        # The core parses and checks every value; the fields take its typed results.
-        for name, value in self.native().values().items():
+        # The core parses and checks every value, once; the fields take its typed results.
+        self._adopt(self._parse())
+
+    def _parse(self) -> _core.BrokerConfig:
+        values = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in _OWN}
+        return _core.BrokerConfig(source=self.source, **values)
+
+    def _adopt(self, native: _core.BrokerConfig) -> None:
+        """Takes ``native``'s typed values as the fields, and ``native`` as what the services
+        are handed, with no second parse."""
+        for name, value in native.values().items():
             if name == "broker_role":
                 value = BrokerRole(value)
             elif name == "flush_disk_type":
                 value = FlushDiskType(value)
-            setattr(self, name, value)
+            object.__setattr__(self, name, value)
+        object.__setattr__(self, "_native", native)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        super().__setattr__(name, value)
+        if name not in _OWN:
+            # A field changed in place: the next native() parses the fields as they are now.
+            self.__dict__.pop("_native", None)
+
+    def __getstate__(self) -> dict[str, Any]:
+        # The core's object stays behind (PySpark pickles configs to its workers); the
+        # fields are the config, and the first native() there parses them.
+        state = dict(self.__dict__)
+        state.pop("_native", None)
+        return state
 
     def _fail(self, name: str, problem: str) -> ConfigError:
         return ConfigError(f"{self.source}: {_KEYS[name]}: {problem}")
 
     def native(self) -> _core.BrokerConfig:
-        """The core's config of these fields as they are now, checked: what the store, the HA
-        service and the broker's client port are given."""
-        values = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in _OWN}
-        return _core.BrokerConfig(source=self.source, **values)
+        """The core's config of these fields, checked: what the store, the HA service, the
+        replicas manager and the broker's client port are given. Parsed when the config was
+        made, and again only after a field was changed in place."""
+        native: _core.BrokerConfig | None = self.__dict__.get("_native")
+        if native is None:
+            native = self._parse()
+            object.__setattr__(self, "_native", native)
+        return native
 
     def validate(self) -> None:
         """Rejects settings that contradict each other, naming the key."""
         self.native()
-
-    def retention_options(self) -> dict[str, Any]:
-        """The retention keys as :class:`MessageStore` keywords."""
-        return {
-            "delete_when": self.delete_when,
-            "file_reserved_time": self.file_reserved_time,
-            "file_reserved_time_unit_ms": self.file_reserved_time_unit_ms,
-            "disk_max_used_space_ratio": self.disk_max_used_space_ratio,
-            "disk_space_clean_forcibly_ratio": self.disk_space_clean_forcibly_ratio,
-            "disk_space_warning_level_ratio": self.disk_space_warning_level_ratio,
-            "clean_resource_interval": self.clean_resource_interval,
-            "delete_file_batch_max": self.delete_file_batch_max,
-        }
 
     # -- loading ---------------------------------------------------------------------------
 
@@ -338,7 +352,11 @@ class BrokerConfig:
         """``origins``: where a key came from when not from ``source``, for its errors."""
         native = _core.BrokerConfig(props, source=source, origins=origins or {}, **overrides)
         ignored = native.ignored_keys
-        config = cls(**native.values(), ignored_keys=ignored, source=source)
+        # Built around the parse just made: the dataclass's __init__ would parse again.
+        config = cls.__new__(cls)
+        object.__setattr__(config, "ignored_keys", ignored)
+        object.__setattr__(config, "source", source)
+        config._adopt(native)
         if ignored:
             # A warning, not INFO: a key the operator set that changes nothing is worth seeing.
             log.warning(

@@ -100,20 +100,12 @@ class ReplicasManager:
         return self._native
 
     def start(self) -> None:
-        c = self.broker.config
         self._native = _core.ReplicasManager(
             self.broker.store,
             self.epochs,
-            c.controller_addr,
-            c.broker_cluster_name,
-            c.broker_name,
+            self.broker.config.native(),
             self.broker.listen_address,
             self.identity_path,
-            heartbeat_interval_ms=c.broker_heartbeat_interval,
-            controller_heartbeat_timeout_ms=c.controller_heart_beat_timeout_mills,
-            sync_broker_metadata_period_ms=c.sync_broker_metadata_period,
-            sync_controller_metadata_period_ms=c.sync_controller_metadata_period,
-            election_priority=c.broker_election_priority,
         )
         self._native.start()
         self._events = EventPump("rocketha-replicas-events", self._native.next_events, _log_event)

@@ -22,7 +22,7 @@ from benches.peers.rocketmq import VERSION_5, RocketMQ
 pytestmark = pytest.mark.interop
 
 CLUSTER, GROUP = "RochaCluster", "rocha-ctl"
-FAST = {"heartbeat_interval_ms": 200, "sync_broker_metadata_period_ms": 300}
+FAST = {"broker_heartbeat_interval": 200, "sync_broker_metadata_period": 300}
 
 
 @pytest.fixture(scope="module")
@@ -39,15 +39,14 @@ class Member:
         self.root, self.addr = root, addr
         self.store = MessageStore(root, mapped_file_size_commit_log=1 << 20)
         self.epochs = _core.EpochFileCache(root / "epochFileCheckpoint")
-        self.manager = _core.ReplicasManager(
-            self.store,
-            self.epochs,
-            controllers.controller_addr,
-            CLUSTER,
-            GROUP,
-            addr,
-            root / "brokerIdentity",
+        config = _core.BrokerConfig(
+            controller_addr=controllers.controller_addr,
+            broker_cluster_name=CLUSTER,
+            broker_name=GROUP,
             **FAST,
+        )
+        self.manager = _core.ReplicasManager(
+            self.store, self.epochs, config, addr, root / "brokerIdentity"
         )
         self.manager.start()
 

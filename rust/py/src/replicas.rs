@@ -12,11 +12,11 @@ use rocketha_core::ha::epoch::{EpochFileCache, EpochFileError};
 use rocketha_core::ha::SyncStateEvent;
 use rocketha_core::remoting::ServerEvents;
 use rocketha_core::replicas_manager::{
-    BrokerIdentity, ControllerApi, ReplicasConfig, ReplicasManager as CoreReplicasManager,
-    RoleListener, SyncStateSet,
+    ControllerApi, ReplicasManager as CoreReplicasManager, RoleListener, SyncStateSet,
 };
 use rocketha_core::MessageStore;
 
+use crate::config::PyBrokerConfig;
 use crate::errors::{ConfigError, ForkGuard, HAError};
 use crate::ha::HAMaster;
 use crate::store::PyMessageStore;
@@ -126,51 +126,24 @@ pub struct ReplicasManager {
 
 #[pymethods]
 impl ReplicasManager {
+    /// The manager of the broker `config` describes, whose client port is `broker_addr` and
+    /// whose store keeps its broker id at `identity_path`.
     #[new]
-    #[pyo3(signature = (store, epochs, controller_addr, cluster_name, broker_name, broker_addr, identity_path, *, heartbeat_interval_ms=1000, controller_heartbeat_timeout_ms=10000, sync_broker_metadata_period_ms=5000, sync_controller_metadata_period_ms=10000, election_priority=i32::MAX))]
-    #[allow(clippy::too_many_arguments)]
     fn new(
         store: PyRef<'_, PyMessageStore>,
         epochs: PyRef<'_, PyEpochFileCache>,
-        controller_addr: &str,
-        cluster_name: String,
-        broker_name: String,
+        config: PyRef<'_, PyBrokerConfig>,
         broker_addr: String,
         identity_path: PathBuf,
-        heartbeat_interval_ms: u64,
-        controller_heartbeat_timeout_ms: u64,
-        sync_broker_metadata_period_ms: u64,
-        sync_controller_metadata_period_ms: u64,
-        election_priority: i32,
     ) -> PyResult<Self> {
-        let addrs: Vec<String> = controller_addr
-            .split(';')
-            .map(str::trim)
-            .filter(|a| !a.is_empty())
-            .map(str::to_owned)
-            .collect();
-        let api = ControllerApi::new(addrs, None)?;
+        let api = ControllerApi::new(config.inner.controller_addrs(), None)?;
         let (tx, rx) = channel();
         let listener = Arc::new(Decisions {
             tx: Mutex::new(tx),
             store: store.store()?.clone(),
             epochs: epochs.inner.clone(),
         });
-        let config = ReplicasConfig {
-            identity: BrokerIdentity {
-                cluster_name,
-                broker_name,
-                broker_addr,
-            },
-            identity_path,
-            heartbeat_interval: Duration::from_millis(heartbeat_interval_ms),
-            controller_heartbeat_timeout: Duration::from_millis(controller_heartbeat_timeout_ms),
-            sync_broker_metadata_period: Duration::from_millis(sync_broker_metadata_period_ms),
-            sync_controller_metadata_period: Duration::from_millis(
-                sync_controller_metadata_period_ms,
-            ),
-            election_priority,
-        };
+        let config = config.inner.replicas_config(broker_addr, identity_path);
         let events = Arc::new(ServerEvents::default());
         let inner = CoreReplicasManager::new(api, config, listener.clone(), events.clone());
         Ok(Self {

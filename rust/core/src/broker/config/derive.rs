@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::{invalid, BrokerConfig, BrokerRole, ConfigError};
+use crate::broker::replicas_manager::{BrokerIdentity, ReplicasConfig};
 use crate::broker::{BrokerControllerConfig, BrokerSettings, TransactionSettings, TransferLimit};
 use crate::ha::HaConfig;
 use crate::remoting::ServerConfig;
@@ -149,6 +150,35 @@ impl BrokerConfig {
             broker_config: self.clone(),
             replicas: None,
         }
+    }
+
+    /// Controller mode's `ReplicasManager`, for a broker whose client port is `broker_addr`
+    /// (`brokerIP1:listenPort` with the port actually bound) and whose store keeps its broker
+    /// id at `identity_path`.
+    pub fn replicas_config(&self, broker_addr: String, identity_path: PathBuf) -> ReplicasConfig {
+        ReplicasConfig {
+            identity: BrokerIdentity {
+                cluster_name: self.broker_cluster_name.clone(),
+                broker_name: self.broker_name.clone(),
+                broker_addr,
+            },
+            identity_path,
+            heartbeat_interval: millis(self.broker_heartbeat_interval),
+            controller_heartbeat_timeout: millis(self.controller_heart_beat_timeout_mills),
+            sync_broker_metadata_period: millis(self.sync_broker_metadata_period),
+            sync_controller_metadata_period: millis(self.sync_controller_metadata_period),
+            election_priority: narrow(self.broker_election_priority),
+        }
+    }
+
+    /// `controllerAddr`: the controllers, `host:port` separated by `;`.
+    pub fn controller_addrs(&self) -> Vec<String> {
+        self.controller_addr
+            .split(';')
+            .map(str::trim)
+            .filter(|a| !a.is_empty())
+            .map(str::to_owned)
+            .collect()
     }
 
     /// What the name servers hand this master's slaves: its HA port on a reachable host

@@ -542,3 +542,156 @@ fn services_configs_are_derived_with_the_same_defaults() {
     );
     assert_eq!(slave.advertised_ha_address(7), "10.0.0.1:7");
 }
+
+/// Each derived config as text, `broker.conf`'s own copy left out of the controller's.
+fn services(c: &BrokerConfig) -> Vec<(&'static str, String)> {
+    let host: SocketAddr = "127.0.0.1:10911".parse().unwrap();
+    let mut controller = c.controller_config();
+    controller.broker_config = BrokerConfig::default();
+    // The processors' settings are a service of their own below.
+    controller.settings = BrokerConfig::default().settings();
+    vec![
+        ("store", format!("{:?}", c.store_config(host).ok())),
+        ("ha", format!("{:?}", c.ha_config(None))),
+        ("processors", format!("{:?}", c.settings())),
+        ("controller", format!("{controller:?}")),
+        (
+            "replicas",
+            format!(
+                "{:?} {:?}",
+                c.replicas_config("b".into(), "p".into()),
+                c.controller_addrs()
+            ),
+        ),
+    ]
+}
+
+/// Values to try for a key besides its default, the first that loads alone being taken.
+fn other_values(default: &Value) -> Vec<String> {
+    match default {
+        Value::Int(n) => [n + 1, n.saturating_mul(2), 1, 2, 100, 60_000]
+            .iter()
+            .filter(|v| *v != n)
+            .map(i64::to_string)
+            .collect(),
+        Value::Bool(b) => vec![(!b).to_string()],
+        Value::Str(_) | Value::Unset => [
+            "127.0.0.2",
+            "127.0.0.1:9876",
+            "SYNC_MASTER",
+            "SYNC_FLUSH",
+            "04",
+            "x",
+            "1s 2s",
+        ]
+        .map(str::to_owned)
+        .to_vec(),
+    }
+}
+
+/// Which keys reach which service's config, found by setting each key to another value and
+/// comparing each derived config with the defaults'. A key the broker reads for a service
+/// must reach it through `derive.rs`: a key that stops reaching its service, or a service that
+/// starts reading another key, shows up here.
+#[test]
+fn the_keys_that_reach_each_service() {
+    let defaults = BrokerConfig::default();
+    let base = services(&defaults);
+    let mut reach: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();
+    for (&key, (_, default)) in BrokerConfig::KEYS.iter().zip(defaults.values()) {
+        let changed = other_values(&default)
+            .iter()
+            .find_map(|v| load(&[(key, v)]).ok().filter(|l| l.config != defaults));
+        let Some(loaded) = changed else {
+            reach.entry("(not probed alone)").or_default().push(key);
+            continue;
+        };
+        let mut reached = false;
+        for ((service, before), (_, after)) in base.iter().zip(services(&loaded.config)) {
+            if *before != after {
+                reach.entry(service).or_default().push(key);
+                reached = true;
+            }
+        }
+        if !reached {
+            // Ports, addresses, secrets, TLS files: what the Python broker binds or reads.
+            reach.entry("(the broker process)").or_default().push(key);
+        }
+    }
+    let listed: Vec<(&str, String)> = reach
+        .iter()
+        .map(|(service, keys)| (*service, keys.join(" ")))
+        .collect();
+    let expected: &[(&str, &str)] = &[
+        (
+            "(not probed alone)",
+            concat!(
+                "brokerId tls.server.mode tls.server.keyPassword tls.server.need.client.auth ",
+                "tls.client.keyPassword haTransferCrc deleteWhen tableTierTopics tableTierPath ",
+                "enableControllerMode",
+            ),
+        ),
+        (
+            "(the broker process)",
+            concat!(
+                "listenPort listenAddress remotingAllowInsecure tls.server.certPath ",
+                "tls.server.keyPath tls.server.trustCertPath tls.enable tls.test.mode.enable ",
+                "tls.client.trustCertPath tls.client.certPath tls.client.keyPath aclEnable ",
+                "aclPlainFile haListenPort haListenAddress haMasterAddress inSyncReplicas ",
+                "maxHaTransferByteInSecond haAuthSecret haAuthSecretFile haAuthSecretEnv ",
+                "haAllowInsecure metricsPort metricsAddress tableTierInterval tableTierTailAge ",
+                "allAckInSyncStateSet haMaxTimeSlaveNotCatchup",
+            ),
+        ),
+        (
+            "controller",
+            concat!(
+                "brokerRole brokerIP1 namesrvAddr registerNameServerPeriod ",
+                "flushConsumerOffsetInterval slaveSyncInterval",
+            ),
+        ),
+        (
+            "ha",
+            concat!(
+                "haSendHeartbeatInterval haHousekeepingInterval haTransferBatchSize ",
+                "haFlowControlEnable syncFromLastFile haAcceptZeroBodyCrc",
+            ),
+        ),
+        (
+            "processors",
+            concat!(
+                "brokerClusterName brokerName compressedRegister autoCreateTopicEnable ",
+                "clusterTopicEnable brokerTopicEnable defaultTopicQueueNums maxTopicQueueNums ",
+                "brokerPermission slaveReadEnable accessMessageInMemoryMaxRatio ",
+                "whichBrokerWhenConsumeSlowly enablePropertyFilter longPollingEnable ",
+                "autoCreateSubscriptionGroup maxTransferBytesOnMessageInMemory ",
+                "maxTransferCountOnMessageInMemory maxTransferBytesOnMessageInDisk ",
+                "maxTransferCountOnMessageInDisk maxMessageSize fileReservedTime ",
+                "fileReservedTimeUnitMs rejectTransactionMessage transactionTimeOut ",
+                "transactionCheckMax transactionCheckInterval rebalanceLockMaxLiveTime",
+            ),
+        ),
+        (
+            "replicas",
+            concat!(
+                "brokerClusterName brokerName controllerAddr brokerHeartbeatInterval ",
+                "controllerHeartBeatTimeoutMills syncBrokerMetadataPeriod ",
+                "syncControllerMetadataPeriod brokerElectionPriority",
+            ),
+        ),
+        (
+            "store",
+            concat!(
+                "brokerRole flushDiskType storePathRootDir mappedFileSizeCommitLog ",
+                "mappedFileSizeConsumeQueue slaveTimeout syncFlushTimeout haMaxGapNotInSync ",
+                "flushIntervalCommitLog haAcceptZeroBodyCrc fileReservedTime ",
+                "diskMaxUsedSpaceRatio diskSpaceCleanForciblyRatio diskSpaceWarningLevelRatio ",
+                "cleanResourceInterval deleteFileBatchMax fileReservedTimeUnitMs ",
+                "storePathCommitLog messageDelayLevel flushDelayOffsetInterval minInSyncReplicas ",
+                "messageIndexEnable maxHashSlotNum maxIndexNum",
+            ),
+        ),
+    ];
+    let listed: Vec<(&str, &str)> = listed.iter().map(|(s, k)| (*s, k.as_str())).collect();
+    assert_eq!(listed, expected);
+}
