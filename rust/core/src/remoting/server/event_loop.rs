@@ -486,19 +486,7 @@ impl EventLoop {
                 shared: self.shared.clone(),
             },
         };
-        let code = request.code;
-        let processor = &self.processor;
-        let response = match catch_unwind(AssertUnwindSafe(|| processor.process(request, &ctx))) {
-            Ok(response) => response,
-            // As Netty's handler answers an exception: the loop and the other peers go on.
-            Err(_) => Some(RemotingCommand::response_to(
-                &RemotingCommand::request(code, opaque),
-                response_code::SYSTEM_ERROR,
-                Some(format!(
-                    "request code {code} failed: the processor panicked"
-                )),
-            )),
-        };
+        let response = super::process_caught(&*self.processor, request, &ctx);
         let Some(mut response) = response else {
             return Ok(());
         };

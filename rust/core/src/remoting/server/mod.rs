@@ -66,6 +66,28 @@ pub(crate) fn not_supported(request: &RemotingCommand) -> RemotingCommand {
     )
 }
 
+/// `processor`'s answer to `request`; a panic in it is answered SYSTEM_ERROR, as Netty's
+/// handler answers an exception, and the thread (the loop, a worker) and its peers go on.
+fn process_caught(
+    processor: &dyn RequestProcessor,
+    request: RemotingCommand,
+    ctx: &RequestContext,
+) -> Option<RemotingCommand> {
+    let (code, opaque) = (request.code, request.opaque);
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        processor.process(request, ctx)
+    }))
+    .unwrap_or_else(|_| {
+        Some(RemotingCommand::response_to(
+            &RemotingCommand::request(code, opaque),
+            response_code::SYSTEM_ERROR,
+            Some(format!(
+                "request code {code} failed: the processor panicked"
+            )),
+        ))
+    })
+}
+
 /// Limits of a server, RocketMQ's by default.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {

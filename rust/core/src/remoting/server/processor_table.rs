@@ -14,7 +14,6 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Mutex};
 
 use super::{not_supported, RequestContext, RequestProcessor};
@@ -195,18 +194,8 @@ impl Worker {
             request,
             ctx,
         } = job;
-        let (code, opaque, oneway) = (request.code, request.opaque, request.is_oneway());
-        let response = match catch_unwind(AssertUnwindSafe(|| processor.process(request, &ctx))) {
-            Ok(response) => response,
-            // As the loop answers a processor's panic: this worker and the others go on.
-            Err(_) => Some(RemotingCommand::response_to(
-                &RemotingCommand::request(code, opaque),
-                response_code::SYSTEM_ERROR,
-                Some(format!(
-                    "request code {code} failed: the processor panicked"
-                )),
-            )),
-        };
+        let oneway = request.is_oneway();
+        let response = super::process_caught(&*processor, request, &ctx);
         if let Some(response) = response.filter(|_| !oneway) {
             ctx.responder().send(response);
         }
