@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from helpers import write_conf
-from rocketha import Broker, BrokerConfig, BrokerRole, ConfigError, FlushDiskType, Message
+from rocketha import Broker, BrokerConfig, BrokerRole, ConfigError, FlushDiskType, Message, _core
 
 CONF = Path(__file__).parent.parent / "examples" / "conf"
 EXAMPLES = [*sorted(CONF.rglob("*.properties")), CONF / "broker.conf"]
@@ -184,3 +184,32 @@ def test_the_core_holds_the_config_and_the_view_states_no_default() -> None:
         _core.BrokerConfig({"brokerId": "3"}, source="b.conf")
     with pytest.raises(TypeError, match="no_such_field"):
         _core.BrokerConfig(no_such_field=1)
+
+
+def test_a_broker_parses_its_config_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Loaded from broker.conf and started, the config is parsed and checked by the core once;
+    # the store, the HA side and the client port are handed that one parse.
+    parsed: list[object] = []
+    real = _core.BrokerConfig
+
+    def counting(*args: object, **kwargs: object) -> _core.BrokerConfig:
+        parsed.append(args)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_core, "BrokerConfig", counting)
+    conf = write_conf(
+        tmp_path / "b.conf",
+        storePathRootDir=tmp_path / "store",
+        listenPort=0,
+        haListenPort=0,
+    )
+    with Broker(BrokerConfig.load(conf)) as broker:
+        broker.put(Message("T", b"x"))
+    assert len(parsed) == 1
+    # A field changed in place is what the next start is given: parsed again, then once.
+    config = BrokerConfig.load(conf)
+    config.listen_port = 0
+    config.store_path_root_dir = str(tmp_path / "other")
+    assert config.native().store_path_root_dir == str(tmp_path / "other")
+    assert config.native() is config.native()
+    assert len(parsed) == 3
