@@ -34,6 +34,11 @@ pub use consumer::{decode_pulled, ConsumerData, PullReply, PulledRange, Subscrip
 
 /// `MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX`.
 pub(crate) const PROPERTY_UNIQ_KEY: &str = "UNIQ_KEY";
+/// `MQVersion.Version.V3_4_9`'s ordinal: a broker takes the `maxReconsumeTimes` of a send-back
+/// or of a send to a retry topic only from requests of this version on (else the group's
+/// `retryMaxTimes`), so those requests say it; the client's other requests say 0.
+const SEND_BACK_VERSION: i32 = 121;
+
 /// `MixAll.RETRY_GROUP_TOPIC_PREFIX`.
 const RETRY_GROUP_TOPIC_PREFIX: &str = "%RETRY%";
 /// `MessageConst.PROPERTY_RECONSUME_TIME` and `PROPERTY_MAX_RECONSUME_TIMES`: what a send to a
@@ -482,7 +487,7 @@ fn stamp(
     };
     let mut request = send_request(header, &stamped);
     if counts.1.is_some() {
-        request.version = consumer::SEND_BACK_VERSION;
+        request.version = SEND_BACK_VERSION;
     }
     (request, ids)
 }
@@ -669,7 +674,7 @@ mod tests {
             (header.reconsume_times, header.max_reconsume_times),
             (Some(3), Some(16))
         );
-        assert_eq!(request.version, consumer::SEND_BACK_VERSION);
+        assert_eq!(request.version, SEND_BACK_VERSION);
         let kept = header.properties.unwrap();
         assert!(
             kept.starts_with("RETRY_TOPIC\u{1}T\u{2}UNIQ_KEY\u{1}"),

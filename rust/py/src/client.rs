@@ -1,6 +1,12 @@
-//! The producer's wire side for Python: RocketMQ's `MQClientAPIImpl` (connections, route
-//! lookup, sends) from the core, called with the GIL released. Policy (routes, queues,
-//! retries) is `rocketha.client.Producer`'s.
+//! The client's wire side for Python: RocketMQ's `MQClientAPIImpl` (connections, route
+//! lookup, the producer's sends, the consumer's pulls and offsets, operators' queries) from the
+//! core, called with the GIL released. Policy (routes, queues, retries) is `rocketha.client`'s
+//! and `rocketha.consumer`'s.
+//!
+//! One class, so one `#[pymethods]` block (pyo3 takes more only with its `multiple-pymethods`
+//! feature and the `inventory` crate): its methods stay here, thin, and what they do with
+//! their arguments and answers lives by concept beside it: `send` for the producer's, `consumer`
+//! for the consumer's.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -9,10 +15,9 @@ use std::time::Duration;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use rocketha_core::acl::SessionCredentials;
-use rocketha_core::arrow;
 use rocketha_core::client::{
-    decode_pulled, ConsumerData, MqClientApi, OutgoingMessage, PullReply, SendError, SendOutcome,
-    SendTarget, SubscriptionData, AUTO_CREATE_TOPIC_KEY_TOPIC, DEFAULT_TOPIC_QUEUE_NUMS,
+    decode_pulled, MqClientApi, PullReply, SendError, SendOutcome, SubscriptionData,
+    AUTO_CREATE_TOPIC_KEY_TOPIC, DEFAULT_TOPIC_QUEUE_NUMS,
 };
 use rocketha_core::remoting::header::{
     ConsumerSendMsgBackRequestHeader, PullMessageRequestHeader, QueryConsumerOffsetRequestHeader,
@@ -20,26 +25,18 @@ use rocketha_core::remoting::header::{
 };
 use rocketha_core::store::group_transfer::Verdicts;
 
-use crate::arrow::{ColumnarBatch, RecordFilter};
-use crate::consumer::{pull_tuple, subscription_error};
-use crate::errors::{
-    CommitLogCorrupted, ForkGuard, InvalidMessageError, RemotingConnectError,
-    SendStatusUnknownError,
-};
+use crate::arrow::RecordFilter;
+use crate::consumer::{consumer_data, pull_tuple, pulled_tuple, subscription_error, PulledTuple};
+use crate::errors::{send_error, CommitLogCorrupted, ForkGuard};
 use crate::message::{Message, MessageExt};
+use crate::send::{secs, send_tuple, transaction_check, Outgoing, SendTuple, TransactionCheck};
 use crate::tls::ClientTls;
-
-/// `(rows, next_offset, (code, remark, min_offset, max_offset) of a refusal)`.
-type PulledTuple = (ColumnarBatch, i64, Option<(i32, Option<String>, i64, i64)>);
 
 /// A fastjson body (bare integer map keys) as standard JSON, which `json.loads` reads.
 #[pyfunction]
 pub(crate) fn standard_json(body: &[u8]) -> String {
     rocketha_core::client::standard_json(body)
 }
-
-/// `(code, remark, offset_msg_id, queue_id, queue_offset, uniq_ids)`.
-type SendTuple = (i32, Option<String>, String, i32, i64, Vec<String>);
 
 /// An operator request's answer: code, remark, header fields, body.
 type AdminTuple<'py> = (
@@ -48,86 +45,6 @@ type AdminTuple<'py> = (
     HashMap<String, String>,
     Bound<'py, PyBytes>,
 );
-
-fn send_tuple((reply, uniq_ids): (rocketha_core::client::SendReply, Vec<String>)) -> SendTuple {
-    (
-        reply.code,
-        reply.remark,
-        reply.offset_msg_id,
-        reply.queue_id,
-        reply.queue_offset,
-        uniq_ids,
-    )
-}
-
-/// What a send names besides its messages.
-struct Outgoing {
-    target: SendTarget,
-    /// `(body, properties, flag)`, copied out of the Python messages.
-    messages: Vec<(Vec<u8>, Vec<u8>, i32)>,
-}
-
-impl Outgoing {
-    fn extract(
-        py: Python<'_>,
-        messages: Vec<PyRef<'_, Message>>,
-        producer_group: String,
-        queue_id: i32,
-        default_topic: String,
-        default_topic_queue_nums: i32,
-    ) -> PyResult<Self> {
-        let Some(first) = messages.first() else {
-            return Err(InvalidMessageError::new_err("nothing to send: no messages"));
-        };
-        let topic = first.topic.clone();
-        if let Some(other) = messages.iter().find(|m| m.topic != topic) {
-            return Err(InvalidMessageError::new_err(format!(
-                "a batch holds one topic: {topic:?} and {:?}",
-                other.topic
-            )));
-        }
-        let messages = messages
-            .iter()
-            .map(|m| (m.body.as_bytes(py).to_vec(), m.properties.clone(), m.flag))
-            .collect();
-        let target = SendTarget {
-            producer_group,
-            topic,
-            queue_id,
-            default_topic,
-            default_topic_queue_nums,
-        };
-        Ok(Self { target, messages })
-    }
-
-    /// Runs `f` with the messages borrowed as the core takes them.
-    fn with<R>(self, f: impl FnOnce(SendTarget, &[OutgoingMessage<'_>]) -> R) -> R {
-        let outgoing: Vec<OutgoingMessage<'_>> = self
-            .messages
-            .iter()
-            .map(|(body, properties, flag)| OutgoingMessage {
-                body,
-                properties,
-                flag: *flag,
-            })
-            .collect();
-        f(self.target, &outgoing)
-    }
-}
-
-pub(crate) fn send_error(e: SendError) -> PyErr {
-    match e {
-        SendError::NotSent(m) => RemotingConnectError::new_err(m),
-        SendError::Unknown(m) => SendStatusUnknownError::new_err(m),
-    }
-}
-
-fn secs(timeout: f64) -> Duration {
-    Duration::from_secs_f64(timeout.clamp(0.001, 1e9))
-}
-
-/// A broker's check-back: its address, the request's header fields, the half message.
-type TransactionCheck = (String, HashMap<String, String>, MessageExt);
 
 /// Connections to name servers and brokers, shared by a producer's threads.
 #[pyclass(frozen, module = "rocketha._core")]
@@ -245,14 +162,17 @@ impl MQClientAPI {
         self.guard.check()?;
         let out = Outgoing::extract(
             py,
+            &self.inner,
+            self.client_ip,
+            addr,
             messages,
             producer_group,
             queue_id,
+            timeout,
             default_topic,
             default_topic_queue_nums,
         )?;
-        let (api, ip) = (&self.inner, self.client_ip);
-        py.detach(|| out.with(|target, m| api.send(addr, ip, target, m, secs(timeout))))
+        py.detach(|| out.send(MqClientApi::send))
             .map(send_tuple)
             .map_err(send_error)
     }
@@ -276,17 +196,22 @@ impl MQClientAPI {
         self.guard.check()?;
         let out = Outgoing::extract(
             py,
+            &self.inner,
+            self.client_ip,
+            addr,
             messages,
             producer_group,
             queue_id,
+            timeout,
             default_topic,
             default_topic_queue_nums,
         )?;
-        let (api, ip) = (&self.inner, self.client_ip);
         let (ticket, done) = self.outcomes.ticket();
         // Detached: the first send to an address connects.
         py.detach(|| {
-            out.with(|target, m| api.send_async(addr, ip, target, m, secs(timeout), done))
+            out.send(|api, addr, ip, target, m, timeout| {
+                api.send_async(addr, ip, target, m, timeout, done)
+            })
         })
         .map_err(send_error)?;
         Ok(ticket)
@@ -336,14 +261,17 @@ impl MQClientAPI {
         self.guard.check()?;
         let out = Outgoing::extract(
             py,
+            &self.inner,
+            self.client_ip,
+            addr,
             messages,
             producer_group,
             queue_id,
+            timeout,
             default_topic,
             default_topic_queue_nums,
         )?;
-        let (api, ip) = (&self.inner, self.client_ip);
-        py.detach(|| out.with(|target, m| api.send_oneway(addr, ip, target, m, secs(timeout))))
+        py.detach(|| out.send(MqClientApi::send_oneway))
             .map_err(send_error)
     }
 
@@ -469,21 +397,11 @@ impl MQClientAPI {
             subscription,
         );
         let (api, filter) = (&self.inner, &filter.0);
-        let (range, rows) = py.detach(|| {
-            let range = api
-                .pull_range(addr, &header, end, window, max_rows, secs(timeout))
-                .map_err(send_error)?;
-            let rows = arrow::decode_pulled(range.bodies.iter().map(Vec::as_slice), filter)
-                .map_err(|e| {
-                    CommitLogCorrupted::new_err(format!("a pulled record is broken: {e}"))
-                })?;
-            Ok::<_, PyErr>((range, rows))
-        })?;
-        let refused = range.refused.map(|r| {
-            let (min, max) = r.header.map_or((-1, -1), |h| (h.min_offset, h.max_offset));
-            (r.code, r.remark, min, max)
-        });
-        Ok((ColumnarBatch(Arc::new(rows)), range.next_offset, refused))
+        py.detach(|| {
+            api.pull_range(addr, &header, end, window, max_rows, secs(timeout))
+                .map_err(send_error)
+                .and_then(|range| pulled_tuple(range, filter))
+        })
     }
 
     /// Answers of `pull_message_async` tickets, waiting up to `timeout` seconds (GIL
@@ -743,23 +661,7 @@ impl MQClientAPI {
         let Some(request) = py.detach(|| api.next_server_request(secs(timeout))) else {
             return Ok(None);
         };
-        let records = decode_pulled(&request.body).map_err(|e| {
-            CommitLogCorrupted::new_err(format!(
-                "{}: the half message of a transaction check is broken: {e}",
-                request.addr
-            ))
-        })?;
-        let Some(message) = records.first() else {
-            return Err(CommitLogCorrupted::new_err(format!(
-                "{}: a transaction check without its half message",
-                request.addr
-            )));
-        };
-        Ok(Some((
-            request.addr,
-            request.ext_fields,
-            MessageExt::from(message),
-        )))
+        transaction_check(request).map(Some)
     }
 
     /// HEART_BEAT of a consumer of `group` subscribed to `subscriptions`
@@ -779,20 +681,13 @@ impl MQClientAPI {
         timeout: f64,
     ) -> PyResult<()> {
         self.guard.check()?;
-        let subscriptions = subscriptions
-            .iter()
-            .map(|(topic, expr, kind, version)| {
-                SubscriptionData::build(topic, expr, kind, *version)
-            })
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(subscription_error)?;
-        let consumer = ConsumerData {
-            group_name: group,
+        let consumer = consumer_data(
+            group,
             consume_type,
             message_model,
             consume_from_where,
-            subscriptions,
-        };
+            &subscriptions,
+        )?;
         let api = &self.inner;
         py.detach(|| api.send_consumer_heartbeat(addr, client_id, &consumer, secs(timeout)))
             .map_err(send_error)

@@ -6,6 +6,7 @@ use std::sync::Once;
 use pyo3::exceptions::{PyException, PyOSError};
 use pyo3::prelude::*;
 use pyo3::{create_exception, PyErr};
+use rocketha_core::client::SendError;
 use rocketha_core::error::{CommitLogError, HaError};
 
 create_exception!(
@@ -156,6 +157,16 @@ pub fn ha_to_py(err: HaError) -> PyErr {
         HaError::CommitLog(e) => to_py(e),
         HaError::BadAddress(_) | HaError::Config(_) => ConfigError::new_err(err.to_string()),
         other => HAError::new_err(other.to_string()),
+    }
+}
+
+/// A send (or another request) that failed in the network: RemotingConnectError when nothing
+/// was sent, so a retry cannot duplicate it; SendStatusUnknownError when the request went out
+/// and its answer did not come.
+pub(crate) fn send_error(e: SendError) -> PyErr {
+    match e {
+        SendError::NotSent(m) => RemotingConnectError::new_err(m),
+        SendError::Unknown(m) => SendStatusUnknownError::new_err(m),
     }
 }
 

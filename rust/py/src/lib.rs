@@ -15,6 +15,7 @@ mod message;
 mod namesrv;
 mod replicas;
 mod retention;
+mod send;
 mod store;
 mod tls;
 

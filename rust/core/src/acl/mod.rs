@@ -9,11 +9,13 @@
 //! - `remote_address`: `RemoteAddressStrategy`, the `whiteRemoteAddress` patterns.
 //! - `plain_permission_manager`: `plain_acl.yml` (accounts, global white addresses), checked
 //!   for changes and reloaded; a file that does not load keeps the policy in force.
+//! - `plain_access_resource`: `PlainAccessResource`, a request as the ACL sees it.
 //! - `plain_access_validator`: `PlainAccessValidator.parse`, what a request needs, by code.
 
 pub(crate) mod acl_utils;
 mod client_hook;
 pub(crate) mod permission;
+mod plain_access_resource;
 pub(crate) mod plain_access_validator;
 pub(crate) mod plain_permission_manager;
 pub(crate) mod remote_address;

@@ -15,7 +15,7 @@ use serde_yaml::Value;
 
 use super::acl_utils::{cal_signature, signatures_equal};
 use super::permission::{self, check_permission, need_admin_perm, parse_perm, DENY, PUB};
-use super::plain_access_validator::{is_retry_topic, retry_topic, PlainAccessResource};
+use super::plain_access_resource::{is_retry_topic, retry_topic, PlainAccessResource};
 use super::remote_address::RemoteAddressStrategy;
 use crate::sync::lock;
 
@@ -157,7 +157,7 @@ impl Account {
             });
             if !check_permission(needed, owned) {
                 let (kind, name) = match resource
-                    .strip_prefix(super::plain_access_validator::RETRY_GROUP_TOPIC_PREFIX)
+                    .strip_prefix(super::plain_access_resource::RETRY_GROUP_TOPIC_PREFIX)
                 {
                     Some(g) if group => ("group", g),
                     _ => ("topic", resource.as_str()),

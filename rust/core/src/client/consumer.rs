@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::sync::mpsc;
 use std::time::Duration;
 
-use super::{expect_success, MqClientApi, SendError};
+use super::{expect_success, MqClientApi, SendError, SEND_BACK_VERSION};
 use crate::commitlog::record::{self, tags_hash_code, Peeked, RecordView};
 use crate::error::RecordError;
 use crate::filter::{self, SqlFilter};
@@ -20,11 +20,6 @@ use crate::remoting::header::{
     UpdateConsumerOffsetRequestHeader,
 };
 use crate::remoting::{request_code, response_code, CustomHeader, RemotingCommand};
-
-/// `MQVersion.Version.V3_4_9`'s ordinal: a broker takes the `maxReconsumeTimes` of a send-back
-/// or of a send to a retry topic only from requests of this version on (else the group's
-/// `retryMaxTimes`), so those requests say it; the client's other requests say 0.
-pub(super) const SEND_BACK_VERSION: i32 = 121;
 
 /// `SubscriptionData` as a heartbeat carries it.
 #[derive(Debug, Clone, PartialEq, Eq)]

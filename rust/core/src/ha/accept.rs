@@ -10,20 +10,38 @@
 
 use std::collections::HashMap;
 use std::io;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use mio::net::TcpListener;
 use mio::{Events, Interest, Registry, Token};
 
-use super::connection::{Close, HaConnection, CLOSED_BY_SLAVE};
-use super::master::{Shared, AWAKE};
-use super::HaState;
+use super::ack::AckTable;
+use super::connection::{Close, ConnectionStatus, HaConnection, AWAKE, CLOSED_BY_SLAVE};
+use super::{HaConfig, HaEvents, HaState};
 use crate::event_loop::{EventLoop, WAKER};
+use crate::store::MessageStore;
 use crate::sync::lock;
 
 const LISTENER: Token = Token(0);
+
+/// What the [`HaMaster`](super::master::HaMaster) handle and this loop share: RocketMQ's
+/// `DefaultHAService` state, which its AcceptSocketService and HAConnections work on.
+pub(super) struct Shared {
+    pub(super) store: Arc<MessageStore>,
+    pub(super) config: HaConfig,
+    pub(super) acks: AckTable,
+    pub(super) events: HaEvents,
+    /// Every live connection's status, by id, for
+    /// [`HaMaster::connections`](super::master::HaMaster::connections).
+    pub(super) connections: Mutex<HashMap<u64, Arc<ConnectionStatus>>>,
+    /// Set by the loop before it sleeps: the max offset an append must reach to be worth
+    /// waking it for ([`AWAKE`] while it runs). A connection waiting for the ack of its frame
+    /// in flight only wants a full batch, so the puts of a group commit cost the loop no
+    /// wake-up each, and appends while it runs cost no syscall.
+    pub(super) wake_at: AtomicU64,
+}
 
 pub(super) struct AcceptSocketService {
     event_loop: EventLoop,

@@ -34,10 +34,12 @@ use crate::event_loop::{EventLoop, LoopThread};
 use crate::store::MessageStore;
 use crate::sync::lock;
 
+mod ended;
 mod session;
 
-pub(super) use session::DispatchError;
-use session::{Ended, Session};
+pub(super) use ended::DispatchError;
+use ended::Ended;
+use session::Session;
 
 const SOCKET: Token = Token(0);
 const BACKOFF_MIN: Duration = Duration::from_millis(100);

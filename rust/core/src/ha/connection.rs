@@ -18,7 +18,6 @@ use super::autoswitch::frame::{
 use super::epoch::EpochFileCache;
 use super::flow::FlowMonitor;
 use super::frame::{self, CRC_LEN, HEADER_LEN, REPORT_LEN};
-use super::master::AWAKE;
 use super::{HaConfig, HaState};
 use crate::commitlog::LogSlice;
 use crate::store::{now_millis, MessageStore};
@@ -26,6 +25,11 @@ use crate::store::{now_millis, MessageStore};
 /// Longest a partial batch waits for the ack of the frame before it (see [`group_hold`]):
 /// a bound for slaves that report late, far above a loopback or LAN round trip.
 const GROUP_HOLD_MAX: Duration = Duration::from_millis(1);
+
+/// The max offset to wake the loop at when no append is worth waking it for: a connection's
+/// answer in [`HaConnection::wake_bounds`], and the loop's
+/// [`Shared::wake_at`](super::accept::Shared::wake_at) while it runs.
+pub(super) const AWAKE: u64 = u64::MAX;
 
 /// Why a connection is closed, for the log.
 pub(super) type Close = String;

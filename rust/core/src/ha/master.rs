@@ -10,33 +10,15 @@ use std::sync::{Arc, Mutex};
 
 use mio::net::TcpListener;
 
-use super::accept::AcceptSocketService;
+use super::accept::{AcceptSocketService, Shared};
 use super::ack::AckTable;
-use super::connection::{ConnectionInfo, ConnectionStatus};
+use super::connection::{ConnectionInfo, AWAKE};
 use super::epoch::EpochFileCache;
 use super::{HaConfig, HaEvents};
 use crate::error::{CommitLogError, HaError};
 use crate::event_loop::{EventLoop, LoopThread};
 use crate::store::MessageStore;
 use crate::sync::lock;
-
-/// [`Shared::wake_at`] while the loop runs: no append wakes it.
-pub(super) const AWAKE: u64 = u64::MAX;
-
-/// What the handle and the loop thread share.
-pub(super) struct Shared {
-    pub(super) store: Arc<MessageStore>,
-    pub(super) config: HaConfig,
-    pub(super) acks: AckTable,
-    pub(super) events: HaEvents,
-    /// Every live connection's status, by id, for [`HaMaster::connections`].
-    pub(super) connections: Mutex<HashMap<u64, Arc<ConnectionStatus>>>,
-    /// Set by the loop before it sleeps: the max offset an append must reach to be worth
-    /// waking it for ([`AWAKE`] while it runs). A connection waiting for the ack of its frame
-    /// in flight only wants a full batch, so the puts of a group commit cost the loop no
-    /// wake-up each, and appends while it runs cost no syscall.
-    pub(super) wake_at: AtomicU64,
-}
 
 pub struct HaMaster {
     shared: Arc<Shared>,

@@ -90,17 +90,3 @@ impl PrefixCheck {
         Ok(&body[overlap..])
     }
 }
-
-pub(super) fn divergence_reason(at: u64, slave_max: u64, master_offset: u64) -> String {
-    format!(
-        "divergent slave: its log differs from the master's at offset {at} (slave max offset \
-         {slave_max}, master frame at {master_offset}); nothing written. Inspect it, then run \
-         `rocketha repair --truncate-to-common-prefix STORE`"
-    )
-}
-
-/// Leaves the finding in the store, so `rocketha repair` knows where the logs part.
-pub(super) fn record_divergence(store: &MessageStore, at: u64, slave_max: u64, master: &str) {
-    let text = format!("offset={at}\nslave_max_offset={slave_max}\nmaster={master}\n");
-    let _ = std::fs::write(store.config().root.join("divergence"), text);
-}

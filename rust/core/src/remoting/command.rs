@@ -11,18 +11,13 @@
 //!
 //! The typed views of its `extFields` are the custom headers ([`super::header`]).
 
-use std::collections::HashMap;
-
 use serde_json::Value;
 
 use super::codes::{LanguageCode, SerializeType};
 use super::frame::{encode_frame, RawFrame, RemotingFrameError};
-use super::header::{CustomHeader, HeaderError};
+use super::header::{CustomHeader, ExtFields, HeaderError};
 use crate::protocol::json::write_json_string;
 use crate::protocol::reader::{ReadError, Reader};
-
-/// A command's `extFields`. SipHash (std's default), not FxHash: the keys come from the network.
-pub(crate) type ExtFields = HashMap<String, String>;
 
 /// `RemotingCommand`'s flag bits.
 const FLAG_RESPONSE: i32 = 1;

@@ -32,11 +32,11 @@ pub(crate) use client::{ClientConfig, ClientError, NettyRemotingClient, Remoting
 #[cfg_attr(feature = "harness", visibility::make(pub))]
 pub(crate) use codes::{request_code, response_code};
 pub use command::CommandError;
-pub(crate) use command::ExtFields;
 #[cfg_attr(feature = "harness", visibility::make(pub))]
 pub(crate) use command::RemotingCommand;
 #[cfg_attr(feature = "harness", visibility::make(pub))]
 pub(crate) use header::CustomHeader;
+pub(crate) use header::ExtFields;
 pub use header::HeaderError;
 pub(crate) use server::{
     not_supported, Executor, InvokeError, ProcessorTable, RemotingServer, RequestContext,

@@ -1,107 +1,14 @@
 //! A slave connection's state from its first report on: the frame sink that hands what the
-//! master pushes to the commit log (after the divergence check, recording AutoSwitch epochs),
-//! and why a connection ended.
+//! master pushes to the commit log (after the divergence check, recording AutoSwitch epochs).
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use super::super::dispatch::Frame;
 use super::super::epoch::{EpochFileCache, EpochFileError};
-use super::super::prefix_check::{divergence_reason, record_divergence, PrefixCheck};
-use crate::error::{CommitLogError, FrameError};
+use super::super::prefix_check::PrefixCheck;
+use super::ended::DispatchError;
 use crate::store::MessageStore;
-
-/// Why the transfer loop ended: a reason to log, and whether it is a problem or routine.
-pub(super) struct Ended {
-    pub(super) reason: String,
-    pub(super) problem: bool,
-    /// The offset and reason of a record from the master that failed validation.
-    pub(super) rejected: Option<(u64, String)>,
-}
-
-impl Ended {
-    pub(super) fn problem(reason: impl Into<String>) -> Self {
-        Self {
-            reason: reason.into(),
-            problem: true,
-            rejected: None,
-        }
-    }
-    pub(super) fn routine(reason: impl Into<String>) -> Self {
-        Self {
-            reason: reason.into(),
-            problem: false,
-            rejected: None,
-        }
-    }
-}
-
-/// Why the frame sink refused a frame; nothing of it was written.
-pub(in crate::ha) enum DispatchError {
-    Frame(FrameError),
-    /// The master's bytes differ from ours at `at`, inside what we already hold.
-    Divergent {
-        at: u64,
-        slave_max: u64,
-        master_offset: u64,
-    },
-    /// The commit log refused the bytes; an offset mismatch says so in RocketMQ's words.
-    Store(CommitLogError),
-    /// The epoch a frame starts could not be recorded.
-    Epoch(EpochFileError),
-}
-
-impl From<FrameError> for DispatchError {
-    fn from(e: FrameError) -> Self {
-        DispatchError::Frame(e)
-    }
-}
-
-impl DispatchError {
-    pub(super) fn ended(self, store: &MessageStore, master: &str) -> Ended {
-        match self {
-            DispatchError::Store(CommitLogError::OffsetMismatch { offset, max_offset })
-                if offset > max_offset =>
-            {
-                // A master sends from where it was asked, unless what was asked is gone.
-                Ended::problem(format!(
-                    "{}: the master's log now starts at {offset}, past this slave's offset \
-                     {max_offset}: its retention deleted what this slave still needs, so this \
-                     slave can never catch up from here. Repair: stop this slave, move its \
-                     store aside and start it empty; it then copies from the master's min offset",
-                    CommitLogError::OffsetMismatch { offset, max_offset }
-                ))
-            }
-            DispatchError::Store(e @ CommitLogError::OffsetMismatch { .. }) => {
-                Ended::problem(e.to_string())
-            }
-            DispatchError::Store(e) => {
-                let rejected = match &e {
-                    CommitLogError::Corrupted { offset, reason, .. } => {
-                        Some((*offset, reason.to_string()))
-                    }
-                    _ => None,
-                };
-                Ended {
-                    rejected,
-                    ..Ended::problem(format!("append failed: {e}"))
-                }
-            }
-            DispatchError::Divergent {
-                at,
-                slave_max,
-                master_offset,
-            } => {
-                record_divergence(store, at, slave_max, master);
-                Ended::problem(divergence_reason(at, slave_max, master_offset))
-            }
-            DispatchError::Frame(e) => {
-                Ended::problem(format!("bad frame from master: {e}; nothing written"))
-            }
-            DispatchError::Epoch(e) => Ended::problem(format!("recording the epoch failed: {e}")),
-        }
-    }
-}
 
 /// One connection's transfer state, from the first report on.
 pub(super) struct Session {

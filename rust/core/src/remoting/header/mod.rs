@@ -6,7 +6,11 @@
 //! `decodeCommandCustomHeader` and `makeCustomHeaderToNet` derive theirs by reflection. A
 //! missing or malformed required field is an error naming the header and the field.
 
-use super::command::ExtFields;
+use std::collections::HashMap;
+
+/// A command's `extFields`, the strings a custom header is the typed view of. SipHash (std's
+/// default), not FxHash: the keys come from the network.
+pub(crate) type ExtFields = HashMap<String, String>;
 
 /// Declares a custom header: the struct, and its [`CustomHeader`] codec.
 ///
