@@ -1,13 +1,16 @@
 //! The message store: commit log + consume queues + flush policy, with RocketMQ's directory
 //! layout (`commitlog/`, `consumequeue/<topic>/<queueId>/`, `abort`, `checkpoint`, `lock`).
 
+mod checkpoint;
 mod clean;
 pub(crate) mod confirm;
+mod confirm_offset;
 mod index;
 mod open;
+mod query;
 mod reput;
 pub(crate) mod schedule;
-use open::write_checkpoint;
+use checkpoint::write_checkpoint;
 pub mod group_transfer;
 
 pub use clean::{CleanConfig, CleanEvents, CleanReport};
@@ -38,7 +41,7 @@ use crate::sync::{lock, read, write};
 use clean::Retention;
 use group_transfer::{Completion, GroupTransferService, PutStatus, WaitPolicy};
 use index::IndexService;
-use schedule::{ScheduleMessageService, Scheduled};
+use schedule::{ScheduleMessageService, ScheduleStore, Scheduled};
 
 #[derive(Debug, Clone)]
 pub struct StoreConfig {
@@ -166,7 +169,7 @@ struct PutState {
     /// offset).
     reput_offset: u64,
     /// Controller mode: the records past the reput offset held back for the confirm offset.
-    confirm: Option<confirm::Confirm>,
+    confirm: Option<confirm_offset::Confirm>,
 }
 
 pub(crate) type AppendListener = Arc<dyn Fn(u64) + Send + Sync>;
@@ -759,13 +762,17 @@ impl Drop for MessageStore {
     }
 }
 
-/// The local calendar time of `secs` since the epoch (`deleteWhen` hours, index file names).
-pub(crate) fn local_time(secs: i64) -> libc::tm {
-    let now = secs as libc::time_t;
-    let mut tm = std::mem::MaybeUninit::<libc::tm>::zeroed();
-    // SAFETY: localtime_r writes into our buffer and is thread-safe; a zeroed `tm` stays if it
-    // fails.
-    unsafe { libc::localtime_r(&now, tm.as_mut_ptr()) };
-    // SAFETY: zero-initialised, and possibly filled in by localtime_r.
-    unsafe { tm.assume_init() }
+impl ScheduleStore for MessageStore {
+    fn schedule(&self) -> &ScheduleMessageService {
+        &self.schedule
+    }
+    fn consume_queue(&self, topic: &str, queue_id: i32) -> Option<Arc<ConsumeQueue>> {
+        MessageStore::consume_queue(self, topic, queue_id)
+    }
+    fn look_message_by_offset(&self, offset: u64) -> Option<OwnedRecord> {
+        MessageStore::look_message_by_offset(self, offset)
+    }
+    fn put_now(&self, draft: &MessageDraft<'_>) -> Result<AppendResult, CommitLogError> {
+        MessageStore::put_now(self, draft)
+    }
 }

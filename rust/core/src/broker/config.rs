@@ -45,6 +45,25 @@ impl BrokerRole {
     }
 }
 
+impl ConfigValue for BrokerRole {
+    fn value(&self) -> Value {
+        Value::Str(self.name().to_owned())
+    }
+
+    const EXPECTED: &'static str = "BrokerRole (one of ASYNC_MASTER, SYNC_MASTER, SLAVE)";
+    fn parse(text: &str) -> Option<Self> {
+        match text.to_ascii_uppercase().as_str() {
+            "ASYNC_MASTER" => Some(Self::AsyncMaster),
+            "SYNC_MASTER" => Some(Self::SyncMaster),
+            "SLAVE" => Some(Self::Slave),
+            _ => None,
+        }
+    }
+    fn render(&self) -> Option<String> {
+        Some(self.name().to_owned())
+    }
+}
+
 /// A key that is not known, or a value that does not fit its key or the others.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ConfigError {
@@ -430,7 +449,7 @@ impl BrokerConfig {
         }
         Err(ConfigError::UnknownKey {
             key: key.to_owned(),
-            suggestion: closest_key(key),
+            suggestion: closest_key(key, Self::KEYS.iter().chain(IGNORED_KEYS)),
         })
     }
 

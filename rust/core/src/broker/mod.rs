@@ -7,6 +7,7 @@
 pub(crate) mod broker_stats;
 pub(crate) mod client_channel;
 pub(crate) mod config;
+mod consume_tables;
 pub(crate) mod consumer_manager;
 pub(crate) mod consumer_offset;
 pub(crate) mod controller;
@@ -33,16 +34,7 @@ pub use controller::{BrokerController, BrokerControllerConfig, BrokerError};
 pub use live_setting::{LiveFlag, LiveNumber};
 pub use processor::admin::stats::ConsumerLag;
 
-use std::sync::Arc;
-
-/// The consume side's tables, shared by the processors, the controller's housekeeping and the
-/// slave's sync.
-#[derive(Clone)]
-pub(crate) struct ConsumeTables {
-    pub(crate) groups: Arc<subscription_group::SubscriptionGroupManager>,
-    pub(crate) consumers: Arc<consumer_manager::ConsumerManager>,
-    pub(crate) offsets: Arc<consumer_offset::ConsumerOffsetManager>,
-}
+pub(crate) use consume_tables::ConsumeTables;
 
 /// What the processors need to know of the broker (RocketMQ's `BrokerConfig` keys).
 #[derive(Debug, Clone)]

@@ -27,6 +27,17 @@ pub fn now_millis() -> i64 {
         .map_or(0, |d| d.as_millis() as i64)
 }
 
+/// The local calendar time of `secs` since the epoch (`deleteWhen` hours, index file names).
+pub(crate) fn local_time(secs: i64) -> libc::tm {
+    let now = secs as libc::time_t;
+    let mut tm = std::mem::MaybeUninit::<libc::tm>::zeroed();
+    // SAFETY: localtime_r writes into our buffer and is thread-safe; a zeroed `tm` stays if it
+    // fails.
+    unsafe { libc::localtime_r(&now, tm.as_mut_ptr()) };
+    // SAFETY: zero-initialised, and possibly filled in by localtime_r.
+    unsafe { tm.assume_init() }
+}
+
 /// `UtilAll.crc32` as RocketMQ stores it: CRC-32 with the sign bit cleared, over a message
 /// body (a record's BODYCRC) or a register body (`bodyCrc32`).
 pub fn body_crc(body: &[u8]) -> i32 {

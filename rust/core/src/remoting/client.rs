@@ -18,9 +18,13 @@
 //! Every error says whether the request can have reached the server:
 //! [`ClientError::may_have_arrived`] is false only when none of its bytes left the process.
 
+mod config;
 mod connections;
+mod invoke;
 mod server_requests;
 
+pub(crate) use config::{ClientConfig, RpcHook};
+pub(crate) use invoke::{ClientError, InvokeCallback, InvokeResult};
 pub(crate) use server_requests::ServerRequests;
 
 use std::collections::HashMap;
@@ -30,124 +34,11 @@ use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
-use super::command::{CommandError, RemotingCommand};
-use super::frame::{RemotingFrameError, DEFAULT_MAX_FRAME_SIZE};
+use super::command::RemotingCommand;
 use super::tls::ClientTls;
 use crate::event_loop::{EventLoop, LoopThread};
 use crate::sync::lock;
 use connections::{Liveness, Op, Request, Shared};
-
-#[derive(Debug, Clone, thiserror::Error)]
-pub(crate) enum ClientError {
-    #[error("{addr:?} is not a host:port address: {reason}")]
-    BadAddress { addr: String, reason: String },
-    #[error("connect to {addr} failed: {source}")]
-    Connect {
-        addr: SocketAddr,
-        source: Arc<io::Error>,
-    },
-    #[error("connect to {addr} timed out after {ms} ms")]
-    ConnectTimeout { addr: SocketAddr, ms: u128 },
-    #[error("{addr}: no response to request code {code} (opaque {opaque}) within {ms} ms")]
-    Timeout {
-        addr: SocketAddr,
-        code: i32,
-        opaque: i32,
-        ms: u128,
-    },
-    #[error("{addr} closed the connection")]
-    Closed { addr: SocketAddr },
-    #[error("{addr}: {what} failed: {source}")]
-    Io {
-        addr: SocketAddr,
-        what: &'static str,
-        source: Arc<io::Error>,
-    },
-    #[error("{addr} sent a bad frame: {source}")]
-    BadFrame {
-        addr: SocketAddr,
-        source: RemotingFrameError,
-    },
-    #[error("{addr} sent a bad command: {source}")]
-    BadCommand {
-        addr: SocketAddr,
-        source: CommandError,
-    },
-    #[error("request code {code} not sent to {addr}: {source}")]
-    Encode {
-        addr: SocketAddr,
-        code: i32,
-        source: CommandError,
-    },
-    #[error("the remoting client closed its connections")]
-    Shutdown,
-    /// The TLS handshake or a record failed: a certificate refused, a plain-text server.
-    #[error("{addr}: {reason}")]
-    Tls { addr: SocketAddr, reason: String },
-    /// The request failed before any of its bytes were written: `reason` is why.
-    #[error("request code {code} not sent to {addr}: {reason}")]
-    NotSent {
-        addr: SocketAddr,
-        code: i32,
-        reason: Box<ClientError>,
-    },
-}
-
-impl ClientError {
-    /// False when nothing of the request left the process, so retrying it elsewhere cannot
-    /// store it twice.
-    pub(crate) fn may_have_arrived(&self) -> bool {
-        !matches!(
-            self,
-            ClientError::BadAddress { .. }
-                | ClientError::Connect { .. }
-                | ClientError::ConnectTimeout { .. }
-                | ClientError::Encode { .. }
-                | ClientError::Shutdown
-                | ClientError::NotSent { .. }
-        )
-    }
-}
-
-/// What a request's callback gets, on the loop thread.
-pub(crate) type InvokeResult = Result<RemotingCommand, ClientError>;
-/// Called once per request; must not block (it runs on the loop thread).
-pub(crate) type InvokeCallback = Box<dyn FnOnce(InvokeResult) + Send>;
-
-/// Limits of a client, RocketMQ's `NettyClientConfig` defaults, and its `RPCHook`.
-/// RocketMQ's `RPCHook`, defined here so that remoting knows nothing of what a hook does (the
-/// ACL implements it): `doBeforeRequest` runs on every request once it is complete.
-pub(crate) trait RpcHook: std::fmt::Debug + Send + Sync {
-    fn do_before_request(&self, request: &mut RemotingCommand);
-}
-
-#[derive(Debug, Clone)]
-pub(crate) struct ClientConfig {
-    /// `connectTimeoutMillis`.
-    pub connect_timeout: Duration,
-    /// Largest frame sent or accepted (`NettyDecoder`'s 16 MiB).
-    pub max_frame_size: usize,
-    /// TLS on every connection, to name servers and brokers alike (`useTLS`); `None` is plain
-    /// TCP.
-    pub tls: Option<ClientTls>,
-    /// Runs on every request before it is written: the ACL's signature for a broker with
-    /// `aclEnable=true`.
-    pub rpc_hook: Option<Arc<dyn RpcHook>>,
-    /// Where requests the servers send go; without it they are skipped.
-    pub server_requests: Option<Arc<ServerRequests>>,
-}
-
-impl Default for ClientConfig {
-    fn default() -> Self {
-        Self {
-            connect_timeout: Duration::from_secs(3),
-            max_frame_size: DEFAULT_MAX_FRAME_SIZE,
-            tls: None,
-            rpc_hook: None,
-            server_requests: None,
-        }
-    }
-}
 
 /// A connection the loop serves; `alive` drops when it closes, so the next call reconnects.
 struct Channel {

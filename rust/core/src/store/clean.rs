@@ -463,7 +463,7 @@ pub(crate) fn disk_used_ratio(dir: &Path) -> Result<f64, CommitLogError> {
 
 /// The local hour of the day, which `deleteWhen` names (RocketMQ's `isItTimeToDo`).
 fn local_hour() -> u32 {
-    super::local_time(crate::protocol::now_millis() / 1000).tm_hour as u32
+    crate::protocol::local_time(crate::protocol::now_millis() / 1000).tm_hour as u32
 }
 
 #[cfg(test)]

@@ -7,29 +7,11 @@
 //! Without a confirm offset (classic HA, and a controller-mode master alone in its set or
 //! without `allAckInSyncStateSet`) every record is dispatched as it is appended, as before.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
+use super::confirm_offset::{readable_end, Confirm};
 use super::{MessageStore, PutState};
 use crate::error::CommitLogError;
-
-/// What a reader may read up to: `confirmed` (a [`MessageStore`]'s, shared with its index) while
-/// records are held, else `max_offset`.
-pub(super) fn readable_end(confirmed: &AtomicU64, max_offset: u64) -> u64 {
-    match confirmed.load(Ordering::Acquire) {
-        u64::MAX => max_offset,
-        dispatched => dispatched.min(max_offset),
-    }
-}
-
-/// The records held back from the consume queues.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Confirm {
-    /// Records ending at or before it may be dispatched.
-    pub(super) offset: u64,
-    /// Where the checked, complete records end: the master's last append, the start of a
-    /// slave's first incomplete record (what the reput offset is without a confirm offset).
-    pub(super) complete: u64,
-}
 
 impl PutState {
     /// Where records are complete: appends and replication continue from here.

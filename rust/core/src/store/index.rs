@@ -21,14 +21,12 @@ use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use crate::commitlog::record::{find_property, RecordView, PROPERTY_KEYS};
-use crate::commitlog::{CommitLog, OwnedRecord};
+use crate::commitlog::CommitLog;
 use crate::error::CommitLogError;
 use crate::sync::{deadline_after, lock, read, wait_until, write, ServiceThread, Woke};
 
 pub(crate) use file::key_hash;
 use file::IndexFile;
-
-use super::MessageStore;
 
 /// `MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX`.
 const PROPERTY_UNIQ_KEY: &str = "UNIQ_KEY";
@@ -118,7 +116,7 @@ pub(crate) struct IndexService {
 
 /// Index files are named by their creation time, `yyyyMMddHHmmssSSS` in local time.
 fn file_name(millis: i64) -> String {
-    let tm = super::local_time(millis.div_euclid(1000));
+    let tm = crate::protocol::local_time(millis.div_euclid(1000));
     format!(
         "{:04}{:02}{:02}{:02}{:02}{:02}{:03}",
         tm.tm_year + 1900,
@@ -256,7 +254,7 @@ impl IndexService {
 
     /// Starts following the commit log.
     /// Indexes `log` as it grows, up to what consumers can read (`confirmed`: see
-    /// [`super::confirm::readable_end`]).
+    /// [`super::confirm_offset::readable_end`]).
     pub(crate) fn start(
         self: &Arc<Self>,
         log: Arc<CommitLog>,
@@ -279,7 +277,7 @@ impl IndexService {
     }
 
     fn run(&self, log: &CommitLog, confirmed: &AtomicU64, waiter: &crate::sync::ServiceWaiter) {
-        let end = || super::confirm::readable_end(confirmed, log.max_offset());
+        let end = || super::confirm_offset::readable_end(confirmed, log.max_offset());
         let mut last_flush = Instant::now();
         let mut dirty = false;
         loop {
@@ -462,7 +460,7 @@ impl IndexService {
 
     /// Waits (briefly) until everything below `offset` is indexed, so a message acknowledged
     /// before a lookup is found by it.
-    fn catch_up(&self, offset: u64) {
+    pub(super) fn catch_up(&self, offset: u64) {
         if !self.writable || self.progress() >= offset {
             return;
         }
@@ -554,41 +552,5 @@ impl IndexService {
             .iter()
             .map(|f| f.path().to_owned())
             .collect()
-    }
-}
-
-impl MessageStore {
-    /// [`Self::query_message`] once the index covers every message stored before the call
-    /// (waiting at most a second for it): what a caller in this process, which just stored
-    /// the message, expects.
-    pub fn find(&self, q: &KeyQuery<'_>) -> Result<Vec<OwnedRecord>, CommitLogError> {
-        if let Some(index) = &self.index {
-            index.catch_up(self.confirm_offset());
-        }
-        Ok(self.query_message(q)?.0)
-    }
-
-    /// RocketMQ's `queryMessage`: the messages the query asks for, oldest first, and the
-    /// index's last update, as the index stands now. Entries whose hash matches but whose message does not
-    /// carry the key (another key with the same hash) are left out here rather than by the
-    /// client.
-    pub fn query_message(
-        &self,
-        q: &KeyQuery<'_>,
-    ) -> Result<(Vec<OwnedRecord>, QueryOffsetResult), CommitLogError> {
-        let Some(index) = self.index.as_ref() else {
-            return Err(CommitLogError::Config(
-                "messageIndexEnable is false: this store keeps no index to find messages by key"
-                    .into(),
-            ));
-        };
-        let offsets = index.query_offsets(q)?;
-        let records = offsets
-            .phy_offsets
-            .iter()
-            .filter_map(|&o| self.look_message_by_offset(u64::try_from(o).ok()?))
-            .filter(|rec| record_has_key(&rec.view(), q.topic, q.key, q.unique))
-            .collect();
-        Ok((records, offsets))
     }
 }

@@ -5,7 +5,6 @@
 
 use std::fs::{File, OpenOptions};
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
@@ -18,9 +17,9 @@ use crate::commitlog::recover::RecoveryReport;
 use crate::commitlog::CommitLog;
 use crate::consume_queue::ConsumeQueueTable;
 use crate::error::CommitLogError;
-use crate::protocol::now_millis;
 use crate::sync::lock;
 
+use super::checkpoint::{read_checkpoint, write_checkpoint};
 use super::clean::Retention;
 use super::group_transfer::GroupTransferService;
 use super::index::IndexService;
@@ -44,32 +43,6 @@ fn lock_store(root: &Path) -> Result<File, CommitLogError> {
         });
     }
     Ok(file)
-}
-
-/// `checkpoint`: physic, logics and index timestamps as RocketMQ keeps them, then the commit log
-/// offset known flushed, which bounds how far back crash recovery must scan.
-fn read_checkpoint(root: &Path) -> Option<u64> {
-    let raw = std::fs::read(root.join("checkpoint")).ok()?;
-    let bytes: [u8; 8] = raw.get(24..32)?.try_into().ok()?;
-    Some(u64::from_be_bytes(bytes))
-}
-
-pub(super) fn write_checkpoint(root: &Path, flushed: u64) -> Result<(), CommitLogError> {
-    let path = root.join("checkpoint");
-    let now = now_millis();
-    let mut raw = Vec::with_capacity(32);
-    for v in [now, now, now] {
-        raw.extend_from_slice(&v.to_be_bytes());
-    }
-    raw.extend_from_slice(&flushed.to_be_bytes());
-    let file = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(&path)
-        .map_err(|e| CommitLogError::io(&path, e))?;
-    file.write_all_at(&raw, 0)
-        .map_err(|e| CommitLogError::io(&path, e))
 }
 
 /// The store's delay levels; their offsets are loaded by a writable open only.

@@ -25,10 +25,11 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use super::MessageStore;
 use crate::commitlog::record::{
     self, find_property, MessageDraft, PROPERTY_DELAY_TIME_LEVEL, SCHEDULE_TOPIC,
 };
+use crate::commitlog::{AppendResult, OwnedRecord};
+use crate::consume_queue::ConsumeQueue;
 use crate::error::{CommitLogError, RecordError};
 use crate::protocol::config_file::{remove_stale_temporaries, write_atomically};
 use crate::protocol::json::parse_lenient;
@@ -167,6 +168,16 @@ struct DelayOffsetSerializeWrapper {
     offset_table: BTreeMap<i32, i64>,
 }
 
+/// What delivery needs of the store the service belongs to, which implements it: the service
+/// reads its levels' queues and the messages they point at, and puts each due one back.
+pub(crate) trait ScheduleStore: Send + Sync + 'static {
+    /// The store's own schedule service, for the delivery thread.
+    fn schedule(&self) -> &ScheduleMessageService;
+    fn consume_queue(&self, topic: &str, queue_id: i32) -> Option<Arc<ConsumeQueue>>;
+    fn look_message_by_offset(&self, offset: u64) -> Option<OwnedRecord>;
+    fn put_now(&self, draft: &MessageDraft<'_>) -> Result<AppendResult, CommitLogError>;
+}
+
 pub(crate) struct ScheduleMessageService {
     /// `messageDelayLevel` in ms, level 1 first.
     levels: Vec<i64>,
@@ -249,13 +260,13 @@ impl ScheduleMessageService {
 
     /// Starts delivering (a master): once until [`Self::shutdown`], however often called, and
     /// again after it (a broker demoted, then promoted again in controller mode).
-    pub(crate) fn start(&self, store: Arc<MessageStore>) -> std::io::Result<()> {
+    pub(crate) fn start(&self, store: Arc<dyn ScheduleStore>) -> std::io::Result<()> {
         let mut running = lock(&self.thread);
         if running.is_some() {
             return Ok(());
         }
         let thread = ServiceThread::new("schedule-message");
-        thread.start(move |waiter| store.schedule().run(&store, &waiter))?;
+        thread.start(move |waiter| store.schedule().run(&*store, &waiter))?;
         *running = Some(thread);
         Ok(())
     }
@@ -294,7 +305,7 @@ impl ScheduleMessageService {
 
     /// The delivery thread: every level's due messages, then sleep until the next is due (or
     /// a put due sooner, or the next write of the offsets).
-    fn run(&self, store: &MessageStore, waiter: &ServiceWaiter) {
+    fn run(&self, store: &dyn ScheduleStore, waiter: &ServiceWaiter) {
         let mut next_persist = Instant::now() + self.flush_interval;
         loop {
             self.next_due.store(i64::MAX, Ordering::SeqCst);
@@ -322,7 +333,7 @@ impl ScheduleMessageService {
 
     /// Delivers `level`'s due messages in queue order; returns when its next one is due
     /// (`i64::MAX`: none waiting).
-    fn deliver_level(&self, store: &MessageStore, level: i32, waiter: &ServiceWaiter) -> i64 {
+    fn deliver_level(&self, store: &dyn ScheduleStore, level: i32, waiter: &ServiceWaiter) -> i64 {
         let Some(cq) = store.consume_queue(SCHEDULE_TOPIC, level - 1) else {
             return i64::MAX;
         };
@@ -369,7 +380,7 @@ impl ScheduleMessageService {
 /// properties it writes). False when the store refused it for now (to
 /// be tried again); a message that can never be delivered (gone to retention, no real topic)
 /// is skipped with a warning, as RocketMQ skips it.
-fn deliver(store: &MessageStore, offset: i64) -> bool {
+fn deliver(store: &dyn ScheduleStore, offset: i64) -> bool {
     let Some(record) = u64::try_from(offset)
         .ok()
         .and_then(|o| store.look_message_by_offset(o))

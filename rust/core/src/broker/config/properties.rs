@@ -1,8 +1,6 @@
 //! `broker.conf` as text: the Java properties lines RocketMQ's files use, and the closest
 //! known key for one that is misspelt.
 
-use super::{BrokerConfig, IGNORED_KEYS};
-
 /// The reason a properties line could not be read, with its 1-based line number.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{line}: cannot parse {text:?} (expected key=value)")]
@@ -64,10 +62,13 @@ fn similarity(a: &str, b: &str) -> f64 {
     2.0 * row[b.len()] as f64 / total as f64
 }
 
-pub(super) fn closest_key(key: &str) -> Option<String> {
-    BrokerConfig::KEYS
-        .iter()
-        .chain(IGNORED_KEYS)
+/// The one of `known` most like `key`, if any is close enough to be a misspelling of it.
+pub(super) fn closest_key<'a>(
+    key: &str,
+    known: impl IntoIterator<Item = &'a &'a str>,
+) -> Option<String> {
+    known
+        .into_iter()
         .map(|k| (similarity(key, k), *k))
         .filter(|(score, _)| *score >= 0.7)
         .max_by(|a, b| a.0.total_cmp(&b.0))

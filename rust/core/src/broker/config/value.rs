@@ -1,6 +1,5 @@
 //! How each key's text is read and written back, by the key's type.
 
-use super::BrokerRole;
 use crate::commitlog::flush::FlushDiskType;
 
 /// A key's value as its type has it (enums by RocketMQ's name), for bindings.
@@ -83,25 +82,6 @@ impl<T: ConfigValue> ConfigValue for Option<T> {
     }
     fn render(&self) -> Option<String> {
         self.as_ref().and_then(T::render)
-    }
-}
-
-impl ConfigValue for BrokerRole {
-    fn value(&self) -> Value {
-        Value::Str(self.name().to_owned())
-    }
-
-    const EXPECTED: &'static str = "BrokerRole (one of ASYNC_MASTER, SYNC_MASTER, SLAVE)";
-    fn parse(text: &str) -> Option<Self> {
-        match text.to_ascii_uppercase().as_str() {
-            "ASYNC_MASTER" => Some(Self::AsyncMaster),
-            "SYNC_MASTER" => Some(Self::SyncMaster),
-            "SLAVE" => Some(Self::Slave),
-            _ => None,
-        }
-    }
-    fn render(&self) -> Option<String> {
-        Some(self.name().to_owned())
     }
 }
 

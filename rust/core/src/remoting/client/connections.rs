@@ -16,7 +16,8 @@ use std::time::{Duration, Instant};
 use mio::net::TcpStream;
 use mio::{Events, Interest, Token};
 
-use super::{ClientConfig, ClientError, InvokeCallback, InvokeResult};
+use super::config::ClientConfig;
+use super::invoke::{ClientError, InvokeCallback, InvokeResult};
 use crate::event_loop::{EventLoop, Signal, WAKER};
 use crate::remoting::command::RemotingCommand;
 use crate::remoting::frame::{decode_frame, Decoded};

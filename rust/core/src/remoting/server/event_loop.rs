@@ -13,8 +13,12 @@ use mio::net::TcpListener;
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Token};
 
+use super::config::ServerConfig;
 use super::connection::{Close, Connection, Output, Wire};
-use super::{RequestContext, RequestProcessor, Responder, ServerConfig, ServerEventKind, Shared};
+use super::events::ServerEventKind;
+use super::processor::{process_caught, RequestProcessor};
+use super::responder::{RequestContext, Responder};
+use super::shared::Shared;
 use crate::event_loop::{EventLoop as Poller, WAKER};
 use crate::remoting::codes::response_code;
 use crate::remoting::command::RemotingCommand;
@@ -486,7 +490,7 @@ impl EventLoop {
                 shared: self.shared.clone(),
             },
         };
-        let response = super::process_caught(&*self.processor, request, &ctx);
+        let response = process_caught(&*self.processor, request, &ctx);
         let Some(mut response) = response else {
             return Ok(());
         };

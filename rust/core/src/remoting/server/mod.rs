@@ -17,117 +17,33 @@
 //! prefix, or a client that never reads its responses (past `max_output_per_connection`) closes
 //! that connection with the reason in [`ServerEvents`]; everyone else goes on.
 
+mod config;
 mod connection;
 mod event_loop;
 mod events;
 mod invocations;
+mod processor;
 mod processor_table;
 mod responder;
+mod shared;
 
 use std::io;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use mio::net::TcpListener;
 
-use super::codes::response_code;
-use super::command::RemotingCommand;
-use super::frame::DEFAULT_MAX_FRAME_SIZE;
-use super::tls::ServerTls;
-use crate::event_loop::{EventLoop as Poller, LoopThread, Signal};
+use crate::event_loop::{EventLoop as Poller, LoopThread};
 use crate::sync::lock;
 use event_loop::EventLoop;
+use shared::Shared;
 
+pub use config::ServerConfig;
 pub use events::{ServerEvent, ServerEventKind, ServerEvents};
-use invocations::InvokeCallback;
 pub(crate) use invocations::InvokeError;
+pub(crate) use processor::{not_supported, RequestProcessor};
 pub(crate) use processor_table::{Executor, ProcessorTable, ServerRpcHook, Worker};
 pub(crate) use responder::{RequestContext, Responder};
-
-/// Handles requests; one instance serves every connection of a server.
-pub(crate) trait RequestProcessor: Send + Sync + 'static {
-    /// Handles one request on the loop thread (must not block). Returns the response now, or
-    /// None when it will be sent later through `ctx.responder()` (a SYNC_MASTER send waiting
-    /// for its slave ack), or for a oneway request.
-    fn process(&self, request: RemotingCommand, ctx: &RequestContext) -> Option<RemotingCommand>;
-
-    /// A connection closed, for whatever reason (RocketMQ's `ChannelEventListener.onChannelClose`;
-    /// the name server forgets the brokers registered over it). Runs on the loop thread.
-    fn on_close(&self, _connection_id: u64, _remote: SocketAddr) {}
-}
-
-/// `REQUEST_CODE_NOT_SUPPORTED` for `request`, with the remark RocketMQ gives.
-pub(crate) fn not_supported(request: &RemotingCommand) -> RemotingCommand {
-    RemotingCommand::response_to(
-        request,
-        response_code::REQUEST_CODE_NOT_SUPPORTED,
-        Some(format!(" request type {} not supported", request.code)),
-    )
-}
-
-/// `processor`'s answer to `request`; a panic in it is answered SYSTEM_ERROR, as Netty's
-/// handler answers an exception, and the thread (the loop, a worker) and its peers go on.
-fn process_caught(
-    processor: &dyn RequestProcessor,
-    request: RemotingCommand,
-    ctx: &RequestContext,
-) -> Option<RemotingCommand> {
-    let (code, opaque) = (request.code, request.opaque);
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        processor.process(request, ctx)
-    }))
-    .unwrap_or_else(|_| {
-        Some(RemotingCommand::response_to(
-            &RemotingCommand::request(code, opaque),
-            response_code::SYSTEM_ERROR,
-            Some(format!(
-                "request code {code} failed: the processor panicked"
-            )),
-        ))
-    })
-}
-
-/// Limits of a server, RocketMQ's by default.
-#[derive(Debug, Clone)]
-pub struct ServerConfig {
-    /// Largest frame accepted or sent, its length field included (`NettyDecoder`'s 16 MiB).
-    pub max_frame_size: usize,
-    /// Cap on a connection's unwritten response bytes: past it the connection is closed (a
-    /// client that sends requests but never reads the answers would otherwise grow it forever).
-    pub max_output_per_connection: usize,
-    /// A connection with nothing read or written for this long is closed
-    /// (`serverChannelMaxIdleTimeSeconds`, 120 s); `None` keeps idle connections.
-    pub idle_timeout: Option<Duration>,
-    /// TLS (`tls.server.mode` permissive or enforcing, with its certificate); `None` serves
-    /// plain TCP only.
-    pub tls: Option<ServerTls>,
-}
-
-impl Default for ServerConfig {
-    fn default() -> Self {
-        Self {
-            max_frame_size: DEFAULT_MAX_FRAME_SIZE,
-            // Four largest frames: room for a burst of big answers to a slow reader, not for
-            // one that stopped reading.
-            max_output_per_connection: 4 * DEFAULT_MAX_FRAME_SIZE,
-            idle_timeout: Some(Duration::from_secs(120)),
-            tls: None,
-        }
-    }
-}
-
-/// What the loop shares with responders and the owning handle.
-struct Shared {
-    signal: Arc<Signal>,
-    /// Responses sent from other threads, by connection id, for the loop to write. A lock
-    /// rather than a channel: the loop takes the whole batch in one swap.
-    outbox: Mutex<Vec<(u64, RemotingCommand)>>,
-    events: Arc<ServerEvents>,
-    max_frame_size: usize,
-    /// The server's own requests waiting for a client's response.
-    invocations: invocations::Invocations,
-}
 
 /// The server: a listening socket and its event loop thread.
 pub(crate) struct RemotingServer {

@@ -16,7 +16,8 @@ use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
-use super::{not_supported, RequestContext, RequestProcessor};
+use super::processor::{not_supported, process_caught, RequestProcessor};
+use super::responder::RequestContext;
 use crate::remoting::codes::response_code;
 use crate::remoting::command::RemotingCommand;
 use crate::sync::{lock, ServiceThread, ServiceWaiter, Woke};
@@ -195,7 +196,7 @@ impl Worker {
             ctx,
         } = job;
         let oneway = request.is_oneway();
-        let response = super::process_caught(&*processor, request, &ctx);
+        let response = process_caught(&*processor, request, &ctx);
         if let Some(response) = response.filter(|_| !oneway) {
             ctx.responder().send(response);
         }

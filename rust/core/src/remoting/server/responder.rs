@@ -5,7 +5,8 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Weak};
 
 use super::connection::Output;
-use super::{InvokeCallback, Shared};
+use super::invocations::InvokeCallback;
+use super::shared::Shared;
 use crate::remoting::codes::SerializeType;
 use crate::remoting::command::RemotingCommand;
 use crate::sync::lock;

@@ -4,6 +4,8 @@ use std::path::Path;
 use super::file::{IndexFile, HEADER_SIZE};
 use super::*;
 use crate::commitlog::record::{encode_properties, MessageDraft};
+use crate::commitlog::OwnedRecord;
+use crate::store::MessageStore;
 use crate::store::StoreConfig;
 
 fn config(dir: &Path, slots: usize, entries: usize) -> StoreConfig {

@@ -4,6 +4,7 @@ use std::time::{Duration, Instant};
 use super::*;
 use crate::commitlog::record::{decode_properties, encode_properties};
 use crate::commitlog::AppendResult;
+use crate::store::MessageStore;
 use crate::store::StoreConfig;
 
 const LONG: Duration = Duration::from_secs(30);
