@@ -172,6 +172,8 @@ pub(crate) mod request_code {
 pub(crate) mod response_code {
     pub const SUCCESS: i32 = 0;
     pub(crate) const SYSTEM_ERROR: i32 = 1;
+    /// A worker's queue is full: the request was not run (`[REJECTREQUEST]system busy`).
+    pub(crate) const SYSTEM_BUSY: i32 = 2;
     pub(crate) const REQUEST_CODE_NOT_SUPPORTED: i32 = 3;
     pub(crate) const FLUSH_DISK_TIMEOUT: i32 = 10;
     pub(crate) const SLAVE_NOT_AVAILABLE: i32 = 11;

@@ -1,8 +1,9 @@
 //! RocketMQ's `AdminBrokerProcessor`: the operators' requests (`mqadmin`) and the tables a slave
 //! syncs, split by concern into the files below; this file only routes each code to its
-//! concern. It runs on a worker thread of its own, as RocketMQ's `adminBrokerExecutor`: some of
-//! its answers (every topic as JSON, a group's stats over thousands of queues) take long enough
-//! to stall the sends and pulls the event loop serves meanwhile.
+//! concern. Most answer from memory on the event loop; those in [`SLOW_CODES`] run on a worker
+//! thread of their own, as RocketMQ's `adminBrokerExecutor`: their answers (every topic as
+//! JSON, a group's stats over thousands of queues, a search through a queue's records on disk)
+//! take long enough to stall the sends and pulls the event loop serves meanwhile.
 
 pub(crate) mod broker_config;
 pub(crate) mod call_consumer;
@@ -36,27 +37,17 @@ use crate::remoting::{
 };
 use crate::store::MessageStore;
 
-/// The codes it answers.
+/// The codes it answers on the event loop.
 pub(crate) const CODES: &[i32] = &[
     request_code::UPDATE_AND_CREATE_TOPIC,
     request_code::DELETE_TOPIC_IN_BROKER,
     request_code::GET_TOPIC_CONFIG,
-    request_code::GET_TOPIC_STATS_INFO,
-    request_code::GET_CONSUME_STATS,
     request_code::GET_MAX_OFFSET,
     request_code::GET_MIN_OFFSET,
     request_code::GET_EARLIEST_MSG_STORETIME,
-    request_code::SEARCH_OFFSET_BY_TIMESTAMP,
-    request_code::INVOKE_BROKER_TO_RESET_OFFSET,
-    request_code::GET_ALL_TOPIC_CONFIG,
-    request_code::GET_ALL_CONSUMER_OFFSET,
-    request_code::GET_ALL_DELAY_OFFSET,
-    request_code::GET_ALL_SUBSCRIPTIONGROUP_CONFIG,
     request_code::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
     request_code::DELETE_SUBSCRIPTIONGROUP,
     request_code::GET_SUBSCRIPTIONGROUP_CONFIG,
-    request_code::QUERY_CONSUME_QUEUE,
-    request_code::QUERY_TOPIC_CONSUME_BY_WHO,
     request_code::GET_CONSUMER_CONNECTION_LIST,
     request_code::GET_PRODUCER_CONNECTION_LIST,
     request_code::GET_CONSUMER_RUNNING_INFO,
@@ -67,6 +58,20 @@ pub(crate) const CODES: &[i32] = &[
     request_code::UPDATE_BROKER_CONFIG,
     request_code::GET_BROKER_EPOCH_CACHE,
     request_code::NOTIFY_BROKER_ROLE_CHANGED,
+];
+
+/// The codes whose answers take long: run on the admin worker.
+pub(crate) const SLOW_CODES: &[i32] = &[
+    request_code::GET_ALL_TOPIC_CONFIG,
+    request_code::GET_ALL_CONSUMER_OFFSET,
+    request_code::GET_ALL_DELAY_OFFSET,
+    request_code::GET_ALL_SUBSCRIPTIONGROUP_CONFIG,
+    request_code::GET_TOPIC_STATS_INFO,
+    request_code::GET_CONSUME_STATS,
+    request_code::SEARCH_OFFSET_BY_TIMESTAMP,
+    request_code::INVOKE_BROKER_TO_RESET_OFFSET,
+    request_code::QUERY_CONSUME_QUEUE,
+    request_code::QUERY_TOPIC_CONSUME_BY_WHO,
 ];
 
 pub(crate) struct AdminBrokerProcessor {
@@ -168,7 +173,7 @@ impl RequestProcessor for AdminBrokerProcessor {
             request_code::NOTIFY_BROKER_ROLE_CHANGED => {
                 return self.notify_broker_role_changed(request, ctx)
             }
-            // Only CODES are routed here.
+            // Only CODES and SLOW_CODES are routed here.
             _ => not_supported(request),
         })
     }

@@ -134,7 +134,8 @@ impl BrokerProcessors {
             table.set_hook(acl);
         }
         // The event loop serves what answers from memory, or defers its answer without
-        // blocking; the admin and query workers what may take long.
+        // blocking; the admin and query workers what may take long (each connection's
+        // requests in order, connections in turn).
         let on_loop = || Executor::EventLoop;
         table.register(send::CODES, Arc::new(send), on_loop());
         // Before the pull processor: a closed connection's client leaves the tables first,
@@ -145,8 +146,10 @@ impl BrokerProcessors {
         table.register(end_transaction::CODES, Arc::new(end_transaction), on_loop());
         let query_worker = Executor::Worker(Worker::start("broker-query")?);
         table.register(query::CODES, Arc::new(query), query_worker);
+        let admin = Arc::new(admin);
+        table.register(admin::CODES, admin.clone(), on_loop());
         let admin_worker = Executor::Worker(Worker::start("broker-admin")?);
-        table.register(admin::CODES, Arc::new(admin), admin_worker);
+        table.register(admin::SLOW_CODES, admin, admin_worker);
         Ok(Self {
             table: Arc::new(table),
             pull,

@@ -117,8 +117,7 @@ impl RequestProcessor for ProcessorTable {
         match &registered.executor {
             Executor::EventLoop => registered.processor.process(request, ctx),
             Executor::Worker(worker) => {
-                worker.submit(registered.processor.clone(), request, ctx.clone());
-                None
+                worker.submit(registered.processor.clone(), request, ctx.clone())
             }
         }
     }
@@ -137,54 +136,126 @@ struct Job {
     ctx: RequestContext,
 }
 
-/// A thread that runs the requests handed to it one after the other and sends each answer
-/// through the request's [`Responder`](super::Responder), as the loop would have.
+/// Requests a worker holds for one connection at most; past it a request is answered
+/// SYSTEM_BUSY at once, as RocketMQ's executors reject past their queue's capacity. A client
+/// that pipelines thousands of slow requests and never reads the answers costs its own
+/// connection, not the worker's other clients.
+const MAX_PENDING_PER_CONNECTION: usize = 1024;
+
+/// The requests a worker holds, by connection, taken in turn: one connection's burst waits
+/// behind itself, while every other connection's next request is at most one request away.
+#[derive(Default)]
+struct Pending {
+    /// Connections with requests waiting, each once, in turn order.
+    turns: VecDeque<u64>,
+    by_connection: HashMap<u64, VecDeque<Job>>,
+}
+
+impl Pending {
+    /// Whether `connection` may queue another request.
+    fn has_room(&self, connection: u64) -> bool {
+        self.by_connection
+            .get(&connection)
+            .is_none_or(|queued| queued.len() < MAX_PENDING_PER_CONNECTION)
+    }
+
+    fn push(&mut self, job: Job) {
+        let id = job.ctx.connection_id();
+        let queued = self.by_connection.entry(id).or_default();
+        if queued.is_empty() {
+            self.turns.push_back(id);
+        }
+        queued.push_back(job);
+    }
+
+    /// The next connection's oldest request.
+    fn pop(&mut self) -> Option<Job> {
+        let id = self.turns.pop_front()?;
+        let queued = self.by_connection.get_mut(&id)?;
+        let job = queued.pop_front();
+        if queued.is_empty() {
+            self.by_connection.remove(&id);
+        } else {
+            self.turns.push_back(id);
+        }
+        job
+    }
+}
+
+/// A thread that runs the requests handed to it, each connection's in order, and sends each
+/// answer through the request's [`Responder`](super::Responder), as the loop would have.
 pub(crate) struct Worker {
+    name: &'static str,
     thread: ServiceThread,
-    /// Requests in arrival order; the loop pushes, the worker takes.
-    queue: Arc<Mutex<VecDeque<Job>>>,
+    /// The loop pushes, the worker takes.
+    pending: Arc<Mutex<Pending>>,
 }
 
 impl Worker {
     /// Starts the thread `rocketha-<name>`.
     pub(crate) fn start(name: &'static str) -> std::io::Result<Arc<Self>> {
         let worker = Arc::new(Self {
+            name,
             thread: ServiceThread::new(name),
-            queue: Arc::default(),
+            pending: Arc::default(),
         });
-        let queue = worker.queue.clone();
+        let pending = worker.pending.clone();
         worker
             .thread
-            .start(move |waiter| Self::run(&queue, &waiter))?;
+            .start(move |waiter| Self::run(&pending, &waiter))?;
         Ok(worker)
     }
 
+    /// Queues the request; SYSTEM_BUSY now when its connection has too many waiting.
     fn submit(
         &self,
         processor: Arc<dyn RequestProcessor>,
         request: RemotingCommand,
         ctx: RequestContext,
-    ) {
-        lock(&self.queue).push_back(Job {
+    ) -> Option<RemotingCommand> {
+        let mut pending = lock(&self.pending);
+        if !pending.has_room(ctx.connection_id()) {
+            drop(pending);
+            let remark = format!(
+                "[REJECTREQUEST]system busy: {MAX_PENDING_PER_CONNECTION} requests of this \
+                 connection already wait for the broker's {} thread",
+                self.name
+            );
+            return Some(RemotingCommand::response_to(
+                &request,
+                response_code::SYSTEM_BUSY,
+                Some(remark),
+            ));
+        }
+        pending.push(Job {
             processor,
             request,
             ctx,
         });
+        drop(pending);
         self.thread.wakeup();
+        None
     }
 
-    fn run(queue: &Mutex<VecDeque<Job>>, waiter: &ServiceWaiter) {
+    fn run(pending: &Mutex<Pending>, waiter: &ServiceWaiter) {
         loop {
-            // Taken one at a time: the loop may push while a job runs.
-            while let Some(job) = lock(queue).pop_front() {
-                Self::answer(job);
-            }
+            Self::drain(pending);
             if waiter.wait_for_running(None) == Woke::Stopped {
                 break;
             }
         }
         // Stopped: what was queued before the server closed is still answered.
-        while let Some(job) = lock(queue).pop_front() {
+        Self::drain(pending);
+    }
+
+    /// Answers what is queued, taking one job at a time and answering it without the lock:
+    /// the loop queues more meanwhile, and must never wait for a job to run.
+    fn drain(pending: &Mutex<Pending>) {
+        loop {
+            let next = lock(pending).pop();
+            let Some(job) = next else {
+                return;
+            };
             Self::answer(job);
         }
     }
@@ -195,6 +266,10 @@ impl Worker {
             request,
             ctx,
         } = job;
+        // Its client is gone: nobody would read the answer.
+        if ctx.responder().is_closed() {
+            return;
+        }
         let oneway = request.is_oneway();
         let response = process_caught(&*processor, request, &ctx);
         if let Some(response) = response.filter(|_| !oneway) {

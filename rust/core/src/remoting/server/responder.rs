@@ -65,6 +65,11 @@ impl Responder {
         self.shared.signal.wake();
     }
 
+    /// The connection closed: nothing sent through this responder would reach anyone.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.output.strong_count() == 0 || self.shared.signal.stopped()
+    }
+
     fn queue(&self, mut command: RemotingCommand) {
         if self.shared.signal.stopped() {
             return;

@@ -137,3 +137,97 @@ fn each_code_runs_where_it_is_registered_behind_the_hook() {
     table.shutdown();
     assert!(closed.try_recv().is_err(), "on_close ran twice");
 }
+
+/// Runs one request at a time behind `gate`, recording whose it ran.
+struct Gated {
+    gate: Mutex<()>,
+    ran: Mutex<Vec<String>>,
+}
+
+impl RequestProcessor for Gated {
+    fn process(&self, request: RemotingCommand, _ctx: &RequestContext) -> Option<RemotingCommand> {
+        let _open = self.gate.lock().unwrap();
+        let who = request.ext_fields.get("who").cloned().unwrap_or_default();
+        self.ran.lock().unwrap().push(who);
+        Some(RemotingCommand::response_to(
+            &request,
+            response_code::SUCCESS,
+            None,
+        ))
+    }
+}
+
+#[test]
+fn a_connection_that_floods_a_worker_waits_behind_itself_and_is_told_busy() {
+    use crate::remoting::{ClientConfig, NettyRemotingClient};
+    let gated = Arc::new(Gated {
+        gate: Mutex::new(()),
+        ran: Mutex::new(Vec::new()),
+    });
+    let (closed_tx, _closed) = channel();
+    let (oneway_tx, _oneway) = channel();
+    let mut table = ProcessorTable::default();
+    let worker = Executor::Worker(Worker::start("test-flooded").unwrap());
+    table.register(&[ON_WORKER], gated.clone(), worker);
+    let named = Named {
+        closed: Mutex::new(closed_tx),
+        ran_oneway: Mutex::new(oneway_tx),
+    };
+    table.register(&[ON_LOOP], Arc::new(named), Executor::EventLoop);
+    let table = Arc::new(table);
+    let server = RemotingServer::start(
+        "127.0.0.1:0".parse().unwrap(),
+        table.clone(),
+        ServerConfig::default(),
+    )
+    .unwrap();
+    let addr = server.local_addr().to_string();
+    let request = |who: &str, code| {
+        let mut r = RemotingCommand::request(code, 0);
+        r.ext_fields.insert("who".into(), who.into());
+        r
+    };
+    let flooder = NettyRemotingClient::start(ClientConfig::default()).unwrap();
+    let polite = NettyRemotingClient::start(ClientConfig::default()).unwrap();
+    let (answers_tx, answers) = channel();
+    let held = gated.gate.lock().unwrap();
+    const FLOOD: usize = 3000;
+    for _ in 0..FLOOD {
+        let tx = answers_tx.clone();
+        flooder
+            .invoke_async(&addr, request("flood", ON_WORKER), TIMEOUT, move |r| {
+                let _ = tx.send(r.map(|r| r.code));
+            })
+            .unwrap();
+    }
+    // The flood past what the worker holds for one connection is refused at once.
+    let busy = (0..FLOOD - 1025)
+        .map(|_| answers.recv_timeout(TIMEOUT).unwrap().unwrap())
+        .filter(|&code| code == response_code::SYSTEM_BUSY)
+        .count();
+    assert_eq!(busy, FLOOD - 1025);
+    let (polite_tx, polite_answer) = channel();
+    polite
+        .invoke_async(&addr, request("polite", ON_WORKER), TIMEOUT, move |r| {
+            let _ = polite_tx.send(r.map(|r| r.code));
+        })
+        .unwrap();
+    // Answered by the loop after it queued the request before it on the same connection.
+    polite
+        .invoke_sync(&addr, request("polite", ON_LOOP), TIMEOUT)
+        .unwrap();
+    drop(held);
+    assert_eq!(
+        polite_answer.recv_timeout(TIMEOUT).unwrap().unwrap(),
+        response_code::SUCCESS
+    );
+    let ran = gated.ran.lock().unwrap().clone();
+    let turn = ran.iter().position(|w| w == "polite").unwrap();
+    // One flooding request was running, and the flood had one more turn before it at most.
+    assert!(
+        turn <= 2,
+        "the polite request ran after {turn} of the flood"
+    );
+    server.shutdown();
+    table.shutdown();
+}
