@@ -77,9 +77,7 @@ impl BrokerProcessors {
         let pull = PullMessageProcessor::start(
             store.clone(),
             topics.clone(),
-            consume.groups.clone(),
-            consume.consumers.clone(),
-            consume.offsets.clone(),
+            consume.clone(),
             settings.clone(),
             runtime.stats.clone(),
         )?;

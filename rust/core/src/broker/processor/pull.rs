@@ -12,13 +12,12 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use crate::broker::consumer_manager::{ConsumerManager, SubscriptionData};
-use crate::broker::consumer_offset::ConsumerOffsetManager;
+use crate::broker::consumer_manager::SubscriptionData;
 use crate::broker::pull_request_hold::{HeldPull, PullRequestHoldService};
 use crate::broker::store_stats::StoreStatsService;
-use crate::broker::subscription_group::{SubscriptionGroupConfig, SubscriptionGroupManager};
+use crate::broker::subscription_group::SubscriptionGroupConfig;
 use crate::broker::topic_config::TopicConfigManager;
-use crate::broker::{BrokerSettings, TransferLimit};
+use crate::broker::{BrokerSettings, ConsumeTables, TransferLimit};
 use crate::commitlog::record::{self, Peeked};
 use crate::filter;
 use crate::protocol::body::{perm, MASTER_ID};
@@ -66,9 +65,8 @@ struct Refusal(i32, String);
 pub(crate) struct PullMessageProcessor {
     store: Arc<MessageStore>,
     topics: Arc<TopicConfigManager>,
-    groups: Arc<SubscriptionGroupManager>,
-    consumers: Arc<ConsumerManager>,
-    offsets: Arc<ConsumerOffsetManager>,
+    /// The groups, their subscriptions and their committed offsets.
+    consume: ConsumeTables,
     settings: Arc<BrokerSettings>,
     hold: Arc<PullRequestHoldService>,
     /// `TotalPhysicalMemorySize * accessMessageInMemoryMaxRatio / 100`: a consumer further
@@ -84,9 +82,7 @@ impl PullMessageProcessor {
     pub(crate) fn start(
         store: Arc<MessageStore>,
         topics: Arc<TopicConfigManager>,
-        groups: Arc<SubscriptionGroupManager>,
-        consumers: Arc<ConsumerManager>,
-        offsets: Arc<ConsumerOffsetManager>,
+        consume: ConsumeTables,
         settings: Arc<BrokerSettings>,
         stats: Arc<StoreStatsService>,
     ) -> std::io::Result<Arc<Self>> {
@@ -97,9 +93,7 @@ impl PullMessageProcessor {
         let processor = Arc::new(Self {
             store: store.clone(),
             topics,
-            groups,
-            consumers,
-            offsets,
+            consume,
             settings,
             hold: hold.clone(),
             memory_bytes,
@@ -155,7 +149,7 @@ impl PullMessageProcessor {
             && header.sys_flag & pull_sys_flag::FLAG_COMMIT_OFFSET != 0
             && !self.settings.is_slave
         {
-            self.offsets.commit_offset(
+            self.consume.offsets.commit_offset(
                 &header.consumer_group,
                 &header.topic,
                 header.queue_id,
@@ -219,8 +213,11 @@ impl PullMessageProcessor {
         if self.settings.is_slave {
             return None;
         }
-        self.offsets
-            .take_reset_offset(&header.consumer_group, &header.topic, header.queue_id)
+        self.consume.offsets.take_reset_offset(
+            &header.consumer_group,
+            &header.topic,
+            header.queue_id,
+        )
     }
 
     /// RocketMQ's OFFSET_RESET answer: PULL_OFFSET_MOVED with the reset offset as the next,
@@ -363,6 +360,7 @@ impl PullMessageProcessor {
         header: &PullMessageRequestHeader,
     ) -> Result<SubscriptionGroupConfig, Refusal> {
         let group = self
+            .consume
             .groups
             .find(&header.consumer_group)
             .map_err(|e| Refusal(response_code::SYSTEM_ERROR, e.to_string()))?
@@ -438,6 +436,7 @@ impl PullMessageProcessor {
             )
         };
         let sub = self
+            .consume
             .consumers
             .find_subscription(&header.consumer_group, &header.topic)
             .ok_or_else(|| not_exist("group info"))?
