@@ -23,7 +23,8 @@ max offset (and the current epoch) joins; one that stays behind for
 (ALTER_SYNC_STATE_SET) and applies once it answers. It looks when the core tells it that
 something changed (a slave outside the set caught up, a slave's connection closed, the
 controller decided) and when the first member's ``haMaxTimeSlaveNotCatchup`` runs out; a change
-the controller could not take is tried again ``RETRY_INTERVAL_S`` later. Nothing polls.
+the controller could not take is tried again ``RETRY_INTERVAL_S`` later, and events that come
+together are looked at together, at most every ``MIN_LOOK_INTERVAL_S``. Nothing polls.
 
 The controller tells the members of each election at once (NOTIFY_BROKER_ROLE_CHANGED on the
 client port); the manager also reads the group's master every ``syncBrokerMetadataPeriod``, for
@@ -51,6 +52,9 @@ log = logging.getLogger("rocketha.replicas")
 
 #: After the controller refused or missed a SyncStateSet change, when it is tried again.
 RETRY_INTERVAL_S = 1.0
+#: The SyncStateSet is looked at no more often than this: the events of a busy group (slaves
+#: catching up under load, a controller that keeps a set unchanged) are taken together.
+MIN_LOOK_INTERVAL_S = 0.5
 #: The decisions' wait when nothing is due: events end it.
 _IDLE_WAIT_S = 3600.0
 
@@ -92,6 +96,10 @@ class ReplicasManager:
         self.sync_state_set: set[int] = set()
         #: A change the controller did not take: when to try again (monotonic seconds).
         self._retry_at: float | None = None
+        #: When the SyncStateSet was last looked at (monotonic seconds).
+        self._last_look = -math.inf
+        #: Something happened that the next look must consider.
+        self._look_wanted = False
 
     @property
     def native(self) -> _core.ReplicasManager:
@@ -139,37 +147,51 @@ class ReplicasManager:
             if service.stopped:
                 return
             for decision in decisions:
+                self._look_wanted = True
                 if decision[0] in _SYNC_STATE_EVENTS:
                     continue
                 try:
                     self._apply(*decision)
                 except Exception:
                     log.exception("applying the controller's decision %s failed", decision)
+            now = time.monotonic()
+            if self._last_look + MIN_LOOK_INTERVAL_S > now:
+                continue
             if self.broker.role.is_master and self._decided.is_set():
-                self._retry_at = None
+                self._last_look, self._look_wanted, self._retry_at = now, False, None
                 try:
                     self._check_sync_state_set()
                 except HAError as e:
                     # The controller unreachable or refusing (a partition, a new leader): the
                     # set stays as it was, and the look is made again shortly.
                     log.warning("the SyncStateSet change was not made: %s", e)
-                    self._retry_at = time.monotonic() + RETRY_INTERVAL_S
+                    self._retry_at = now + RETRY_INTERVAL_S
                 except Exception:
                     log.exception("keeping the SyncStateSet failed")
 
     def _next_look_in(self) -> float:
-        """Seconds until the SyncStateSet must be looked at with no event: the first member's
-        ``haMaxTimeSlaveNotCatchup`` running out, or a retry; long when neither is due."""
+        """Seconds until the SyncStateSet must be looked at: soon after an event (at most
+        every ``MIN_LOOK_INTERVAL_S``), else when the first member's
+        ``haMaxTimeSlaveNotCatchup`` runs out or a retry is due; long when nothing is."""
         ha = self.broker.ha
         if not self.broker.role.is_master or ha is None or ha.master is None:
             return _IDLE_WAIT_S
+        now = time.monotonic()
         not_catchup_s = self.broker.config.ha_max_time_slave_not_catchup / 1000
         ago = dict(ha.master.caught_up())
-        due = [not_catchup_s - ago[s] for s in self.sync_state_set - {self.broker_id} if s in ago]
-        if self._retry_at is not None:
-            due.append(self._retry_at - time.monotonic())
         # Just past the limit, so the look finds the member behind it.
-        return max(0.0, min(due) + 0.001) if due else _IDLE_WAIT_S
+        due = [
+            not_catchup_s - ago[s] + 0.001
+            for s in self.sync_state_set - {self.broker_id}
+            if s in ago
+        ]
+        if self._retry_at is not None:
+            due.append(self._retry_at - now)
+        if self._look_wanted:
+            due.append(0.0)
+        if not due:
+            return _IDLE_WAIT_S
+        return max(min(due), self._last_look + MIN_LOOK_INTERVAL_S - now, 0.0)
 
     def _apply(
         self, kind: str, epoch: int, master: str | None, master_id: int | None, members: list[int]

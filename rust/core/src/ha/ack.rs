@@ -223,9 +223,17 @@ impl AckTable {
             _ => self.configured_slaves,
         };
         policy.in_sync_replicas = set.as_ref().map(|s| s.slaves.len() + 1);
-        *lock(&self.sync_state_set) = set;
-        // A slave left out of the new set is told of again when it catches up.
-        lock(&self.caught_up).told.clear();
+        let changed = {
+            let mut current = lock(&self.sync_state_set);
+            let changed = *current != set;
+            *current = set;
+            changed
+        };
+        // A slave left out of a new set is told of again when it catches up; the same set
+        // again (a change the controller did not take) tells nothing new.
+        if changed {
+            lock(&self.caught_up).told.clear();
+        }
         self.group_transfer.set_policy(policy);
         let table = lock(&self.by_connection);
         self.confirm(&table);
@@ -528,8 +536,12 @@ mod tests {
         assert_eq!(*lock(&told), vec![SyncStateEvent::CaughtUp(3)]);
         let slaves: Vec<u64> = t.caught_up().into_iter().map(|(s, _)| s).collect();
         assert_eq!(slaves, vec![2, 3]);
-        // A new set: a slave still outside it is told of again.
+        // The same set again (a change the controller did not take): nothing new to tell; a
+        // new set: a slave still outside it is told of again.
         t.set_sync_state_set(all_ack(&[2]));
+        t.update(1, 3, a);
+        assert_eq!(lock(&told).len(), 1);
+        t.set_sync_state_set(all_ack(&[2, 5]));
         t.update(1, 3, a);
         // Two connections of one slave: only the last close is told, and it is no longer
         // caught up.
