@@ -60,6 +60,18 @@ impl ServerRpcHook for RefuseOne {
     }
 }
 
+/// `table` served on an OS-chosen port.
+fn serve(table: ProcessorTable) -> (Arc<ProcessorTable>, RemotingServer) {
+    let table = Arc::new(table);
+    let server = RemotingServer::start(
+        "127.0.0.1:0".parse().unwrap(),
+        table.clone(),
+        ServerConfig::default(),
+    )
+    .unwrap();
+    (table, server)
+}
+
 #[test]
 fn each_code_runs_where_it_is_registered_behind_the_hook() {
     let (closed_tx, closed) = channel();
@@ -87,13 +99,7 @@ fn each_code_runs_where_it_is_registered_behind_the_hook() {
             PANIC_ON_WORKER
         ])
     );
-    let table = Arc::new(table);
-    let server = RemotingServer::start(
-        "127.0.0.1:0".parse().unwrap(),
-        table.clone(),
-        ServerConfig::default(),
-    )
-    .unwrap();
+    let (table, server) = serve(table);
     let mut c = RemotingClient::connect(server.local_addr(), TIMEOUT).unwrap();
     let ask = |c: &mut RemotingClient, code| {
         c.invoke(RemotingCommand::request(code, 0), TIMEOUT)
@@ -174,13 +180,7 @@ fn a_connection_that_floods_a_worker_waits_behind_itself_and_is_told_busy() {
         ran_oneway: Mutex::new(oneway_tx),
     };
     table.register(&[ON_LOOP], Arc::new(named), Executor::EventLoop);
-    let table = Arc::new(table);
-    let server = RemotingServer::start(
-        "127.0.0.1:0".parse().unwrap(),
-        table.clone(),
-        ServerConfig::default(),
-    )
-    .unwrap();
+    let (table, server) = serve(table);
     let addr = server.local_addr().to_string();
     let request = |who: &str, code| {
         let mut r = RemotingCommand::request(code, 0);
