@@ -206,6 +206,21 @@ class BrokerConfig:
     message_delay_level: str = _D["message_delay_level"]
     #: Milliseconds between writes of ``config/delayOffset.json`` (and one at shutdown).
     flush_delay_offset_interval: int = _D["flush_delay_offset_interval"]
+    #: The timer store: a message with ``TIMER_DELIVER_MS`` (or ``TIMER_DELAY_SEC`` /
+    #: ``TIMER_DELAY_MS``) is delivered at that moment; off, such a send is refused.
+    timer_wheel_enable: bool = _D["timer_wheel_enable"]
+    #: Milliseconds of one slot of the timer wheel (``timerwheel``).
+    timer_precision_ms: int = _D["timer_precision_ms"]
+    #: Seconds ahead a timer message may ask for at most (RocketMQ's 3 days); later is refused.
+    timer_max_delay_sec: int = _D["timer_max_delay_sec"]
+    #: Slots ahead a timer message is placed; a later one rolls over at the window's end.
+    timer_roll_window_slot: int = _D["timer_roll_window_slot"]
+    #: Milliseconds between msyncs of the timer's files.
+    timer_flush_interval_ms: int = _D["timer_flush_interval_ms"]
+    #: Bytes of one ``timerlog/`` file.
+    mapped_file_size_timer_log: int = _D["mapped_file_size_timer_log"]
+    #: Timer messages one slot takes before it refuses some sends (all past twice this).
+    timer_congest_num_each_slot: int = _D["timer_congest_num_each_slot"]
     #: Index every message's ``UNIQ_KEY`` and ``KEYS`` under ``index/`` (RocketMQ's format), so
     #: it is found by key: ``QUERY_MESSAGE``, ``mqadmin queryMsgByKey``, ``MessageStore.find``.
     message_index_enable: bool = _D["message_index_enable"]

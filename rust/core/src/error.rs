@@ -38,6 +38,17 @@ pub enum RecordError {
     /// RocketMQ's `putMessages` refuses a batch that asks for a delay (MESSAGE_ILLEGAL).
     #[error("a batch cannot hold delayed messages (property DELAY): send them one by one")]
     DelayedBatch,
+    /// `WHEEL_TIMER_NOT_ENABLE` (SYSTEM_ERROR).
+    #[error("accurate timer message is not enabled, timerWheelEnable is false")]
+    TimerNotEnabled,
+    /// `WHEEL_TIMER_MSG_ILLEGAL` (MESSAGE_ILLEGAL).
+    #[error("{0}")]
+    TimerIllegal(String),
+    /// `WHEEL_TIMER_FLOW_CONTROL` (SYSTEM_ERROR).
+    #[error("{0}")]
+    TimerFlowControl(String),
+    #[error("a batch cannot hold timer messages (TIMER_DELIVER_MS, TIMER_DELAY_SEC, TIMER_DELAY_MS): send them one by one")]
+    TimerBatch,
 }
 
 #[derive(Debug, thiserror::Error)]

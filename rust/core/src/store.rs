@@ -10,12 +10,14 @@ mod open;
 mod query;
 mod reput;
 pub(crate) mod schedule;
+pub(crate) mod timer;
 use checkpoint::write_checkpoint;
 pub mod group_transfer;
 
 pub use clean::{CleanConfig, CleanEvents, CleanReport};
 pub use index::{IndexConfig, KeyQuery, QueryOffsetResult};
 pub(crate) use schedule::{parse_message_delay_level, render_message_delay_level};
+pub use timer::{TimerConfig, TimerStatus};
 
 use std::fs::File;
 use std::net::SocketAddr;
@@ -42,6 +44,7 @@ use clean::Retention;
 use group_transfer::{Completion, GroupTransferService, PutStatus, WaitPolicy};
 use index::IndexService;
 use schedule::{ScheduleMessageService, ScheduleStore, Scheduled};
+use timer::{asks_for_timer, Timed, TimerMessageStore, TimerStore, TIMER_TOPIC};
 
 #[derive(Debug, Clone)]
 pub struct StoreConfig {
@@ -79,6 +82,8 @@ pub struct StoreConfig {
     pub flush_delay_offset_interval: Duration,
     /// `messageIndexEnable`, `maxHashSlotNum`, `maxIndexNum`: finding messages by key.
     pub index: IndexConfig,
+    /// `timerWheelEnable` and the timer store's keys: delivery at any moment.
+    pub timer: TimerConfig,
 }
 
 impl StoreConfig {
@@ -104,6 +109,7 @@ impl StoreConfig {
                 .unwrap_or_default(),
             flush_delay_offset_interval: Duration::from_secs(10),
             index: IndexConfig::default(),
+            timer: TimerConfig::default(),
         }
     }
 
@@ -207,6 +213,8 @@ pub struct MessageStore {
     retention: OnceLock<Arc<Retention>>,
     /// Delay levels: where puts with `DELAY` wait, delivered when due on a master.
     schedule: ScheduleMessageService,
+    /// `timerWheelEnable` on a writable store: the timer store.
+    timer: Option<TimerMessageStore>,
     /// Messages by key (`messageIndexEnable`); a read-only store maps what the writer built.
     index: Option<Arc<IndexService>>,
 }
@@ -374,16 +382,34 @@ impl MessageStore {
             tags_code,
             draft.properties,
         );
+        self.timer_arrived(draft.topic);
         Ok(result)
+    }
+
+    /// A record reached the timer topic's queue: the timer places it.
+    fn timer_arrived(&self, topic: &str) {
+        if topic == TIMER_TOPIC {
+            if let Some(timer) = &self.timer {
+                timer.arrived();
+            }
+        }
     }
 
     /// Appends one message; the caller then waits with [`Self::wait_for_put`] or
     /// [`Self::submit_put`] as the role and flush type demand.
-    /// A put whose `DELAY` asks for a level goes to `SCHEDULE_TOPIC_XXXX` instead, until due.
+    /// A put whose `DELAY` asks for a level goes to `SCHEDULE_TOPIC_XXXX` instead, until due;
+    /// one with a timer property (and no level) to `rmq_sys_wheel_timer`.
     pub fn put(&self, draft: &MessageDraft<'_>) -> Result<AppendResult, CommitLogError> {
         // The message as sent first: a bad topic must not hide in `REAL_TOPIC` until due.
         draft.validate()?;
         let Some(scheduled) = Scheduled::of(draft, &self.config.message_delay_level)? else {
+            if draft.topic != TIMER_TOPIC && asks_for_timer(draft.properties) {
+                self.check_writable()?;
+                let timer = self.timer.as_ref().ok_or(RecordError::TimerNotEnabled)?;
+                if let Some(timed) = Timed::of(draft, timer, now_millis())? {
+                    return self.put_now(&timed.draft(draft));
+                }
+            }
             return self.put_now(draft);
         };
         let result = self.put_now(&scheduled.draft(draft))?;
@@ -417,6 +443,9 @@ impl MessageStore {
             if schedule::delay_level(d.properties)?.is_some() {
                 return Err(RecordError::DelayedBatch.into());
             }
+            if d.topic != TIMER_TOPIC && asks_for_timer(d.properties) {
+                return Err(RecordError::TimerBatch.into());
+            }
         }
         self.check_writable()?;
         self.check_disk()?;
@@ -430,6 +459,31 @@ impl MessageStore {
         }
         self.published();
         Ok(out)
+    }
+
+    /// The timer's progress (`None`: `timerWheelEnable=false`, or a read-only store).
+    pub fn timer_status(&self) -> Option<TimerStatus> {
+        self.timer.as_ref().map(|t| t.status(self))
+    }
+
+    /// The timer store (GET_TIMER_CHECK_POINT, GET_TIMER_METRICS, a slave's sync).
+    pub(crate) fn timer(&self) -> Option<&TimerMessageStore> {
+        self.timer.as_ref()
+    }
+
+    /// Starts the timer: placing on every node, delivering on a master (`master`).
+    pub(crate) fn start_timer(self: &Arc<Self>, master: bool) -> std::io::Result<()> {
+        match &self.timer {
+            Some(timer) => timer.start(self.clone(), master),
+            None => Ok(()),
+        }
+    }
+
+    /// Stops the timer's threads and writes its files (also done by [`Self::close`]).
+    pub(crate) fn shutdown_timer(&self) {
+        if let Some(timer) = &self.timer {
+            timer.shutdown();
+        }
     }
 
     /// A replica's append of bytes received from its master, then dispatch of every record
@@ -728,6 +782,7 @@ impl MessageStore {
         }
         // Before the put lock: a delivery in progress needs it to finish.
         self.schedule.shutdown();
+        self.shutdown_timer();
         if let Some(index) = &self.index {
             index.shutdown();
         }
@@ -774,5 +829,25 @@ impl ScheduleStore for MessageStore {
     }
     fn put_now(&self, draft: &MessageDraft<'_>) -> Result<AppendResult, CommitLogError> {
         MessageStore::put_now(self, draft)
+    }
+}
+
+impl TimerStore for MessageStore {
+    fn timer(&self) -> &TimerMessageStore {
+        self.timer
+            .as_ref()
+            .expect("the timer's threads run only for a store that has a timer")
+    }
+    fn consume_queue(&self, topic: &str, queue_id: i32) -> Option<Arc<ConsumeQueue>> {
+        MessageStore::consume_queue(self, topic, queue_id)
+    }
+    fn look_message_by_offset(&self, offset: u64) -> Option<OwnedRecord> {
+        MessageStore::look_message_by_offset(self, offset)
+    }
+    fn put_batch(&self, drafts: &[MessageDraft<'_>]) -> Result<Vec<AppendResult>, CommitLogError> {
+        MessageStore::put_batch(self, drafts)
+    }
+    fn min_offset(&self) -> u64 {
+        MessageStore::min_offset(self)
     }
 }

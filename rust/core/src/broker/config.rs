@@ -311,6 +311,21 @@ broker_config! {
     /// Milliseconds between writes of `config/delayOffset.json` (delayed delivery's progress).
     flush_delay_offset_interval: i64 = "flushDelayOffsetInterval",
         ms(s.flush_delay_offset_interval);
+    /// The timer store: messages delivered at any moment (`TIMER_DELIVER_MS`, ...).
+    timer_wheel_enable: bool = "timerWheelEnable", s.timer.enable;
+    /// Milliseconds of one slot of the timer wheel.
+    timer_precision_ms: i64 = "timerPrecisionMs", s.timer.precision_ms;
+    /// Seconds ahead a timer message may be delivered at most; a later one is refused.
+    timer_max_delay_sec: i64 = "timerMaxDelaySec", s.timer.max_delay_sec;
+    /// Slots ahead a timer message is placed; a later one rolls over at the window's end.
+    timer_roll_window_slot: i64 = "timerRollWindowSlot", s.timer.roll_window_slots;
+    /// Milliseconds between msyncs of the timer's files.
+    timer_flush_interval_ms: i64 = "timerFlushIntervalMs", ms(s.timer.flush_interval);
+    /// Bytes of one timer log file.
+    mapped_file_size_timer_log: i64 = "mappedFileSizeTimerLog", int(s.timer.log_file_size);
+    /// Timer messages one slot takes before it refuses some sends (all past twice this).
+    timer_congest_num_each_slot: i64 = "timerCongestNumEachSlot",
+        s.timer.congest_num_each_slot;
     /// Transactional sends are refused (NO_PERMISSION).
     reject_transaction_message: bool = "rejectTransactionMessage", false;
     /// Milliseconds a half message waits for its producer's outcome before it is checked.
@@ -416,7 +431,21 @@ pub const IGNORED_KEYS: &[&str] = &[
     "defaultQueryMaxNum",
     "transferMsgByHeap",
     "maxDelayTime",
-    "timerWheelEnable",
+    // The timer's tuning of RocketMQ's thread pools and queues, which rocketha's two threads
+    // do not have, and its operators' pauses and self-checks.
+    "timerGetMessageThreadNum",
+    "timerPutMessageThreadNum",
+    "timerEnableDisruptor",
+    "timerEnableCheckMetrics",
+    "timerCheckMetricsWhen",
+    "timerMetricSmallThreshold",
+    "timerInterceptDelayLevel",
+    "timerSkipUnknownError",
+    "timerWarmEnable",
+    "timerEnableRetryUntilSuccess",
+    "timerProgressLogIntervalMs",
+    "timerStopEnqueue",
+    "timerStopDequeue",
     "enableScheduleMessageStats",
     // RocketMQ reads it only with enableSlaveActingMaster, which rocketha does not have.
     "enableAutoInSyncReplicas",

@@ -222,8 +222,8 @@ impl BrokerController {
         }
     }
 
-    /// Only a master delivers delayed messages and checks transactions back; a slave
-    /// replicates what its master did.
+    /// Only a master delivers delayed and timer messages and checks transactions back; a
+    /// slave replicates what its master did.
     fn start_master_services(
         store: &Arc<MessageStore>,
         topics: &Arc<TopicConfigManager>,
@@ -242,6 +242,8 @@ impl BrokerController {
             store.start_schedule()?;
             transactions.start()?;
         }
+        // A slave places what it replicates, so that promoted it delivers it.
+        store.start_timer(!settings.is_slave)?;
         Ok(transactions)
     }
 
@@ -347,6 +349,7 @@ impl BrokerController {
         self.processor.transactions().shutdown();
         self.housekeeping.shutdown();
         self.store.shutdown_schedule();
+        self.store.shutdown_timer();
     }
 }
 
@@ -360,6 +363,9 @@ impl Drop for BrokerController {
 const SAMPLING_INTERVAL: Duration = Duration::from_secs(1);
 /// How often consumers are checked for missing heartbeats (`scanNotActiveChannel`'s 10 s).
 const SCAN_NOT_ACTIVE_INTERVAL: Duration = Duration::from_secs(10);
+/// How often a slave takes its master's timer checkpoint (RocketMQ's 3 s: what a promotion
+/// delivers again).
+const TIMER_SYNC_INTERVAL: Duration = Duration::from_secs(3);
 
 /// How often `plain_acl.yml` is looked at for changes (RocketMQ's `FileWatchService` looks
 /// every 500 ms too).
@@ -385,6 +391,7 @@ impl Housekeeping {
         let mut next_sample = start + SAMPLING_INTERVAL;
         // A slave syncs at start (once the name servers named its master) and every period.
         let mut next_sync = start;
+        let mut next_timer_sync = start;
         loop {
             let now = Instant::now();
             if now >= next_flush {
@@ -421,16 +428,25 @@ impl Housekeeping {
                     }
                 }
             }
+            if let Some(sync) = self.slave_sync.as_ref().filter(|_| now >= next_timer_sync) {
+                if let Err(e) = sync.sync_timer() {
+                    self.report("SLAVE_SYNC_FAILED", &e, true);
+                }
+                next_timer_sync = now + TIMER_SYNC_INTERVAL;
+            }
             let mut due = next_flush.min(next_scan).min(next_sample);
             if self.slave_sync.is_some() {
-                due = due.min(next_sync);
+                due = due.min(next_sync).min(next_timer_sync);
             }
             if self.acl.is_some() {
                 due = due.min(next_acl_check);
             }
             match waiter.wait_for_running(Some(due)) {
                 Woke::Stopped => break,
-                Woke::Notified => next_sync = Instant::now(),
+                Woke::Notified => {
+                    next_sync = Instant::now();
+                    next_timer_sync = next_sync;
+                }
                 Woke::Timeout => {}
             }
         }

@@ -20,7 +20,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::protocol::body::DataVersion;
 use crate::protocol::config_file::{remove_stale_temporaries, write_atomically, ConfigJournal};
-use crate::protocol::now_millis;
 use crate::sync::lock;
 
 /// A table file's shape: named entries and a data version.
@@ -121,14 +120,14 @@ impl<T: TableFile> Unsaved<T> {
 
     /// `name` changed (set or removed by the caller): a new data version, to save.
     pub(crate) fn changed(&mut self, name: &str) {
-        bump(self.table.version_mut());
+        self.table.version_mut().bump();
         self.names.insert(name.to_owned());
         self.history.push(self.table.version(), Some(name));
     }
 
     /// A new data version with the same entries, to save.
     pub(crate) fn bump_version(&mut self) {
-        bump(self.table.version_mut());
+        self.table.version_mut().bump();
         self.version = true;
         self.history.push(self.table.version(), None);
     }
@@ -362,11 +361,6 @@ fn apply_changes<T: TableFile>(table: &mut T, delta: Delta<T::Entry>) {
         };
     }
     *table.version_mut() = delta.data_version;
-}
-
-fn bump(version: &mut DataVersion) {
-    version.timestamp = now_millis();
-    version.counter += 1;
 }
 
 fn bad_file<T: TableFile>(path: &Path, reason: String) -> TableError {

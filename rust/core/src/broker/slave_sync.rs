@@ -136,6 +136,29 @@ impl SlaveSynchronize {
             .map(|()| true)
     }
 
+    /// `syncTimerCheckPoint` and `syncTimerMetrics`, more often than the rest (a promoted
+    /// slave resumes delivery where the last one left it). `Ok(false)` when there is nothing
+    /// to sync: no master known yet, or no timer on either side.
+    pub(crate) fn sync_timer(&self) -> Result<bool, String> {
+        let Some(timer) = self.store.timer() else {
+            return Ok(false);
+        };
+        let Some(master) = self.master_addr().filter(|m| *m != self.broker_addr) else {
+            return Ok(false);
+        };
+        let mut link = MasterLink::connect(master, self.tls.clone())?;
+        let checkpoint = match link.ask(request_code::GET_TIMER_CHECK_POINT, None) {
+            Ok(r) => r,
+            // A master without a timer (timerWheelEnable=false, or 4.x) has no timer messages.
+            Err(_) if link.refused_the_code() => return Ok(false),
+            Err(e) => return Err(e),
+        };
+        timer.sync_checkpoint(&checkpoint.body)?;
+        let metrics = link.ask(request_code::GET_TIMER_METRICS, None)?;
+        timer.sync_metrics(&metrics.body)?;
+        Ok(true)
+    }
+
     fn sync_topics(&self, link: &mut MasterLink) -> Result<(), String> {
         let since = self.topics.data_version();
         let r = link.ask(request_code::GET_ALL_TOPIC_CONFIG, Some(since))?;
@@ -161,6 +184,8 @@ impl SlaveSynchronize {
 struct MasterLink {
     master: String,
     client: RemotingClient,
+    /// The last answer's code.
+    last_code: Option<i32>,
 }
 
 impl MasterLink {
@@ -172,7 +197,20 @@ impl MasterLink {
             .ok_or_else(|| format!("master address {master} resolves to nothing"))?;
         let client = RemotingClient::connect_with(addr, SYNC_TIMEOUT, tls)
             .map_err(|e| format!("master {master}: {e}"))?;
-        Ok(Self { master, client })
+        Ok(Self {
+            master,
+            client,
+            last_code: None,
+        })
+    }
+
+    /// Whether the last answer refused the request itself (a code not supported, or a master
+    /// without a timer store), rather than failing to serve it.
+    fn refused_the_code(&self) -> bool {
+        matches!(
+            self.last_code,
+            Some(response_code::REQUEST_CODE_NOT_SUPPORTED | response_code::SYSTEM_ERROR)
+        )
     }
 
     /// One table's request, naming `since` when the slave holds a version of it.
@@ -188,6 +226,7 @@ impl MasterLink {
             .client
             .invoke(request, SYNC_TIMEOUT)
             .map_err(|e| format!("{what} from master {master}: {e}"))?;
+        self.last_code = Some(r.code);
         if r.code != response_code::SUCCESS {
             return Err(format!(
                 "{what} from master {master}: code {}: {}",

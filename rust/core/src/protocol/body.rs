@@ -62,6 +62,14 @@ pub(crate) struct DataVersion {
     pub(crate) counter: i64,
 }
 
+impl DataVersion {
+    /// `nextVersion`: one more change, now.
+    pub(crate) fn bump(&mut self) {
+        self.timestamp = crate::protocol::now_millis();
+        self.counter += 1;
+    }
+}
+
 /// `TopicConfig`, with Java's defaults for whatever a body leaves out.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]

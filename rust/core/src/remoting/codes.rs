@@ -38,6 +38,8 @@ pub(crate) mod request_code {
     pub(crate) const UNLOCK_BATCH_MQ: i32 = 42;
     pub(crate) const GET_ALL_CONSUMER_OFFSET: i32 = 43;
     pub(crate) const GET_ALL_DELAY_OFFSET: i32 = 45;
+    pub(crate) const GET_TIMER_CHECK_POINT: i32 = 60;
+    pub(crate) const GET_TIMER_METRICS: i32 = 61;
     pub(crate) const CHECK_CLIENT_CONFIG: i32 = 46;
     pub(crate) const PUT_KV_CONFIG: i32 = 100;
     pub(crate) const GET_KV_CONFIG: i32 = 101;
@@ -117,6 +119,8 @@ pub(crate) mod request_code {
             UNLOCK_BATCH_MQ => "UNLOCK_BATCH_MQ",
             GET_ALL_CONSUMER_OFFSET => "GET_ALL_CONSUMER_OFFSET",
             GET_ALL_DELAY_OFFSET => "GET_ALL_DELAY_OFFSET",
+            GET_TIMER_CHECK_POINT => "GET_TIMER_CHECK_POINT",
+            GET_TIMER_METRICS => "GET_TIMER_METRICS",
             CHECK_CLIENT_CONFIG => "CHECK_CLIENT_CONFIG",
             PUT_KV_CONFIG => "PUT_KV_CONFIG",
             GET_KV_CONFIG => "GET_KV_CONFIG",

@@ -24,6 +24,7 @@ use super::clean::Retention;
 use super::group_transfer::GroupTransferService;
 use super::index::IndexService;
 use super::schedule::ScheduleMessageService;
+use super::timer::TimerMessageStore;
 use super::{MessageStore, PutState, StoreConfig};
 
 fn lock_store(root: &Path) -> Result<File, CommitLogError> {
@@ -58,6 +59,10 @@ impl MessageStore {
     pub fn open(config: StoreConfig) -> Result<Self, CommitLogError> {
         config.clean.validate().map_err(CommitLogError::Config)?;
         config.index.validate().map_err(CommitLogError::Config)?;
+        config
+            .timer
+            .validate()
+            .map_err(|(key, e)| CommitLogError::Config(format!("{key}: {e}")))?;
         if config.read_only {
             return Self::open_read_only(config);
         }
@@ -89,6 +94,11 @@ impl MessageStore {
         File::create(&abort).map_err(|e| CommitLogError::io(&abort, e))?;
         let schedule = schedule_of(&config);
         schedule.load()?;
+        let timer = config
+            .timer
+            .enable
+            .then(|| TimerMessageStore::open(&config.root, config.timer.clone()))
+            .transpose()?;
         let index = config
             .index
             .enabled
@@ -116,6 +126,7 @@ impl MessageStore {
             closed: AtomicBool::new(false),
             retention: OnceLock::new(),
             schedule,
+            timer,
             index,
             config,
         };
@@ -242,6 +253,7 @@ impl MessageStore {
             closed: AtomicBool::new(false),
             retention: OnceLock::new(),
             schedule: schedule_of(&config),
+            timer: None,
             index: Some(Arc::new(IndexService::load(
                 &config.root,
                 config.index.clone(),

@@ -85,6 +85,7 @@ impl MessageStore {
             entry.tags_code,
             r.properties,
         );
+        self.timer_arrived(&topic);
         Ok(())
     }
 }

@@ -10,7 +10,7 @@ use crate::broker::replicas_manager::{BrokerIdentity, ReplicasConfig};
 use crate::broker::{BrokerControllerConfig, BrokerSettings, TransactionSettings, TransferLimit};
 use crate::ha::HaConfig;
 use crate::remoting::ServerConfig;
-use crate::store::{parse_message_delay_level, IndexConfig, StoreConfig};
+use crate::store::{parse_message_delay_level, IndexConfig, StoreConfig, TimerConfig};
 
 /// A validated non-negative value as the unsigned type the services take.
 fn narrow<T: TryFrom<i64> + Default>(n: i64) -> T {
@@ -49,7 +49,20 @@ impl BrokerConfig {
             .map_err(|e| invalid("messageDelayLevel", e))?;
         store.flush_delay_offset_interval = millis(self.flush_delay_offset_interval);
         store.index = self.index_config();
+        store.timer = self.timer_config();
         Ok(store)
+    }
+
+    pub(crate) fn timer_config(&self) -> TimerConfig {
+        TimerConfig {
+            enable: self.timer_wheel_enable,
+            precision_ms: self.timer_precision_ms,
+            max_delay_sec: self.timer_max_delay_sec,
+            roll_window_slots: self.timer_roll_window_slot,
+            flush_interval: millis(self.timer_flush_interval_ms),
+            log_file_size: narrow(self.mapped_file_size_timer_log),
+            congest_num_each_slot: self.timer_congest_num_each_slot,
+        }
     }
 
     pub(crate) fn index_config(&self) -> IndexConfig {

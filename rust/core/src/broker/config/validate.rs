@@ -296,6 +296,9 @@ impl BrokerConfig {
         self.check_intervals()?;
         parse_message_delay_level(&self.message_delay_level)
             .map_err(|e| invalid("messageDelayLevel", e))?;
+        self.timer_config()
+            .validate()
+            .map_err(|(key, e)| invalid(key, e))?;
         if self.ha_housekeeping_interval <= self.ha_send_heartbeat_interval {
             return Err(invalid(
                 "haHousekeepingInterval",

@@ -15,6 +15,7 @@ pub(crate) mod offsets;
 pub(crate) mod runtime_info;
 pub(crate) mod stats;
 pub(crate) mod sync_tables;
+pub(crate) mod timer;
 pub(crate) mod topics;
 
 #[cfg(test)]
@@ -58,6 +59,8 @@ pub(crate) const CODES: &[i32] = &[
     request_code::UPDATE_BROKER_CONFIG,
     request_code::GET_BROKER_EPOCH_CACHE,
     request_code::NOTIFY_BROKER_ROLE_CHANGED,
+    request_code::GET_TIMER_CHECK_POINT,
+    request_code::GET_TIMER_METRICS,
 ];
 
 /// The codes whose answers take long: run on the admin worker.
@@ -132,6 +135,9 @@ impl RequestProcessor for AdminBrokerProcessor {
             }
             code if sync_tables::CODES.contains(&code) => {
                 sync_tables::get_all(store, &self.topics, consume, request)
+            }
+            request_code::GET_TIMER_CHECK_POINT | request_code::GET_TIMER_METRICS => {
+                timer::answer(store, request)
             }
             request_code::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP => {
                 groups::update_and_create(&consume.groups, request)

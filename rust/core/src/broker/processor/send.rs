@@ -32,6 +32,7 @@ use crate::remoting::{
     request_code, response_code, RemotingCommand, RequestContext, RequestProcessor,
 };
 use crate::store::group_transfer::PutStatus;
+use crate::store::timer::{asks_for_timer, TIMER_PROPERTIES, TIMER_TOPIC};
 use crate::store::MessageStore;
 
 /// `MessageConst.PROPERTY_CLUSTER`: the broker stamps every message with its cluster.
@@ -39,15 +40,10 @@ const PROPERTY_CLUSTER: &str = "CLUSTER";
 /// `MessageConst.PROPERTY_WAIT_STORE_MSG_OK`: `false` asks not to wait for flush or slaves.
 const PROPERTY_WAIT_STORE_MSG_OK: &str = "WAIT";
 
-/// 5.x's timer properties (`TimerMessageStore`): delivery at any time. rocketha has no timer
-/// store (RocketMQ's `timerWheelEnable=false`), and a delay level cannot stand in for an
-/// arbitrary time, so such a send is refused rather than delivered early; with a `DELAY` level
-/// as well they are dropped and the level rules, as 5.x's `checkIfTimerMessage` does.
-const TIMER_PROPERTIES: [&str; 3] = ["TIMER_DELIVER_MS", "TIMER_DELAY_SEC", "TIMER_DELAY_MS"];
-
 /// `TopicValidator`'s topics no producer may send to (the broker's own bookkeeping).
-const NOT_ALLOWED_SEND_TOPICS: [&str; 4] = [
+const NOT_ALLOWED_SEND_TOPICS: [&str; 5] = [
     record::SCHEDULE_TOPIC,
+    TIMER_TOPIC,
     "RMQ_SYS_TRANS_HALF_TOPIC",
     "RMQ_SYS_TRANS_OP_HALF_TOPIC",
     "TRANS_CHECK_MAX_TIME_TOPIC",
@@ -62,14 +58,6 @@ fn is_half_message(header: &SendMessageRequestHeader) -> bool {
         && !(header.reconsume_times.unwrap_or(0) > 0 && asks_for_delay_level(properties))
 }
 
-/// The first timer property of `properties`, with its value.
-fn timer_delivery(properties: &str) -> Option<(&'static str, String)> {
-    TIMER_PROPERTIES.iter().find_map(|&name| {
-        let value = record::find_property(properties.as_bytes(), name)?;
-        Some((name, String::from_utf8_lossy(value).into_owned()))
-    })
-}
-
 /// `DELAY` asks for a level (> 0); a value that is no integer counts as asking, so the store
 /// refuses it with its reason.
 fn asks_for_delay_level(properties: &str) -> bool {
@@ -81,9 +69,12 @@ fn asks_for_delay_level(properties: &str) -> bool {
 fn refused_put(e: CommitLogError) -> Refusal {
     let code = match e {
         CommitLogError::DiskFull { .. } => response_code::SERVICE_NOT_AVAILABLE,
-        CommitLogError::Record(RecordError::BadDelayLevel(_) | RecordError::DelayedBatch) => {
-            response_code::MESSAGE_ILLEGAL
-        }
+        CommitLogError::Record(
+            RecordError::BadDelayLevel(_)
+            | RecordError::DelayedBatch
+            | RecordError::TimerIllegal(_)
+            | RecordError::TimerBatch,
+        ) => response_code::MESSAGE_ILLEGAL,
         _ => response_code::SYSTEM_ERROR,
     };
     Refusal(code, e.to_string())
@@ -287,7 +278,7 @@ impl SendMessageProcessor {
     }
 
     /// RocketMQ's `msgCheck` before any topic is looked at: the role, the header, the broker's
-    /// write permission, the broker's own topics; no transactional sends and no timer ones.
+    /// write permission, the broker's own topics, and transactional sends.
     fn check(&self, request: &RemotingCommand) -> Result<SendMessageRequestHeader, Refusal> {
         let s = &self.settings;
         if s.is_slave {
@@ -313,21 +304,6 @@ impl SendMessageProcessor {
                 response_code::NO_PERMISSION,
                 format!("Sending message to topic[{}] is forbidden.", header.topic),
             ));
-        }
-        let properties = header.properties.as_deref().unwrap_or("");
-        if let Some((name, value)) = timer_delivery(properties) {
-            if !asks_for_delay_level(properties) {
-                return Err(Refusal(
-                    response_code::MESSAGE_ILLEGAL,
-                    format!(
-                        "the broker[{}] refuses a timer message ({name}={value}): accurate \
-                         timer message is not enabled, timerWheelEnable is false (rocketha has \
-                         no timer store, and would deliver it at once); send it with a delay \
-                         level (property DELAY) or without {name}",
-                        s.broker_name
-                    ),
-                ));
-            }
         }
         Ok(header)
     }
@@ -369,7 +345,7 @@ impl SendMessageProcessor {
         if request.code == request_code::SEND_BATCH_MESSAGE {
             return illegal("a transactional message cannot be sent in a batch");
         }
-        if asks_for_delay_level(properties) || timer_delivery(properties).is_some() {
+        if asks_for_delay_level(properties) || asks_for_timer(properties.as_bytes()) {
             return illegal(
                 "a transactional message cannot be delayed: it is delivered when committed \
                  (remove DELAY and the TIMER_ properties)",
@@ -435,7 +411,8 @@ impl SendMessageProcessor {
     fn broker_properties(&self, header: &str) -> Result<(Vec<u8>, bool), Refusal> {
         let mut wait = true;
         let mut pairs: Vec<(&str, &str)> = Vec::new();
-        // A delay level wins over timer properties, which go (checked in `check`).
+        // A delay level wins over timer properties, which go, as 5.x's `checkIfTimerMessage`
+        // clears them.
         let drop_timer = asks_for_delay_level(header);
         for pair in header.split('\u{2}').filter(|p| !p.is_empty()) {
             let (k, v) = pair.split_once('\u{1}').unwrap_or((pair, ""));
