@@ -206,6 +206,9 @@ class BrokerConfig:
     message_delay_level: str = _D["message_delay_level"]
     #: Milliseconds between writes of ``config/delayOffset.json`` (and one at shutdown).
     flush_delay_offset_interval: int = _D["flush_delay_offset_interval"]
+    #: ``RECALL_MESSAGE`` cancels a timer message by its send's recall handle (off: refused,
+    #: RocketMQ's default).
+    recall_message_enable: bool = _D["recall_message_enable"]
     #: The timer store: a message with ``TIMER_DELIVER_MS`` (or ``TIMER_DELAY_SEC`` /
     #: ``TIMER_DELAY_MS``) is delivered at that moment; off, such a send is refused.
     timer_wheel_enable: bool = _D["timer_wheel_enable"]

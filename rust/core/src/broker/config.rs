@@ -326,6 +326,9 @@ broker_config! {
     /// Timer messages one slot takes before it refuses some sends (all past twice this).
     timer_congest_num_each_slot: i64 = "timerCongestNumEachSlot",
         s.timer.congest_num_each_slot;
+    /// RECALL_MESSAGE cancels a timer message by its send's recall handle (NO_PERMISSION when
+    /// off, RocketMQ's default).
+    recall_message_enable: bool = "recallMessageEnable", false;
     /// Transactional sends are refused (NO_PERMISSION).
     reject_transaction_message: bool = "rejectTransactionMessage", false;
     /// Milliseconds a half message waits for its producer's outcome before it is checked.

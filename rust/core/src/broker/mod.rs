@@ -89,6 +89,8 @@ pub struct BrokerSettings {
     pub max_transfer_in_disk: TransferLimit,
     /// How half messages wait for their producer and are checked back.
     pub transaction: TransactionSettings,
+    /// `recallMessageEnable`: RECALL_MESSAGE cancels timer messages (RocketMQ's default: no).
+    pub recall_message_enable: bool,
 }
 
 /// `rejectTransactionMessage`, `transactionTimeOut`, `transactionCheckMax` and

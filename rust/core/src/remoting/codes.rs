@@ -39,6 +39,8 @@ pub(crate) mod request_code {
     pub(crate) const GET_ALL_CONSUMER_OFFSET: i32 = 43;
     pub(crate) const GET_ALL_DELAY_OFFSET: i32 = 45;
     pub(crate) const GET_TIMER_CHECK_POINT: i32 = 60;
+    /// 5.5: cancels a timer message by the recall handle its send answered.
+    pub(crate) const RECALL_MESSAGE: i32 = 370;
     pub(crate) const GET_TIMER_METRICS: i32 = 61;
     pub(crate) const CHECK_CLIENT_CONFIG: i32 = 46;
     pub(crate) const PUT_KV_CONFIG: i32 = 100;
@@ -121,6 +123,7 @@ pub(crate) mod request_code {
             GET_ALL_DELAY_OFFSET => "GET_ALL_DELAY_OFFSET",
             GET_TIMER_CHECK_POINT => "GET_TIMER_CHECK_POINT",
             GET_TIMER_METRICS => "GET_TIMER_METRICS",
+            RECALL_MESSAGE => "RECALL_MESSAGE",
             CHECK_CLIENT_CONFIG => "CHECK_CLIENT_CONFIG",
             PUT_KV_CONFIG => "PUT_KV_CONFIG",
             GET_KV_CONFIG => "GET_KV_CONFIG",

@@ -121,6 +121,7 @@ impl BrokerConfig {
                 bytes: narrow(self.max_transfer_bytes_on_message_in_disk),
                 count: narrow(self.max_transfer_count_on_message_in_disk),
             },
+            recall_message_enable: self.recall_message_enable,
             transaction: TransactionSettings {
                 reject: self.reject_transaction_message,
                 time_out: millis(self.transaction_time_out),

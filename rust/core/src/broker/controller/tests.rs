@@ -491,7 +491,8 @@ fn a_slave_takes_the_master_ha_address_from_the_name_server() {
 fn the_broker_registers_each_code_it_serves_once() {
     use crate::remoting::request_code as rc;
     let b = start(BrokerControllerConfig::default(), 0, None);
-    // What the broker served before its processors were registered by code, and no more:
+    // What the broker served before its processors were registered by code, the timer's
+    // and the recall's, and no more:
     // a code lost from the table would be answered REQUEST_CODE_NOT_SUPPORTED.
     let served = std::collections::BTreeSet::from([
         rc::SEND_MESSAGE,
@@ -538,6 +539,9 @@ fn the_broker_registers_each_code_it_serves_once() {
         rc::UPDATE_BROKER_CONFIG,
         rc::GET_BROKER_EPOCH_CACHE,
         rc::NOTIFY_BROKER_ROLE_CHANGED,
+        rc::GET_TIMER_CHECK_POINT,
+        rc::GET_TIMER_METRICS,
+        rc::RECALL_MESSAGE,
     ]);
     assert_eq!(b.controller.processor.table.codes(), served);
 }

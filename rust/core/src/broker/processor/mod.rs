@@ -14,6 +14,7 @@ pub(crate) mod consumer_manage;
 pub(crate) mod end_transaction;
 pub(crate) mod pull;
 pub(crate) mod query;
+pub(crate) mod recall;
 pub(crate) mod send;
 
 use std::sync::Arc;
@@ -26,6 +27,7 @@ use self::consumer_manage::ConsumerManageProcessor;
 use self::end_transaction::EndTransactionProcessor;
 use self::pull::PullMessageProcessor;
 use self::query::QueryMessageProcessor;
+use self::recall::RecallMessageProcessor;
 use self::send::SendMessageProcessor;
 use crate::acl::plain_access_validator::PlainAccessValidator;
 use crate::broker::client_channel::{ClientChannel, ClientChannels};
@@ -115,6 +117,11 @@ impl BrokerProcessors {
         let query = QueryMessageProcessor {
             store: store.clone(),
         };
+        let recall = RecallMessageProcessor {
+            store: store.clone(),
+            topics: topics.clone(),
+            settings: settings.clone(),
+        };
         let admin = AdminBrokerProcessor {
             store: store.clone(),
             topics,
@@ -142,6 +149,7 @@ impl BrokerProcessors {
         table.register(pull::CODES, pull.clone(), on_loop());
         table.register(consumer_manage::CODES, Arc::new(consumer_manage), on_loop());
         table.register(end_transaction::CODES, Arc::new(end_transaction), on_loop());
+        table.register(recall::CODES, Arc::new(recall), on_loop());
         let query_worker = Executor::Worker(Worker::start("broker-query")?);
         table.register(query::CODES, Arc::new(query), query_worker);
         let admin = Arc::new(admin);

@@ -15,6 +15,7 @@ use std::sync::Arc;
 
 pub(crate) use back::{retry_topic, retry_topic_sys_flag};
 
+use super::recall::RecallHandle;
 use crate::broker::register_service::RegisterService;
 use crate::broker::store_stats::StoreStatsService;
 use crate::broker::subscription_group::SubscriptionGroupManager;
@@ -156,7 +157,13 @@ impl SendMessageProcessor {
                 wait,
                 uniq,
             }) => {
-                let response = Response::new(request, &self.store, &results, queue_id, uniq);
+                let mut response = Response::new(request, &self.store, &results, queue_id, uniq);
+                response.attach_recall_handle(
+                    request,
+                    &self.store,
+                    &results,
+                    &self.settings.broker_name,
+                );
                 let next_offset = results.last().map_or(0, AppendResult::next_offset);
                 if !wait
                     || !self
@@ -501,6 +508,31 @@ struct Response {
 }
 
 impl Response {
+    /// `attachRecallHandle`: a single send stored as a timer message gets the handle that
+    /// recalls it (not a batch, nor a consumer's send-back).
+    fn attach_recall_handle(
+        &mut self,
+        request: &RemotingCommand,
+        store: &MessageStore,
+        results: &[AppendResult],
+        broker_name: &str,
+    ) {
+        let [result] = results else {
+            return;
+        };
+        if request.code == request_code::SEND_BATCH_MESSAGE {
+            return;
+        }
+        let handle = store
+            .look_message_by_offset(result.offset)
+            .and_then(|r| RecallHandle::of_stored(&r.view(), broker_name));
+        if let Some(handle) = handle {
+            self.command
+                .ext_fields
+                .insert("recallHandle".into(), handle.encode());
+        }
+    }
+
     fn new(
         request: &RemotingCommand,
         store: &MessageStore,

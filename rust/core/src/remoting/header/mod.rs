@@ -170,7 +170,8 @@ pub use send::ConsumerSendMsgBackRequestHeader;
 pub(crate) use send::{CheckTransactionStateRequestHeader, EndTransactionRequestHeader};
 #[cfg_attr(feature = "harness", visibility::make(pub))]
 pub(crate) use send::{
-    SendMessageRequestHeader, SendMessageRequestHeaderV2, SendMessageResponseHeader,
+    RecallMessageRequestHeader, RecallMessageResponseHeader, SendMessageRequestHeader,
+    SendMessageRequestHeaderV2, SendMessageResponseHeader,
 };
 
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]

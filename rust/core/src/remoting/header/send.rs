@@ -79,6 +79,24 @@ custom_header! {
     }
 }
 
+custom_header! {
+    /// `RecallMessageRequestHeader` (RECALL_MESSAGE).
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub(crate) struct RecallMessageRequestHeader("RECALL_MESSAGE") {
+        pub producer_group: Option<String> = "producerGroup",
+        pub topic: String = "topic",
+        pub recall_handle: String = "recallHandle",
+    }
+}
+
+custom_header! {
+    /// `RecallMessageResponseHeader`: the recalled message's id.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub(crate) struct RecallMessageResponseHeader("RECALL_MESSAGE response") {
+        pub msg_id: String = "msgId",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

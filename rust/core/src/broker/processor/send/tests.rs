@@ -209,19 +209,19 @@ fn refused_sends_name_the_problem_and_write_nothing() {
             "DELAY=\"soon\" is not a delay level",
         ),
         (
-            send_v2("known", 0, "TIMER_DELIVER_MS\u{1}1700000005000\u{2}", b"x"),
+            send_v2("known", 0, "TIMER_DELAY_SEC\u{1}-5\u{2}", b"x"),
             response_code::MESSAGE_ILLEGAL,
-            "(TIMER_DELIVER_MS=1700000005000): accurate timer message is not enabled",
+            "TIMER_DELAY_SEC=-5 is negative",
         ),
         (
-            send_v2(
-                "known",
-                0,
-                "TIMER_DELAY_SEC\u{1}5\u{2}DELAY\u{1}0\u{2}",
-                b"x",
-            ),
+            send_v2("known", 0, "TIMER_DELAY_SEC\u{1}999999999\u{2}", b"x"),
             response_code::MESSAGE_ILLEGAL,
-            "(TIMER_DELAY_SEC=5)",
+            "the max delay 259200000ms (timerMaxDelaySec=259200)",
+        ),
+        (
+            send_v2("rmq_sys_wheel_timer", 0, "", b"x"),
+            response_code::NO_PERMISSION,
+            "Sending message to topic[rmq_sys_wheel_timer] is forbidden.",
         ),
         (
             send_v2("SCHEDULE_TOPIC_XXXX", 0, "", b"x"),
