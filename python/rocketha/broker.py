@@ -481,6 +481,18 @@ class Broker:
             status["slave_read_enable"] = self.config.slave_read_enable
         if self.ha is not None:
             status.update(self.ha.status())
+        timer = self.store.timer_status()
+        if timer is not None:
+            dequeuing, pending, read_time_ms, enqueue_behind, delivered, last, worst = timer
+            status["timer"] = {
+                "delivering": dequeuing,
+                "pending": pending,
+                "read_time": read_time_ms / 1000,
+                "enqueue_behind": enqueue_behind,
+                "delivered": delivered,
+                "last_lateness_ms": last,
+                "max_lateness_ms": worst,
+            }
         if self._controller is not None:
             status["consumers"] = [
                 {

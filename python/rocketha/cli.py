@@ -620,8 +620,25 @@ def _status_summary(s: dict[str, Any]) -> str:
             lines.append(
                 f"  STOPPED at offset {stop['offset']}: {stop['reason']} (master {stop['master']})"
             )
+    if "timer" in s:
+        lines.append(_timer_summary(now, s["timer"]))
     lines.extend(_lag_summary(s.get("consumers") or []))
     return "\n".join(lines)
+
+
+def _timer_summary(now: float, t: dict[str, Any]) -> str:
+    """The timer's backlog and lateness: what waits, how far delivery got, how late."""
+    if not t["delivering"]:
+        return (
+            f"  timer: {t['pending']} message(s) placed, delivered by the master "
+            f"({t['enqueue_behind']} not placed yet)"
+        )
+    behind = max(0.0, now - t["read_time"])
+    return (
+        f"  timer: {t['pending']} message(s) waiting, {t['enqueue_behind']} not placed yet; "
+        f"{t['delivered']} delivered, the last {t['last_lateness_ms']} ms late (worst "
+        f"{t['max_lateness_ms']} ms); delivery at {behind:.1f} s behind now"
+    )
 
 
 def _lag_summary(queues: list[dict[str, Any]]) -> list[str]:

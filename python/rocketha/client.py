@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import datetime
 import itertools
 import json
 import logging
@@ -82,6 +83,8 @@ MAX_MESSAGE_SIZE = 4 * 1024 * 1024
 #: ``MessageConst.PROPERTY_DELAY_TIME_LEVEL`` and 5.x's ``PROPERTY_TIMER_DELIVER_MS``.
 PROPERTY_DELAY_TIME_LEVEL = "DELAY"
 PROPERTY_TIMER_DELIVER_MS = "TIMER_DELIVER_MS"
+#: 5.x's ``setDelayTimeMs``: delivered this many milliseconds after the broker stores it.
+PROPERTY_TIMER_DELAY_MS = "TIMER_DELAY_MS"
 #: ``TopicValidator``'s system topics a producer may not send to, the template included.
 NOT_ALLOWED_SEND_TOPICS = frozenset(
     [
@@ -122,13 +125,22 @@ def check_topic_name(topic: str) -> None:
 
 
 def with_delivery(
-    msg: Message, delay_level: int = 0, deliver_time_ms: int | None = None
+    msg: Message,
+    delay_level: int = 0,
+    deliver_time_ms: int | None = None,
+    *,
+    deliver_at: datetime.datetime | float | None = None,
+    delay: datetime.timedelta | float | None = None,
 ) -> Message:
-    """``msg`` with ``Message.setDelayTimeLevel`` (property ``DELAY``: level n of the broker's
-    ``messageDelayLevel``, a level beyond its last meaning its last) or 5.x's
-    ``setDeliverTimeMs`` (``TIMER_DELIVER_MS``: epoch milliseconds; a time not in the future
-    is delivered at once, as RocketMQ's broker does). Either one: a RocketMQ broker given both
-    keeps the level and drops the time in silence, so both are refused here."""
+    """``msg`` held back by the broker, by one of: ``delay_level`` (``setDelayTimeLevel``,
+    property ``DELAY``: level n of the broker's ``messageDelayLevel``, a level beyond its last
+    meaning its last); ``deliver_time_ms`` or ``deliver_at`` (5.x's ``setDeliverTimeMs``,
+    ``TIMER_DELIVER_MS``: epoch milliseconds, or an aware ``datetime`` / epoch seconds as
+    ``time.time()`` gives them); ``delay`` (``setDelayTimeMs``, ``TIMER_DELAY_MS``: a
+    ``timedelta`` or seconds from when the broker stores it). A time not in the future is
+    delivered at once, as RocketMQ's broker does; the broker refuses one past its
+    ``timerMaxDelaySec``. One at most: a RocketMQ broker given a level and a time keeps the
+    level and drops the time in silence, so two are refused here."""
     for name, value in (("delay_level", delay_level), ("deliver_time_ms", deliver_time_ms)):
         if (value is not None or name == "delay_level") and (
             isinstance(value, bool) or not isinstance(value, int)
@@ -143,19 +155,53 @@ def with_delivery(
         raise MQClientError(
             f"deliver_time_ms is a time in epoch milliseconds, got {deliver_time_ms}"
         )
-    if delay_level and deliver_time_ms is not None:
-        raise MQClientError(
-            "delay_level and deliver_time_ms exclude each other: give one (a RocketMQ broker "
-            "keeps the level and drops the time)"
+    given = [
+        name
+        for name, value in (
+            ("delay_level", delay_level or None),
+            ("deliver_time_ms", deliver_time_ms),
+            ("deliver_at", deliver_at),
+            ("delay", delay),
         )
-    if not delay_level and deliver_time_ms is None:
+        if value is not None
+    ]
+    if len(given) > 1:
+        raise MQClientError(
+            f"{' and '.join(given)} exclude each other: give one (a RocketMQ broker keeps a "
+            "level and drops a time)"
+        )
+    if not given:
         return msg
     properties: dict[str, object] = dict(msg.properties)
     if delay_level:
         properties[PROPERTY_DELAY_TIME_LEVEL] = str(delay_level)
-    else:
+    elif deliver_time_ms is not None:
         properties[PROPERTY_TIMER_DELIVER_MS] = str(deliver_time_ms)
+    elif deliver_at is not None:
+        properties[PROPERTY_TIMER_DELIVER_MS] = str(_epoch_ms(deliver_at))
+    else:
+        properties[PROPERTY_TIMER_DELAY_MS] = str(_delay_ms(delay))
     return Message(msg.topic, msg.body, properties=properties, queue_id=msg.queue_id, flag=msg.flag)
+
+
+def _epoch_ms(at: datetime.datetime | float) -> int:
+    if isinstance(at, datetime.datetime):
+        if at.tzinfo is None:
+            raise MQClientError(
+                f"deliver_at {at} has no time zone: give an aware datetime "
+                "(datetime.now(timezone.utc) + ...), or epoch seconds"
+            )
+        return round(at.timestamp() * 1000)
+    if isinstance(at, bool) or not isinstance(at, int | float):
+        raise MQClientError(f"deliver_at must be a datetime or epoch seconds, got {at!r}")
+    return round(at * 1000)
+
+
+def _delay_ms(delay: datetime.timedelta | float | None) -> int:
+    seconds = delay.total_seconds() if isinstance(delay, datetime.timedelta) else delay
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds < 0:
+        raise MQClientError(f"delay must be a timedelta or seconds, 0 or more, got {delay!r}")
+    return round(seconds * 1000)
 
 
 def delay_level_of(msg: Message) -> int:
@@ -497,17 +543,21 @@ class Producer:
         *,
         delay_level: int = 0,
         deliver_time_ms: int | None = None,
+        deliver_at: datetime.datetime | float | None = None,
+        delay: datetime.timedelta | float | None = None,
         sharding_key: str | None = None,
     ) -> SendResult:
-        """Sends one message and returns once the broker answered. ``delay_level`` or
-        ``deliver_time_ms`` hold it back: see :func:`with_delivery`. ``sharding_key`` sends
+        """Sends one message and returns once the broker answered. ``delay_level``,
+        ``deliver_time_ms``, ``deliver_at`` or ``delay`` hold it back: see
+        :func:`with_delivery`. ``sharding_key`` sends
         it to the queue RocketMQ's ``SelectMessageQueueByHash`` picks for that key (Java's
         ``String.hashCode`` modulo the topic's writable queues), so one key's messages are in
         one queue in send order, for an orderly consumer; such a send is not retried on
         another queue, as ``send(msg, selector, arg)`` is not."""
         if sharding_key is not None and not isinstance(sharding_key, str):
             raise MQClientError(f"sharding_key must be a str, got {sharding_key!r}")
-        return self._send([with_delivery(msg, delay_level, deliver_time_ms)], None, sharding_key)
+        held = with_delivery(msg, delay_level, deliver_time_ms, deliver_at=deliver_at, delay=delay)
+        return self._send([held], None, sharding_key)
 
     def send_batch(self, msgs: Sequence[Message], *, queue_id: int | None = None) -> SendResult:
         """Sends messages of one topic in one request (``SEND_BATCH_MESSAGE``) to one queue:
@@ -523,13 +573,21 @@ class Producer:
         return self._send(list(msgs), queue_id)
 
     async def send_async(
-        self, msg: Message, *, delay_level: int = 0, deliver_time_ms: int | None = None
+        self,
+        msg: Message,
+        *,
+        delay_level: int = 0,
+        deliver_time_ms: int | None = None,
+        deliver_at: datetime.datetime | float | None = None,
+        delay: datetime.timedelta | float | None = None,
     ) -> SendResult:
         """:meth:`send` for asyncio (``send(msg, SendCallback)``): the request is queued on
         the broker's connection and the coroutine resumes when the Rust client matches the
         answer; hundreds of sends can be in flight on one connection. A route not cached yet
         is looked up in a worker thread."""
-        msgs = [with_delivery(msg, delay_level, deliver_time_ms)]
+        msgs = [
+            with_delivery(msg, delay_level, deliver_time_ms, deliver_at=deliver_at, delay=delay)
+        ]
         check_messages(msgs, self.max_message_size)
         topic = msgs[0].topic
         last_broker: str | None = None

@@ -87,6 +87,18 @@ class BrokerMetrics(Collector):
             g = GaugeMetricFamily(f"rocketha_{name}", doc, labels=labels)
             g.add_metric(base, status[name])
             yield g
+        if "timer" in status:
+            timer = status["timer"]
+            for name, key, doc in (
+                ("timer_pending", "pending", "Timer messages waiting for their time"),
+                ("timer_enqueue_behind", "enqueue_behind", "Timer messages not placed yet"),
+                ("timer_delivered", "delivered", "Timer messages delivered since start"),
+                ("timer_last_lateness_ms", "last_lateness_ms", "Lateness of the last delivery"),
+                ("timer_max_lateness_ms", "max_lateness_ms", "Worst lateness since start"),
+            ):
+                g = GaugeMetricFamily(f"rocketha_{name}", doc, labels=labels)
+                g.add_metric(base, timer[key])
+                yield g
         if "connections" in status:
             push = GaugeMetricFamily(
                 "rocketha_push2slave_max_offset", "Highest offset a slave acked", labels=labels

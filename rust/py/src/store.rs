@@ -465,6 +465,23 @@ impl PyMessageStore {
         Ok(self.store()?.clean_events().map(CleanEventQueue::new))
     }
 
+    /// The timer store's progress: `(dequeuing, pending, read_time_ms, enqueue_behind,
+    /// delivered, last_lateness_ms, max_lateness_ms)`, `None` without a timer.
+    #[allow(clippy::type_complexity)]
+    fn timer_status(&self) -> PyResult<Option<(bool, i64, i64, i64, u64, i64, i64)>> {
+        Ok(self.store()?.timer_status().map(|t| {
+            (
+                t.dequeuing,
+                t.pending,
+                t.read_time_ms,
+                t.enqueue_behind,
+                t.delivered,
+                t.last_lateness_ms,
+                t.max_lateness_ms,
+            )
+        }))
+    }
+
     fn flush_stats(&self) -> PyResult<(u64, u64, u64)> {
         let s = self.store()?.flush_stats();
         Ok((s.msyncs, s.sync_requests, s.flushed_offset))
