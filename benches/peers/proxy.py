@@ -187,10 +187,6 @@ class GrpcReceiver(PeerProcess):
         super().__init__(command, home, "grpc-receive")
 
     @property
-    def ready(self) -> bool:
-        return "READY" in self.lines
-
-    @property
     def received(self) -> list[GrpcReceived]:
         out = []
         for line in list(self.lines):

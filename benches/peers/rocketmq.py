@@ -1092,6 +1092,22 @@ class PeerProcess:
     def stderr(self) -> str:
         return (self.home / f"peer-{self.mode}.err").read_text(errors="replace")
 
+    @property
+    def ready(self) -> bool:
+        """Whether it printed ``READY`` (each mode says what that means)."""
+        return "READY" in self.lines
+
+    def wait_ready(self, timeout: float = 120.0) -> None:
+        """Until it printed ``READY``; raises if it exits or ``timeout`` passes first."""
+        deadline = time.monotonic() + timeout
+        while not self.ready:
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"{' '.join(self.proc.args[-8:])} not ready: {self.lines[-20:]}\n"
+                    f"{self.stderr()[-3000:]}"
+                )
+            time.sleep(0.01)
+
     def stop(self, timeout: float = 120.0) -> None:
         """Closes its input: it finishes what is under way, shuts down and exits; its lines are
         kept in ``home / peer-MODE.out``. Raises unless it exited 0 after printing ``DONE``."""
@@ -1236,10 +1252,6 @@ class Transactor(PeerProcess):
             time.sleep(0.01)
 
     @property
-    def ready(self) -> bool:
-        return "READY" in self.lines
-
-    @property
     def exited(self) -> int | None:
         return self.proc.poll()
 
@@ -1325,20 +1337,6 @@ class TimerReceiver(PeerProcess):
 
     def __init__(self, command: list[str], home: Path) -> None:
         super().__init__(command, home, "timer-receive")
-
-    @property
-    def ready(self) -> bool:
-        return "READY" in self.lines
-
-    def wait_ready(self, timeout: float = 120.0) -> None:
-        """Until the consumer holds the topic's queues (it exits if it never does)."""
-        deadline = time.monotonic() + timeout
-        while not self.ready:
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(
-                    f"TimerPeer receive not ready: {self.lines[-20:]}\n{self.stderr()[-3000:]}"
-                )
-            time.sleep(0.01)
 
     @property
     def got(self) -> list[TimerGot]:
