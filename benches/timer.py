@@ -5,8 +5,9 @@ remoting client (``java/TimerPeer.java``, the 5.4.0 client: one ``DefaultMQProdu
 sending asynchronously, at most :data:`INFLIGHT` unanswered; one ``DefaultMQPushConsumer``):
 
 * **burst**: :data:`BURST` timers (``--quick``: a tenth) all due at one moment T, sent as fast
-  as the producer goes, T set a bit after the last send is expected to be answered (twice the
-  time the same producer took for as many plain sends, plus :data:`BURST_MARGIN_MS`);
+  as the producer goes, T set a bit after the last send is expected to be answered (from the
+  moment the consumer is ready, twice the time the same producer took for as many plain sends,
+  plus :data:`BURST_MARGIN_MS`);
 * **steady**: :data:`STEADY_RATE` timers/s (``--quick``: a tenth), each due
   :data:`STEADY_AHEAD_MS` after its send, for :data:`STEADY_SECONDS` (``--quick``:
   :data:`STEADY_SECONDS_QUICK`); the rate the producer achieved is reported;
@@ -150,15 +151,17 @@ def _timers(
     count: int,
     *,
     mode: str,
-    at_ms: int,
+    ahead_ms: int,
     rate: float,
-    last_due_ms: int,
-) -> tuple[rocketmq.TimerSendRun, dict[str, Any], float]:
-    """A consumer of ``topic`` ready, then ``count`` timer sends; waits for every delivery:
-    (what the producer did, the consumer's summary, the broker's CPU seconds from the first
-    send to the last delivery)."""
+    sends_ms: int,
+) -> tuple[rocketmq.TimerSendRun, dict[str, Any], float, int]:
+    """A consumer of ``topic`` ready, then ``count`` timer sends, due ``ahead_ms`` after each
+    send (``mode`` ``ahead``) or all ``ahead_ms`` after the consumer was ready (``at``), the
+    sends expected to take ``sends_ms``; waits for every delivery: (what the producer did, the
+    consumer's summary, the broker's CPU seconds from the first send to the last delivery, the
+    due time of ``at``)."""
     create_topic(s.broker, topic)
-    timeout_ms = max(0, last_due_ms - int(time.time() * 1000)) + DRAIN_TIMEOUT_MS
+    timeout_ms = sends_ms + ahead_ms + DRAIN_TIMEOUT_MS
     with rmq.timer_receiver(
         s.namesrv,
         topic,
@@ -170,6 +173,7 @@ def _timers(
         bench=True,
     ) as receiver:
         receiver.wait_ready()
+        due = int(time.time() * 1000) + ahead_ms
         cpu = cpu_seconds(s.broker_pid)
         sent = rmq.timer_send(
             s.namesrv,
@@ -177,7 +181,7 @@ def _timers(
             count,
             home=home / f"{topic}-send",
             mode=mode,
-            at_ms=at_ms,
+            at_ms=due if mode == "at" else ahead_ms,
             size=SIZE,
             inflight=INFLIGHT,
             rate=rate,
@@ -190,7 +194,7 @@ def _timers(
         cpu = cpu_seconds(s.broker_pid) - cpu
     if got["unique"] != count:
         raise RuntimeError(f"{topic}: {got['unique']} of {count} timers delivered: {got}")
-    return sent, got, cpu
+    return sent, got, cpu, due
 
 
 def _plain(rmq: rocketmq.RocketMQ, s: Servers, home: Path, count: int) -> float:
@@ -217,27 +221,34 @@ def _measure(rmq: rocketmq.RocketMQ, s: Servers, home: Path, quick: bool) -> dic
     rate = STEADY_RATE / 10 if quick else STEADY_RATE
     seconds = STEADY_SECONDS_QUICK if quick else STEADY_SECONDS
     plain_rate = _plain(rmq, s, home, burst)
-    # T: twice the plain sends' time from now, and a margin: a timer producer slower than its
-    # plain sends by half still sends every message before T.
-    due = int(time.time() * 1000 + 2 * burst / plain_rate * 1000 + BURST_MARGIN_MS)
-    sent, got, cpu = _timers(
-        rmq, s, home, "TimerBurst", burst, mode="at", at_ms=due, rate=0, last_due_ms=due
+    # T: twice the plain sends' time after the consumer is ready, and a margin: a timer
+    # producer slower than its plain sends by half still sends every message before T.
+    sends_ms = int(burst / plain_rate * 1000)
+    sent, got, cpu, due = _timers(
+        rmq,
+        s,
+        home,
+        "TimerBurst",
+        burst,
+        mode="at",
+        ahead_ms=2 * sends_ms + BURST_MARGIN_MS,
+        rate=0,
+        sends_ms=sends_ms,
     )
     burst_load = Load(
         float(sent.summary["rate"]), got["lateness_ms"], cpu, sent.summary["last_ms"] <= due
     )
     count = int(rate * seconds)
-    last_due = int(time.time() * 1000 + seconds * 1000 + STEADY_AHEAD_MS)
-    sent, got, cpu = _timers(
+    sent, got, cpu, _ = _timers(
         rmq,
         s,
         home,
         "TimerSteady",
         count,
         mode="ahead",
-        at_ms=STEADY_AHEAD_MS,
+        ahead_ms=STEADY_AHEAD_MS,
         rate=rate,
-        last_due_ms=last_due,
+        sends_ms=int(seconds * 1000),
     )
     steady_load = Load(float(sent.summary["rate"]), got["lateness_ms"], cpu)
     return {"plain": plain_rate, "burst": burst_load, "steady": steady_load}
