@@ -37,10 +37,12 @@ SCENARIOS = {
     "peers": "benches.peers_bench",
     "soak": "benches.soak",
     "scale": "benches.scale",
+    "timer": "benches.timer",
 }
 #: Run only when named: the soak is long by design, a failover trial restarts a broker, the
-#: scale run creates tens of thousands of topics on RocketMQ too.
-ON_REQUEST = {"soak", "failover", "scale"}
+#: scale run creates tens of thousands of topics on RocketMQ too, the timer run waits for
+#: its timers to fall due on both brokers (minutes even with --quick).
+ON_REQUEST = {"soak", "failover", "scale", "timer"}
 
 
 def _run_scenario(name: str, quick: bool, runs: int, soak: dict[str, float | None]) -> list[Figure]:

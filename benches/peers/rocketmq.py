@@ -30,7 +30,7 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -526,9 +526,12 @@ class RocketMQ:
         small, quick-starting JVM)."""
         return retry_ports(lambda: JavaBroker(self, home, namesrv, jvm, **conf))
 
-    def _peer_command(self, home: Path, args: Sequence[str], jvm: Sequence[str] = ()) -> list[str]:
-        """``Peer ARGS``; ``jvm``: extra flags, such as the client's system properties
-        (``-Dtls.enable=true`` is ``useTLS`` for every client the JVM makes)."""
+    def _peer_command(
+        self, home: Path, args: Sequence[str], jvm: Sequence[str] = (), main: str = "Peer"
+    ) -> list[str]:
+        """``Peer ARGS`` (or another tool of ``java/``, ``main``); ``jvm``: extra flags, such as
+        the client's system properties (``-Dtls.enable=true`` is ``useTLS`` for every client
+        the JVM makes)."""
         home.mkdir(parents=True, exist_ok=True)
         return [
             *CLIENT_JVM,
@@ -537,7 +540,7 @@ class RocketMQ:
             "-Drocketmq.client.logRoot=" + str(home / "logs"),
             "-cp",
             f"{self.peer}{os.pathsep}{self.classpath}",
-            "Peer",
+            main,
             *args,
         ]
 
@@ -650,28 +653,33 @@ class RocketMQ:
         args = [namesrv, topic, group, str(messages), str(timeout)]
         return self._bench_tool(home, "Drain", args, f"drain-{group}", timeout + 120)
 
+    def _bench_command(self, home: Path, main: str, args: Sequence[str]) -> list[str]:
+        """``main ARGS`` on a bench client's JVM: its JIT and a parallel GC, unlike the tests'
+        quick-starting one."""
+        home.mkdir(parents=True, exist_ok=True)
+        return [
+            "java",
+            "-Xms256m",
+            "-Xmx256m",
+            "-XX:+UseParallelGC",
+            "-XX:-UsePerfData",
+            *JDK17_FLAGS,
+            f"-Duser.home={home}",
+            "-Drocketmq.client.logRoot=" + str(home / "logs"),
+            "-Drocketmq.client.logLevel=WARN",
+            "-cp",
+            f"{self.peer}{os.pathsep}{self.classpath}",
+            main,
+            *args,
+        ]
+
     def _bench_tool(
         self, home: Path, main: str, args: Sequence[str], name: str, timeout: float
     ) -> dict[str, Any]:
         """A bench client (``Load``, ``Drain``) on a JVM with its JIT and a parallel GC, unlike
         the tests' quick-starting one; its last JSON line."""
-        home.mkdir(parents=True, exist_ok=True)
         proc = _children.run(
-            [
-                "java",
-                "-Xms256m",
-                "-Xmx256m",
-                "-XX:+UseParallelGC",
-                "-XX:-UsePerfData",
-                *JDK17_FLAGS,
-                f"-Duser.home={home}",
-                "-Drocketmq.client.logRoot=" + str(home / "logs"),
-                "-Drocketmq.client.logLevel=WARN",
-                "-cp",
-                f"{self.peer}{os.pathsep}{self.classpath}",
-                main,
-                *args,
-            ],
+            self._bench_command(home, main, args),
             cwd=home,
             capture_output=True,
             text=True,
@@ -939,6 +947,74 @@ class RocketMQ:
         name = f"txload-{'tx' if transactional else 'plain'}-{connections}"
         return self._bench_tool(home, "TxLoad", args, name, seconds + warmup + 120 + connections)
 
+    def timer_send(
+        self,
+        namesrv: str,
+        topic: str,
+        count: int,
+        *,
+        home: Path,
+        mode: str = "ahead",
+        at_ms: int = 0,
+        size: int = 128,
+        inflight: int = 64,
+        rate: float = 0.0,
+        broker: str | None = None,
+        group: str = "timer-producer",
+        lines: bool = True,
+        bench: bool = False,
+        timeout: float = 600.0,
+    ) -> TimerSendRun:
+        """``TimerPeer send``: ``count`` messages of ``size`` bytes from one
+        ``DefaultMQProducer``, asynchronously with at most ``inflight`` unanswered, paced at
+        ``rate``/s (0: as fast as the answers come). ``mode``: ``ahead`` (TIMER_DELIVER_MS =
+        the send's time + ``at_ms``), ``at`` (TIMER_DELIVER_MS = ``at_ms``, epoch ms, for every
+        message) or ``plain`` (none). With ``broker`` the topic is created there first; with
+        ``lines`` each send's answer is kept (:attr:`TimerSendRun.sent`); ``bench`` runs it on
+        the bench clients' JVM (JIT, parallel GC)."""
+        args = ["send", namesrv, broker or "-", topic, group, str(count), str(size)]
+        args += [str(inflight), mode, str(at_ms), str(rate), "lines" if lines else "summary"]
+        command = (
+            self._bench_command(home, "TimerPeer", args)
+            if bench
+            else self._peer_command(home, args, main="TimerPeer")
+        )
+        proc = _children.run(command, cwd=home, capture_output=True, text=True, timeout=timeout)
+        (home / f"timer-send-{topic}.out").write_text(proc.stdout + proc.stderr)
+        out = proc.stdout.splitlines()
+        summary = [line for line in out if line.startswith("{")]
+        if proc.returncode != 0 or not summary:
+            raise RuntimeError(
+                f"TimerPeer {' '.join(args)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+            )
+        failures = [line for line in out if line.startswith("TFAIL ")]
+        return TimerSendRun(json.loads(summary[-1]), _timer_sent(out), failures)
+
+    def timer_receiver(
+        self,
+        namesrv: str,
+        topic: str,
+        group: str,
+        count: int,
+        *,
+        home: Path,
+        timeout_ms: int = 120_000,
+        lines: bool = True,
+        bench: bool = False,
+    ) -> TimerReceiver:
+        """``TimerPeer receive`` in the background: a ``DefaultMQPushConsumer`` of a fresh
+        ``group`` reading ``topic`` from its first offset until ``count`` timer messages (each
+        counted once) or ``timeout_ms``; :attr:`TimerReceiver.ready` once it holds the topic's
+        queues. ``lines`` and ``bench`` as :meth:`timer_send`'s."""
+        args = ["receive", namesrv, topic, group, str(count), str(timeout_ms)]
+        args.append("lines" if lines else "summary")
+        command = (
+            self._bench_command(home, "TimerPeer", args)
+            if bench
+            else self._peer_command(home, args, main="TimerPeer")
+        )
+        return TimerReceiver(command, home)
+
 
 @dataclass(frozen=True)
 class Reconsumed:
@@ -1015,6 +1091,22 @@ class PeerProcess:
 
     def stderr(self) -> str:
         return (self.home / f"peer-{self.mode}.err").read_text(errors="replace")
+
+    @property
+    def ready(self) -> bool:
+        """Whether it printed ``READY`` (each mode says what that means)."""
+        return "READY" in self.lines
+
+    def wait_ready(self, timeout: float = 120.0) -> None:
+        """Until it printed ``READY``; raises if it exits or ``timeout`` passes first."""
+        deadline = time.monotonic() + timeout
+        while not self.ready:
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"{' '.join(self.proc.args[-8:])} not ready: {self.lines[-20:]}\n"
+                    f"{self.stderr()[-3000:]}"
+                )
+            time.sleep(0.01)
 
     def stop(self, timeout: float = 120.0) -> None:
         """Closes its input: it finishes what is under way, shuts down and exits; its lines are
@@ -1160,10 +1252,6 @@ class Transactor(PeerProcess):
             time.sleep(0.01)
 
     @property
-    def ready(self) -> bool:
-        return "READY" in self.lines
-
-    @property
     def exited(self) -> int | None:
         return self.proc.poll()
 
@@ -1187,6 +1275,94 @@ class Transactor(PeerProcess):
         (self.home / "peer-transact.out").write_text("\n".join(self.lines))
 
     def __enter__(self) -> Transactor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        _children.kill(self.proc)
+
+
+@dataclass(frozen=True)
+class TimerSent:
+    """One answered send of ``TimerPeer send``."""
+
+    seq: int
+    status: str
+    msg_id: str
+    #: The TIMER_DELIVER_MS it carried (epoch ms); 0 for a plain send.
+    due_ms: int
+    #: Epoch ms the send was made.
+    sent_ms: int
+
+
+@dataclass(frozen=True)
+class TimerSendRun:
+    """What ``TimerPeer send`` did: its summary (``sent``, ``ok``, ``failed``, ``seconds``,
+    ``rate``: SEND_OK answers a second, ``first_ms``, ``last_ms``, ``cpu_s``) and, with
+    ``lines``, each answer and each failure (``failures``: ``TFAIL`` lines)."""
+
+    summary: dict[str, Any]
+    sent: list[TimerSent]
+    failures: list[str] = field(default_factory=list)
+
+
+def _timer_sent(lines: Sequence[str]) -> list[TimerSent]:
+    out = []
+    for line in lines:
+        if line.startswith("TSENT "):
+            f = line.split(" ")
+            out.append(TimerSent(int(f[1]), f[2], f[3], int(f[4]), int(f[5])))
+    return sorted(out, key=lambda t: t.seq)
+
+
+@dataclass(frozen=True)
+class TimerGot:
+    """One timer message ``TimerPeer receive`` got (its first delivery)."""
+
+    msg_id: str
+    #: Its TIMER_DELIVER_MS property as delivered; None when the broker dropped it.
+    property_ms: int | None
+    #: The due time its body says it was sent with.
+    due_ms: int
+    received_ms: int
+
+    @property
+    def lateness_ms(self) -> int:
+        """Receive time - due time: negative means delivered early."""
+        return self.received_ms - self.due_ms
+
+
+class TimerReceiver(PeerProcess):
+    """A running ``TimerPeer receive`` (:meth:`RocketMQ.timer_receiver`); it ends by itself
+    at its count or its timeout."""
+
+    def __init__(self, command: list[str], home: Path) -> None:
+        super().__init__(command, home, "timer-receive")
+
+    @property
+    def got(self) -> list[TimerGot]:
+        out = []
+        for line in list(self.lines):
+            if line.startswith("TGOT "):
+                _, mid, prop, due, at = line.split(" ")
+                out.append(TimerGot(mid, None if prop == "-1" else int(prop), int(due), int(at)))
+        return out
+
+    @property
+    def summary(self) -> dict[str, Any]:
+        """Its last JSON line: ``received``, ``unique``, ``without_property``,
+        ``lateness_ms`` (``p50``, ``p99``, ``max``, ``min``)."""
+        found = [line for line in list(self.lines) if line.startswith("{")]
+        if not found:
+            raise RuntimeError(f"TimerPeer receive printed no summary: {self.lines[-20:]}")
+        result: dict[str, Any] = json.loads(found[-1])
+        return result
+
+    def finish(self, timeout: float) -> dict[str, Any]:
+        """Waits for it to end: its summary."""
+        self.stop(timeout)
+        return self.summary
+
+    def __enter__(self) -> TimerReceiver:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -1335,6 +1511,10 @@ __all__ = [
     "RocketMQ",
     "SendOutcome",
     "Sent",
+    "TimerGot",
+    "TimerReceiver",
+    "TimerSendRun",
+    "TimerSent",
     "Transactor",
     "TxCheck",
     "TxSent",
