@@ -108,3 +108,39 @@ def test_bad_times_are_refused_by_name_and_nothing_is_stored(
         assert sorted(m.body for m in got) == [b"now", b"route"]
     finally:
         master.kill()
+
+
+def test_a_recall_cancels_a_timer_message_and_bad_recalls_are_refused_by_name(
+    tmp_path: Path, namesrv: RochaNamesrv
+) -> None:
+    ns = namesrv.address
+    master = start_master(
+        tmp_path, "recall", ns, brokerRole="ASYNC_MASTER", recallMessageEnable=True
+    )
+    try:
+        with Producer(ns, "recall-producer") as producer:
+            producer.send(Message("Other", b"route"))
+            kept = producer.send(Message("Recalled", b"kept"), delay=2)
+            gone = producer.send(Message("Recalled", b"gone"), delay=2)
+            assert kept.recall_handle and gone.recall_handle
+            assert producer.send(Message("Recalled", b"plain")).recall_handle is None
+            assert producer.recall("Recalled", gone.recall_handle) == gone.msg_id
+            with pytest.raises(MQBrokerError, match=r"topic not match"):
+                producer.recall("Other", kept.recall_handle)
+            got = consume(ns, "recall-audit", "Recalled", 2)
+            assert sorted(m.body for m in got) == [b"kept", b"plain"], "the recalled one never"
+            with pytest.raises(MQBrokerError, match=r"timestamp invalid.*delivered already"):
+                producer.recall("Recalled", kept.recall_handle)
+            with pytest.raises(MQClientError, match=r"recall handle 'nope' is invalid"):
+                producer.recall("Recalled", "nope")
+    finally:
+        master.kill()
+    off = start_master(tmp_path, "norecall", ns, brokerRole="ASYNC_MASTER")
+    try:
+        with Producer(ns, "recall-producer-2") as producer:
+            sent = producer.send(Message("NoRecall", b"x"), delay=30)
+            assert sent.recall_handle is not None
+            with pytest.raises(MQBrokerError, match=r"recallMessageEnable=false"):
+                producer.recall("NoRecall", sent.recall_handle)
+    finally:
+        off.kill()

@@ -21,7 +21,7 @@ from rocketha._service import ServiceThread
 #: Longest sleep without an outcome, so shutdown is noticed.
 _IDLE_WAIT = 1.0
 
-SendTuple = tuple[int, str | None, str, int, int, list[str]]
+SendTuple = tuple[int, str | None, str, int, int, list[str], str | None]
 
 
 def _settle(future: asyncio.Future[SendTuple], outcome: Any) -> None:

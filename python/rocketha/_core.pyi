@@ -426,7 +426,7 @@ class MQClientAPI:
         timeout: float,
         default_topic: str = ...,
         default_topic_queue_nums: int = ...,
-    ) -> tuple[int, str | None, str, int, int, list[str]]: ...
+    ) -> tuple[int, str | None, str, int, int, list[str], str | None]: ...
     def send_message_async(
         self,
         addr: str,
@@ -440,7 +440,9 @@ class MQClientAPI:
     ) -> int: ...
     def next_completed(
         self, timeout: float
-    ) -> list[tuple[int, tuple[int, str | None, str, int, int, list[str]] | RocketHAError]]: ...
+    ) -> list[
+        tuple[int, tuple[int, str | None, str, int, int, list[str], str | None] | RocketHAError]
+    ]: ...
     def wake_completed(self) -> None: ...
     def send_message_oneway(
         self,

@@ -22,6 +22,7 @@ of the month, a counter), except that the month starts in UTC rather than the lo
 from __future__ import annotations
 
 import asyncio
+import base64
 import dataclasses
 import datetime
 import itertools
@@ -85,6 +86,8 @@ PROPERTY_DELAY_TIME_LEVEL = "DELAY"
 PROPERTY_TIMER_DELIVER_MS = "TIMER_DELIVER_MS"
 #: 5.x's ``setDelayTimeMs``: delivered this many milliseconds after the broker stores it.
 PROPERTY_TIMER_DELAY_MS = "TIMER_DELAY_MS"
+#: ``RequestCode.RECALL_MESSAGE``.
+RECALL_MESSAGE = 370
 #: ``TopicValidator``'s system topics a producer may not send to, the template included.
 NOT_ALLOWED_SEND_TOPICS = frozenset(
     [
@@ -286,6 +289,9 @@ class SendResult:
     offset_msg_id: str
     queue: MessageQueue
     queue_offset: int
+    #: A timer message's handle for :meth:`Producer.recall` (RocketMQ 5.5's
+    #: ``SendResult.getRecallHandle``); ``None`` for other sends.
+    recall_handle: str | None = None
 
     @property
     def queue_id(self) -> int:
@@ -559,6 +565,32 @@ class Producer:
         held = with_delivery(msg, delay_level, deliver_time_ms, deliver_at=deliver_at, delay=delay)
         return self._send([held], None, sharding_key)
 
+    def recall(self, topic: str, recall_handle: str) -> str:
+        """``recallMessage`` (RECALL_MESSAGE, RocketMQ 5.5): cancels a timer message not
+        delivered yet, by the :attr:`SendResult.recall_handle` its send returned; the
+        message's id. The broker refuses (:class:`MQBrokerError`) a handle that is no handle,
+        of another topic or broker, or of a message already delivered, and any recall while
+        its ``recallMessageEnable`` is false (RocketMQ's default)."""
+        try:
+            raw = base64.urlsafe_b64decode(recall_handle.encode()).decode()
+            broker_name = raw.split(" ")[2]
+        except (ValueError, IndexError, UnicodeDecodeError):
+            raise MQClientError(f"recall handle {recall_handle!r} is invalid") from None
+        info = self._publish_info(topic)
+        addr = info.master_addrs.get(broker_name)
+        if addr is None:
+            raise MQClientError(
+                f"the recall handle names broker {broker_name}, which serves no queue of "
+                f"topic {topic} now"
+            )
+        fields = {"producerGroup": self.group, "topic": topic, "recallHandle": recall_handle}
+        code, remark, ext, _ = self._api.invoke_admin(
+            addr, RECALL_MESSAGE, ext_fields=fields, body=b"", timeout=self.send_timeout
+        )
+        if code != 0:
+            raise MQBrokerError(code, remark or "", addr)
+        return ext.get("msgId", "")
+
     def send_batch(self, msgs: Sequence[Message], *, queue_id: int | None = None) -> SendResult:
         """Sends messages of one topic in one request (``SEND_BATCH_MESSAGE``) to one queue:
         the next in round-robin, or queue ``queue_id`` of a broker group that has it. Delay
@@ -719,7 +751,7 @@ class Producer:
         self, topic: str, info: _PublishInfo, mq: MessageQueue, addr: str, reply: SendTuple
     ) -> SendResult | MQBrokerError:
         """The broker's answer: a result, or an error worth trying elsewhere (raised if not)."""
-        code, remark, offset_id, queue_id, queue_offset, ids = reply
+        code, remark, offset_id, queue_id, queue_offset, ids, recall_handle = reply
         status = _STATUS_OF_CODE.get(code)
         if status is not None:
             if info.from_template:
@@ -731,6 +763,7 @@ class Producer:
                 offset_id,
                 MessageQueue(topic, mq.broker_name, queue_id),
                 queue_offset,
+                recall_handle,
             )
         error = MQBrokerError(code, remark or "", addr)
         if code in _RETRY_ELSEWHERE:

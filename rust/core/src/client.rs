@@ -67,6 +67,8 @@ pub struct SendReply {
     pub offset_msg_id: String,
     pub queue_id: i32,
     pub queue_offset: i64,
+    /// A timer message's recall handle (RECALL_MESSAGE cancels it with this).
+    pub recall_handle: Option<String>,
 }
 
 /// A body as RocketMQ's Java side writes it (fastjson: integer map keys bare, as in
@@ -341,6 +343,7 @@ fn send_reply(addr: &str, response: RemotingCommand) -> Result<SendReply, SendEr
         offset_msg_id: String::new(),
         queue_id: -1,
         queue_offset: -1,
+        recall_handle: None,
     };
     if response_code::send_stored(response.code) {
         let header: SendMessageResponseHeader = response.decode_custom_header().map_err(|e| {
@@ -349,6 +352,7 @@ fn send_reply(addr: &str, response: RemotingCommand) -> Result<SendReply, SendEr
         reply.offset_msg_id = header.msg_id;
         reply.queue_id = header.queue_id;
         reply.queue_offset = header.queue_offset;
+        reply.recall_handle = header.recall_handle;
     }
     Ok(reply)
 }

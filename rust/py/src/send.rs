@@ -13,8 +13,16 @@ use rocketha_core::client::{
 use crate::errors::{CommitLogCorrupted, InvalidMessageError};
 use crate::message::{Message, MessageExt};
 
-/// `(code, remark, offset_msg_id, queue_id, queue_offset, uniq_ids)`.
-pub(crate) type SendTuple = (i32, Option<String>, String, i32, i64, Vec<String>);
+/// `(code, remark, offset_msg_id, queue_id, queue_offset, uniq_ids, recall_handle)`.
+pub(crate) type SendTuple = (
+    i32,
+    Option<String>,
+    String,
+    i32,
+    i64,
+    Vec<String>,
+    Option<String>,
+);
 
 pub(crate) fn send_tuple((reply, uniq_ids): (SendReply, Vec<String>)) -> SendTuple {
     (
@@ -24,6 +32,7 @@ pub(crate) fn send_tuple((reply, uniq_ids): (SendReply, Vec<String>)) -> SendTup
         reply.queue_id,
         reply.queue_offset,
         uniq_ids,
+        reply.recall_handle,
     )
 }
 

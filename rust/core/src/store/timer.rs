@@ -335,9 +335,10 @@ pub(crate) struct TimerMessageStore {
     config: TimerConfig,
     root: std::path::PathBuf,
     state: Mutex<Wheelhouse>,
-    /// When the dequeue looks next (a slot's time; `i64::MAX`: nothing to wait for): a
-    /// message placed at or before it wakes the dequeue.
-    dequeue_wake_at: AtomicI64,
+    /// A message placed in a slot before this wakes the dequeue: the next busy slot while it
+    /// waits for it (one placed there changes nothing), just past its open slot while it
+    /// waits in that slot, `i64::MAX` while it works.
+    dequeue_wake_before: AtomicI64,
     enqueue_thread: Mutex<Option<ServiceThread>>,
     dequeue_thread: Mutex<Option<ServiceThread>>,
     flush_thread: Mutex<Option<ServiceThread>>,
@@ -393,7 +394,7 @@ impl TimerMessageStore {
                 dequeuing: false,
             }),
             config,
-            dequeue_wake_at: AtomicI64::new(i64::MAX),
+            dequeue_wake_before: AtomicI64::new(i64::MAX),
             enqueue_thread: Mutex::default(),
             dequeue_thread: Mutex::default(),
             flush_thread: Mutex::default(),

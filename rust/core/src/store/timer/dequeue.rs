@@ -17,7 +17,7 @@ use crate::commitlog::OwnedRecord;
 use crate::error::CommitLogError;
 use crate::protocol::now_millis;
 use crate::store::schedule::{PROPERTY_REAL_QUEUE_ID, PROPERTY_REAL_TOPIC};
-use crate::sync::{ServiceWaiter, Woke};
+use crate::sync::ServiceWaiter;
 
 /// Deliveries put under one hold of the store's put lock: sends wait no longer than that.
 const PUT_BATCH: usize = 512;
@@ -137,7 +137,7 @@ impl TimerMessageStore {
         let mut open: Option<OpenSlot> = None;
         while !waiter.is_stopped() {
             // While it works, any placement wakes it (kept for its next wait).
-            self.dequeue_wake_at
+            self.dequeue_wake_before
                 .store(i64::MAX, std::sync::atomic::Ordering::SeqCst);
             let now = now_millis();
             let slot = match open.as_mut() {
@@ -158,31 +158,30 @@ impl TimerMessageStore {
             self.read_new_units(store, slot);
             if let Err(e) = self.deliver_due(store, slot, now) {
                 log::warn!("timer: delivering failed: {e}; retrying");
-                self.sleep(waiter, slot.time, now + RETRY_AFTER_FAILURE_MS);
+                self.sleep(waiter, slot.time + 1, now + RETRY_AFTER_FAILURE_MS);
                 continue;
             }
             if let Some(next) = slot.pending.first().map(|p| p.due) {
-                self.sleep(waiter, slot.time, next);
+                self.sleep(waiter, slot.time + 1, next);
             } else if now >= slot.time + precision {
                 if self.close_slot(slot) {
                     open = None;
                 }
             } else {
-                self.sleep(waiter, slot.time, slot.time + precision);
+                self.sleep(waiter, slot.time + 1, slot.time + precision);
             }
         }
     }
 
-    /// Waits until `deadline_ms`, or a message placed in a slot at or before `wake_at`.
-    fn sleep(&self, waiter: &ServiceWaiter, wake_at: i64, deadline_ms: i64) {
-        self.dequeue_wake_at
-            .store(wake_at, std::sync::atomic::Ordering::SeqCst);
+    /// Waits until `deadline_ms`, or a message placed in a slot before `wake_before` (a
+    /// stop too: the loop sees it).
+    fn sleep(&self, waiter: &ServiceWaiter, wake_before: i64, deadline_ms: i64) {
+        self.dequeue_wake_before
+            .store(wake_before, std::sync::atomic::Ordering::SeqCst);
         let wait = u64::try_from(deadline_ms.saturating_sub(now_millis())).unwrap_or(0);
         let deadline = (deadline_ms != i64::MAX)
             .then(|| std::time::Instant::now() + std::time::Duration::from_millis(wait));
-        if waiter.wait_for_running(deadline) == Woke::Stopped {
-            // The loop sees it.
-        }
+        waiter.wait_for_running(deadline);
     }
 
     /// The next busy slot when it is due (`Ok`), else when it will be (`Err`, `i64::MAX` for

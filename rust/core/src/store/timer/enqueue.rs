@@ -213,8 +213,8 @@ impl TimerMessageStore {
         st.busy.insert(slot_time);
         st.metrics.add(&real_topic, i64::from(delta));
         if slot_time
-            <= self
-                .dequeue_wake_at
+            < self
+                .dequeue_wake_before
                 .load(std::sync::atomic::Ordering::SeqCst)
         {
             self.wake_dequeue();

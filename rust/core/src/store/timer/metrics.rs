@@ -59,9 +59,13 @@ impl TimerMetrics {
 
     /// `addAndGet`: `delta` more timer messages wait for `topic`.
     pub(crate) fn add(&mut self, topic: &str, delta: i64) {
-        let metric = self.value.timing_count.entry(topic.to_owned()).or_default();
+        let now = now_millis();
+        let metric = match self.value.timing_count.get_mut(topic) {
+            Some(m) => m,
+            None => self.value.timing_count.entry(topic.to_owned()).or_default(),
+        };
         metric.count += delta;
-        metric.time_stamp = now_millis();
+        metric.time_stamp = now;
         self.value.data_version.bump();
         self.dirty = true;
     }
