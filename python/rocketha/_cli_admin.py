@@ -49,6 +49,9 @@ def add_admin(add: AddParser) -> None:
     put.add_argument("broker", help="the broker's host:port")
     put.add_argument("pairs", nargs="+", metavar="KEY=VALUE", help="e.g. brokerPermission=4")
     put.set_defaults(func=_run(_config_set))
+    timer = objects.add_parser("timer", help="a broker's timer store: progress and backlog")
+    timer.add_argument("broker", help="the broker's host:port")
+    timer.set_defaults(func=_run(_timer))
     find = objects.add_parser("find", help="messages by key or by msgId")
     find.add_argument("--topic", required=True)
     which = find.add_mutually_exclusive_group(required=True)
@@ -209,6 +212,16 @@ def _group_reset(admin: Admin, args: argparse.Namespace) -> int:
 def _config_get(admin: Admin, args: argparse.Namespace) -> int:
     for key, value in sorted(admin.broker_config(args.broker).items()):
         print(f"{key:<50}= {value}")
+    return 0
+
+
+def _timer(admin: Admin, args: argparse.Namespace) -> int:
+    """The timer checkpoint (GET_TIMER_CHECK_POINT) and the waiting timers of each topic
+    (GET_TIMER_METRICS), of a rocketha or a RocketMQ 5 broker."""
+    for key, value in admin.timer_check_point(args.broker).items():
+        print(f"{key:<24}{value}")
+    for topic, count in sorted(admin.timer_metrics(args.broker).items()):
+        print(f"waiting {topic:<32}{count}")
     return 0
 
 

@@ -14,6 +14,7 @@ broker's config read and changed at runtime, and messages found by key or by msg
 from __future__ import annotations
 
 import json
+import struct
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,6 +46,8 @@ class _Code:
     SEARCH_OFFSET_BY_TIMESTAMP = 29
     GET_MAX_OFFSET = 30
     GET_ALL_CONSUMER_OFFSET = 43
+    GET_TIMER_CHECK_POINT = 60
+    GET_TIMER_METRICS = 61
     GET_BROKER_CLUSTER_INFO = 106
     UPDATE_AND_CREATE_SUBSCRIPTIONGROUP = 200
     GET_ALL_SUBSCRIPTIONGROUP_CONFIG = 201
@@ -305,6 +308,28 @@ class Admin:
             raise ValueError("no key to change")
         text = "".join(f"{k}={_java_text(v)}\n" for k, v in changes.items())
         self._invoke(broker_addr, _Code.UPDATE_BROKER_CONFIG, {}, text.encode())
+
+    def timer_check_point(self, broker_addr: str) -> dict[str, int]:
+        """GET_TIMER_CHECK_POINT (what a RocketMQ 5 slave syncs): how far the broker's timer
+        delivered (``lastReadTimeMs``), its timer log's flushed end, how far it placed the timer
+        topic's queue, and its master's."""
+        raw = self._invoke(broker_addr, _Code.GET_TIMER_CHECK_POINT, {})[3]
+        names = (
+            "lastReadTimeMs",
+            "lastTimerLogFlushPos",
+            "lastTimerQueueOffset",
+            "masterTimerQueueOffset",
+            "stateVersion",
+            "timestamp",
+            "counter",
+        )
+        values = struct.unpack(f">{len(raw) // 8}q", raw[: len(raw) // 8 * 8])
+        return dict(zip(names, values, strict=False))
+
+    def timer_metrics(self, broker_addr: str) -> dict[str, int]:
+        """GET_TIMER_METRICS: the timer messages waiting, per real topic."""
+        body = json.loads(self._invoke(broker_addr, _Code.GET_TIMER_METRICS, {})[3])
+        return {t: m["count"] for t, m in body.get("timingCount", {}).items()}
 
     # -- the wire ------------------------------------------------------------------------------
 
