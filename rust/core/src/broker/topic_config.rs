@@ -12,8 +12,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::Mutex;
 
+use super::attribute::{alter_current_attributes, AttributeChange, AttributeError};
 pub(crate) use super::journaled_table::TableError as TopicConfigError;
 use super::journaled_table::{Delta, JournaledTable, TableFile, Unsaved};
+use super::topic_attributes::TOPIC_ATTRIBUTES;
 use super::BrokerSettings;
 use crate::protocol::body::{perm, DataVersion, TopicConfig, TopicConfigSerializeWrapper};
 pub(crate) use crate::protocol::config_file::{remove_stale_temporaries, write_atomically};
@@ -65,6 +67,15 @@ pub(crate) enum Unregistered {
     Topics(TopicConfigSerializeWrapper),
     /// The whole table is due.
     All,
+}
+
+/// Why UPDATE_AND_CREATE_TOPIC changed nothing.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum UpdateTopicError {
+    #[error(transparent)]
+    Attribute(#[from] AttributeError),
+    #[error(transparent)]
+    Table(#[from] TopicConfigError),
 }
 
 /// `TopicValidator.validateTopic`.
@@ -174,20 +185,34 @@ impl TopicConfigManager {
         self.table.save_unsaved()
     }
 
-    /// UPDATE_AND_CREATE_TOPIC. Persisted before it returns: an operator's SUCCESS means the
-    /// topic is on disk (as RocketMQ's admin processor persists it). False when the topic was
-    /// already exactly so: nothing changed, nothing to register (RocketMQ's idempotent
-    /// answer).
-    pub(crate) fn update_or_create(&self, config: TopicConfig) -> Result<bool, TopicConfigError> {
-        self.table.change(|state| {
+    /// UPDATE_AND_CREATE_TOPIC (`updateTopicConfig`): `config` with its attributes as
+    /// `changes` make them of the topic's (`alterCurrentAttributes`; a new topic takes only
+    /// `+key=value`). Persisted before it returns: an operator's SUCCESS means the topic is on
+    /// disk (as RocketMQ's admin processor persists it). False when the topic was already
+    /// exactly so: nothing changed, nothing to register (RocketMQ's idempotent answer).
+    pub(crate) fn update_or_create(
+        &self,
+        mut config: TopicConfig,
+        changes: &[AttributeChange],
+    ) -> Result<bool, UpdateTopicError> {
+        let changed: Result<bool, AttributeError> = self.table.change(|state| {
             let name = config.topic_name.clone();
-            if state.table.topic_config_table.get(&name) == Some(&config) {
-                return false;
+            let current = state.table.topic_config_table.get(&name);
+            let held = current.map(|c| &c.attributes);
+            config.attributes = alter_current_attributes(
+                held.is_none(),
+                TOPIC_ATTRIBUTES,
+                held.unwrap_or(&BTreeMap::new()),
+                changes,
+            )?;
+            if current == Some(&config) {
+                return Ok(false);
             }
             state.table.topic_config_table.insert(name.clone(), config);
             self.changed(state, &name);
-            true
-        })
+            Ok(true)
+        })?;
+        Ok(changed?)
     }
 
     /// A new data version with the same topics: the name servers take a registration only
@@ -447,8 +472,8 @@ mod tests {
         let settings = BrokerSettings::default();
         let topics = TopicConfigManager::load(dir.path(), &settings).unwrap();
         let file_before = std::fs::read(dir.path().join("config/topics.json")).ok();
-        assert!(topics.update_or_create(topic("a", 4)).unwrap());
-        assert!(topics.update_or_create(topic("b", 2)).unwrap());
+        assert!(topics.update_or_create(topic("a", 4), &[]).unwrap());
+        assert!(topics.update_or_create(topic("b", 2), &[]).unwrap());
         assert!(topics.delete("a").unwrap());
         assert!(journal_len(dir.path()) > 0);
         assert_eq!(
@@ -476,11 +501,11 @@ mod tests {
     fn the_same_config_again_changes_nothing() {
         let dir = tempfile::tempdir().unwrap();
         let topics = TopicConfigManager::load(dir.path(), &BrokerSettings::default()).unwrap();
-        assert!(topics.update_or_create(topic("a", 4)).unwrap());
+        assert!(topics.update_or_create(topic("a", 4), &[]).unwrap());
         let version = topics.data_version();
-        assert!(!topics.update_or_create(topic("a", 4)).unwrap());
+        assert!(!topics.update_or_create(topic("a", 4), &[]).unwrap());
         assert_eq!(topics.data_version(), version);
-        assert!(topics.update_or_create(topic("a", 8)).unwrap());
+        assert!(topics.update_or_create(topic("a", 8), &[]).unwrap());
     }
 
     #[test]
@@ -488,7 +513,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let settings = BrokerSettings::default();
         let topics = TopicConfigManager::load(dir.path(), &settings).unwrap();
-        topics.update_or_create(topic("kept", 1)).unwrap();
+        topics.update_or_create(topic("kept", 1), &[]).unwrap();
         drop(topics);
         let journal = dir.path().join("config/topics.journal");
         let whole = std::fs::read(&journal).unwrap();
@@ -517,9 +542,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let settings = BrokerSettings::default();
         let topics = TopicConfigManager::load(dir.path(), &settings).unwrap();
-        topics.update_or_create(topic("a", 4)).unwrap();
+        topics.update_or_create(topic("a", 4), &[]).unwrap();
         let journal = std::fs::read(dir.path().join("config/topics.journal")).unwrap();
-        topics.update_or_create(topic("a", 8)).unwrap();
+        topics.update_or_create(topic("a", 8), &[]).unwrap();
         topics.close().unwrap();
         assert_eq!(journal_len(dir.path()), 0, "shutdown folds the journal");
         std::fs::write(dir.path().join("config/topics.journal"), journal).unwrap();
@@ -537,7 +562,9 @@ mod tests {
         let topics = TopicConfigManager::load(dir.path(), &BrokerSettings::default()).unwrap();
         let mut largest = 0;
         for i in 0..2000 {
-            topics.update_or_create(topic(&format!("t{i}"), 4)).unwrap();
+            topics
+                .update_or_create(topic(&format!("t{i}"), 4), &[])
+                .unwrap();
             largest = largest.max(journal_len(dir.path()));
         }
         let file = std::fs::metadata(dir.path().join("config/topics.json")).unwrap();
@@ -560,7 +587,7 @@ mod tests {
             Unregistered::All,
             "the first is whole"
         );
-        topics.update_or_create(topic("a", 4)).unwrap();
+        topics.update_or_create(topic("a", 4), &[]).unwrap();
         topics
             .create_in_send("b", AUTO_CREATE_TOPIC_KEY_TOPIC, 2, 0)
             .unwrap();
@@ -576,7 +603,7 @@ mod tests {
         assert!(none.topic_config_table.is_empty());
         topics.delete("a").unwrap();
         assert_eq!(topics.take_unregistered(), Unregistered::All, "a deletion");
-        topics.update_or_create(topic("c", 1)).unwrap();
+        topics.update_or_create(topic("c", 1), &[]).unwrap();
         topics.register_all_next();
         assert_eq!(topics.take_unregistered(), Unregistered::All, "asked for");
     }
@@ -587,13 +614,13 @@ mod tests {
         let settings = BrokerSettings::default();
         let master = TopicConfigManager::load(m.path(), &settings).unwrap();
         let slave = TopicConfigManager::load(s.path(), &settings).unwrap();
-        master.update_or_create(topic("kept", 4)).unwrap();
+        master.update_or_create(topic("kept", 4), &[]).unwrap();
         slave.replace(master.wrapper()).unwrap();
         let unchanged = master.delta_since(&slave.data_version()).unwrap();
         assert!(unchanged.changes.is_empty(), "nothing changed since");
 
-        master.update_or_create(topic("gone", 1)).unwrap();
-        master.update_or_create(topic("new", 2)).unwrap();
+        master.update_or_create(topic("gone", 1), &[]).unwrap();
+        master.update_or_create(topic("new", 2), &[]).unwrap();
         master.delete("gone").unwrap();
         let delta = master.delta_since(&slave.data_version()).unwrap();
         let names: Vec<_> = delta.changes.keys().map(String::as_str).collect();

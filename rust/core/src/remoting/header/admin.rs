@@ -15,7 +15,8 @@ custom_header! {
         pub topic_sys_flag: Option<i32> = "topicSysFlag",
         /// A Java primitive boolean: absent reads as false.
         pub order: bool = "order" or false,
-        /// RocketMQ 5's `+key=value` attributes, as JSON text; kept, not acted on.
+        /// RocketMQ 5's changes to the topic's attributes, `AttributeParser`'s text:
+        /// `+message.type=FIFO,-reserve.time` (`+` sets, `-` deletes).
         pub attributes: Option<String> = "attributes",
     }
 }

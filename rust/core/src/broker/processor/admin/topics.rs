@@ -2,11 +2,14 @@
 //! then asks the name servers too): the topic's config, its committed offsets and its consume
 //! queues go; its records stay in the commit log until retention takes them, as in RocketMQ.
 
+use crate::broker::attribute::{self, AttributeChange};
 use crate::broker::consumer_offset::ConsumerOffsetManager;
 use crate::broker::processor::answer::{system_error, with_body};
+use crate::broker::topic_attributes::{refuse_unsupported, TopicMessageType, MESSAGE_TYPE};
 use crate::broker::topic_config::{
     validate_topic, TopicConfigManager, AUTO_CREATE_TOPIC_KEY_TOPIC,
 };
+use crate::broker::BrokerSettings;
 use crate::protocol::body::TopicConfig;
 use crate::protocol::json::{to_json, JsonStyle};
 use crate::remoting::header::{
@@ -91,12 +94,13 @@ pub(crate) fn delete(
     (response, deleted)
 }
 
-/// The topic UPDATE_AND_CREATE_TOPIC asks for, or why it is refused (`updateAndCreateTopic`'s
-/// checks, and rocketha's `maxTopicQueueNums`, `max`).
+/// The topic UPDATE_AND_CREATE_TOPIC asks for and the changes its `attributes` make, or why
+/// it is refused (`updateAndCreateTopic`'s checks, and rocketha's `maxTopicQueueNums`).
 pub(crate) fn to_create(
     request: &RemotingCommand,
-    max: i32,
-) -> Result<TopicConfig, RemotingCommand> {
+    settings: &BrokerSettings,
+) -> Result<(TopicConfig, Vec<AttributeChange>), RemotingCommand> {
+    let max = settings.max_topic_queue_nums;
     let refuse = |code, remark: String| RemotingCommand::response_to(request, code, Some(remark));
     let header: CreateTopicRequestHeader = match request.decode_custom_header() {
         Ok(h) => h,
@@ -134,7 +138,9 @@ pub(crate) fn to_create(
             ),
         ));
     }
-    Ok(TopicConfig {
+    let changes = attributes(&header, settings)
+        .map_err(|(code, why)| refuse(code, format!("topic {}: {why}", header.topic)))?;
+    let config = TopicConfig {
         topic_name: header.topic.clone(),
         read_queue_nums: header.read_queue_nums,
         write_queue_nums: header.write_queue_nums,
@@ -143,7 +149,35 @@ pub(crate) fn to_create(
         topic_sys_flag: header.topic_sys_flag.unwrap_or(0),
         order: header.order,
         ..TopicConfig::default()
-    })
+    };
+    Ok((config, changes))
+}
+
+/// The header's `attributes` (`+message.type=FIFO,-reserve.time`), read and checked as far
+/// as the topic's current ones are not needed: RocketMQ's format, MIXED only when
+/// `enableMixedMessageType`, no value this broker would not act on. The response code and
+/// the remark otherwise.
+fn attributes(
+    header: &CreateTopicRequestHeader,
+    settings: &BrokerSettings,
+) -> Result<Vec<AttributeChange>, (i32, String)> {
+    let text = header.attributes.as_deref().unwrap_or("");
+    let changes =
+        attribute::parse(text).map_err(|e| (response_code::SYSTEM_ERROR, e.to_string()))?;
+    let mixed = TopicMessageType::Mixed.name();
+    if !settings.enable_mixed_message_type
+        && changes.contains(&AttributeChange::Set(MESSAGE_TYPE.into(), mixed.into()))
+    {
+        return Err((
+            response_code::INVALID_PARAMETER,
+            format!(
+                "MIXED message type is not supported. ({MESSAGE_TYPE}={mixed} needs the \
+                 broker's enableMixedMessageType=true)"
+            ),
+        ));
+    }
+    refuse_unsupported(&changes).map_err(|e| (response_code::SYSTEM_ERROR, e.to_string()))?;
+    Ok(changes)
 }
 
 /// GET_TOPIC_CONFIG (`AdminBrokerProcessor.getTopicConfig`, what 5.x's `examineTopicStats`
