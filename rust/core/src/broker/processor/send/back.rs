@@ -25,7 +25,7 @@ use crate::remoting::{response_code, RemotingCommand};
 /// `MixAll.RETRY_GROUP_TOPIC_PREFIX`.
 pub(crate) const RETRY_GROUP_TOPIC_PREFIX: &str = "%RETRY%";
 /// `MixAll.DLQ_GROUP_TOPIC_PREFIX`.
-const DLQ_GROUP_TOPIC_PREFIX: &str = "%DLQ%";
+pub(super) const DLQ_GROUP_TOPIC_PREFIX: &str = "%DLQ%";
 /// `MixAll.DLQ_NUMS_PER_GROUP`.
 const DLQ_NUMS_PER_GROUP: i32 = 1;
 /// `MessageConst.PROPERTY_RETRY_TOPIC`: the topic a retried message first came from.
