@@ -662,4 +662,194 @@ mod tests {
             .to_string();
         assert!(err.contains("topics.json"), "{err}");
     }
+
+    /// `topics.json` as RocketMQ 5.4.0's broker writes it (`TopicConfigSerializeWrapper
+    /// .toJson(true)`, printed by its own classes), topics with attributes among them.
+    const ROCKETMQ_TOPICS_JSON: &str = r#"{
+	"dataVersion":{
+		"counter":5,
+		"stateVersion":0,
+		"timestamp":1700000000000
+	},
+	"topicConfigTable":{
+		"Plain":{
+			"attributes":{
+				
+			},
+			"order":false,
+			"perm":6,
+			"readQueueNums":2,
+			"topicFilterType":"SINGLE_TAG",
+			"topicName":"Plain",
+			"topicSysFlag":0,
+			"writeQueueNums":2
+		},
+		"DelayTopic":{
+			"attributes":{
+				"message.type":"DELAY"
+			},
+			"order":false,
+			"perm":6,
+			"readQueueNums":8,
+			"topicFilterType":"SINGLE_TAG",
+			"topicName":"DelayTopic",
+			"topicSysFlag":0,
+			"writeQueueNums":8
+		},
+		"FifoTopic":{
+			"attributes":{
+				"message.type":"FIFO",
+				"queue.type":"SimpleCQ",
+				"reserve.time":"72"
+			},
+			"order":true,
+			"perm":6,
+			"readQueueNums":4,
+			"topicFilterType":"SINGLE_TAG",
+			"topicName":"FifoTopic",
+			"topicSysFlag":0,
+			"writeQueueNums":4
+		}
+	}
+}"#;
+
+    fn changes(text: &str) -> Vec<AttributeChange> {
+        crate::broker::attribute::parse(text).unwrap()
+    }
+
+    fn attributes(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn a_rocketmq_topics_json_with_attributes_loads_and_is_written_back_alike() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("config")).unwrap();
+        let file = dir.path().join("config/topics.json");
+        std::fs::write(&file, ROCKETMQ_TOPICS_JSON).unwrap();
+        let settings = BrokerSettings::default();
+        let topics = TopicConfigManager::load(dir.path(), &settings).unwrap();
+        let delay = topics.select("DelayTopic").unwrap();
+        assert_eq!(delay.attributes, attributes(&[("message.type", "DELAY")]));
+        let fifo = topics.select("FifoTopic").unwrap();
+        assert!(fifo.order);
+        assert_eq!(
+            fifo.attributes,
+            attributes(&[
+                ("message.type", "FIFO"),
+                ("queue.type", "SimpleCQ"),
+                ("reserve.time", "72")
+            ]),
+            "kept whole, reserve.time too, though rocketha would not set it"
+        );
+        assert!(topics.select("Plain").unwrap().attributes.is_empty());
+        assert_eq!(topics.data_version().counter, 5);
+
+        assert!(topics
+            .update_or_create(delay.clone(), &changes("+message.type=NORMAL"))
+            .unwrap());
+        topics.close().unwrap();
+        let written: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+        assert_eq!(
+            written["topicConfigTable"]["DelayTopic"]["attributes"],
+            serde_json::json!({"message.type": "NORMAL"}),
+            "RocketMQ's field and shape"
+        );
+        let again = TopicConfigManager::load(dir.path(), &settings).unwrap();
+        assert_eq!(
+            again.select("DelayTopic").unwrap().attributes,
+            attributes(&[("message.type", "NORMAL")])
+        );
+        assert_eq!(again.select("FifoTopic"), Some(fifo));
+    }
+
+    #[test]
+    fn attributes_change_as_rocketmq_alters_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let topics = TopicConfigManager::load(dir.path(), &BrokerSettings::default()).unwrap();
+        let set = |text: &str| topics.update_or_create(topic("t", 4), &changes(text));
+        assert!(set("+message.type=FIFO,+queue.type=SimpleCQ").unwrap());
+        let held = || topics.select("t").unwrap().attributes;
+        assert_eq!(
+            held(),
+            attributes(&[("message.type", "FIFO"), ("queue.type", "SimpleCQ")])
+        );
+        assert!(
+            !set("").unwrap(),
+            "no attributes asked: they stay, nothing changed"
+        );
+        assert!(
+            !set("+message.type=FIFO").unwrap(),
+            "the same value: idempotent"
+        );
+        let version = topics.data_version();
+        for (text, why) in [
+            (
+                "+queue.type=BatchCQ",
+                "attempt to update an unchangeable attribute. key: queue.type",
+            ),
+            (
+                "-queue.type",
+                "attempt to update an unchangeable attribute. key: queue.type",
+            ),
+            (
+                "+cleanup.policy=DELETE",
+                "attempt to update an unchangeable attribute. key: cleanup.policy",
+            ),
+            (
+                "-reserve.time",
+                "attempt to delete a nonexistent key: reserve.time",
+            ),
+            (
+                "+message.type=DELAY,+colour=red",
+                "unsupported key: colour (supported: cleanup.policy, message.type, \
+                 queue.type, reserve.time)",
+            ),
+            (
+                "+message.type=LATER",
+                "attribute message.type=LATER: value is not in set: [UNSPECIFIED, NORMAL, \
+                 FIFO, DELAY, TRANSACTION, MIXED]",
+            ),
+        ] {
+            assert_eq!(set(text).unwrap_err().to_string(), why, "{text}");
+        }
+        assert_eq!(topics.data_version(), version, "a refusal changes nothing");
+        assert_eq!(held()["message.type"], "FIFO");
+        assert!(set("-message.type").unwrap());
+        assert_eq!(held(), attributes(&[("queue.type", "SimpleCQ")]));
+
+        let new = topics.update_or_create(topic("new", 1), &changes("-message.type"));
+        assert_eq!(
+            new.unwrap_err().to_string(),
+            "only add attribute is supported while creating topic. key: message.type"
+        );
+        assert!(topics.select("new").is_none());
+    }
+
+    #[test]
+    fn a_slave_takes_the_attributes_with_its_masters_topics() {
+        let (m, s) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let settings = BrokerSettings::default();
+        let master = TopicConfigManager::load(m.path(), &settings).unwrap();
+        let slave = TopicConfigManager::load(s.path(), &settings).unwrap();
+        master
+            .update_or_create(topic("later", 2), &changes("+message.type=DELAY"))
+            .unwrap();
+        slave.replace(master.wrapper()).unwrap();
+        assert_eq!(slave.select("later"), master.select("later"));
+        master
+            .update_or_create(topic("later", 2), &changes("+message.type=MIXED"))
+            .unwrap();
+        slave
+            .apply_delta(master.delta_since(&slave.data_version()).unwrap())
+            .unwrap();
+        assert_eq!(
+            slave.select("later").unwrap().attributes,
+            attributes(&[("message.type", "MIXED")])
+        );
+    }
 }

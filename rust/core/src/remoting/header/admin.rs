@@ -166,4 +166,31 @@ mod tests {
             "UPDATE_AND_CREATE_TOPIC header: field `perm` is missing"
         );
     }
+
+    #[test]
+    fn create_topic_carries_the_attributes_as_mqadmin_writes_them() {
+        let mut fields = CreateTopicRequestHeader {
+            topic: "T".into(),
+            default_topic: "TBW102".into(),
+            read_queue_nums: 8,
+            write_queue_nums: 8,
+            perm: 6,
+            topic_filter_type: "SINGLE_TAG".into(),
+            topic_sys_flag: Some(0),
+            order: false,
+            attributes: None,
+        }
+        .to_ext_fields();
+        // `AttributeParser.parseToString` of `updateTopic -a +message.type=DELAY,+a=b`.
+        fields.insert("attributes".into(), "+message.type=DELAY,+a=b".into());
+        let header = CreateTopicRequestHeader::from_ext_fields(&fields).unwrap();
+        assert_eq!(
+            header.attributes.as_deref(),
+            Some("+message.type=DELAY,+a=b")
+        );
+        assert_eq!(
+            header.to_ext_fields()["attributes"],
+            "+message.type=DELAY,+a=b"
+        );
+    }
 }
