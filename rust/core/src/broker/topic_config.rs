@@ -1,6 +1,7 @@
-//! RocketMQ's `TopicConfigManager`: the broker's topics with their queue counts and permissions,
-//! persisted in `STORE/config/topics.json` with its journal (a [`JournaledTable`]: a change
-//! costs one synced line, whatever the number of topics) and sent to the name server.
+//! RocketMQ's `TopicConfigManager`: the broker's topics with their queue counts, permissions and
+//! attributes (RocketMQ 5's `message.type`, ...), persisted in `STORE/config/topics.json` with
+//! its journal (a [`JournaledTable`]: a change costs one synced line, whatever the number of
+//! topics) and sent to the name server.
 //!
 //! A topic a send creates is persisted off the remoting loop thread, as RocketMQ persists it
 //! asynchronously too: by the register loop, woken by the change, before it tells the name

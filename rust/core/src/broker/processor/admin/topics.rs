@@ -1,6 +1,7 @@
-//! A topic's config as GET_TOPIC_CONFIG reads it, UPDATE_AND_CREATE_TOPIC's checks, and DELETE_TOPIC_IN_BROKER (`mqadmin deleteTopic`, which
-//! then asks the name servers too): the topic's config, its committed offsets and its consume
-//! queues go; its records stay in the commit log until retention takes them, as in RocketMQ.
+//! A topic's config as GET_TOPIC_CONFIG reads it, UPDATE_AND_CREATE_TOPIC's checks (its
+//! attributes' among them), and DELETE_TOPIC_IN_BROKER (`mqadmin deleteTopic`, which then asks
+//! the name servers too): the topic's config, its committed offsets and its consume queues go;
+//! its records stay in the commit log until retention takes them, as in RocketMQ.
 
 use crate::broker::attribute::{self, AttributeChange};
 use crate::broker::consumer_offset::ConsumerOffsetManager;
