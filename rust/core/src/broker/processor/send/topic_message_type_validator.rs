@@ -9,15 +9,14 @@
 //! does. The rule and the remark are the proxy's (`DefaultTopicMessageTypeValidator`, which
 //! its remoting side answers with MESSAGE_ILLEGAL).
 
-use super::back::{DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX};
-use super::{Refusal, TIMER_PROPERTIES};
 use crate::broker::topic_attributes::{TopicMessageType, MESSAGE_TYPE};
 use crate::broker::BrokerSettings;
 use crate::commitlog::record::{find_property, PROPERTY_DELAY_TIME_LEVEL};
 use crate::commitlog::transaction::is_transactional;
 use crate::protocol::body::TopicConfig;
+use crate::protocol::{DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX};
 use crate::remoting::header::SendMessageRequestHeader;
-use crate::remoting::response_code;
+use crate::store::timer::TIMER_PROPERTIES;
 
 /// `MessageConst.PROPERTY_TRANSFER_FLAG`: a message moved between brokers, not a producer's.
 const PROPERTY_TRANSFER_FLAG: &str = "TRANSFER_FLAG";
@@ -38,15 +37,16 @@ fn message_type(properties: &[u8]) -> TopicMessageType {
     }
 }
 
-/// `validate`, for a producer's send to `topic` (its config found or just created): a
-/// retry or dead-letter topic, and a transferred message, are not checked, as the proxy's
-/// `SendMessageActivity` skips them. A batch is checked by the properties its request
-/// carries, as the proxy's remoting side does.
+/// `validate`, for a producer's send to `topic` (its config found or just created): the
+/// remark of a refusal, which the proxy answers with MESSAGE_ILLEGAL. A retry or dead-letter
+/// topic, and a transferred message, are not checked, as the proxy's `SendMessageActivity`
+/// skips them. A batch is checked by the properties its request carries, as the proxy's
+/// remoting side does.
 pub(super) fn validate(
     settings: &BrokerSettings,
     topic: &TopicConfig,
     header: &SendMessageRequestHeader,
-) -> Result<(), Refusal> {
+) -> Result<(), String> {
     let properties = header.properties.as_deref().unwrap_or("").as_bytes();
     let name = header.topic.as_str();
     if !settings.enable_topic_message_type_check
@@ -65,14 +65,11 @@ pub(super) fn validate(
         || format!("has no {MESSAGE_TYPE}, which reads as NORMAL"),
         |value| format!("has {MESSAGE_TYPE}={value}"),
     );
-    Err(Refusal(
-        response_code::MESSAGE_ILLEGAL,
-        format!(
-            "TopicMessageType validate failed, the expected type is {expected}, but actual \
-             type is {actual}: topic {name} {held} (enableTopicMessageTypeCheck is true); send \
-             it to a topic of its type, or set the topic's with `mqadmin updateTopic -a \
-             +{MESSAGE_TYPE}={actual}`"
-        ),
+    Err(format!(
+        "TopicMessageType validate failed, the expected type is {expected}, but actual type \
+         is {actual}: topic {name} {held} (enableTopicMessageTypeCheck is true); send it to a \
+         topic of its type, or set the topic's with `mqadmin updateTopic -a \
+         +{MESSAGE_TYPE}={actual}`"
     ))
 }
 
@@ -83,7 +80,7 @@ mod tests {
     use super::super::tests::{broker, send_v2};
     use super::*;
     use crate::broker::attribute::parse;
-    use crate::remoting::RemotingCommand;
+    use crate::remoting::{response_code, RemotingCommand};
 
     #[test]
     fn a_messages_type_is_read_from_its_properties_as_rocketmq_reads_it() {
@@ -111,12 +108,7 @@ mod tests {
         };
         let request = send_v2(&topic.topic_name, 0, properties, b"x");
         let header = SendMessageRequestHeader::parse(&request).unwrap();
-        validate(&settings, topic, &header)
-            .err()
-            .map(|Refusal(code, remark)| {
-                assert_eq!(code, response_code::MESSAGE_ILLEGAL);
-                remark
-            })
+        validate(&settings, topic, &header).err()
     }
 
     fn topic_of(name: &str, message_type: Option<&str>) -> TopicConfig {
