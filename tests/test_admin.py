@@ -11,10 +11,11 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import broker_pair, wait_for
+from helpers import SEGMENT, broker_pair, wait_for
 from rocketha import (
     Admin,
     Broker,
+    BrokerConfig,
     ConsumeFromWhere,
     Message,
     MQBrokerError,
@@ -56,6 +57,83 @@ def test_a_topic_is_created_listed_and_deleted_everywhere(tmp_path: Path) -> Non
             admin.delete_topic("TBW102")
         with pytest.raises(MQClientError, match="no cluster 'Nope'"):
             admin.create_topic("Orders", cluster="Nope")
+
+
+def test_a_topics_attributes_are_set_synced_and_refused_by_name(tmp_path: Path) -> None:
+    """RocketMQ 5's topic attributes (``updateTopic -a``): set and kept on the master, synced
+    to its slave, refused with the key and the value when bad."""
+    with (
+        NameServer("127.0.0.1:0") as ns,
+        broker_pair(tmp_path, "broker-a", ns.listen_address) as (master, slave),
+        Admin(ns.listen_address) as admin,
+    ):
+        admin.create_topic("Later", queues=2, attributes={"message.type": "DELAY"})
+        config = admin.topic_config(master.listen_address, "Later")
+        assert config["attributes"] == {"message.type": "DELAY"}
+        assert (config["readQueueNums"], config["writeQueueNums"]) == (2, 2)
+        delay = {"message.type": "DELAY"}
+        wait_for(
+            lambda: _attributes_on(admin, slave.listen_address, "Later") == delay,
+            what="the slave's sync of the attributes",
+        )
+        admin.create_topic("Later", queues=4)
+        assert admin.topic_config(master.listen_address, "Later")["attributes"] == {
+            "message.type": "DELAY"
+        }, "an update that names none keeps them"
+
+        with pytest.raises(MQBrokerError, match=r"message\.type=LATER: value is not in set") as e:
+            admin.create_topic("Later", attributes={"message.type": "LATER"})
+        assert e.value.code == 1 and "topic Later" in e.value.remark
+        with pytest.raises(MQBrokerError, match="unsupported key: colour") as e:
+            admin.create_topic("Later", attributes={"colour": "red"})
+        with pytest.raises(MQBrokerError, match="MIXED message type is not supported") as e:
+            admin.create_topic("Later", attributes={"message.type": "MIXED"})
+        assert e.value.code == 29  # INVALID_PARAMETER
+        with pytest.raises(MQBrokerError, match=r"delete a nonexistent key: reserve\.time"):
+            admin.create_topic("Later", attributes={"reserve.time": None})
+        admin.create_topic("Later", attributes={"message.type": None})
+        assert admin.topic_config(master.listen_address, "Later")["attributes"] == {}
+
+
+def _attributes_on(admin: Admin, broker_addr: str, topic: str) -> dict[str, str] | None:
+    """The topic's attributes on that broker; None while it does not have the topic."""
+    try:
+        return admin.topic_config(broker_addr, topic)["attributes"]
+    except MQBrokerError:
+        return None
+
+
+def test_a_message_not_of_its_topics_type_is_refused_when_checked(tmp_path: Path) -> None:
+    """``enableTopicMessageTypeCheck``: the proxy's check, at the broker (off by default)."""
+    with NameServer("127.0.0.1:0") as ns:
+        config = BrokerConfig(
+            broker_name="typed",
+            store_path_root_dir=str(tmp_path / "typed"),
+            mapped_file_size_commit_log=SEGMENT,
+            listen_port=0,
+            ha_listen_port=0,
+            namesrv_addr=ns.listen_address,
+            enable_topic_message_type_check=True,
+        )
+        with (
+            Broker(config),
+            Admin(ns.listen_address) as admin,
+            Producer(ns.listen_address, "typed-p", retry_times_when_send_failed=0) as producer,
+        ):
+            admin.create_topic("Plain", queues=1)
+            admin.create_topic("Later", queues=1, attributes={"message.type": "DELAY"})
+            wait_for(lambda: {"Plain", "Later"} <= set(admin.topics()), what="the routes")
+            with pytest.raises(
+                MQBrokerError, match="expected type is NORMAL, but actual type is DELAY"
+            ) as e:
+                producer.send(Message("Plain", b"later"), delay_level=1)
+            assert e.value.code == 13  # MESSAGE_ILLEGAL
+            producer.send(Message("Plain", b"now"))
+            producer.send(Message("Later", b"later"), delay_level=1)
+            with pytest.raises(
+                MQBrokerError, match="expected type is DELAY, but actual type is NORMAL"
+            ):
+                producer.send(Message("Later", b"now"))
 
 
 def test_a_groups_lag_per_queue_and_its_offsets_reset_to_a_time(tmp_path: Path) -> None:
@@ -189,6 +267,16 @@ def test_rocketha_admin_as_an_operator_types_it(tmp_path: Path) -> None:
 
         r = admin("topic", "create", "Cli", "--queues", "2")
         assert r.stdout == f"create topic Cli to {master.listen_address} success.\n", r.stderr
+        typed = admin("topic", "update", "Cli", "--queues", "2", "-a", "+message.type=FIFO")
+        assert typed.returncode == 0, typed.stderr
+        with Admin(ns.listen_address) as api:
+            config = api.topic_config(master.listen_address, "Cli")
+            assert config["attributes"] == {"message.type": "FIFO"}
+        bad = admin("topic", "update", "Cli", "-a", "message.type=FIFO")
+        assert bad.returncode == 2 and "write +key=value or -key" in bad.stderr, bad.stderr
+        refused = admin("topic", "update", "Cli", "--queues", "2", "-a", "+queue.type=SimpleCQ")
+        assert refused.returncode == 2, refused.stdout
+        assert "attempt to update an unchangeable attribute. key: queue.type" in refused.stderr
         wide = admin("topic", "create", "Wide", "--queues", "100000")
         assert wide.returncode == 2 and wide.stdout == "", wide.stdout
         assert "may be at most 1024 (maxTopicQueueNums)" in wide.stderr, wide.stderr

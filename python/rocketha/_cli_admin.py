@@ -72,6 +72,13 @@ def _add_topic(objects: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
         create.add_argument("--queues", type=int, default=8, help="read and write queues")
         create.add_argument("--perm", type=int, default=PERM_READ_WRITE, help="6 rw, 4 r, 2 w")
         create.add_argument("--order", action="store_true", help="an ordered topic")
+        create.add_argument(
+            "-a",
+            "--attributes",
+            type=parse_attributes,
+            help="RocketMQ 5 topic attributes as mqadmin takes them: +key=value sets, -key "
+            "deletes, comma separated (e.g. +message.type=DELAY)",
+        )
         create.add_argument("--cluster", help="its brokers (default: every cluster's masters)")
         create.set_defaults(func=_run(_topic_create))
     delete = actions.add_parser("delete", help="delete a topic (mqadmin deleteTopic)")
@@ -115,6 +122,21 @@ def _add_group(objects: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     reset.set_defaults(func=_run(_group_reset))
 
 
+def parse_attributes(text: str) -> dict[str, str | None]:
+    """``updateTopic -a``'s text as :meth:`Admin.create_topic` takes it (None deletes); the
+    broker checks the keys and values."""
+    changes: dict[str, str | None] = {}
+    for change in filter(None, text.split(",")):
+        key, equal, value = change[1:].partition("=")
+        if change.startswith("+") and key and value:
+            changes[key] = value
+        elif change.startswith("-") and key and not equal:
+            changes[key] = None
+        else:
+            raise argparse.ArgumentTypeError(f"{change!r}: write +key=value or -key")
+    return changes
+
+
 def parse_time(text: str) -> int:
     """Milliseconds since the epoch, from themselves or from an ISO local time."""
     if text.isdigit():
@@ -145,7 +167,12 @@ def _topic_list(admin: Admin, _args: argparse.Namespace) -> int:
 
 def _topic_create(admin: Admin, args: argparse.Namespace) -> int:
     for addr in admin.create_topic(
-        args.topic, args.queues, cluster=args.cluster, perm=args.perm, order=args.order
+        args.topic,
+        args.queues,
+        cluster=args.cluster,
+        perm=args.perm,
+        order=args.order,
+        attributes=args.attributes,
     ):
         print(f"{args.action} topic {args.topic} to {addr} success.")
     return 0

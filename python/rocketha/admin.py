@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import struct
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,6 +57,7 @@ class _Code:
     DELETE_TOPIC_IN_BROKER = 215
     DELETE_TOPIC_IN_NAMESRV = 216
     INVOKE_BROKER_TO_RESET_OFFSET = 222
+    GET_TOPIC_CONFIG = 351
 
 
 @dataclass(frozen=True)
@@ -148,9 +150,16 @@ class Admin:
         cluster: str | None = None,
         perm: int = PERM_READ_WRITE,
         order: bool = False,
+        attributes: Mapping[str, str | None] | None = None,
     ) -> list[str]:
         """``mqadmin updateTopic -c``: creates ``topic`` (or updates its queues and permission)
-        on every master of ``cluster`` (of every cluster when None); the masters' addresses."""
+        on every master of ``cluster`` (of every cluster when None); the masters' addresses.
+
+        ``attributes`` (``updateTopic -a``) sets RocketMQ 5's topic attributes, a None value
+        deleting one: ``{"message.type": "DELAY"}`` makes it a topic for delayed messages.
+        Those not named keep their values. The broker checks keys and values (``message.type``
+        is one of NORMAL, FIFO, DELAY, TRANSACTION, MIXED, UNSPECIFIED) and refuses a bad one
+        with :class:`MQBrokerError` naming it."""
         check_topic(topic)
         if queues < 1:
             raise ValueError(f"queues must be at least 1, got {queues}")
@@ -164,10 +173,19 @@ class Admin:
             "topicSysFlag": "0",
             "order": str(order).lower(),
         }
+        if attributes:
+            fields["attributes"] = _attributes_text(attributes)
         addrs = self._masters_or_fail(cluster)
         for addr in addrs:
             self._ask(addr, _Code.UPDATE_AND_CREATE_TOPIC, fields)
         return addrs
+
+    def topic_config(self, broker_addr: str, topic: str) -> dict[str, Any]:
+        """``examineTopicConfig``: the topic's config on one broker, as RocketMQ's
+        ``TopicConfig`` (``readQueueNums``, ``writeQueueNums``, ``perm``, ``order``,
+        ``attributes``, ...)."""
+        check_topic_name(topic)
+        return self._ask(broker_addr, _Code.GET_TOPIC_CONFIG, {"topic": topic})
 
     def delete_topic(self, topic: str, *, cluster: str | None = None) -> None:
         """``mqadmin deleteTopic``: the masters of ``cluster`` forget the topic, its queues and
@@ -479,6 +497,11 @@ class Admin:
             if addrs:
                 out.append([addrs[i] for i in sorted(addrs)])
         return out
+
+
+def _attributes_text(attributes: Mapping[str, str | None]) -> str:
+    """``AttributeParser.parseToString`` of the changes: ``+key=value`` sets, ``-key`` deletes."""
+    return ",".join(f"-{k}" if v is None else f"+{k}={v}" for k, v in attributes.items())
 
 
 def _java_text(value: object) -> str:

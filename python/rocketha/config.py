@@ -231,6 +231,12 @@ class BrokerConfig:
     max_hash_slot_num: int = _D["max_hash_slot_num"]
     #: Entries of one index file (20 bytes each; one per key of each message).
     max_index_num: int = _D["max_index_num"]
+    #: rocketha: a send whose message is not of its topic's ``message.type`` (none reads as
+    #: NORMAL; MIXED takes any) is refused with ``MESSAGE_ILLEGAL``. RocketMQ checks this in its
+    #: proxy, not in its broker, hence off by default.
+    enable_topic_message_type_check: bool = _D["enable_topic_message_type_check"]
+    #: Topics may be created or changed to ``message.type=MIXED``.
+    enable_mixed_message_type: bool = _D["enable_mixed_message_type"]
     #: Transactional sends are refused (``NO_PERMISSION``).
     reject_transaction_message: bool = _D["reject_transaction_message"]
     #: Milliseconds a half message waits for its producer's outcome before it is checked.

@@ -1,6 +1,7 @@
 """``mqadmin`` (rocketmq-tools 4.9.7 and 5.4.0) running the commands operators change a cluster
 with against ``rocketha namesrv`` and a rocketha master: ``getBrokerConfig``,
 ``updateBrokerConfig`` (a live key taken, another refused with the broker's remark),
+``updateTopic -a`` (5.x's topic attributes, a bad one refused by name),
 ``updateSubGroup`` / ``deleteSubGroup``, ``deleteTopic``, ``consumerConnection`` and
 ``producerConnection``, and the commands that read or write a topic's messages and a group's
 offsets (``printMsg``, ``queryMsgById``, ``consumeMessage``, ``sendMessage``,
@@ -20,7 +21,7 @@ import pytest
 from helpers import BrokerProcess, RemotingSocket, RochaNamesrv, start_master, wait_for
 from rocketha import Admin, ConsumeFromWhere, Message, Producer, PullConsumer, _children
 
-from benches.peers.rocketmq import VERSIONS, RocketMQ, Unavailable, rocketmq_home
+from benches.peers.rocketmq import VERSION_5, VERSIONS, RocketMQ, Unavailable, rocketmq_home
 
 pytestmark = pytest.mark.interop
 
@@ -117,6 +118,34 @@ def test_mqadmin_creates_and_deletes_groups_and_topics(
         assert exceptions(out) == [], out
         assert topic not in admin.topics()
         assert admin.consumer_progress(group) == []
+
+
+def test_mqadmin_sets_a_topics_message_type_and_a_bad_attribute_is_refused_by_name(
+    master: str, rocketha_namesrv: RochaNamesrv, tmp_path: Path
+) -> None:
+    """5.x's ``updateTopic -a`` (4.9 has no attributes): the broker keeps them, answers them
+    in GET_TOPIC_CONFIG (``examineTopicConfig``, what ``topicStatus`` asks first), and refuses
+    a value ``TopicAttributes`` does not have with a remark mqadmin prints."""
+    rmq = resolve(VERSION_5)
+    ns, topic = rocketha_namesrv.address, "Later540"
+    update = ("updateTopic", "-b", master, "-t", topic, "-n", ns)
+    out = rmq.mqadmin(tmp_path, *update, "-a", "+message.type=DELAY")
+    assert f"create topic to {master} success." in out, out
+    assert exceptions(out) == [], out
+    with Admin(ns) as admin:
+        assert admin.topic_config(master, topic)["attributes"] == {"message.type": "DELAY"}
+        wait_for(lambda: topic in admin.topics(), what=f"the route of {topic}")
+    out = rmq.mqadmin(tmp_path, "topicStatus", "-t", topic, "-n", ns)
+    assert exceptions(out) == [], out
+    assert len([line for line in out.splitlines() if line.startswith("admin-a")]) == 8, out
+
+    out = rmq.mqadmin(tmp_path, *update, "-a", "+message.type=LATER")
+    assert f"topic {topic}: attribute message.type=LATER: value is not in set" in out, out
+    assert "create topic to" not in out, out
+    out = rmq.mqadmin(tmp_path, *update, "-a", "+queue.type=SimpleCQ")
+    assert "attempt to update an unchangeable attribute. key: queue.type" in out, out
+    with Admin(ns) as admin:
+        assert admin.topic_config(master, topic)["attributes"] == {"message.type": "DELAY"}
 
 
 @pytest.mark.parametrize("version", VERSIONS)

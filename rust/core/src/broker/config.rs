@@ -329,6 +329,12 @@ broker_config! {
     /// RECALL_MESSAGE cancels a timer message by its send's recall handle (NO_PERMISSION when
     /// off, RocketMQ's default).
     recall_message_enable: bool = "recallMessageEnable", false;
+    /// rocketha: a send whose message is not of the type its topic's `message.type` says
+    /// (none reads as NORMAL; MIXED takes any) is refused with MESSAGE_ILLEGAL. RocketMQ checks
+    /// this in its proxy (`ProxyConfig`, on there); its broker does not, hence off here.
+    enable_topic_message_type_check: bool = "enableTopicMessageTypeCheck", false;
+    /// Topics may be created or changed to `message.type=MIXED` (taking any message).
+    enable_mixed_message_type: bool = "enableMixedMessageType", false;
     /// Transactional sends are refused (NO_PERMISSION).
     reject_transaction_message: bool = "rejectTransactionMessage", false;
     /// Milliseconds a half message waits for its producer's outcome before it is checked.

@@ -4,6 +4,7 @@
 //! serving the store they share with the HA service, and the [`BrokerController`] that serves
 //! them on the client port and registers the broker with the name servers.
 
+pub(crate) mod attribute;
 pub(crate) mod broker_stats;
 pub(crate) mod client_channel;
 pub(crate) mod config;
@@ -23,6 +24,7 @@ pub mod replicas_manager;
 pub(crate) mod slave_sync;
 pub(crate) mod store_stats;
 pub(crate) mod subscription_group;
+pub(crate) mod topic_attributes;
 pub(crate) mod topic_config;
 pub(crate) mod transaction;
 
@@ -91,6 +93,11 @@ pub struct BrokerSettings {
     pub transaction: TransactionSettings,
     /// `recallMessageEnable`: RECALL_MESSAGE cancels timer messages (RocketMQ's default: no).
     pub recall_message_enable: bool,
+    /// `enableTopicMessageTypeCheck`: a send whose message is not of its topic's
+    /// `message.type` is refused.
+    pub enable_topic_message_type_check: bool,
+    /// `enableMixedMessageType`: a topic may be created or changed to `message.type=MIXED`.
+    pub enable_mixed_message_type: bool,
 }
 
 /// `rejectTransactionMessage`, `transactionTimeOut`, `transactionCheckMax` and

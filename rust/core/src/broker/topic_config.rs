@@ -1,6 +1,7 @@
-//! RocketMQ's `TopicConfigManager`: the broker's topics with their queue counts and permissions,
-//! persisted in `STORE/config/topics.json` with its journal (a [`JournaledTable`]: a change
-//! costs one synced line, whatever the number of topics) and sent to the name server.
+//! RocketMQ's `TopicConfigManager`: the broker's topics with their queue counts, permissions and
+//! attributes (RocketMQ 5's `message.type`, ...), persisted in `STORE/config/topics.json` with
+//! its journal (a [`JournaledTable`]: a change costs one synced line, whatever the number of
+//! topics) and sent to the name server.
 //!
 //! A topic a send creates is persisted off the remoting loop thread, as RocketMQ persists it
 //! asynchronously too: by the register loop, woken by the change, before it tells the name
@@ -12,8 +13,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::Mutex;
 
+use super::attribute::{alter_current_attributes, AttributeChange, AttributeError};
 pub(crate) use super::journaled_table::TableError as TopicConfigError;
 use super::journaled_table::{Delta, JournaledTable, TableFile, Unsaved};
+use super::topic_attributes::TOPIC_ATTRIBUTES;
 use super::BrokerSettings;
 use crate::protocol::body::{perm, DataVersion, TopicConfig, TopicConfigSerializeWrapper};
 pub(crate) use crate::protocol::config_file::{remove_stale_temporaries, write_atomically};
@@ -65,6 +68,15 @@ pub(crate) enum Unregistered {
     Topics(TopicConfigSerializeWrapper),
     /// The whole table is due.
     All,
+}
+
+/// Why UPDATE_AND_CREATE_TOPIC changed nothing.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum UpdateTopicError {
+    #[error(transparent)]
+    Attribute(#[from] AttributeError),
+    #[error(transparent)]
+    Table(#[from] TopicConfigError),
 }
 
 /// `TopicValidator.validateTopic`.
@@ -174,20 +186,34 @@ impl TopicConfigManager {
         self.table.save_unsaved()
     }
 
-    /// UPDATE_AND_CREATE_TOPIC. Persisted before it returns: an operator's SUCCESS means the
-    /// topic is on disk (as RocketMQ's admin processor persists it). False when the topic was
-    /// already exactly so: nothing changed, nothing to register (RocketMQ's idempotent
-    /// answer).
-    pub(crate) fn update_or_create(&self, config: TopicConfig) -> Result<bool, TopicConfigError> {
-        self.table.change(|state| {
+    /// UPDATE_AND_CREATE_TOPIC (`updateTopicConfig`): `config` with its attributes as
+    /// `changes` make them of the topic's (`alterCurrentAttributes`; a new topic takes only
+    /// `+key=value`). Persisted before it returns: an operator's SUCCESS means the topic is on
+    /// disk (as RocketMQ's admin processor persists it). False when the topic was already
+    /// exactly so: nothing changed, nothing to register (RocketMQ's idempotent answer).
+    pub(crate) fn update_or_create(
+        &self,
+        mut config: TopicConfig,
+        changes: &[AttributeChange],
+    ) -> Result<bool, UpdateTopicError> {
+        let changed: Result<bool, AttributeError> = self.table.change(|state| {
             let name = config.topic_name.clone();
-            if state.table.topic_config_table.get(&name) == Some(&config) {
-                return false;
+            let current = state.table.topic_config_table.get(&name);
+            let held = current.map(|c| &c.attributes);
+            config.attributes = alter_current_attributes(
+                held.is_none(),
+                TOPIC_ATTRIBUTES,
+                held.unwrap_or(&BTreeMap::new()),
+                changes,
+            )?;
+            if current == Some(&config) {
+                return Ok(false);
             }
             state.table.topic_config_table.insert(name.clone(), config);
             self.changed(state, &name);
-            true
-        })
+            Ok(true)
+        })?;
+        Ok(changed?)
     }
 
     /// A new data version with the same topics: the name servers take a registration only
@@ -447,8 +473,8 @@ mod tests {
         let settings = BrokerSettings::default();
         let topics = TopicConfigManager::load(dir.path(), &settings).unwrap();
         let file_before = std::fs::read(dir.path().join("config/topics.json")).ok();
-        assert!(topics.update_or_create(topic("a", 4)).unwrap());
-        assert!(topics.update_or_create(topic("b", 2)).unwrap());
+        assert!(topics.update_or_create(topic("a", 4), &[]).unwrap());
+        assert!(topics.update_or_create(topic("b", 2), &[]).unwrap());
         assert!(topics.delete("a").unwrap());
         assert!(journal_len(dir.path()) > 0);
         assert_eq!(
@@ -476,11 +502,11 @@ mod tests {
     fn the_same_config_again_changes_nothing() {
         let dir = tempfile::tempdir().unwrap();
         let topics = TopicConfigManager::load(dir.path(), &BrokerSettings::default()).unwrap();
-        assert!(topics.update_or_create(topic("a", 4)).unwrap());
+        assert!(topics.update_or_create(topic("a", 4), &[]).unwrap());
         let version = topics.data_version();
-        assert!(!topics.update_or_create(topic("a", 4)).unwrap());
+        assert!(!topics.update_or_create(topic("a", 4), &[]).unwrap());
         assert_eq!(topics.data_version(), version);
-        assert!(topics.update_or_create(topic("a", 8)).unwrap());
+        assert!(topics.update_or_create(topic("a", 8), &[]).unwrap());
     }
 
     #[test]
@@ -488,7 +514,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let settings = BrokerSettings::default();
         let topics = TopicConfigManager::load(dir.path(), &settings).unwrap();
-        topics.update_or_create(topic("kept", 1)).unwrap();
+        topics.update_or_create(topic("kept", 1), &[]).unwrap();
         drop(topics);
         let journal = dir.path().join("config/topics.journal");
         let whole = std::fs::read(&journal).unwrap();
@@ -517,9 +543,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let settings = BrokerSettings::default();
         let topics = TopicConfigManager::load(dir.path(), &settings).unwrap();
-        topics.update_or_create(topic("a", 4)).unwrap();
+        topics.update_or_create(topic("a", 4), &[]).unwrap();
         let journal = std::fs::read(dir.path().join("config/topics.journal")).unwrap();
-        topics.update_or_create(topic("a", 8)).unwrap();
+        topics.update_or_create(topic("a", 8), &[]).unwrap();
         topics.close().unwrap();
         assert_eq!(journal_len(dir.path()), 0, "shutdown folds the journal");
         std::fs::write(dir.path().join("config/topics.journal"), journal).unwrap();
@@ -537,7 +563,9 @@ mod tests {
         let topics = TopicConfigManager::load(dir.path(), &BrokerSettings::default()).unwrap();
         let mut largest = 0;
         for i in 0..2000 {
-            topics.update_or_create(topic(&format!("t{i}"), 4)).unwrap();
+            topics
+                .update_or_create(topic(&format!("t{i}"), 4), &[])
+                .unwrap();
             largest = largest.max(journal_len(dir.path()));
         }
         let file = std::fs::metadata(dir.path().join("config/topics.json")).unwrap();
@@ -560,7 +588,7 @@ mod tests {
             Unregistered::All,
             "the first is whole"
         );
-        topics.update_or_create(topic("a", 4)).unwrap();
+        topics.update_or_create(topic("a", 4), &[]).unwrap();
         topics
             .create_in_send("b", AUTO_CREATE_TOPIC_KEY_TOPIC, 2, 0)
             .unwrap();
@@ -576,7 +604,7 @@ mod tests {
         assert!(none.topic_config_table.is_empty());
         topics.delete("a").unwrap();
         assert_eq!(topics.take_unregistered(), Unregistered::All, "a deletion");
-        topics.update_or_create(topic("c", 1)).unwrap();
+        topics.update_or_create(topic("c", 1), &[]).unwrap();
         topics.register_all_next();
         assert_eq!(topics.take_unregistered(), Unregistered::All, "asked for");
     }
@@ -587,13 +615,13 @@ mod tests {
         let settings = BrokerSettings::default();
         let master = TopicConfigManager::load(m.path(), &settings).unwrap();
         let slave = TopicConfigManager::load(s.path(), &settings).unwrap();
-        master.update_or_create(topic("kept", 4)).unwrap();
+        master.update_or_create(topic("kept", 4), &[]).unwrap();
         slave.replace(master.wrapper()).unwrap();
         let unchanged = master.delta_since(&slave.data_version()).unwrap();
         assert!(unchanged.changes.is_empty(), "nothing changed since");
 
-        master.update_or_create(topic("gone", 1)).unwrap();
-        master.update_or_create(topic("new", 2)).unwrap();
+        master.update_or_create(topic("gone", 1), &[]).unwrap();
+        master.update_or_create(topic("new", 2), &[]).unwrap();
         master.delete("gone").unwrap();
         let delta = master.delta_since(&slave.data_version()).unwrap();
         let names: Vec<_> = delta.changes.keys().map(String::as_str).collect();
@@ -634,5 +662,195 @@ mod tests {
             .unwrap()
             .to_string();
         assert!(err.contains("topics.json"), "{err}");
+    }
+
+    /// `topics.json` as RocketMQ 5.4.0's broker writes it (`TopicConfigSerializeWrapper
+    /// .toJson(true)`, printed by its own classes), topics with attributes among them.
+    const ROCKETMQ_TOPICS_JSON: &str = r#"{
+	"dataVersion":{
+		"counter":5,
+		"stateVersion":0,
+		"timestamp":1700000000000
+	},
+	"topicConfigTable":{
+		"Plain":{
+			"attributes":{
+				
+			},
+			"order":false,
+			"perm":6,
+			"readQueueNums":2,
+			"topicFilterType":"SINGLE_TAG",
+			"topicName":"Plain",
+			"topicSysFlag":0,
+			"writeQueueNums":2
+		},
+		"DelayTopic":{
+			"attributes":{
+				"message.type":"DELAY"
+			},
+			"order":false,
+			"perm":6,
+			"readQueueNums":8,
+			"topicFilterType":"SINGLE_TAG",
+			"topicName":"DelayTopic",
+			"topicSysFlag":0,
+			"writeQueueNums":8
+		},
+		"FifoTopic":{
+			"attributes":{
+				"message.type":"FIFO",
+				"queue.type":"SimpleCQ",
+				"reserve.time":"72"
+			},
+			"order":true,
+			"perm":6,
+			"readQueueNums":4,
+			"topicFilterType":"SINGLE_TAG",
+			"topicName":"FifoTopic",
+			"topicSysFlag":0,
+			"writeQueueNums":4
+		}
+	}
+}"#;
+
+    fn changes(text: &str) -> Vec<AttributeChange> {
+        crate::broker::attribute::parse(text).unwrap()
+    }
+
+    fn attributes(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn a_rocketmq_topics_json_with_attributes_loads_and_is_written_back_alike() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("config")).unwrap();
+        let file = dir.path().join("config/topics.json");
+        std::fs::write(&file, ROCKETMQ_TOPICS_JSON).unwrap();
+        let settings = BrokerSettings::default();
+        let topics = TopicConfigManager::load(dir.path(), &settings).unwrap();
+        let delay = topics.select("DelayTopic").unwrap();
+        assert_eq!(delay.attributes, attributes(&[("message.type", "DELAY")]));
+        let fifo = topics.select("FifoTopic").unwrap();
+        assert!(fifo.order);
+        assert_eq!(
+            fifo.attributes,
+            attributes(&[
+                ("message.type", "FIFO"),
+                ("queue.type", "SimpleCQ"),
+                ("reserve.time", "72")
+            ]),
+            "kept whole, reserve.time too, though rocketha would not set it"
+        );
+        assert!(topics.select("Plain").unwrap().attributes.is_empty());
+        assert_eq!(topics.data_version().counter, 5);
+
+        assert!(topics
+            .update_or_create(delay.clone(), &changes("+message.type=NORMAL"))
+            .unwrap());
+        topics.close().unwrap();
+        let written: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+        assert_eq!(
+            written["topicConfigTable"]["DelayTopic"]["attributes"],
+            serde_json::json!({"message.type": "NORMAL"}),
+            "RocketMQ's field and shape"
+        );
+        let again = TopicConfigManager::load(dir.path(), &settings).unwrap();
+        assert_eq!(
+            again.select("DelayTopic").unwrap().attributes,
+            attributes(&[("message.type", "NORMAL")])
+        );
+        assert_eq!(again.select("FifoTopic"), Some(fifo));
+    }
+
+    #[test]
+    fn attributes_change_as_rocketmq_alters_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let topics = TopicConfigManager::load(dir.path(), &BrokerSettings::default()).unwrap();
+        let set = |text: &str| topics.update_or_create(topic("t", 4), &changes(text));
+        assert!(set("+message.type=FIFO,+queue.type=SimpleCQ").unwrap());
+        let held = || topics.select("t").unwrap().attributes;
+        assert_eq!(
+            held(),
+            attributes(&[("message.type", "FIFO"), ("queue.type", "SimpleCQ")])
+        );
+        assert!(
+            !set("").unwrap(),
+            "no attributes asked: they stay, nothing changed"
+        );
+        assert!(
+            !set("+message.type=FIFO").unwrap(),
+            "the same value: idempotent"
+        );
+        let version = topics.data_version();
+        for (text, why) in [
+            (
+                "+queue.type=BatchCQ",
+                "attempt to update an unchangeable attribute. key: queue.type",
+            ),
+            (
+                "-queue.type",
+                "attempt to update an unchangeable attribute. key: queue.type",
+            ),
+            (
+                "+cleanup.policy=DELETE",
+                "attempt to update an unchangeable attribute. key: cleanup.policy",
+            ),
+            (
+                "-reserve.time",
+                "attempt to delete a nonexistent key: reserve.time",
+            ),
+            (
+                "+message.type=DELAY,+colour=red",
+                "unsupported key: colour (supported: cleanup.policy, message.type, \
+                 queue.type, reserve.time)",
+            ),
+            (
+                "+message.type=LATER",
+                "attribute message.type=LATER: value is not in set: [UNSPECIFIED, NORMAL, \
+                 FIFO, DELAY, TRANSACTION, MIXED]",
+            ),
+        ] {
+            assert_eq!(set(text).unwrap_err().to_string(), why, "{text}");
+        }
+        assert_eq!(topics.data_version(), version, "a refusal changes nothing");
+        assert_eq!(held()["message.type"], "FIFO");
+        assert!(set("-message.type").unwrap());
+        assert_eq!(held(), attributes(&[("queue.type", "SimpleCQ")]));
+
+        let new = topics.update_or_create(topic("new", 1), &changes("-message.type"));
+        assert_eq!(
+            new.unwrap_err().to_string(),
+            "only add attribute is supported while creating topic. key: message.type"
+        );
+        assert!(topics.select("new").is_none());
+    }
+
+    #[test]
+    fn a_slave_takes_the_attributes_with_its_masters_topics() {
+        let (m, s) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let settings = BrokerSettings::default();
+        let master = TopicConfigManager::load(m.path(), &settings).unwrap();
+        let slave = TopicConfigManager::load(s.path(), &settings).unwrap();
+        master
+            .update_or_create(topic("later", 2), &changes("+message.type=DELAY"))
+            .unwrap();
+        slave.replace(master.wrapper()).unwrap();
+        assert_eq!(slave.select("later"), master.select("later"));
+        master
+            .update_or_create(topic("later", 2), &changes("+message.type=MIXED"))
+            .unwrap();
+        slave
+            .apply_delta(master.delta_since(&slave.data_version()).unwrap())
+            .unwrap();
+        assert_eq!(
+            slave.select("later").unwrap().attributes,
+            attributes(&[("message.type", "MIXED")])
+        );
     }
 }

@@ -16,6 +16,10 @@ pub(crate) mod reader;
 /// `TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC`: the template a producer names as
 /// `defaultTopic` when it sends to a topic nobody created (`autoCreateTopicEnable`).
 pub const AUTO_CREATE_TOPIC_KEY_TOPIC: &str = "TBW102";
+/// `MixAll.RETRY_GROUP_TOPIC_PREFIX`: a consumer group's retry topic.
+pub(crate) const RETRY_GROUP_TOPIC_PREFIX: &str = "%RETRY%";
+/// `MixAll.DLQ_GROUP_TOPIC_PREFIX`: a consumer group's dead-letter topic.
+pub(crate) const DLQ_GROUP_TOPIC_PREFIX: &str = "%DLQ%";
 
 use std::time::{SystemTime, UNIX_EPOCH};
 

@@ -135,6 +135,8 @@ impl BrokerConfig {
                     .unwrap_or(0),
                 ),
             },
+            enable_topic_message_type_check: self.enable_topic_message_type_check,
+            enable_mixed_message_type: self.enable_mixed_message_type,
         }
     }
 

@@ -193,13 +193,19 @@ impl AdminBrokerProcessor {
         request: &RemotingCommand,
         responder: Responder,
     ) -> Option<RemotingCommand> {
-        let config = match topics::to_create(request, self.settings.max_topic_queue_nums) {
-            Ok(config) => config,
+        let (config, attributes) = match topics::to_create(request, &self.settings) {
+            Ok(asked) => asked,
             Err(refused) => return Some(refused),
         };
-        let changed = match self.topics.update_or_create(config) {
+        let topic = config.topic_name.clone();
+        let changed = match self.topics.update_or_create(config, &attributes) {
             Ok(changed) => changed,
-            Err(e) => return Some(super::answer::system_error(request, e)),
+            Err(e) => {
+                return Some(super::answer::system_error(
+                    request,
+                    format!("topic {topic}: {e}"),
+                ))
+            }
         };
         let answer = RemotingCommand::response_to(request, response_code::SUCCESS, None);
         if !changed {

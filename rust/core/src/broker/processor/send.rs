@@ -8,6 +8,7 @@
 //! it with the name servers at once.
 
 mod back;
+mod topic_message_type_validator;
 
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicU32;
@@ -192,6 +193,8 @@ impl SendMessageProcessor {
     fn put(&self, request: &RemotingCommand, remote: SocketAddr) -> Result<Put, Refusal> {
         let header = self.check(request)?;
         let topic = self.topic(&header)?;
+        topic_message_type_validator::validate(&self.settings, &topic, &header)
+            .map_err(|remark| Refusal(response_code::MESSAGE_ILLEGAL, remark))?;
         let mut queue_id = self.queue_id(&header, &topic, remote)?;
         let header_props = header.properties.as_deref().unwrap_or("");
         let (mut batch_props, wait) = self.broker_properties(header_props)?;

@@ -15,7 +15,8 @@ custom_header! {
         pub topic_sys_flag: Option<i32> = "topicSysFlag",
         /// A Java primitive boolean: absent reads as false.
         pub order: bool = "order" or false,
-        /// RocketMQ 5's `+key=value` attributes, as JSON text; kept, not acted on.
+        /// RocketMQ 5's changes to the topic's attributes, `AttributeParser`'s text:
+        /// `+message.type=FIFO,-reserve.time` (`+` sets, `-` deletes).
         pub attributes: Option<String> = "attributes",
     }
 }
@@ -163,6 +164,33 @@ mod tests {
                 .unwrap_err()
                 .to_string(),
             "UPDATE_AND_CREATE_TOPIC header: field `perm` is missing"
+        );
+    }
+
+    #[test]
+    fn create_topic_carries_the_attributes_as_mqadmin_writes_them() {
+        let mut fields = CreateTopicRequestHeader {
+            topic: "T".into(),
+            default_topic: "TBW102".into(),
+            read_queue_nums: 8,
+            write_queue_nums: 8,
+            perm: 6,
+            topic_filter_type: "SINGLE_TAG".into(),
+            topic_sys_flag: Some(0),
+            order: false,
+            attributes: None,
+        }
+        .to_ext_fields();
+        // `AttributeParser.parseToString` of `updateTopic -a +message.type=DELAY,+a=b`.
+        fields.insert("attributes".into(), "+message.type=DELAY,+a=b".into());
+        let header = CreateTopicRequestHeader::from_ext_fields(&fields).unwrap();
+        assert_eq!(
+            header.attributes.as_deref(),
+            Some("+message.type=DELAY,+a=b")
+        );
+        assert_eq!(
+            header.to_ext_fields()["attributes"],
+            "+message.type=DELAY,+a=b"
         );
     }
 }

@@ -19,13 +19,10 @@ use crate::broker::subscription_group::SubscriptionGroupConfig;
 use crate::commitlog::record::{self, MessageDraft, PROPERTY_DELAY_TIME_LEVEL};
 use crate::commitlog::OwnedRecord;
 use crate::protocol::body::{perm, TopicConfig};
+use crate::protocol::{DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX};
 use crate::remoting::header::{ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader};
 use crate::remoting::{response_code, RemotingCommand};
 
-/// `MixAll.RETRY_GROUP_TOPIC_PREFIX`.
-pub(crate) const RETRY_GROUP_TOPIC_PREFIX: &str = "%RETRY%";
-/// `MixAll.DLQ_GROUP_TOPIC_PREFIX`.
-const DLQ_GROUP_TOPIC_PREFIX: &str = "%DLQ%";
 /// `MixAll.DLQ_NUMS_PER_GROUP`.
 const DLQ_NUMS_PER_GROUP: i32 = 1;
 /// `MessageConst.PROPERTY_RETRY_TOPIC`: the topic a retried message first came from.

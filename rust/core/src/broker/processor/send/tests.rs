@@ -12,7 +12,11 @@ use crate::store::StoreConfig;
 const PRODUCER: &str = "10.1.2.3:40000";
 const LONG: Duration = Duration::from_secs(60);
 
-fn broker(dir: &std::path::Path, settings: BrokerSettings, slaves: usize) -> SendMessageProcessor {
+pub(super) fn broker(
+    dir: &std::path::Path,
+    settings: BrokerSettings,
+    slaves: usize,
+) -> SendMessageProcessor {
     let mut config = StoreConfig::new(dir);
     config.mapped_file_size = 64 * 1024;
     config.sync_slaves = slaves;
@@ -162,12 +166,15 @@ fn refused_sends_name_the_problem_and_write_nothing() {
     };
     let p = broker(dir.path(), strict, 0);
     p.topics
-        .update_or_create(TopicConfig {
-            topic_name: "known".into(),
-            write_queue_nums: 2,
-            read_queue_nums: 2,
-            ..TopicConfig::default()
-        })
+        .update_or_create(
+            TopicConfig {
+                topic_name: "known".into(),
+                write_queue_nums: 2,
+                read_queue_nums: 2,
+                ..TopicConfig::default()
+            },
+            &[],
+        )
         .unwrap();
     let cases = [
         (
