@@ -54,6 +54,10 @@ pub(crate) const TIMER_TOPIC: &str = "rmq_sys_wheel_timer";
 pub(crate) const PROPERTY_TIMER_DELIVER_MS: &str = "TIMER_DELIVER_MS";
 pub(crate) const PROPERTY_TIMER_DELAY_SEC: &str = "TIMER_DELAY_SEC";
 pub(crate) const PROPERTY_TIMER_DELAY_MS: &str = "TIMER_DELAY_MS";
+/// The epoch ms to deliver at of OpenMessaging's and 4.x commercial clients
+/// (`START_DELIVER_TIME`). RocketMQ's broker counts such a message as delayed but delivers it
+/// at once; ▲ rocketha holds it until then, as its sender asked.
+pub(crate) const PROPERTY_START_DELIVER_TIME: &str = "__STARTDELIVERTIME";
 /// The slot a timer message was placed for.
 pub(crate) const PROPERTY_TIMER_OUT_MS: &str = "TIMER_OUT_MS";
 const PROPERTY_TIMER_ENQUEUE_MS: &str = "TIMER_ENQUEUE_MS";
@@ -64,10 +68,11 @@ pub(crate) const PROPERTY_TIMER_DEL_UNIQKEY: &str = "TIMER_DEL_UNIQKEY";
 /// `MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX`: the client's message id.
 pub(crate) const PROPERTY_UNIQ_KEY: &str = "UNIQ_KEY";
 /// The properties that ask for a timer.
-pub(crate) const TIMER_PROPERTIES: [&str; 3] = [
+pub(crate) const TIMER_PROPERTIES: [&str; 4] = [
     PROPERTY_TIMER_DELIVER_MS,
     PROPERTY_TIMER_DELAY_SEC,
     PROPERTY_TIMER_DELAY_MS,
+    PROPERTY_START_DELIVER_TIME,
 ];
 
 const MAGIC_DEFAULT: i32 = 1;
@@ -269,7 +274,9 @@ fn deliver_ms(properties: &[u8], now: i64) -> Result<i64, RecordError> {
     if let Some(at) = delay(PROPERTY_TIMER_DELAY_MS, 1)? {
         return Ok(at);
     }
-    Ok(number(PROPERTY_TIMER_DELIVER_MS)?.unwrap_or(now))
+    Ok(number(PROPERTY_TIMER_DELIVER_MS)?
+        .or(number(PROPERTY_START_DELIVER_TIME)?)
+        .unwrap_or(now))
 }
 
 /// What the timer's threads need of the store they belong to, which implements it.

@@ -82,6 +82,7 @@ custom_header! {
 custom_header! {
     /// `RecallMessageRequestHeader` (RECALL_MESSAGE).
     #[derive(Debug, Clone, PartialEq, Eq)]
+    #[cfg_attr(feature = "harness", visibility::make(pub))]
     pub(crate) struct RecallMessageRequestHeader("RECALL_MESSAGE") {
         pub producer_group: Option<String> = "producerGroup",
         pub topic: String = "topic",
@@ -92,6 +93,7 @@ custom_header! {
 custom_header! {
     /// `RecallMessageResponseHeader`: the recalled message's id.
     #[derive(Debug, Clone, PartialEq, Eq)]
+    #[cfg_attr(feature = "harness", visibility::make(pub))]
     pub(crate) struct RecallMessageResponseHeader("RECALL_MESSAGE response") {
         pub msg_id: String = "msgId",
     }

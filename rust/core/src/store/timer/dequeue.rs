@@ -7,10 +7,10 @@
 use std::collections::HashSet;
 
 use super::{
-    property_i64, TimerMessageStore, TimerStore, MAGIC_DELETE, MAGIC_ROLL, PROPERTY_TIMER_DELAY_MS,
-    PROPERTY_TIMER_DELAY_SEC, PROPERTY_TIMER_DELIVER_MS, PROPERTY_TIMER_DEL_UNIQKEY,
-    PROPERTY_TIMER_DEQUEUE_MS, PROPERTY_TIMER_ENQUEUE_MS, PROPERTY_TIMER_ROLL_TIMES,
-    PROPERTY_UNIQ_KEY, TIMER_TOPIC,
+    property_i64, TimerMessageStore, TimerStore, MAGIC_DELETE, MAGIC_ROLL,
+    PROPERTY_START_DELIVER_TIME, PROPERTY_TIMER_DELAY_MS, PROPERTY_TIMER_DELAY_SEC,
+    PROPERTY_TIMER_DELIVER_MS, PROPERTY_TIMER_DEL_UNIQKEY, PROPERTY_TIMER_DEQUEUE_MS,
+    PROPERTY_TIMER_ENQUEUE_MS, PROPERTY_TIMER_ROLL_TIMES, PROPERTY_UNIQ_KEY, TIMER_TOPIC,
 };
 use crate::commitlog::record::{self, find_property, MessageDraft, RecordView};
 use crate::commitlog::OwnedRecord;
@@ -265,7 +265,6 @@ impl TimerMessageStore {
             } else {
                 exact_due(&m, slot.time, precision)
             };
-            drop(m);
             slot.pending.push(Pending {
                 due,
                 record,
@@ -366,6 +365,7 @@ pub(super) fn exact_due(m: &RecordView<'_>, slot_time: i64, precision: i64) -> i
             .map(|d| m.store_timestamp.saturating_add(d.saturating_mul(scale)))
     };
     property_i64(p, PROPERTY_TIMER_DELIVER_MS)
+        .or_else(|| property_i64(p, PROPERTY_START_DELIVER_TIME))
         .or_else(|| relative(PROPERTY_TIMER_DELAY_SEC, 1_000))
         .or_else(|| relative(PROPERTY_TIMER_DELAY_MS, 1))
         .unwrap_or(slot_time + precision)

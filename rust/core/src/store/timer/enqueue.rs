@@ -92,7 +92,7 @@ impl TimerMessageStore {
                     );
                     Fate::Skip
                 }
-                Some(r) => self.fate(&st, &r.view().properties),
+                Some(r) => self.fate(&st, r.view().properties),
             };
             match (fate, record) {
                 (Fate::Deliver, Some(r)) => {

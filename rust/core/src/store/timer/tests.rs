@@ -426,3 +426,19 @@ fn a_slave_places_but_never_delivers_and_promoted_delivers_what_its_master_had_n
     store.start_timer(true).unwrap();
     wait_for(&store, "orders", 2);
 }
+
+#[test]
+fn a_start_deliver_time_is_held_until_then() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path(), 100);
+    store.start_timer(true).unwrap();
+    let deliver_at = now_millis() + 400;
+    put(
+        &store,
+        "orders",
+        &[("__STARTDELIVERTIME", &deliver_at.to_string())],
+    )
+    .unwrap();
+    assert_eq!(count(&store, "orders", 2), 0, "held, not delivered at once");
+    assert!(wait_for(&store, "orders", 1) >= deliver_at);
+}
