@@ -175,8 +175,17 @@ def check_sent(run: TimerSendRun) -> None:
 
 
 def test_grpc_delivery_timestamp_through_the_proxy(
-    cluster: Cluster, proxy: Proxy, grpc: GrpcClient, tmp_path: Path
+    cluster: Cluster,
+    proxy: Proxy,
+    grpc: GrpcClient,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
 ) -> None:
+    if cluster.kind == "rocketha":
+        # The proxy's SimpleConsumer receives by POP_MESSAGE, which is issue 49's; strict: the
+        # day rocketha serves pop, this test says so.
+        reason = "receiving through the proxy is pop (POP_MESSAGE, 200050): issue 49"
+        request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
     topic = fresh("TimerGrpc")
     create_topic(cluster, topic, tmp_path / "admin", "DELAY")
     with grpc.receiver(
@@ -199,6 +208,35 @@ def test_grpc_delivery_timestamp_through_the_proxy(
         assert r.delivery_ms == s.delivery_ms, (s, r)
         assert r.body == f"g-{s.seq}", r
         assert r.received_ms >= s.delivery_ms, f"{s.delivery_ms - r.received_ms} ms early: {r}"
+
+
+def test_grpc_timer_through_the_proxy_reaches_a_remoting_consumer_at_its_time(
+    cluster: Cluster, proxy: Proxy, grpc: GrpcClient, tmp_path: Path
+) -> None:
+    """The proxy's send path alone: a delivery timestamp set by the gRPC client becomes the
+    broker's timer message, which a remoting consumer of the broker gets at its time."""
+    rmq = resolve()
+    topic = fresh("TimerGrpcRemoting")
+    create_topic(cluster, topic, tmp_path / "admin", "DELAY")
+    with rmq.timer_receiver(
+        cluster.namesrv,
+        topic,
+        fresh("timer-grpc-remoting-"),
+        COUNT,
+        home=tmp_path / "receive",
+        timeout_ms=RUN_TIMEOUT_MS,
+    ) as receiver:
+        receiver.wait_ready()
+        sent = grpc.send(proxy.endpoint, topic, COUNT, home=tmp_path / "send", delay_ms=DELAY_MS)
+        receiver.finish(RUN_TIMEOUT_MS / 1000 + 60)
+    assert [s.error for s in sent if s.error] == []
+    got = {g.msg_id: g for g in receiver.got}
+    assert got.keys() == {s.message_id for s in sent}, (sent, receiver.got)
+    for s in sent:
+        g = got[s.message_id]
+        assert g.property_ms == s.delivery_ms, (s, g)
+        assert g.lateness_ms >= 0, f"delivered {-g.lateness_ms} ms early: {s} {g}"
+        assert g.lateness_ms <= LATE_MS, f"delivered {g.lateness_ms} ms late: {s} {g}"
 
 
 # -- c. the proxy's message-type check ---------------------------------------------------------
