@@ -209,7 +209,14 @@ public final class TimerPeer {
                 String property = m.getProperty("TIMER_DELIVER_MS");
                 String text = new String(m.getBody(), 0, Math.min(40, m.getBody().length),
                     StandardCharsets.US_ASCII);
-                long due = Long.parseLong(text.substring(0, text.indexOf('-')));
+                // A body another client wrote (the gRPC client's, through a proxy) says
+                // nothing of its due time: the property does.
+                long due;
+                try {
+                    due = Long.parseLong(text.substring(0, text.indexOf('-')));
+                } catch (RuntimeException e) {
+                    due = property == null ? 0 : Long.parseLong(property);
+                }
                 if (due <= 0 || !seen.add(m.getMsgId())) {
                     continue; // a warm-up message, or a redelivery
                 }
