@@ -26,11 +26,12 @@ from __future__ import annotations
 
 import struct
 import time
-from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from faults.proxy import Fault, FaultProxy
 from helpers import BrokerProcess, RemotingSocket, create_topic, wait_for, write_conf
 
 from benches.failover import ROCKETHA_CONF, RochaBrokerGroup
@@ -38,11 +39,13 @@ from benches.peers.controller import start_controllers
 from benches.peers.rocketmq import (
     VERSION_5,
     JavaBroker,
+    LogRecord,
     NameServer,
     RocketMQ,
     TimerReceiver,
     TimerSendRun,
     Unavailable,
+    free_ports,
     log_bytes,
     log_end,
     log_records,
@@ -147,7 +150,7 @@ def sent_ok(run: TimerSendRun) -> dict[str, int]:
     return due
 
 
-def delivered(store: Path, topic: str) -> list[Any]:
+def delivered(store: Path, topic: str) -> list[LogRecord]:
     return [r for r in log_records(store) if r.topic == topic]
 
 
@@ -173,9 +176,17 @@ def wait_read_past(store: Path, due: dict[str, int], what: str) -> None:
     )
 
 
-def check_delivered(due: dict[str, int], receiver: TimerReceiver, store: Path, topic: str) -> None:
+def check_delivered(
+    due: dict[str, int],
+    receiver: TimerReceiver,
+    store: Path,
+    topic: str,
+    placed_twice: int = 0,
+) -> None:
     """Every message reached the consumer; the new master's log holds each once in ``topic``,
-    stored not before its due time, still saying it."""
+    stored not before its due time, still saying it. ``placed_twice``: at most that many
+    messages may be there twice, each copy from a placement of its own (distinct
+    ``TIMER_ENQUEUE_MS``; see the RocketMQ slave's case)."""
     got = {g.msg_id: g for g in receiver.got}
     missing = due.keys() - got.keys()
     summary = receiver.summary
@@ -183,25 +194,33 @@ def check_delivered(due: dict[str, int], receiver: TimerReceiver, store: Path, t
     early = [g for g in got.values() if g.lateness_ms < 0]
     assert not early, f"{len(early)} received before their time: {early[:5]}"
     records = delivered(store, topic)
-    copies = Counter(r.properties.get("UNIQ_KEY") for r in records)
-    twice = {k: c for k, c in copies.items() if c > 1}
-    assert not twice, f"{len(twice)} delivered more than once: {list(twice.items())[:5]}"
+    copies: dict[str, list[LogRecord]] = {}
+    for r in records:
+        copies.setdefault(r.properties.get("UNIQ_KEY", ""), []).append(r)
     assert copies.keys() == due.keys(), (len(copies), sorted(copies.keys() - due.keys())[:5])
+    twice = {k: rs for k, rs in copies.items() if len(rs) > 1}
+    placements = {k: {r.properties.get("TIMER_ENQUEUE_MS") for r in rs} for k, rs in twice.items()}
+    tolerated = len(twice) <= placed_twice and all(
+        len(placements[k]) == len(rs) for k, rs in twice.items()
+    )
+    assert not twice or tolerated, (
+        f"{len(twice)} delivered more than once (placed at {list(placements.items())[:5]}): "
+        f"{[[(r.offset, r.store_timestamp) for r in rs] for rs in list(twice.values())[:5]]}"
+    )
     for r in records:
         key = r.properties["UNIQ_KEY"]
         assert r.properties.get("TIMER_DELIVER_MS") == str(due[key]), r
         assert r.store_timestamp >= due[key], (
             f"{key} stored {due[key] - r.store_timestamp} ms before its time: {r}"
         )
-    # The consumer's own redeliveries (a rebalance) would show here; the log says none came
-    # from the broker.
-    assert summary["received"] == summary["unique"] == N, summary
+    # The consumer got each copy the log holds, and no redelivery of its own (a rebalance).
+    assert summary["unique"] == N and summary["received"] == len(records), summary
 
 
 def rocketha_broker(conf: Path, **keys: Any) -> BrokerProcess:
     """A ``rocketha broker`` process on ports of its own (a master's HA port too)."""
     ports = {"listenPort": 0, "haListenAddress": "127.0.0.1", "haListenPort": 0}
-    return BrokerProcess(write_conf(conf, mappedFileSizeCommitLog=SEG, **ports, **keys))
+    return BrokerProcess(write_conf(conf, mappedFileSizeCommitLog=SEG, **{**ports, **keys}))
 
 
 # -- a. RocketMQ master -> rocketha slave, promoted --------------------------------------------
@@ -260,15 +279,43 @@ def test_rocketha_slave_of_rocketmq_delivers_its_timers_as_master(
 # -- b. rocketha master -> RocketMQ slave, promoted --------------------------------------------
 
 
+def vip_relay(master: Callable[[int], BrokerProcess]) -> tuple[BrokerProcess, FaultProxy]:
+    """A rocketha master on port P and a relay from P - 2 to it. RocketMQ's slave sends every
+    ``SlaveSynchronize`` request (topics, offsets, GET_TIMER_CHECK_POINT, GET_TIMER_METRICS)
+    to its master's VIP channel, ``MixAll.brokerVIPChannel``: the master's address with its
+    port less 2, where a RocketMQ broker listens too (its fast remoting server). rocketha has
+    no such listener, so without the relay the slave syncs nothing (``syncTimerCheckPoint
+    Exception ... connect to P-2 failed`` every 3 s)."""
+    base = free_ports(3)
+    broker = master(base + 2)
+    try:
+        return broker, FaultProxy(str(broker.started["listen_address"]), Fault(), base)
+    except BaseException:
+        broker.kill()
+        raise
+
+
 def timer_sync_complaints(java: JavaBroker) -> list[str]:
-    """What RocketMQ logged against the timer sync or its timer store: its SlaveSynchronize's
-    ``syncTimerCheckPoint`` / ``syncTimerMetrics`` exceptions and any error of its timer."""
+    """The errors RocketMQ logged naming its timer: SlaveSynchronize's ``syncTimerCheckPoint
+    Exception`` / ``syncTimerMetrics Exception``, or its timer store's. (Its other syncs are
+    not this test's: see the report of GET_ALL_CONSUMER_OFFSET and request code 402.)"""
     return [
         line
         for line in java.logs().splitlines()
-        if ("syncTimer" in line or "Timer" in line or "timer" in line)
-        and ("ERROR" in line or "Exception" in line or "WARN" in line)
+        if "timer" in line.lower() and (" ERROR " in line or "Exception" in line)
     ]
+
+
+def syncs_during(run: TimerSendRun) -> int:
+    """How many of RocketMQ's slave's timer syncs (every 3 s) can land while the sends go on,
+    each letting it place one message twice. Its ``TimerMessageStore.enqueue`` hands a unit
+    to the put service before it checks ``isRunningEnqueue`` (a slave's bound,
+    ``currQueueOffset >= masterTimerQueueOffset``) and then returns without moving
+    ``currQueueOffset`` past it: the unit at the master's offset is placed, and placed again
+    once the next sync raises that offset, whichever system the master is. Promoted, the
+    broker delivers both placements: at least once."""
+    seconds = (run.summary["last_ms"] - run.summary["first_ms"]) / 1000
+    return int(seconds // 3) + 2
 
 
 @pytest.mark.timeout(900)
@@ -278,13 +325,16 @@ def test_rocketmq_slave_of_rocketha_delivers_its_timers_as_master(
     rmq = resolve()
     name, topic = "timer-ha-b", "TimerHaB"
     ours = workdir / "rocketha"
-    master = rocketha_broker(
-        workdir / "master.conf",
-        brokerName=name,
-        brokerClusterName=CLUSTER,
-        brokerRole="ASYNC_MASTER",
-        storePathRootDir=ours,
-        namesrvAddr=namesrv.address,
+    master, relay = vip_relay(
+        lambda port: rocketha_broker(
+            workdir / "master.conf",
+            brokerName=name,
+            brokerClusterName=CLUSTER,
+            brokerRole="ASYNC_MASTER",
+            storePathRootDir=ours,
+            namesrvAddr=namesrv.address,
+            listenPort=port,
+        )
     )
     address = str(master.started["listen_address"])
     java_conf = {"brokerName": name, "brokerClusterName": CLUSTER}
@@ -307,10 +357,11 @@ def test_rocketmq_slave_of_rocketha_delivers_its_timers_as_master(
         wait_timer_synced(java.store, "the RocketMQ slave")
         assert delivered(java.store, topic) == [], "the rocketha master delivered some already"
         ours_check, theirs_check = timercheck_bytes(ours), timercheck_bytes(java.store)
+        complaints = timer_sync_complaints(java)
 
         master.kill()
+        relay.close()
         java.stop()
-        complaints = timer_sync_complaints(java)
         store = java.store
         java = rmq.broker(
             home,
@@ -326,11 +377,12 @@ def test_rocketmq_slave_of_rocketha_delivers_its_timers_as_master(
         wait_read_past(store, due, "the promoted RocketMQ master")
     finally:
         master.kill()
+        relay.close()
         if java is not None:
             java.kill()
     assert complaints == [], complaints[:20]
     try:
-        check_delivered(due, receiver, store, topic)
+        check_delivered(due, receiver, store, topic, placed_twice=syncs_during(run))
     except AssertionError as e:
         raise AssertionError(
             f"{e}\ntimercheck at the failover: rocketha's {ours_check.hex()}, RocketMQ's "
