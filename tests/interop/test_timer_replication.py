@@ -10,16 +10,20 @@ master before any message is due, and makes the slave's store a master:
 a. A RocketMQ ASYNC_MASTER with a rocketha slave; the slave is restarted on its store as a
    rocketha ASYNC_MASTER (brokerId 0).
 b. A rocketha ASYNC_MASTER with a RocketMQ slave (``timerWheelEnable`` its default, true); the
-   RocketMQ broker is restarted on its store as an ASYNC_MASTER (brokerId 0).
+   RocketMQ broker is restarted on its store as an ASYNC_MASTER (brokerId 0). Its
+   SlaveSynchronize reaches our master through a relay on the master's port less 2 (its VIP
+   channel, which rocketha does not serve: see :func:`vip_relay`), and logs no timer error.
+   RocketMQ's slave places a message twice at a sync that lands mid-burst (see
+   :func:`syncs_during`), so its promoted broker may deliver that many twice, no more.
 c. Two rocketha brokers in controller mode (``enableControllerMode``, RocketMQ's controller):
    the master is SIGKILLed and the controller elects the slave.
 
 The new master delivers every message: the Java consumer gets all N, and the new master's
 commit log (read with the harness's own decoder, not rocketha's) holds each exactly once in its
-real topic, stored not before its ``TIMER_DELIVER_MS``. The old master delivered none (its log,
-replicated, holds none in the real topic), so every delivery is the new master's. Nothing waits
-on a clock: each step waits on its condition with a bound that only turns a hang into a
-failure. Run: ``pytest -m interop tests/interop/test_timer_replication.py``.
+real topic (b: see above), stored not before its ``TIMER_DELIVER_MS``. The old master delivered
+none (its log, replicated, holds none in the real topic), so every delivery is the new
+master's. Nothing waits on a clock: each step waits on its condition with a bound that only
+turns a hang into a failure. Run: ``pytest -m interop tests/interop/test_timer_replication.py``.
 """
 
 from __future__ import annotations
