@@ -1431,16 +1431,29 @@ _BORNHOST_V6 = 1 << 4
 _STOREHOST_V6 = 1 << 5
 
 
-def log_messages(store: Path) -> Iterator[tuple[int, str, bytes]]:
-    """``(commit log offset, topic, body)`` of every message record of the commit log (the
-    body as stored: compressed if the client compressed it)."""
+@dataclass(frozen=True)
+class LogRecord:
+    """One message record of a commit log, as stored."""
+
+    offset: int
+    topic: str
+    #: As stored: compressed if the client compressed it.
+    body: bytes
+    #: Epoch ms the broker stored it (STORETIMESTAMP).
+    store_timestamp: int
+    properties: dict[str, str]
+
+
+def log_records(store: Path) -> Iterator[LogRecord]:
+    """Every message record of the commit log (BLANK padding skipped), from its files."""
     for start, data, pos, _ in _walk(store):
         magic = struct.unpack_from(">I", data, pos + 4)[0]
         if magic == BLANK_MAGIC:
             continue
         sys_flag = struct.unpack_from(">i", data, pos + 36)[0]
-        at = pos + 48 + (20 if sys_flag & _BORNHOST_V6 else 8) + 8
-        at += (20 if sys_flag & _STOREHOST_V6 else 8) + 4 + 8
+        at = pos + 48 + (20 if sys_flag & _BORNHOST_V6 else 8)
+        (stored_at,) = struct.unpack_from(">q", data, at)
+        at += 8 + (20 if sys_flag & _STOREHOST_V6 else 8) + 4 + 8
         (body_len,) = struct.unpack_from(">i", data, at)
         body = data[at + 4 : at + 4 + body_len]
         at += 4 + body_len
@@ -1450,7 +1463,20 @@ def log_messages(store: Path) -> Iterator[tuple[int, str, bytes]]:
         else:
             topic_len = data[at]
             at += 1
-        yield start + pos, data[at : at + topic_len].decode(), body
+        topic = data[at : at + topic_len].decode()
+        at += topic_len
+        (props_len,) = struct.unpack_from(">h", data, at)
+        text = data[at + 2 : at + 2 + props_len].decode(errors="replace")
+        # MessageDecoder's NAME_VALUE_SEPARATOR (1) and PROPERTY_SEPARATOR (2).
+        pairs = (p.split("\x01", 1) for p in text.split("\x02") if "\x01" in p)
+        yield LogRecord(start + pos, topic, body, stored_at, dict(pairs))
+
+
+def log_messages(store: Path) -> Iterator[tuple[int, str, bytes]]:
+    """``(commit log offset, topic, body)`` of every message record of the commit log (the
+    body as stored: compressed if the client compressed it)."""
+    for r in log_records(store):
+        yield r.offset, r.topic, r.body
 
 
 def log_bytes(store: Path, start: int, end: int) -> bytes:
@@ -1506,6 +1532,7 @@ __all__ = [
     "VERSION_5",
     "JavaBroker",
     "JavaProcess",
+    "LogRecord",
     "NameServer",
     "Received",
     "RocketMQ",
@@ -1527,6 +1554,7 @@ __all__ = [
     "log_bytes",
     "log_end",
     "log_messages",
+    "log_records",
     "log_segments",
     "maven_classpath",
     "missing_tools",
