@@ -13,7 +13,9 @@ use std::sync::Mutex;
 use serde::{Deserialize, Serialize};
 
 use super::topic_config::{remove_stale_temporaries, write_atomically};
+use crate::protocol::body::DataVersion;
 use crate::protocol::json::parse_lenient;
+use crate::protocol::now_millis;
 use crate::sync::lock;
 
 /// `TOPIC_GROUP_SEPARATOR`.
@@ -28,6 +30,9 @@ pub(crate) type OffsetTable = BTreeMap<String, BTreeMap<i32, i64>>;
 pub(crate) struct ConsumerOffsetSerializeWrapper {
     #[serde(rename = "offsetTable")]
     pub(crate) offset_table: OffsetTable,
+    /// RocketMQ 5's slave takes it with the offsets (and fails on a body without one).
+    #[serde(rename = "dataVersion")]
+    pub(crate) data_version: DataVersion,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -192,10 +197,21 @@ impl ConsumerOffsetManager {
     }
 
     /// What GET_ALL_CONSUMER_OFFSET answers.
-    pub(crate) fn encode(&self) -> Vec<u8> {
-        let wrapper = ConsumerOffsetSerializeWrapper {
+    /// The table as the file and GET_ALL_CONSUMER_OFFSET carry it. rocketha keeps no version
+    /// of its offsets (a slave takes them whole at each sync): the one given says when they
+    /// were read.
+    fn wrapper(&self) -> ConsumerOffsetSerializeWrapper {
+        ConsumerOffsetSerializeWrapper {
             offset_table: lock(&self.table).clone(),
-        };
+            data_version: DataVersion {
+                timestamp: now_millis(),
+                ..DataVersion::default()
+            },
+        }
+    }
+
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        let wrapper = self.wrapper();
         // A map of strings to maps of integers always serializes.
         serde_json::to_vec(&wrapper).unwrap_or_default()
     }
@@ -213,12 +229,7 @@ impl ConsumerOffsetManager {
         if !self.dirty.swap(false, Ordering::AcqRel) {
             return Ok(());
         }
-        let text = {
-            let wrapper = ConsumerOffsetSerializeWrapper {
-                offset_table: lock(&self.table).clone(),
-            };
-            serde_json::to_vec_pretty(&wrapper).unwrap_or_default()
-        };
+        let text = serde_json::to_vec_pretty(&self.wrapper()).unwrap_or_default();
         write_atomically(&self.path, &text).map_err(|source| {
             // Not written: the next period tries again.
             self.dirty.store(true, Ordering::Release);
@@ -249,8 +260,13 @@ mod tests {
         let raw = std::fs::read(dir.path().join("config/consumerOffset.json")).unwrap();
         let json: serde_json::Value = serde_json::from_slice(&raw).unwrap();
         assert_eq!(
-            json,
-            serde_json::json!({"offsetTable": {"T@g": {"0": 12, "3": 7}}})
+            json["offsetTable"],
+            serde_json::json!({"T@g": {"0": 12, "3": 7}})
+        );
+        // RocketMQ 5's slave reads the version beside the table (and fails without it).
+        assert!(
+            json["dataVersion"]["timestamp"].as_i64().unwrap() > 0,
+            "{json}"
         );
         let again = ConsumerOffsetManager::load(dir.path()).unwrap();
         assert_eq!(again.query_offset("g", "T", 3), Some(7));

@@ -93,6 +93,9 @@ impl Default for BrokerControllerConfig {
 /// A broker's network side, running until [`BrokerController::shutdown`].
 pub struct BrokerController {
     server: RemotingServer,
+    /// RocketMQ's `fastRemotingServer` on `listenPort - 2` (the VIP channel), where RocketMQ's
+    /// slaves sync from their master; none when that port is taken.
+    vip_server: Option<RemotingServer>,
     pub(crate) processor: BrokerProcessors,
     /// The register loop, woken when the topics change.
     register: Arc<RegisterService>,
@@ -156,6 +159,7 @@ impl BrokerController {
             Self::runtime_view(&config, ha_master, ha_client.clone(), stats.clone()),
             acl.clone(),
         )?;
+        let vip_server = Self::start_vip_channel(&listener, &processor, &config, &events);
         let server = RemotingServer::start_on(
             listener,
             processor.table.clone(),
@@ -195,6 +199,7 @@ impl BrokerController {
         housekeeping.start(move |waiter| keeper.run(&waiter))?;
         Ok(Self {
             server,
+            vip_server,
             processor,
             register,
             housekeeping,
@@ -203,6 +208,42 @@ impl BrokerController {
             #[cfg(test)]
             slave_sync,
         })
+    }
+
+    /// `MixAll.brokerVIPChannel`: the same processors on `listenPort - 2`, which a RocketMQ
+    /// slave's SlaveSynchronize (topics, offsets, the timer's checkpoint) dials. A port taken
+    /// already is reported, not fatal: rocketha's own slaves and every client use the port.
+    fn start_vip_channel(
+        listener: &TcpListener,
+        processor: &BrokerProcessors,
+        config: &BrokerControllerConfig,
+        events: &Arc<ServerEvents>,
+    ) -> Option<RemotingServer> {
+        let local = listener.local_addr().ok()?;
+        let port = local.port().checked_sub(2).filter(|p| *p > 0)?;
+        let started = TcpListener::bind((local.ip(), port)).and_then(|vip| {
+            RemotingServer::start_on(
+                vip,
+                processor.table.clone(),
+                config.server.clone(),
+                events.clone(),
+            )
+        });
+        match started {
+            Ok(server) => Some(server),
+            Err(e) => {
+                events.push(
+                    format!("{}:{port}", local.ip()),
+                    crate::remoting::ServerEventKind::Processor("VIP_CHANNEL_UNAVAILABLE"),
+                    format!(
+                        "the VIP channel (listenPort - 2) cannot listen: {e}; RocketMQ slaves \
+                         of this broker will not sync its topics, offsets and timer"
+                    ),
+                    true,
+                );
+                None
+            }
+        }
     }
 
     /// What GET_BROKER_RUNTIME_INFO and the controller-mode requests read of the running broker.
@@ -342,6 +383,9 @@ impl BrokerController {
     pub fn shutdown(&self) {
         self.register.shutdown();
         self.server.shutdown();
+        if let Some(vip) = &self.vip_server {
+            vip.shutdown();
+        }
         self.processor.shutdown();
         report_topics_persist(self.topics.close(), self.server.events());
         self.processor.pull().hold_service().shutdown();

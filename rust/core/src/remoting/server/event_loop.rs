@@ -6,6 +6,7 @@ use std::io::{self, Read};
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
@@ -27,7 +28,9 @@ use crate::remoting::tls::{self, TlsMode, HANDSHAKE_RECORD};
 use crate::sync::lock;
 
 const LISTENER: Token = Token(0);
-const FIRST_CONNECTION: u64 = 1;
+/// Connection ids, unique in the process: servers that share a processor table (a broker's
+/// port and its VIP channel) tell it apart which connection closed.
+static NEXT_CONNECTION: AtomicU64 = AtomicU64::new(1);
 
 /// Bytes asked of the socket per read, into the loop's one scratch buffer.
 const READ_CHUNK: usize = 64 * 1024;
@@ -56,7 +59,6 @@ pub(super) struct EventLoop {
     /// at the last scan, or a newer connection's. Scanning every connection at every turn
     /// would make each request cost in proportion to the clients connected.
     idle_scan_at: Option<Instant>,
-    next_id: u64,
     scratch: Box<[u8]>,
 }
 
@@ -81,7 +83,6 @@ impl EventLoop {
             conns: HashMap::new(),
             unread: BTreeSet::new(),
             idle_scan_at: None,
-            next_id: FIRST_CONNECTION,
             scratch: vec![0; READ_CHUNK].into_boxed_slice(),
         })
     }
@@ -192,8 +193,7 @@ impl EventLoop {
                 Ok((mut stream, remote)) => {
                     // Requests and responses are small and latency-bound.
                     let _ = stream.set_nodelay(true);
-                    let id = self.next_id;
-                    self.next_id += 1;
+                    let id = NEXT_CONNECTION.fetch_add(1, Ordering::Relaxed);
                     if let Err(e) = self.poll.registry().register(
                         &mut stream,
                         Token(id as usize),
