@@ -309,6 +309,19 @@ struct Wheelhouse {
 }
 
 impl Wheelhouse {
+    /// A master's read time moved over the empty slots up to `floor_now`, never past a busy
+    /// one (which a slave's sync and a restart then need not step through); the next busy
+    /// slot.
+    fn pass_empty_slots(&mut self, floor_now: i64) -> Option<i64> {
+        let next = self.busy.range(self.read_time_ms..).next().copied();
+        let to = next.unwrap_or(i64::MAX).min(floor_now);
+        if self.dequeuing && to > self.read_time_ms {
+            self.read_time_ms = to;
+            self.commit();
+        }
+        next
+    }
+
     fn commit(&mut self) {
         let value = &mut self.checkpoint.value;
         value.last_read_time_ms = self.read_time_ms;
@@ -545,6 +558,7 @@ impl TimerMessageStore {
     /// GET_TIMER_CHECK_POINT's body.
     pub(crate) fn checkpoint(&self) -> [u8; checkpoint::ENCODED_LEN] {
         let mut st = self.state();
+        st.pass_empty_slots(self.config.floor(now_millis()));
         st.commit();
         st.checkpoint.value.encode()
     }

@@ -188,21 +188,13 @@ impl TimerMessageStore {
     /// none); the read time moves over the empty slots before it.
     fn next_slot(&self, now: i64) -> Result<i64, i64> {
         let mut st = self.state();
-        let next = st.busy.range(st.read_time_ms..).next().copied();
-        match next {
+        match st.pass_empty_slots(self.config.floor(now)) {
             Some(t) if t <= now => {
                 st.read_time_ms = t;
                 st.commit();
                 Ok(t)
             }
-            _ => {
-                let to = next.unwrap_or(i64::MAX).min(self.config.floor(now));
-                if to > st.read_time_ms {
-                    st.read_time_ms = to;
-                    st.commit();
-                }
-                Err(next.unwrap_or(i64::MAX))
-            }
+            next => Err(next.unwrap_or(i64::MAX)),
         }
     }
 
