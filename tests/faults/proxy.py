@@ -192,17 +192,16 @@ class FlipByte(Fault):
 
 
 class FaultProxy:
-    """Listens on 127.0.0.1 (``listen_port``, or one the OS chooses) and relays to
-    ``upstream`` through ``fault``."""
+    """Listens on 127.0.0.1 (OS-chosen port) and relays to ``upstream`` through ``fault``."""
 
-    def __init__(self, upstream: str, fault: Fault, listen_port: int = 0) -> None:
+    def __init__(self, upstream: str, fault: Fault) -> None:
         host, port = upstream.rsplit(":", 1)
         self.upstream = (host, int(port))
         self.fault = fault
         self.connections = 0
         self._sockets: list[socket.socket] = []
         self._lock = threading.Lock()
-        self._listener = socket.create_server(("127.0.0.1", listen_port))
+        self._listener = socket.create_server(("127.0.0.1", 0))
         self.address = f"127.0.0.1:{self._listener.getsockname()[1]}"
         threading.Thread(target=self._accept, name="fault-proxy", daemon=True).start()
 

@@ -11,8 +11,8 @@ a. A RocketMQ ASYNC_MASTER with a rocketha slave; the slave is restarted on its 
    rocketha ASYNC_MASTER (brokerId 0).
 b. A rocketha ASYNC_MASTER with a RocketMQ slave (``timerWheelEnable`` its default, true); the
    RocketMQ broker is restarted on its store as an ASYNC_MASTER (brokerId 0). Its
-   SlaveSynchronize reaches our master through a relay on the master's port less 2 (its VIP
-   channel, which rocketha does not serve: see :func:`vip_relay`), and logs no timer error.
+   SlaveSynchronize reaches our master on the master's port less 2 (its VIP channel, see
+   :func:`with_vip_channel`), and logs no timer error.
    RocketMQ's slave places a message twice at a sync that lands mid-burst (see
    :func:`syncs_during`), so its promoted broker may deliver that many twice, no more.
 c. Two rocketha brokers in controller mode (``enableControllerMode``, RocketMQ's controller):
@@ -35,7 +35,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from faults.proxy import Fault, FaultProxy
 from helpers import BrokerProcess, RemotingSocket, create_topic, wait_for, write_conf
 
 from benches.failover import ROCKETHA_CONF, RochaBrokerGroup
@@ -283,20 +282,13 @@ def test_rocketha_slave_of_rocketmq_delivers_its_timers_as_master(
 # -- b. rocketha master -> RocketMQ slave, promoted --------------------------------------------
 
 
-def vip_relay(master: Callable[[int], BrokerProcess]) -> tuple[BrokerProcess, FaultProxy]:
-    """A rocketha master on port P and a relay from P - 2 to it. RocketMQ's slave sends every
-    ``SlaveSynchronize`` request (topics, offsets, GET_TIMER_CHECK_POINT, GET_TIMER_METRICS)
-    to its master's VIP channel, ``MixAll.brokerVIPChannel``: the master's address with its
-    port less 2, where a RocketMQ broker listens too (its fast remoting server). rocketha has
-    no such listener, so without the relay the slave syncs nothing (``syncTimerCheckPoint
-    Exception ... connect to P-2 failed`` every 3 s)."""
-    base = free_ports(3)
-    broker = master(base + 2)
-    try:
-        return broker, FaultProxy(str(broker.started["listen_address"]), Fault(), base)
-    except BaseException:
-        broker.kill()
-        raise
+def with_vip_channel(master: Callable[[int], BrokerProcess]) -> BrokerProcess:
+    """A rocketha master on port P whose P - 2 is free for its VIP channel. RocketMQ's slave
+    sends every ``SlaveSynchronize`` request (topics, offsets, GET_TIMER_CHECK_POINT,
+    GET_TIMER_METRICS) to its master's VIP channel, ``MixAll.brokerVIPChannel``: the master's
+    address with its port less 2, where RocketMQ's broker (its fast remoting server) and
+    rocketha's listen too."""
+    return master(free_ports(3) + 2)
 
 
 def timer_sync_complaints(java: JavaBroker) -> list[str]:
@@ -329,7 +321,7 @@ def test_rocketmq_slave_of_rocketha_delivers_its_timers_as_master(
     rmq = resolve()
     name, topic = "timer-ha-b", "TimerHaB"
     ours = workdir / "rocketha"
-    master, relay = vip_relay(
+    master = with_vip_channel(
         lambda port: rocketha_broker(
             workdir / "master.conf",
             brokerName=name,
@@ -364,7 +356,6 @@ def test_rocketmq_slave_of_rocketha_delivers_its_timers_as_master(
         complaints = timer_sync_complaints(java)
 
         master.kill()
-        relay.close()
         java.stop()
         store = java.store
         java = rmq.broker(
@@ -381,7 +372,6 @@ def test_rocketmq_slave_of_rocketha_delivers_its_timers_as_master(
         wait_read_past(store, due, "the promoted RocketMQ master")
     finally:
         master.kill()
-        relay.close()
         if java is not None:
             java.kill()
     assert complaints == [], complaints[:20]
