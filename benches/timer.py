@@ -14,7 +14,9 @@ sending asynchronously, at most :data:`INFLIGHT` unanswered; one ``DefaultMQPush
 * **plain**: as many plain messages of the same size from the same producer, the baseline of
   the timer sends/s.
 
-Figures: delivery lateness (receive time - due time) p50/p99/max of each load, the broker
+Figures: delivery lateness (receive time - due time) p50/p99/max of each load and its
+broker's part (the delivered copy's store time - due time: what is left is the consumer's
+draining), the broker
 process's CPU seconds over each load (``/proc/PID/stat``, from the first send to the last
 delivery), timer sends/s against plain sends/s on the same broker, and each rocketha figure
 against RocketMQ's (ratio rocketha/RocketMQ). A broker that refuses timer sends (rocketha
@@ -128,6 +130,8 @@ class Load:
     sends_per_s: float
     lateness_ms: dict[str, float]
     cpu_s: float
+    #: The broker's part of the lateness: the delivered copy's store time - due time.
+    stored_lateness_ms: dict[str, float] = field(default_factory=dict)
     #: Whether the last send was answered before the burst's due time (a send after it would
     #: be due in the past, delivered at once, and not a burst any more).
     before_due: bool = True
@@ -236,7 +240,11 @@ def _measure(rmq: rocketmq.RocketMQ, s: Servers, home: Path, quick: bool) -> dic
         sends_ms=sends_ms,
     )
     burst_load = Load(
-        float(sent.summary["rate"]), got["lateness_ms"], cpu, sent.summary["last_ms"] <= due
+        float(sent.summary["rate"]),
+        got["lateness_ms"],
+        cpu,
+        got["stored_lateness_ms"],
+        sent.summary["last_ms"] <= due,
     )
     count = int(rate * seconds)
     sent, got, cpu, _ = _timers(
@@ -250,7 +258,9 @@ def _measure(rmq: rocketmq.RocketMQ, s: Servers, home: Path, quick: bool) -> dic
         rate=rate,
         sends_ms=int(seconds * 1000),
     )
-    steady_load = Load(float(sent.summary["rate"]), got["lateness_ms"], cpu)
+    steady_load = Load(
+        float(sent.summary["rate"]), got["lateness_ms"], cpu, got["stored_lateness_ms"]
+    )
     return {"plain": plain_rate, "burst": burst_load, "steady": steady_load}
 
 
@@ -317,6 +327,14 @@ def _figures(version: str, r: Results, quick: bool) -> list[Figure]:
                 peer,
                 [float(x.lateness_ms[q]) for x in ours],
                 [float(x.lateness_ms[q]) for x in theirs],
+                higher=False,
+            )
+            figures += _versus(
+                f"{load}: stored lateness {q} (the broker's part)",
+                "ms",
+                peer,
+                [float(x.stored_lateness_ms[q]) for x in ours],
+                [float(x.stored_lateness_ms[q]) for x in theirs],
                 higher=False,
             )
         figures += _versus(

@@ -7,6 +7,7 @@ backlog and the lateness.
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import json
 import time
@@ -125,6 +126,10 @@ def test_a_recall_cancels_a_timer_message_and_bad_recalls_are_refused_by_name(
             assert kept.recall_handle and gone.recall_handle
             assert producer.send(Message("Recalled", b"plain")).recall_handle is None
             assert producer.recall("Recalled", gone.recall_handle) == gone.msg_id
+            again = producer.send(Message("Recalled", b"gone too"), delay=2)
+            assert again.recall_handle is not None
+            recalled = asyncio.run(producer.recall_async("Recalled", again.recall_handle))
+            assert recalled == again.msg_id
             with pytest.raises(MQBrokerError, match=r"topic not match"):
                 producer.recall("Other", kept.recall_handle)
             got = consume(ns, "recall-audit", "Recalled", 2)

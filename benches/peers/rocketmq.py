@@ -1350,7 +1350,8 @@ class TimerReceiver(PeerProcess):
     @property
     def summary(self) -> dict[str, Any]:
         """Its last JSON line: ``received``, ``unique``, ``without_property``,
-        ``lateness_ms`` (``p50``, ``p99``, ``max``, ``min``)."""
+        ``lateness_ms`` and ``stored_lateness_ms`` (``p50``, ``p99``, ``max``, ``min``; the
+        second by the delivered copy's store time)."""
         found = [line for line in list(self.lines) if line.startswith("{")]
         if not found:
             raise RuntimeError(f"TimerPeer receive printed no summary: {self.lines[-20:]}")

@@ -591,6 +591,10 @@ class Producer:
             raise MQBrokerError(code, remark or "", addr)
         return ext.get("msgId", "")
 
+    async def recall_async(self, topic: str, recall_handle: str) -> str:
+        """:meth:`recall` for asyncio (a worker thread waits for the broker's answer)."""
+        return await asyncio.to_thread(self.recall, topic, recall_handle)
+
     def send_batch(self, msgs: Sequence[Message], *, queue_id: int | None = None) -> SendResult:
         """Sends messages of one topic in one request (``SEND_BATCH_MESSAGE``) to one queue:
         the next in round-robin, or queue ``queue_id`` of a broker group that has it. Delay

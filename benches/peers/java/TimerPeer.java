@@ -80,6 +80,25 @@ public final class TimerPeer {
         System.exit(0);
     }
 
+    /** {"max", "min", "p50", "p99"} of {@code sorted} as JSON ({} when empty). */
+    static String quantiles(long[] sorted) {
+        Map<String, Long> q = new TreeMap<>();
+        int n = sorted.length;
+        if (n > 0) {
+            q.put("p50", Counts.quantile(sorted, 0.5));
+            q.put("p99", Counts.quantile(sorted, 0.99));
+            q.put("max", sorted[n - 1]);
+            q.put("min", sorted[0]);
+        }
+        StringBuilder json = new StringBuilder("{");
+        String sep = "";
+        for (Map.Entry<String, Long> e : q.entrySet()) {
+            json.append(sep).append('"').append(e.getKey()).append("\": ").append(e.getValue());
+            sep = ", ";
+        }
+        return json.append("}").toString();
+    }
+
     static byte[] body(long due, int seq, int size) {
         byte[] head = (due + "-" + seq + "-").getBytes(StandardCharsets.US_ASCII);
         byte[] out = new byte[Math.max(size, head.length)];
@@ -188,6 +207,8 @@ public final class TimerPeer {
         // in the order they came, for the quantiles.
         Set<String> seen = ConcurrentHashMap.newKeySet();
         long[] lateness = new long[count];
+        // The broker's part: store time (the delivered copy's) - due time.
+        long[] stored = new long[count];
         AtomicInteger unique = new AtomicInteger();
         AtomicInteger received = new AtomicInteger();
         AtomicInteger withoutProperty = new AtomicInteger();
@@ -226,6 +247,7 @@ public final class TimerPeer {
                 int at = unique.getAndIncrement();
                 if (at < count) {
                     lateness[at] = now - due;
+                    stored[at] = m.getStoreTimestamp() - due;
                 }
                 if (lines) {
                     System.out.println("TGOT " + m.getMsgId() + " "
@@ -261,22 +283,13 @@ public final class TimerPeer {
         int n = Math.min(unique.get(), count);
         long[] sorted = Arrays.copyOf(lateness, n);
         Arrays.sort(sorted);
-        Map<String, Long> q = new TreeMap<>();
-        if (n > 0) {
-            q.put("p50", Counts.quantile(sorted, 0.5));
-            q.put("p99", Counts.quantile(sorted, 0.99));
-            q.put("max", sorted[n - 1]);
-            q.put("min", sorted[0]);
-        }
+        long[] storedSorted = Arrays.copyOf(stored, n);
+        Arrays.sort(storedSorted);
         StringBuilder json = new StringBuilder("{\"received\": " + received.get()
             + ", \"unique\": " + n + ", \"without_property\": " + withoutProperty.get()
-            + ", \"lateness_ms\": {");
-        String sep = "";
-        for (Map.Entry<String, Long> e : q.entrySet()) {
-            json.append(sep).append('"').append(e.getKey()).append("\": ").append(e.getValue());
-            sep = ", ";
-        }
-        System.out.println(json.append("}}"));
+            + ", \"lateness_ms\": " + quantiles(sorted)
+            + ", \"stored_lateness_ms\": " + quantiles(storedSorted));
+        System.out.println(json.append("}"));
         System.out.println("DONE " + n);
         System.out.flush();
     }

@@ -4,7 +4,7 @@
 //! that are due together in one batch. A slot stays open until its length passed, so a
 //! message placed in it late is still delivered from it; then the read time moves past it.
 
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 
 use super::{
     property_i64, TimerMessageStore, TimerStore, MAGIC_DELETE, MAGIC_ROLL,
@@ -118,8 +118,27 @@ struct Pending {
     record: OwnedRecord,
     enqueue_time: i64,
     roll: bool,
-    /// `REAL_TOPIC+UNIQ_KEY`, what a recall names.
-    key: Option<String>,
+}
+
+impl Pending {
+    /// Whether a recall in the slot named it (`REAL_TOPIC+UNIQ_KEY`).
+    fn recalled(&self, deleted: &HashSet<String>) -> bool {
+        if self.roll || deleted.is_empty() {
+            return false;
+        }
+        let m = self.record.view();
+        match (
+            find_property(m.properties, PROPERTY_REAL_TOPIC),
+            find_property(m.properties, PROPERTY_UNIQ_KEY),
+        ) {
+            (Some(t), Some(u)) => deleted.contains(&format!(
+                "{}+{}",
+                String::from_utf8_lossy(t),
+                String::from_utf8_lossy(u)
+            )),
+            _ => false,
+        }
+    }
 }
 
 /// The slot being delivered.
@@ -127,7 +146,8 @@ struct OpenSlot {
     time: i64,
     /// The last unit read; units placed later chain back to it.
     seen_last: i64,
-    pending: Vec<Pending>,
+    /// In time order; taken from the front.
+    pending: VecDeque<Pending>,
     deleted: HashSet<String>,
 }
 
@@ -146,7 +166,7 @@ impl TimerMessageStore {
                     Ok(time) => open.insert(OpenSlot {
                         time,
                         seen_last: -1,
-                        pending: Vec::new(),
+                        pending: VecDeque::new(),
                         deleted: HashSet::new(),
                     }),
                     Err(next) => {
@@ -161,7 +181,7 @@ impl TimerMessageStore {
                 self.sleep(waiter, slot.time + 1, now + RETRY_AFTER_FAILURE_MS);
                 continue;
             }
-            if let Some(next) = slot.pending.first().map(|p| p.due) {
+            if let Some(next) = slot.pending.front().map(|p| p.due) {
                 self.sleep(waiter, slot.time + 1, next);
             } else if now >= slot.time + precision {
                 if self.close_slot(slot) {
@@ -241,31 +261,19 @@ impl TimerMessageStore {
                 }
                 continue;
             }
-            let key = match (
-                find_property(m.properties, PROPERTY_REAL_TOPIC),
-                find_property(m.properties, PROPERTY_UNIQ_KEY),
-            ) {
-                (Some(t), Some(u)) => Some(format!(
-                    "{}+{}",
-                    String::from_utf8_lossy(t),
-                    String::from_utf8_lossy(u)
-                )),
-                _ => None,
-            };
             let due = if roll {
                 slot.time
             } else {
                 exact_due(&m, slot.time, precision)
             };
-            slot.pending.push(Pending {
+            slot.pending.push_back(Pending {
                 due,
                 record,
                 enqueue_time: unit.enqueue_time,
                 roll,
-                key,
             });
         }
-        slot.pending.sort_by_key(|p| p.due);
+        slot.pending.make_contiguous().sort_by_key(|p| p.due);
     }
 
     /// Puts the open slot's messages due by `now`, a batch at a time; a recalled one is
@@ -285,9 +293,8 @@ impl TimerMessageStore {
                 return Ok(());
             }
             let batch: Vec<Pending> = slot.pending.drain(..due).collect();
-            let (cancelled, live): (Vec<_>, Vec<_>) = batch
-                .into_iter()
-                .partition(|p| !p.roll && p.key.as_ref().is_some_and(|k| slot.deleted.contains(k)));
+            let (cancelled, live): (Vec<_>, Vec<_>) =
+                batch.into_iter().partition(|p| p.recalled(&slot.deleted));
             let deliveries: Vec<(Delivery, bool, i64)> = live
                 .into_iter()
                 .map(|p| {
@@ -304,25 +311,33 @@ impl TimerMessageStore {
                     .into_iter()
                     .map(|(d, roll, enqueue_time)| Pending {
                         due: d.due,
-                        key: None,
                         record: d.record,
                         enqueue_time,
                         roll,
-                    });
-                slot.pending.splice(0..0, back);
+                    })
+                    .rev();
+                for p in back {
+                    slot.pending.push_front(p);
+                }
                 return Err(e);
             }
             drop(drafts);
-            let mut st = self.state();
+            // Counted by topic, once a batch (a burst is mostly one topic).
+            let mut left: Vec<(&[u8], i64)> = Vec::new();
             for (d, roll, _) in &deliveries {
                 let topic = find_property(d.record.view().properties, PROPERTY_REAL_TOPIC)
-                    .map(String::from_utf8_lossy)
-                    .unwrap_or_default()
-                    .into_owned();
-                st.metrics.add(&topic, -1);
+                    .unwrap_or_default();
+                match left.iter_mut().find(|(t, _)| *t == topic) {
+                    Some((_, n)) => *n += 1,
+                    None => left.push((topic, 1)),
+                }
                 if !roll {
                     self.record_delivery(now - d.due);
                 }
+            }
+            let mut st = self.state();
+            for (topic, n) in left {
+                st.metrics.add(&String::from_utf8_lossy(topic), -n);
             }
             drop(st);
             if !cancelled.is_empty() {

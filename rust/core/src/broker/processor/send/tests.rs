@@ -226,6 +226,16 @@ fn refused_sends_name_the_problem_and_write_nothing() {
             "the max delay 259200000ms (timerMaxDelaySec=259200)",
         ),
         (
+            send_v2(
+                "known",
+                0,
+                "TRAN_MSG\u{1}true\u{2}TIMER_DELAY_SEC\u{1}5\u{2}",
+                b"x",
+            ),
+            response_code::MESSAGE_ILLEGAL,
+            "a transactional message cannot be delayed",
+        ),
+        (
             send_v2("rmq_sys_wheel_timer", 0, "", b"x"),
             response_code::NO_PERMISSION,
             "Sending message to topic[rmq_sys_wheel_timer] is forbidden.",
