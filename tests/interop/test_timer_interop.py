@@ -39,6 +39,7 @@ import pytest
 from helpers import spawn_rocketha_namesrv, start_master
 
 from benches.peers.proxy import ApacheProxy, GrpcClient, GrpcSent, Proxy
+from benches.peers.python5 import PythonGrpcClient
 from benches.peers.rocketmq import VERSION_5, RocketMQ, TimerSendRun, Unavailable
 
 pytestmark = pytest.mark.interop
@@ -52,6 +53,8 @@ COUNT = 5
 CLUSTER = "TimerCluster"
 #: A hang's bound, not a measurement.
 RUN_TIMEOUT_MS = 60_000
+#: How long a receiver waits for a recalled message that must not come (from its start).
+RECALL_WAIT_MS = 20_000
 _NAMES = itertools.count()
 
 
@@ -82,7 +85,13 @@ def cluster(
     if request.param == "rocketmq":
         rmq = resolve()
         with rmq.namesrv(root / "namesrv") as ns:
-            broker = rmq.broker(root / "broker", ns, brokerName=name, brokerClusterName=CLUSTER)
+            broker = rmq.broker(
+                root / "broker",
+                ns,
+                brokerName=name,
+                brokerClusterName=CLUSTER,
+                recallMessageEnable="true",
+            )
             try:
                 yield Cluster("rocketmq", ns.address, broker.address, root)
             finally:
@@ -90,7 +99,12 @@ def cluster(
         return
     with spawn_rocketha_namesrv(root / "namesrv.log") as rns:
         master = start_master(
-            root, name, rns.address, brokerRole="ASYNC_MASTER", brokerClusterName=CLUSTER
+            root,
+            name,
+            rns.address,
+            brokerRole="ASYNC_MASTER",
+            brokerClusterName=CLUSTER,
+            recallMessageEnable=True,
         )
         try:
             yield Cluster("rocketha", rns.address, str(master.started["listen_address"]), root)
@@ -237,6 +251,50 @@ def test_grpc_timer_through_the_proxy_reaches_a_remoting_consumer_at_its_time(
         assert g.property_ms == s.delivery_ms, (s, g)
         assert g.lateness_ms >= 0, f"delivered {-g.lateness_ms} ms early: {s} {g}"
         assert g.lateness_ms <= LATE_MS, f"delivered {g.lateness_ms} ms late: {s} {g}"
+
+
+@pytest.fixture(scope="module")
+def python_grpc() -> PythonGrpcClient:
+    try:
+        return PythonGrpcClient.resolve()
+    except Unavailable as e:
+        pytest.fail(str(e))
+
+
+def test_python_grpc_client_schedules_and_recalls_through_the_proxy(
+    cluster: Cluster, proxy: Proxy, python_grpc: PythonGrpcClient, tmp_path: Path
+) -> None:
+    """RocketMQ 5's Python client (``rocketmq-python-client``) through the proxy: two
+    messages with a delivery timestamp, one recalled by the handle its send returned (gRPC
+    RecallMessage, the proxy's RECALL_MESSAGE to the broker); a remoting consumer of the
+    broker gets the other at its time, never the recalled one, and recalling it again after
+    its time is refused."""
+    rmq = resolve()
+    topic = fresh("TimerPython")
+    create_topic(cluster, topic, tmp_path / "admin", "DELAY")
+    with rmq.timer_receiver(
+        cluster.namesrv,
+        topic,
+        fresh("timer-python-"),
+        2,
+        home=tmp_path / "receive",
+        # Long enough for both to be due, and a second would be there: the recalled one.
+        timeout_ms=RECALL_WAIT_MS,
+    ) as receiver:
+        receiver.wait_ready()
+        kept = python_grpc.send(proxy.endpoint, topic, delay_ms=DELAY_MS)
+        gone = python_grpc.send(proxy.endpoint, topic, delay_ms=DELAY_MS)
+        assert kept["recall_handle"] and gone["recall_handle"], (kept, gone)
+        recalled = python_grpc.recall(proxy.endpoint, topic, gone["recall_handle"])
+        assert "error" not in recalled, recalled
+        # Waits its whole time for a second message, which must not come.
+        receiver.finish(RECALL_WAIT_MS / 1000 + 60)
+    got = {g.msg_id: g for g in receiver.got}
+    assert list(got) == [kept["message_id"]], (kept, gone, receiver.got)
+    g = got[kept["message_id"]]
+    assert g.property_ms == kept["delivery_ms"] and 0 <= g.lateness_ms <= LATE_MS, g
+    again = python_grpc.recall(proxy.endpoint, topic, kept["recall_handle"])
+    assert "error" in again, again
 
 
 # -- c. the proxy's message-type check ---------------------------------------------------------
