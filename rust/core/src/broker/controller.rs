@@ -107,7 +107,7 @@ pub struct BrokerController {
     store: Arc<MessageStore>,
     /// A slave's master, for the tests.
     #[cfg(test)]
-    slave_sync: Option<Arc<SlaveSynchronize>>,
+    pub(crate) slave_sync: Option<Arc<SlaveSynchronize>>,
 }
 
 /// What the broker registers with the name servers as.
