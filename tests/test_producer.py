@@ -158,9 +158,9 @@ def test_a_broker_error_carries_code_and_remark(
                 producer.send(Message("Small", b"x" * 2048))
             assert err.value.code == MESSAGE_ILLEGAL
             assert "maxMessageSize" in err.value.remark
-            # No timer store, and a level that is no number: refused, never delivered early.
+            # A negative delay, and a level that is no number: refused, never delivered early.
             for delayed, needle in (
-                ({"TIMER_DELAY_SEC": "5"}, "refuses a timer message (TIMER_DELAY_SEC=5)"),
+                ({"TIMER_DELAY_SEC": "-5"}, "TIMER_DELAY_SEC=-5 is negative"),
                 ({"DELAY": "soon"}, 'DELAY="soon"'),
             ):
                 with pytest.raises(MQBrokerError) as err:

@@ -34,7 +34,7 @@ def broker(tmp_path: Path) -> Iterator[Broker]:
 
 def send(api: MQClientAPI, addr: str, body: bytes, timeout: float = 10.0) -> tuple[int, int]:
     """One SEND_MESSAGE_V2: the answer's code and queue offset."""
-    code, _remark, _id, _queue, queue_offset, _ids = api.send_message(
+    code, _remark, _id, _queue, queue_offset, _ids, _recall = api.send_message(
         addr, [Message("Net", body)], producer_group="net", queue_id=0, timeout=timeout
     )
     return code, queue_offset

@@ -21,8 +21,11 @@ def main() -> None:
             msg = Message()
             msg.topic = topic
             msg.body = b"python-grpc"
-            due = int(time.time() * 1000) + int(sys.argv[4])
-            msg.delivery_timestamp = due
+            # The client takes whole epoch seconds (the protobuf Timestamp's), whatever its
+            # docstring says: the next whole second at or after the delay.
+            seconds = -(-(int(time.time() * 1000) + int(sys.argv[4])) // 1000)
+            msg.delivery_timestamp = seconds
+            due = seconds * 1000
             receipt = producer.send(msg)
             handle = getattr(receipt, "recall_handle", None)
             out = {"message_id": receipt.message_id, "delivery_ms": due, "recall_handle": handle}
