@@ -59,6 +59,8 @@ wheel:
 # from this Python's site-packages), a PATH without cargo, run from outside the checkout so
 # nothing resolves to the source tree (`python/rocketha` is never on sys.path), then `rocketha demo`.
 # The interop tests exercise Apache RocketMQ's JVMs beside ours; `make test` runs them once.
+# On four workers as `make test` (run one after the other, the suite took longer than CI's
+# budget left it).
 INSTALLED := $(CURDIR)/build/venv-installed
 test-installed: wheel
 	rm -rf $(INSTALLED)
@@ -69,6 +71,6 @@ test-installed: wheel
 		assert rocketha.__file__.startswith('$(INSTALLED)'), rocketha.__file__; \
 		assert not [m for m in ('pyarrow', 'pyspark') if m in sys.modules], 'heavy import'"
 	cd /tmp && env PATH="$(INSTALLED)/bin:/usr/local/bin:/usr/bin:/bin" PYTHONPATH="$(CURDIR)" \
-		$(INSTALLED)/bin/python -m pytest -q -p no:cacheprovider \
+		$(INSTALLED)/bin/python -m pytest -q -p no:cacheprovider -n 4 --dist loadgroup \
 		--rootdir="$(CURDIR)" -c "$(CURDIR)/pyproject.toml" -m "not interop" "$(CURDIR)/tests"
 	cd /tmp && env PATH="$(INSTALLED)/bin:/usr/local/bin:/usr/bin:/bin" $(INSTALLED)/bin/rocketha demo

@@ -356,9 +356,10 @@ def _serve(config: BrokerConfig, args: argparse.Namespace, signals: _StopSignals
     """Runs until a stop signal, or with ``--produce-stdin`` until stdin ends; the ``with``
     block flushes and closes on the way out."""
     broker = Broker(config)
-    with signals.starting():
-        broker.start()
-    with broker:
+    # The stop signals stay blocked but while this thread waits for them (wait, until_stopped):
+    # a thread the broker starts later (a put may start one) inherits that too, so a signal can
+    # never land on a thread that leaves this one asleep in its stdin read.
+    with signals.starting(), broker:
         info: dict[str, str | int] = {
             # In controller mode, the role the controller gave, not the file's.
             "role": broker.role.value,
@@ -444,9 +445,7 @@ def cmd_namesrv(args: argparse.Namespace) -> int:
 
     signals = _StopSignals()
     namesrv = NameServer(args.listen, tls=tls, kv_config_path=args.kv_config)
-    with signals.starting():
-        namesrv.start()
-    with namesrv:
+    with signals.starting(), namesrv:
         print(json.dumps({"started": {"listen": namesrv.listen_address}}), flush=True)
         signals.wait()
     print(json.dumps({"stopped": True}), flush=True)
