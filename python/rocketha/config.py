@@ -209,6 +209,19 @@ class BrokerConfig:
     #: ``RECALL_MESSAGE`` cancels a timer message by its send's recall handle (off: refused,
     #: RocketMQ's default).
     recall_message_enable: bool = _D["recall_message_enable"]
+    #: Queues of the revive topic ``rmq_sys_REVIVE_LOG_<cluster>``, where pops write their
+    #: checkpoints and acks.
+    revive_queue_num: int = _D["revive_queue_num"]
+    #: Percent of pops that read the group's pop retry topic before the topic.
+    pop_from_retry_probability: int = _D["pop_from_retry_probability"]
+    #: Messages not acked in time go to ``%RETRY%group+topic`` (else ``%RETRY%group_topic``).
+    enable_retry_topic_v2: bool = _D["enable_retry_topic_v2"]
+    #: With ``enable_retry_topic_v2``: pops still read the v1 retry topic.
+    retrieve_message_from_pop_retry_topic_v1: bool = _D["retrieve_message_from_pop_retry_topic_v1"]
+    #: A retried message is answered under its retry topic, not the topic popped.
+    pop_response_return_actual_retry_topic: bool = _D["pop_response_return_actual_retry_topic"]
+    #: Pops held at most per topic while they wait for a message.
+    pop_polling_size: int = _D["pop_polling_size"]
     #: The timer store: a message with ``TIMER_DELIVER_MS`` (or ``TIMER_DELAY_SEC`` /
     #: ``TIMER_DELAY_MS``) is delivered at that moment; off, such a send is refused.
     timer_wheel_enable: bool = _D["timer_wheel_enable"]

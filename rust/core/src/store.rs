@@ -196,8 +196,9 @@ pub struct MessageStore {
     group_transfer: OnceLock<Arc<GroupTransferService>>,
     /// Called after each publish with the new max offset (the HA master's wake-up).
     listener: RwLock<Option<AppendListener>>,
-    /// Called for each record dispatched to a consume queue (the held pulls' wake-up).
-    arriving: RwLock<Option<ArrivingListener>>,
+    /// Called for each record dispatched to a consume queue (the held pulls' and pops'
+    /// wake-up, the revive service's).
+    arriving: RwLock<Vec<ArrivingListener>>,
     /// While records are held for the confirm offset, the end of the last one dispatched;
     /// `u64::MAX` otherwise. Read without the put lock: by the HA master for each frame's
     /// header, and by the index, which covers what consumers can read.
@@ -306,8 +307,8 @@ impl MessageStore {
         *write(&self.listener) = listener;
     }
 
-    pub(crate) fn set_arriving_listener(&self, listener: Option<ArrivingListener>) {
-        *write(&self.arriving) = listener;
+    pub(crate) fn add_arriving_listener(&self, listener: ArrivingListener) {
+        write(&self.arriving).push(listener);
     }
 
     fn arrived(
@@ -318,7 +319,7 @@ impl MessageStore {
         tags_code: i64,
         properties: &[u8],
     ) {
-        if let Some(listener) = read(&self.arriving).as_ref() {
+        for listener in read(&self.arriving).iter() {
             listener(topic, queue_id, next_queue_offset, tags_code, properties);
         }
     }

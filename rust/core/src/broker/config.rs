@@ -14,6 +14,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::broker::pop::PopSettings;
 use crate::commitlog::flush::FlushDiskType;
 use crate::ha::HaConfig;
 use crate::store::{render_message_delay_level, StoreConfig};
@@ -335,6 +336,23 @@ broker_config! {
     enable_topic_message_type_check: bool = "enableTopicMessageTypeCheck", false;
     /// Topics may be created or changed to `message.type=MIXED` (taking any message).
     enable_mixed_message_type: bool = "enableMixedMessageType", false;
+    /// Queues of the revive topic `rmq_sys_REVIVE_LOG_<cluster>`, where pops write their
+    /// checkpoints and acks; pops take them in turn.
+    revive_queue_num: i64 = "reviveQueueNum", i64::from(PopSettings::default().revive_queue_num);
+    /// Percent of pops that read the group's pop retry topic before the topic.
+    pop_from_retry_probability: i64 = "popFromRetryProbability",
+        i64::from(PopSettings::default().pop_from_retry_probability);
+    /// Messages a pop's consumer did not ack in time go to `%RETRY%group+topic` (else
+    /// `%RETRY%group_topic`).
+    enable_retry_topic_v2: bool = "enableRetryTopicV2", PopSettings::default().enable_retry_topic_v2;
+    /// With `enableRetryTopicV2`: pops still read the v1 retry topic.
+    retrieve_message_from_pop_retry_topic_v1: bool = "retrieveMessageFromPopRetryTopicV1",
+        PopSettings::default().retrieve_from_retry_topic_v1;
+    /// A retried message is answered under its retry topic, not under the topic popped.
+    pop_response_return_actual_retry_topic: bool = "popResponseReturnActualRetryTopic",
+        PopSettings::default().response_return_actual_retry_topic;
+    /// Pops held at most per topic while they wait for a message (`pollTime`).
+    pop_polling_size: i64 = "popPollingSize", PopSettings::default().polling_size as i64;
     /// Transactional sends are refused (NO_PERMISSION).
     reject_transaction_message: bool = "rejectTransactionMessage", false;
     /// Milliseconds a half message waits for its producer's outcome before it is checked.

@@ -15,6 +15,7 @@ pub(crate) mod controller;
 mod journaled_table;
 pub(crate) mod live_setting;
 pub(crate) mod outer_api;
+pub(crate) mod pop;
 pub(crate) mod processor;
 pub(crate) mod producer_manager;
 pub(crate) mod pull_request_hold;
@@ -34,6 +35,7 @@ pub use config::{
 };
 pub use controller::{BrokerController, BrokerControllerConfig, BrokerError};
 pub use live_setting::{LiveFlag, LiveNumber};
+pub use pop::PopSettings;
 pub use processor::admin::stats::ConsumerLag;
 
 pub(crate) use consume_tables::ConsumeTables;
@@ -98,6 +100,8 @@ pub struct BrokerSettings {
     pub enable_topic_message_type_check: bool,
     /// `enableMixedMessageType`: a topic may be created or changed to `message.type=MIXED`.
     pub enable_mixed_message_type: bool,
+    /// Pop consumption's keys.
+    pub pop: PopSettings,
 }
 
 /// `rejectTransactionMessage`, `transactionTimeOut`, `transactionCheckMax` and

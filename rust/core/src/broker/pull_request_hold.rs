@@ -97,13 +97,13 @@ impl PullRequestHoldService {
         answer: impl Fn(HeldPull) + Send + 'static,
     ) -> std::io::Result<()> {
         let weak = Arc::downgrade(self);
-        store.set_arriving_listener(Some(Arc::new(
+        store.add_arriving_listener(Arc::new(
             move |topic, queue_id, next, tags_code, properties: &[u8]| {
                 if let Some(service) = weak.upgrade() {
                     service.notify_message_arriving(topic, queue_id, next, tags_code, properties);
                 }
             },
-        )));
+        ));
         let service = self.clone();
         self.service
             .start(move |waiter| service.run(&waiter, answer))

@@ -41,6 +41,10 @@ pub(crate) mod request_code {
     pub(crate) const GET_TIMER_CHECK_POINT: i32 = 60;
     /// 5.5: cancels a timer message by the recall handle its send answered.
     pub(crate) const RECALL_MESSAGE: i32 = 370;
+    pub(crate) const POP_MESSAGE: i32 = 200_050;
+    pub(crate) const ACK_MESSAGE: i32 = 200_051;
+    pub(crate) const BATCH_ACK_MESSAGE: i32 = 200_151;
+    pub(crate) const CHANGE_MESSAGE_INVISIBLETIME: i32 = 200_053;
     pub(crate) const GET_TIMER_METRICS: i32 = 61;
     pub(crate) const CHECK_CLIENT_CONFIG: i32 = 46;
     pub(crate) const PUT_KV_CONFIG: i32 = 100;
@@ -124,6 +128,10 @@ pub(crate) mod request_code {
             GET_TIMER_CHECK_POINT => "GET_TIMER_CHECK_POINT",
             GET_TIMER_METRICS => "GET_TIMER_METRICS",
             RECALL_MESSAGE => "RECALL_MESSAGE",
+            POP_MESSAGE => "POP_MESSAGE",
+            ACK_MESSAGE => "ACK_MESSAGE",
+            BATCH_ACK_MESSAGE => "BATCH_ACK_MESSAGE",
+            CHANGE_MESSAGE_INVISIBLETIME => "CHANGE_MESSAGE_INVISIBLETIME",
             CHECK_CLIENT_CONFIG => "CHECK_CLIENT_CONFIG",
             PUT_KV_CONFIG => "PUT_KV_CONFIG",
             GET_KV_CONFIG => "GET_KV_CONFIG",
@@ -200,6 +208,12 @@ pub(crate) mod response_code {
     pub(crate) const INVALID_PARAMETER: i32 = 29;
     pub(crate) const CONSUMER_NOT_ONLINE: i32 = 206;
     pub(crate) const CONSUME_MSG_TIMEOUT: i32 = 207;
+    /// An ack or an invisible-time change for an offset outside the queue.
+    pub(crate) const NO_MESSAGE: i32 = 208;
+    /// A pop found nothing and could not be held: too many are held already.
+    pub(crate) const POLLING_FULL: i32 = 209;
+    /// A pop found nothing within its `pollTime`.
+    pub(crate) const POLLING_TIMEOUT: i32 = 210;
     pub(crate) const ILLEGAL_OPERATION: i32 = 604;
     /// The controller answered a request only its Raft leader takes.
     pub(crate) const CONTROLLER_NOT_LEADER: i32 = 2007;

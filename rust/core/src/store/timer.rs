@@ -342,6 +342,9 @@ pub struct TimerStatus {
     pub pending: i64,
     /// The first slot not wholly delivered.
     pub read_time_ms: i64,
+    /// Every timer message due before this was delivered (the read time, or later while the
+    /// dequeue sleeps with nothing due before its wake-up).
+    pub delivered_before_ms: i64,
     /// Timer topic messages not placed yet.
     pub enqueue_behind: i64,
     /// Messages delivered since the store opened.
@@ -359,6 +362,8 @@ pub(crate) struct TimerMessageStore {
     /// waits for it (one placed there changes nothing), just past its open slot while it
     /// waits in that slot, `i64::MAX` while it works.
     dequeue_wake_before: AtomicI64,
+    /// While the dequeue sleeps, nothing placed is due before this (`i64::MIN` while it works).
+    idle_until: AtomicI64,
     enqueue_thread: Mutex<Option<ServiceThread>>,
     dequeue_thread: Mutex<Option<ServiceThread>>,
     flush_thread: Mutex<Option<ServiceThread>>,
@@ -415,6 +420,7 @@ impl TimerMessageStore {
             }),
             config,
             dequeue_wake_before: AtomicI64::new(i64::MAX),
+            idle_until: AtomicI64::new(i64::MIN),
             enqueue_thread: Mutex::default(),
             dequeue_thread: Mutex::default(),
             flush_thread: Mutex::default(),
@@ -606,10 +612,12 @@ impl TimerMessageStore {
         let max = store
             .consume_queue(TIMER_TOPIC, 0)
             .map_or(0, |cq| cq.max_queue_offset());
+        let idle_until = self.idle_until.load(Ordering::SeqCst).min(now_millis());
         TimerStatus {
             dequeuing,
             pending,
             read_time_ms,
+            delivered_before_ms: read_time_ms.max(idle_until),
             enqueue_behind: (max - queue_offset).max(0),
             delivered: self.delivered.load(Ordering::Relaxed),
             last_lateness_ms: self.last_lateness_ms.load(Ordering::Relaxed),

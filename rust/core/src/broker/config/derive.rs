@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use super::{invalid, BrokerConfig, BrokerRole, ConfigError};
 use crate::broker::replicas_manager::{BrokerIdentity, ReplicasConfig};
-use crate::broker::{BrokerControllerConfig, BrokerSettings, TransactionSettings, TransferLimit};
+use crate::broker::{
+    BrokerControllerConfig, BrokerSettings, PopSettings, TransactionSettings, TransferLimit,
+};
 use crate::ha::HaConfig;
 use crate::remoting::ServerConfig;
 use crate::store::{parse_message_delay_level, IndexConfig, StoreConfig, TimerConfig};
@@ -137,6 +139,14 @@ impl BrokerConfig {
             },
             enable_topic_message_type_check: self.enable_topic_message_type_check,
             enable_mixed_message_type: self.enable_mixed_message_type,
+            pop: PopSettings {
+                revive_queue_num: narrow(self.revive_queue_num),
+                pop_from_retry_probability: narrow(self.pop_from_retry_probability),
+                enable_retry_topic_v2: self.enable_retry_topic_v2,
+                retrieve_from_retry_topic_v1: self.retrieve_message_from_pop_retry_topic_v1,
+                response_return_actual_retry_topic: self.pop_response_return_actual_retry_topic,
+                polling_size: narrow(self.pop_polling_size),
+            },
         }
     }
 

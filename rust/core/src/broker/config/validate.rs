@@ -314,6 +314,18 @@ impl BrokerConfig {
                 "is negotiated in the auth handshake: set haAuthSecret too",
             ));
         }
+        if !(1..=64).contains(&self.revive_queue_num) {
+            return Err(invalid(
+                "reviveQueueNum",
+                "must be in [1, 64] (queues of the revive topic)",
+            ));
+        }
+        if !(0..=100).contains(&self.pop_from_retry_probability) {
+            return Err(invalid("popFromRetryProbability", "must be a percentage"));
+        }
+        if !(1..=1_000_000).contains(&self.pop_polling_size) {
+            return Err(invalid("popPollingSize", "must be in [1, 1000000]"));
+        }
         if !(1..=i64::from(i32::MAX)).contains(&self.transaction_check_max) {
             return Err(invalid(
                 "transactionCheckMax",

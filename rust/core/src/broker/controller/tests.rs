@@ -542,6 +542,10 @@ fn the_broker_registers_each_code_it_serves_once() {
         rc::GET_TIMER_CHECK_POINT,
         rc::GET_TIMER_METRICS,
         rc::RECALL_MESSAGE,
+        rc::POP_MESSAGE,
+        rc::ACK_MESSAGE,
+        rc::BATCH_ACK_MESSAGE,
+        rc::CHANGE_MESSAGE_INVISIBLETIME,
     ]);
     assert_eq!(b.controller.processor.table.codes(), served);
 }

@@ -7,11 +7,13 @@
 //! A new request code is a line in its processor's `CODES`; a new concern is a new file here
 //! and one `register` line below.
 
+pub(crate) mod ack;
 pub(crate) mod admin;
 mod answer;
 pub(crate) mod client_manage;
 pub(crate) mod consumer_manage;
 pub(crate) mod end_transaction;
+pub(crate) mod pop;
 pub(crate) mod pull;
 pub(crate) mod query;
 pub(crate) mod recall;
@@ -19,18 +21,21 @@ pub(crate) mod send;
 
 use std::sync::Arc;
 
+use self::ack::AckMessageProcessor;
 use self::admin::runtime_info::RuntimeView;
 use self::admin::stats::{consumer_lag, ConsumerLag};
 use self::admin::AdminBrokerProcessor;
 use self::client_manage::ClientManageProcessor;
 use self::consumer_manage::ConsumerManageProcessor;
 use self::end_transaction::EndTransactionProcessor;
+use self::pop::PopMessageProcessor;
 use self::pull::PullMessageProcessor;
 use self::query::QueryMessageProcessor;
 use self::recall::RecallMessageProcessor;
 use self::send::SendMessageProcessor;
 use crate::acl::plain_access_validator::PlainAccessValidator;
 use crate::broker::client_channel::{ClientChannel, ClientChannels};
+use crate::broker::pop::revive::PopReviveService;
 use crate::broker::rebalance_lock::RebalanceLockManager;
 use crate::broker::register_service::RegisterService;
 use crate::broker::topic_config::TopicConfigManager;
@@ -55,6 +60,9 @@ pub(crate) struct BrokerTables {
 pub(crate) struct BrokerProcessors {
     pub(crate) table: Arc<ProcessorTable>,
     pull: Arc<PullMessageProcessor>,
+    pop: Arc<PopMessageProcessor>,
+    /// A master's: messages popped and not acked in time come back.
+    revive: Option<Arc<PopReviveService>>,
     clients: Arc<ClientChannels>,
     store: Arc<MessageStore>,
     consume: ConsumeTables,
@@ -83,6 +91,43 @@ impl BrokerProcessors {
             settings.clone(),
             runtime.stats.clone(),
         )?;
+        let pop = PopMessageProcessor::start(
+            store.clone(),
+            topics.clone(),
+            consume.clone(),
+            settings.clone(),
+            pull.clone(),
+        )?;
+        let revive = if settings.is_slave {
+            None
+        } else {
+            let revive = Arc::new(PopReviveService::new(
+                store.clone(),
+                topics.clone(),
+                consume.groups.clone(),
+                consume.offsets.clone(),
+                crate::broker::pop::revive_topic(&settings.cluster_name),
+                settings.broker_name.clone(),
+                settings.pop,
+            ));
+            revive.start()?;
+            Some(revive)
+        };
+        let (weak_pop, weak_revive) = (Arc::downgrade(&pop), revive.as_ref().map(Arc::downgrade));
+        store.add_arriving_listener(Arc::new(move |topic, queue_id, _next, tags, props| {
+            if let Some(pop) = weak_pop.upgrade() {
+                pop.polling()
+                    .notify_message_arriving(topic, queue_id, tags, props);
+            }
+            if let Some(revive) = weak_revive.as_ref().and_then(|w| w.upgrade()) {
+                revive.arrived(topic);
+            }
+        }));
+        let ack = AckMessageProcessor {
+            store: store.clone(),
+            topics: topics.clone(),
+            settings: settings.clone(),
+        };
         let clients = Arc::new(ClientChannels::default());
         let send = SendMessageProcessor::new(
             store.clone(),
@@ -150,6 +195,8 @@ impl BrokerProcessors {
         table.register(consumer_manage::CODES, Arc::new(consumer_manage), on_loop());
         table.register(end_transaction::CODES, Arc::new(end_transaction), on_loop());
         table.register(recall::CODES, Arc::new(recall), on_loop());
+        table.register(pop::CODES, pop.clone(), on_loop());
+        table.register(ack::CODES, Arc::new(ack), on_loop());
         let query_worker = Executor::Worker(Worker::start("broker-query")?);
         table.register(query::CODES, Arc::new(query), query_worker);
         let admin = Arc::new(admin);
@@ -159,6 +206,8 @@ impl BrokerProcessors {
         Ok(Self {
             table: Arc::new(table),
             pull,
+            pop,
+            revive,
             clients,
             store,
             consume,
@@ -184,8 +233,12 @@ impl BrokerProcessors {
         lock(&self.clients).values().cloned().collect()
     }
 
-    /// Ends the workers, once the client port no longer reads.
+    /// Ends the workers, once the client port no longer reads, and the pop's services.
     pub(crate) fn shutdown(&self) {
         self.table.shutdown();
+        self.pop.polling().shutdown();
+        if let Some(revive) = &self.revive {
+            revive.shutdown();
+        }
     }
 }

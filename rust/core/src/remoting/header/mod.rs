@@ -135,6 +135,7 @@ mod admin;
 mod consume;
 mod controller;
 mod namesrv;
+mod pop;
 mod send;
 
 #[cfg_attr(feature = "harness", visibility::make(pub))]
@@ -165,6 +166,11 @@ pub(crate) use namesrv::{DeleteTopicFromNamesrvRequestHeader, QueryDataVersionRe
 pub(crate) use namesrv::{
     GetRouteInfoRequestHeader, QueryDataVersionRequestHeader, RegisterBrokerRequestHeader,
     RegisterBrokerResponseHeader, UnRegisterBrokerRequestHeader,
+};
+#[cfg_attr(feature = "harness", visibility::make(pub))]
+pub(crate) use pop::{
+    AckMessageRequestHeader, ChangeInvisibleTimeRequestHeader, ChangeInvisibleTimeResponseHeader,
+    PopMessageRequestHeader, PopMessageResponseHeader,
 };
 pub use send::ConsumerSendMsgBackRequestHeader;
 pub(crate) use send::{CheckTransactionStateRequestHeader, EndTransactionRequestHeader};

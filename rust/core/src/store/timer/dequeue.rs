@@ -159,6 +159,8 @@ impl TimerMessageStore {
             // While it works, any placement wakes it (kept for its next wait).
             self.dequeue_wake_before
                 .store(i64::MAX, std::sync::atomic::Ordering::SeqCst);
+            self.idle_until
+                .store(i64::MIN, std::sync::atomic::Ordering::SeqCst);
             let now = now_millis();
             let slot = match open.as_mut() {
                 Some(slot) => slot,
@@ -170,7 +172,7 @@ impl TimerMessageStore {
                         deleted: HashSet::new(),
                     }),
                     Err(next) => {
-                        self.sleep(waiter, next, next);
+                        self.sleep(waiter, next, next, next);
                         continue;
                     }
                 },
@@ -178,26 +180,30 @@ impl TimerMessageStore {
             self.read_new_units(store, slot);
             if let Err(e) = self.deliver_due(store, slot, now) {
                 log::warn!("timer: delivering failed: {e}; retrying");
-                self.sleep(waiter, slot.time + 1, now + RETRY_AFTER_FAILURE_MS);
+                let retry = now + RETRY_AFTER_FAILURE_MS;
+                self.sleep(waiter, slot.time + 1, retry, i64::MIN);
                 continue;
             }
             if let Some(next) = slot.pending.front().map(|p| p.due) {
-                self.sleep(waiter, slot.time + 1, next);
+                self.sleep(waiter, slot.time + 1, next, next);
             } else if now >= slot.time + precision {
                 if self.close_slot(slot) {
                     open = None;
                 }
             } else {
-                self.sleep(waiter, slot.time + 1, slot.time + precision);
+                let end = slot.time + precision;
+                self.sleep(waiter, slot.time + 1, end, end);
             }
         }
     }
 
     /// Waits until `deadline_ms`, or a message placed in a slot before `wake_before` (a
-    /// stop too: the loop sees it).
-    fn sleep(&self, waiter: &ServiceWaiter, wake_before: i64, deadline_ms: i64) {
+    /// stop too: the loop sees it); meanwhile nothing placed is due before `idle_until`.
+    fn sleep(&self, waiter: &ServiceWaiter, wake_before: i64, deadline_ms: i64, idle_until: i64) {
         self.dequeue_wake_before
             .store(wake_before, std::sync::atomic::Ordering::SeqCst);
+        self.idle_until
+            .store(idle_until, std::sync::atomic::Ordering::SeqCst);
         let wait = u64::try_from(deadline_ms.saturating_sub(now_millis())).unwrap_or(0);
         let deadline = (deadline_ms != i64::MAX)
             .then(|| std::time::Instant::now() + std::time::Duration::from_millis(wait));
