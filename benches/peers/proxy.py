@@ -158,13 +158,15 @@ class GrpcSent:
 
 @dataclass(frozen=True)
 class GrpcReceived:
-    """One message ``Grpc5 receive`` got (and acked)."""
+    """One delivery ``Grpc5 receive`` got."""
 
     message_id: str
     #: The delivery timestamp the message carries (its TIMER_DELIVER_MS); None for none.
     delivery_ms: int | None
     #: Epoch ms the receive returned it.
     received_ms: int
+    #: 1 for its first delivery, 2 for the next (its reconsume count + 1).
+    attempt: int
     body: str
 
 
@@ -191,8 +193,10 @@ class GrpcReceiver(PeerProcess):
         out = []
         for line in list(self.lines):
             if line.startswith("GOT "):
-                _, mid, at, ms, body = line.split(" ", 4)
-                out.append(GrpcReceived(mid, None if at == "-" else int(at), int(ms), body))
+                _, mid, at, ms, attempt, body = line.split(" ", 5)
+                out.append(
+                    GrpcReceived(mid, None if at == "-" else int(at), int(ms), int(attempt), body)
+                )
         return out
 
     def finish(self, timeout: float) -> list[GrpcReceived]:
@@ -272,11 +276,22 @@ class GrpcClient:
         return _sent(lines)
 
     def receiver(
-        self, endpoint: str, topic: str, group: str, count: int, timeout_s: int, *, home: Path
+        self,
+        endpoint: str,
+        topic: str,
+        group: str,
+        count: int,
+        timeout_s: int,
+        *,
+        home: Path,
+        unacked_first: bool = False,
     ) -> GrpcReceiver:
         """A ``SimpleConsumer`` of ``group`` on ``topic`` receiving (and acking) until ``count``
-        messages or ``timeout_s``, in the background."""
+        messages were acked or ``timeout_s``, in the background; with ``unacked_first`` each
+        message's first delivery is left unacked, to come back after its invisible time."""
         args = ["receive", endpoint, topic, group, str(count), str(timeout_s)]
+        if unacked_first:
+            args.append("unacked-first")
         home.mkdir(parents=True, exist_ok=True)
         return GrpcReceiver(self.command(home, args), home)
 

@@ -10,7 +10,11 @@ b. gRPC through Apache RocketMQ 5.4.0's proxy in cluster mode (``Grpc5``, rocket
    5.0.7): a message with ``setDeliveryTimestamp(now + DELAY_MS)`` to a topic created with
    ``+message.type=DELAY`` is received by a ``SimpleConsumer`` not before its time, carrying
    that delivery timestamp.
-c. What the proxy checks: it builds each topic's route with the message types the topic
+c. Pop (issue 49): the proxy's ``SimpleConsumer`` receive is POP_MESSAGE to the broker, its
+   ack ACK_MESSAGE. Every message sent is received and acked once; a message whose first
+   delivery is not acked comes back (delivery attempt 2, from the group's pop retry topic) not
+   before its invisible duration (15 s) has passed.
+d. What the proxy checks: it builds each topic's route with the message types the topic
    accepts, from the topic's ``message.type`` attribute (GET_TOPIC_CONFIG on the broker: a topic
    without one is NORMAL), and with ``enableTopicMessageTypeCheck`` (its default) every message
    must be of the topic's type, a ``MIXED`` topic excepted. A delayed send to a NORMAL topic
@@ -92,6 +96,9 @@ def cluster(
                 brokerClusterName=CLUSTER,
                 recallMessageEnable="true",
             )
+            # The proxy creates its system topics on the cluster's brokers at start: the name
+            # server must know the broker by then.
+            ns.wait_registered(broker.listen_port)
             try:
                 yield Cluster("rocketmq", ns.address, broker.address, root)
             finally:
@@ -189,17 +196,8 @@ def check_sent(run: TimerSendRun) -> None:
 
 
 def test_grpc_delivery_timestamp_through_the_proxy(
-    cluster: Cluster,
-    proxy: Proxy,
-    grpc: GrpcClient,
-    tmp_path: Path,
-    request: pytest.FixtureRequest,
+    cluster: Cluster, proxy: Proxy, grpc: GrpcClient, tmp_path: Path
 ) -> None:
-    if cluster.kind == "rocketha":
-        # The proxy's SimpleConsumer receives by POP_MESSAGE, which is issue 49's; strict: the
-        # day rocketha serves pop, this test says so.
-        reason = "receiving through the proxy is pop (POP_MESSAGE, 200050): issue 49"
-        request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
     topic = fresh("TimerGrpc")
     create_topic(cluster, topic, tmp_path / "admin", "DELAY")
     with grpc.receiver(
@@ -347,3 +345,59 @@ def test_proxy_refuses_a_timer_to_a_normal_topic(
     assert PROXY_REFUSAL in plain.failures[0], plain.failures
     ok = rmq.timer_send(via, delay, 1, home=tmp_path / "ok", mode="ahead", at_ms=DELAY_MS)
     assert [s.status for s in ok.sent] == ["SEND_OK"], ok
+
+
+# -- c. pop through Apache's proxy ------------------------------------------------------------
+
+#: The receiver's invisible duration (Grpc5's): a message not acked comes back after it.
+INVISIBLE_MS = 15_000
+
+
+def test_grpc_simple_consumer_receives_and_acks_each_message_once(
+    cluster: Cluster, proxy: Proxy, grpc: GrpcClient, tmp_path: Path
+) -> None:
+    topic = fresh("Pop")
+    create_topic(cluster, topic, tmp_path / "admin", None)
+    with grpc.receiver(
+        proxy.endpoint, topic, fresh("pop-"), COUNT, RUN_TIMEOUT_MS // 1000, home=tmp_path / "r"
+    ) as receiver:
+        receiver.wait_ready()
+        sent = grpc.send(proxy.endpoint, topic, COUNT, home=tmp_path / "send")
+        got = receiver.finish(RUN_TIMEOUT_MS / 1000 + 60)
+    assert [s.error for s in sent if s.error] == []
+    ids = [r.message_id for r in got]
+    assert sorted(ids) == sorted(s.message_id for s in sent), (sent, got)
+    assert {r.attempt for r in got} == {1}
+    assert sorted(r.body for r in got) == sorted(f"g-{s.seq}" for s in sent)
+
+
+def test_a_message_not_acked_comes_back_after_its_invisible_time(
+    cluster: Cluster, proxy: Proxy, grpc: GrpcClient, tmp_path: Path
+) -> None:
+    topic = fresh("PopRetry")
+    create_topic(cluster, topic, tmp_path / "admin", None)
+    timeout_s = RUN_TIMEOUT_MS // 1000 + INVISIBLE_MS // 1000
+    with grpc.receiver(
+        proxy.endpoint,
+        topic,
+        fresh("pop-retry-"),
+        COUNT,
+        timeout_s,
+        home=tmp_path / "r",
+        unacked_first=True,
+    ) as receiver:
+        receiver.wait_ready()
+        sent = grpc.send(proxy.endpoint, topic, COUNT, home=tmp_path / "send")
+        got = receiver.finish(timeout_s + 60)
+    assert [s.error for s in sent if s.error] == []
+    by_id: dict[str, list[int]] = {}
+    first: dict[str, int] = {}
+    for r in got:
+        by_id.setdefault(r.message_id, []).append(r.attempt)
+        if r.attempt == 1:
+            first[r.message_id] = r.received_ms
+        else:
+            # Its invisible duration ran from the pop, a moment before the first receive ended.
+            waited = r.received_ms - first[r.message_id]
+            assert waited >= INVISIBLE_MS - 1000, f"back after {waited} ms: {r}"
+    assert by_id == {s.message_id: [1, 2] for s in sent}, got

@@ -25,11 +25,15 @@ import org.apache.rocketmq.client.apis.producer.SendReceipt;
  *   SENT seq messageId deliveryTimestamp recallHandle   (deliveryTimestamp, epoch ms, and
  *   FAILED seq exceptionClass message...                 recallHandle "-" when none)
  *   DONE sent
- * receive ENDPOINT TOPIC GROUP COUNT TIMEOUT_S
+ * receive ENDPOINT TOPIC GROUP COUNT TIMEOUT_S [unacked-first]
  *   READY
- *   GOT messageId deliveryTimestamp receivedMs body     (a SimpleConsumer's receive, each
- *   DONE received                                        message acked; "-" for no timestamp)
- * </pre>
+ *   GOT messageId deliveryTimestamp receivedMs attempt body   (a SimpleConsumer's receive,
+ *   DONE acked                                                  each delivery; "-" for no
+ * </pre>                                                        timestamp)
+ *
+ * <p>receive acks every delivery, or with {@code unacked-first} every delivery but a message's
+ * first, which comes back once its invisible duration (15 s) has passed. It ends when COUNT
+ * messages were acked.
  *
  * Without DELAY_MS a plain send; with it each message's {@code setDeliveryTimestamp(now +
  * DELAY_MS)}. Bodies are {@code g-seq}. A recall handle (SendReceipt.getRecallHandle, which
@@ -50,7 +54,8 @@ public final class Grpc5 {
                     break;
                 case "receive":
                     receive(args[1], args[2], args[3], Integer.parseInt(args[4]),
-                        Long.parseLong(args[5]));
+                        Long.parseLong(args[5]),
+                        args.length > 6 && args[6].equals("unacked-first"));
                     break;
                 default:
                     System.err.println("usage: Grpc5 send|receive ...");
@@ -115,8 +120,8 @@ public final class Grpc5 {
         }
     }
 
-    static void receive(String endpoint, String topic, String group, int count, long timeoutS)
-        throws Exception {
+    static void receive(String endpoint, String topic, String group, int count, long timeoutS,
+        boolean unackedFirst) throws Exception {
         ClientServiceProvider provider = ClientServiceProvider.loadService();
         long deadline = System.currentTimeMillis() + timeoutS * 1000;
         Set<String> seen = new HashSet<>();
@@ -135,15 +140,18 @@ public final class Grpc5 {
                 long now = System.currentTimeMillis();
                 for (MessageView m : got) {
                     String id = m.getMessageId().toString();
-                    if (seen.add(id)) {
-                        byte[] body = new byte[m.getBody().remaining()];
-                        m.getBody().duplicate().get(body);
-                        System.out.println("GOT " + id + " "
-                            + m.getDeliveryTimestamp().map(String::valueOf).orElse("-") + " "
-                            + now + " " + new String(body, StandardCharsets.UTF_8));
-                        System.out.flush();
+                    byte[] body = new byte[m.getBody().remaining()];
+                    m.getBody().duplicate().get(body);
+                    System.out.println("GOT " + id + " "
+                        + m.getDeliveryTimestamp().map(String::valueOf).orElse("-") + " "
+                        + now + " " + m.getDeliveryAttempt() + " "
+                        + new String(body, StandardCharsets.UTF_8));
+                    System.out.flush();
+                    if (unackedFirst && m.getDeliveryAttempt() == 1) {
+                        continue;
                     }
                     consumer.ack(m);
+                    seen.add(id);
                 }
             }
             System.out.println("DONE " + seen.size());

@@ -48,6 +48,8 @@ const MAX_MSG_NUMS: i32 = 32;
 const TIMEOUT_TOO_MUCH_MS: i64 = 500;
 /// `ConsumeInitMode.MIN`: a queue the group never read is popped from its start.
 const INIT_MODE_MIN: i32 = 1;
+/// The header field a pop's deadline counts from.
+const BORN_TIME: &str = "bornTime";
 
 /// A pop refused before any queue is read.
 struct Refusal(i32, String);
@@ -736,7 +738,19 @@ pub(crate) const CODES: &[i32] = &[request_code::POP_MESSAGE];
 
 impl RequestProcessor for PopMessageProcessor {
     /// `None` when the pop is held.
-    fn process(&self, request: RemotingCommand, ctx: &RequestContext) -> Option<RemotingCommand> {
+    fn process(
+        &self,
+        mut request: RemotingCommand,
+        ctx: &RequestContext,
+    ) -> Option<RemotingCommand> {
+        // A pop without its born time (Apache's proxy sends 0) was born now: written into the
+        // request, so a held pop run again keeps its deadline.
+        let born = request.ext_fields.get(BORN_TIME).map(String::as_str);
+        if matches!(born, None | Some("0")) {
+            request
+                .ext_fields
+                .insert(BORN_TIME.to_owned(), now_millis().to_string());
+        }
         self.process_request(
             &request,
             ctx.connection_id(),

@@ -15,8 +15,9 @@ custom_header! {
         pub invisible_time: i64 = "invisibleTime",
         /// Milliseconds the pop may be held when nothing is there.
         pub poll_time: i64 = "pollTime",
-        /// When the client sent it (its clock): a pop past its `pollTime` is not held.
-        pub born_time: i64 = "bornTime",
+        /// When the client sent it (its clock): a pop past its `pollTime` is not held. The
+        /// proxy sends none (0): the broker's arrival time stands in.
+        pub born_time: i64 = "bornTime" or 0,
         /// `ConsumeInitMode`: 0 from the end of a queue the group never read, 1 from its start.
         pub init_mode: i32 = "initMode",
         pub exp_type: Option<String> = "expType",

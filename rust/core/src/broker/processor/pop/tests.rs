@@ -59,11 +59,12 @@ struct Popped {
 }
 
 fn pop(c: &mut RemotingClient, max: i32, invisible_ms: i64, poll_ms: i64) -> (i32, Vec<Popped>) {
+    pop_with(c, pop_request(max, invisible_ms, poll_ms), poll_ms)
+}
+
+fn pop_with(c: &mut RemotingClient, request: RemotingCommand, poll_ms: i64) -> (i32, Vec<Popped>) {
     let r = c
-        .invoke(
-            pop_request(max, invisible_ms, poll_ms),
-            TIMEOUT + Duration::from_millis(poll_ms as u64),
-        )
+        .invoke(request, TIMEOUT + Duration::from_millis(poll_ms as u64))
         .unwrap();
     if r.code != response_code::SUCCESS {
         return (r.code, Vec::new());
@@ -220,6 +221,22 @@ fn a_held_pop_is_answered_by_the_next_arrival() {
         started.elapsed() < Duration::from_secs(20),
         "woken, not timed out"
     );
+}
+
+#[test]
+fn a_pop_without_a_born_time_as_the_proxy_sends_it_is_held_for_its_poll_time() {
+    let (b, mut c) = broker();
+    let addr = b.controller.local_addr();
+    let sender = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(300));
+        send(&mut client(addr), b"late");
+    });
+    let mut request = pop_request(32, 60_000, 20_000);
+    request.ext_fields.insert("bornTime".into(), "0".into());
+    let (code, got) = pop_with(&mut c, request, 20_000);
+    sender.join().unwrap();
+    assert_eq!(code, response_code::SUCCESS);
+    assert_eq!(got[0].body, b"late");
 }
 
 #[test]
