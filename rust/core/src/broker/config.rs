@@ -474,6 +474,24 @@ pub const IGNORED_KEYS: &[&str] = &[
     "timerStopEnqueue",
     "timerStopDequeue",
     "enableScheduleMessageStats",
+    // Pop's in-memory merge of checkpoints and acks (off in RocketMQ too), its RocksDB variant,
+    // its async appends and its polling scans, which rocketha's event-driven revive and
+    // synchronous checkpoints do not have.
+    "enablePopBufferMerge",
+    "popCkStayBufferTime",
+    "popCkStayBufferTimeOut",
+    "popCkMaxBufferSize",
+    "popCkOffsetMaxQueueSize",
+    "enablePopBatchAck",
+    "popConsumerKVServiceEnable",
+    "appendAckAsync",
+    "appendCkAsync",
+    "reviveInterval",
+    "reviveMaxSlow",
+    "reviveScanTime",
+    "enablePopLog",
+    "popPollingMapSize",
+    "maxPopPollingSize",
     // RocketMQ reads it only with enableSlaveActingMaster, which rocketha does not have.
     "enableAutoInSyncReplicas",
     // rocketha checks client certificates against tls.server.trustCertPath whenever
