@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use super::client_channel::ClientChannel;
 use super::consumer_manager::ConsumerManager;
 use super::consumer_offset::ConsumerOffsetManager;
+use super::consumer_order_info::ConsumerOrderInfoManager;
 use super::outer_api::{report_topics_persist, BrokerOuterApi, Registration};
 use super::processor::admin::runtime_info::RuntimeView;
 use super::processor::{BrokerProcessors, BrokerTables};
@@ -307,6 +308,9 @@ impl BrokerController {
             ),
             consumers: Arc::new(ConsumerManager::default()),
             offsets: Arc::new(ConsumerOffsetManager::load(root).map_err(|e| consumer_config(&e))?),
+            order_info: Arc::new(
+                ConsumerOrderInfoManager::load(root).map_err(|e| consumer_config(&e))?,
+            ),
         };
         Ok((topics, tables))
     }
@@ -504,6 +508,9 @@ impl Housekeeping {
     fn persist_offsets(&self) {
         if let Err(e) = self.tables.offsets.persist() {
             self.report("CONSUMER_OFFSET_PERSIST_FAILED", &e.to_string(), true);
+        }
+        if let Err(e) = self.tables.order_info.persist() {
+            self.report("CONSUMER_ORDER_INFO_PERSIST_FAILED", &e.to_string(), true);
         }
     }
 

@@ -11,6 +11,7 @@ pub(crate) mod config;
 mod consume_tables;
 pub(crate) mod consumer_manager;
 pub(crate) mod consumer_offset;
+pub(crate) mod consumer_order_info;
 pub(crate) mod controller;
 mod journaled_table;
 pub(crate) mod live_setting;

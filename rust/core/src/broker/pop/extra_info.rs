@@ -104,6 +104,7 @@ pub(crate) fn build(
 pub(crate) struct OffsetInfo {
     pub(crate) start_offsets: String,
     pub(crate) msg_offsets: String,
+    pub(crate) order_counts: String,
 }
 
 impl OffsetInfo {
@@ -120,6 +121,36 @@ impl OffsetInfo {
         let list: Vec<String> = offsets.iter().map(i64::to_string).collect();
         self.msg_offsets
             .push_str(&format!("{retry} {queue_id} {}", list.join(",")));
+    }
+}
+
+impl OffsetInfo {
+    /// `buildQueueOffsetOrderCountInfo` for each message handed out before (`retry
+    /// qo<queueId>%<offset> count`), then `buildQueueIdOrderCountInfo` with the least count
+    /// (0 when a message is new), which older clients read.
+    pub(crate) fn add_order_counts(
+        &mut self,
+        topic: &str,
+        queue_id: i32,
+        counts: &std::collections::BTreeMap<i64, i32>,
+        messages: usize,
+    ) {
+        let retry = retry_flag(topic);
+        let mut push = |entry: String| {
+            if !self.order_counts.is_empty() {
+                self.order_counts.push(';');
+            }
+            self.order_counts.push_str(&entry);
+        };
+        for (offset, count) in counts {
+            push(format!("{retry} qo{queue_id}%{offset} {count}"));
+        }
+        let least = if counts.len() == messages {
+            counts.values().copied().min().unwrap_or(0)
+        } else {
+            0
+        };
+        push(format!("{retry} {queue_id} {least}"));
     }
 }
 
@@ -154,5 +185,7 @@ mod tests {
         info.add("%RETRY%G_T", 0, 0, &[0]);
         assert_eq!(info.start_offsets, "0 1 5;1 0 0");
         assert_eq!(info.msg_offsets, "0 1 5,6;1 0 0");
+        info.add_order_counts("T", 2, &[(7, 1)].into(), 2);
+        assert_eq!(info.order_counts, "0 qo2%7 1;0 2 0");
     }
 }

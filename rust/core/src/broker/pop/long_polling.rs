@@ -118,7 +118,8 @@ impl PopLongPollingService {
     }
 
     /// `polling`: holds `pop` until an arrival or its deadline. The caller looked at the
-    /// queues before; `rest` says whether a record came since (it is then answered at once).
+    /// queues before; `arrived_meanwhile` says whether a record came since (the pop then runs
+    /// again at once).
     pub(crate) fn polling(
         &self,
         pop: HeldPop,
@@ -172,6 +173,25 @@ impl PopLongPollingService {
         } else if let Some(pops) = table.get_mut(topic) {
             take(pops);
         }
+        let woken = ready.len() - before;
+        drop(st);
+        if woken > 0 {
+            self.held.fetch_sub(woken, Ordering::AcqRel);
+            self.service.wakeup();
+        }
+    }
+
+    /// An orderly ack freed the queue: the group's pops held for it run again.
+    pub(crate) fn wake_queue(&self, topic: &str, group: &str, queue_id: i32) {
+        let mut st = lock(&self.state);
+        let PollingState { table, ready } = &mut *st;
+        let Some(pops) = table.get_mut(topic) else {
+            return;
+        };
+        let before = ready.len();
+        ready.extend(pops.extract_if(.., |p| {
+            p.group == group && (p.queue_id < 0 || p.queue_id == queue_id)
+        }));
         let woken = ready.len() - before;
         drop(st);
         if woken > 0 {

@@ -22,6 +22,9 @@ pub(crate) mod revive;
 
 pub(crate) use check_point::{AckMsg, PopCheckPoint};
 
+use std::collections::HashSet;
+use std::sync::Mutex;
+
 use crate::client::PROPERTY_UNIQ_KEY;
 use crate::commitlog::record::{encode_properties, MessageDraft, PROPERTY_TAGS};
 use crate::commitlog::AppendResult;
@@ -29,6 +32,7 @@ use crate::error::CommitLogError;
 use crate::protocol::{now_millis, RETRY_GROUP_TOPIC_PREFIX};
 use crate::store::timer::PROPERTY_TIMER_DELIVER_MS;
 use crate::store::MessageStore;
+use crate::sync::lock;
 
 /// `PopAckConstants.REVIVE_TOPIC`: the prefix of the cluster's revive topic.
 pub(crate) const REVIVE_TOPIC_PREFIX: &str = "rmq_sys_REVIVE_LOG_";
@@ -121,6 +125,44 @@ pub(crate) fn parse_normal_topic(topic: &str, group: &str) -> String {
 /// `KeyBuilder.buildPollingKey`: `topic@group@queueId`, the queue lock's and the held pops' key.
 pub(crate) fn polling_key(topic: &str, group: &str, queue_id: i32) -> String {
     format!("{topic}@{group}@{queue_id}")
+}
+
+/// `QueueLockManager`: the queues a pop is reading or an orderly ack is moving, by
+/// `topic@group@queueId`.
+#[derive(Default)]
+pub(crate) struct QueueLockManager {
+    locked: Mutex<HashSet<String>>,
+}
+
+/// A queue held, released when dropped.
+pub(crate) struct QueueLock<'a> {
+    manager: &'a QueueLockManager,
+    key: String,
+}
+
+impl QueueLockManager {
+    /// The queue, unless another holds it: a pop passes a held queue by rather than wait.
+    pub(crate) fn try_lock(&self, key: String) -> Option<QueueLock<'_>> {
+        lock(&self.locked)
+            .insert(key.clone())
+            .then_some(QueueLock { manager: self, key })
+    }
+
+    /// The queue, once its holder (a pop reading it) lets go.
+    pub(crate) fn lock(&self, key: String) -> QueueLock<'_> {
+        loop {
+            if let Some(held) = self.try_lock(key.clone()) {
+                return held;
+            }
+            std::thread::yield_now();
+        }
+    }
+}
+
+impl Drop for QueueLock<'_> {
+    fn drop(&mut self) {
+        lock(&self.manager.locked).remove(&self.key);
+    }
 }
 
 /// Puts a checkpoint or an ack into revive queue `queue_id`, a timer message due at

@@ -15,6 +15,7 @@ use base64::Engine;
 use serde::Deserialize;
 
 use super::answer::success_with;
+use super::pop::PopMessageProcessor;
 use crate::broker::pop::extra_info::{real_topic, ExtraInfo};
 use crate::broker::pop::{
     check_point, put_revive_message, revive_topic, AckMsg, PopCheckPoint, ACK_TAG,
@@ -78,6 +79,8 @@ pub(crate) struct AckMessageProcessor {
     pub(crate) store: Arc<MessageStore>,
     pub(crate) topics: Arc<TopicConfigManager>,
     pub(crate) settings: Arc<BrokerSettings>,
+    /// Orderly pops' acks go to its `ConsumerOrderInfoManager`, under its queue locks.
+    pub(crate) pop: Arc<PopMessageProcessor>,
 }
 
 impl AckMessageProcessor {
@@ -87,6 +90,20 @@ impl AckMessageProcessor {
             .map_err(|e| Refusal(response_code::MESSAGE_ILLEGAL, e.to_string()))?;
         self.check_offset(&h.topic, h.queue_id, h.offset, true)?;
         let info = extra_info(&h.extra_info)?;
+        if info.revive_qid == POP_ORDER_REVIVE_QUEUE {
+            self.ack_orderly(
+                &h.topic,
+                &h.consumer_group,
+                h.queue_id,
+                h.offset,
+                info.pop_time,
+            )?;
+            return Ok(RemotingCommand::response_to(
+                request,
+                response_code::SUCCESS,
+                None,
+            ));
+        }
         self.check_revive_queue(info.revive_qid)?;
         let ack = AckMsg {
             ack_offset: h.offset,
@@ -106,6 +123,19 @@ impl AckMessageProcessor {
         ))
     }
 
+    fn ack_orderly(
+        &self,
+        topic: &str,
+        group: &str,
+        queue_id: i32,
+        offset: i64,
+        pop_time: i64,
+    ) -> Result<(), Refusal> {
+        self.pop
+            .ack_orderly(topic, group, queue_id, offset, pop_time)
+            .map_err(|remark| Refusal(response_code::MESSAGE_ILLEGAL, remark))
+    }
+
     fn batch_ack(&self, request: &RemotingCommand) -> Result<RemotingCommand, Refusal> {
         let body: BatchAckMessageRequestBody =
             serde_json::from_slice(&request.body).map_err(|e| {
@@ -122,9 +152,12 @@ impl AckMessageProcessor {
         }
         // Every ack is checked before any is written: nothing half-applied.
         let mut acks = Vec::with_capacity(body.acks.len());
+        let mut orderly = Vec::new();
         for b in &body.acks {
             let topic = real_topic(&b.topic, &b.consumer_group, &b.retry);
-            self.check_revive_queue(b.revive_queue_id)?;
+            if b.revive_queue_id != POP_ORDER_REVIVE_QUEUE {
+                self.check_revive_queue(b.revive_queue_id)?;
+            }
             let bits = STANDARD.decode(&b.bit_set).map_err(|e| {
                 Refusal(
                     response_code::MESSAGE_ILLEGAL,
@@ -137,6 +170,10 @@ impl AckMessageProcessor {
                 .filter(|o| (min..=max).contains(o))
                 .collect();
             if offsets.is_empty() {
+                continue;
+            }
+            if b.revive_queue_id == POP_ORDER_REVIVE_QUEUE {
+                orderly.push((topic, b, offsets));
                 continue;
             }
             let ack = AckMsg {
@@ -153,6 +190,11 @@ impl AckMessageProcessor {
         }
         for (ack, revive_qid, due) in &acks {
             self.put_ack(ack, *revive_qid, *due)?;
+        }
+        for (topic, b, offsets) in orderly {
+            for offset in offsets {
+                self.ack_orderly(&topic, &b.consumer_group, b.queue_id, offset, b.pop_time)?;
+            }
         }
         Ok(RemotingCommand::response_to(
             request,
@@ -173,8 +215,28 @@ impl AckMessageProcessor {
             ));
         }
         let info = extra_info(&h.extra_info)?;
-        self.check_revive_queue(info.revive_qid)?;
         let now = now_millis();
+        if info.revive_qid == POP_ORDER_REVIVE_QUEUE {
+            // No checkpoint: the queue's order info holds the message's next visible time.
+            let visible_at = now + h.invisible_time;
+            self.pop.change_invisible_orderly(
+                &h.topic,
+                &h.consumer_group,
+                h.queue_id,
+                h.offset,
+                info.pop_time,
+                visible_at,
+            );
+            return Ok(success_with(
+                request,
+                &ChangeInvisibleTimeResponseHeader {
+                    pop_time: info.pop_time,
+                    invisible_time: visible_at - info.pop_time,
+                    revive_qid: POP_ORDER_REVIVE_QUEUE,
+                },
+            ));
+        }
+        self.check_revive_queue(info.revive_qid)?;
         let mut ck = PopCheckPoint::new(
             &h.topic,
             &h.consumer_group,
@@ -282,14 +344,8 @@ impl AckMessageProcessor {
             .map_or((0, 0), |q| (q.min_queue_offset(), q.max_queue_offset()))
     }
 
-    /// A revive queue of this broker's revive topic (FIFO pops have none: not served yet).
+    /// A revive queue of this broker's revive topic.
     fn check_revive_queue(&self, revive_qid: i32) -> Result<(), Refusal> {
-        if revive_qid == POP_ORDER_REVIVE_QUEUE {
-            return Err(Refusal(
-                response_code::SYSTEM_ERROR,
-                "an orderly (FIFO) pop's ack: rocketha does not serve orderly pops yet".into(),
-            ));
-        }
         if revive_qid < 0 || revive_qid >= self.settings.pop.revive_queue_num {
             return Err(Refusal(
                 response_code::MESSAGE_ILLEGAL,

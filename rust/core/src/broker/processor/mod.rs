@@ -97,6 +97,7 @@ impl BrokerProcessors {
             consume.clone(),
             settings.clone(),
             pull.clone(),
+            consume.order_info.clone(),
         )?;
         let revive = if settings.is_slave {
             None
@@ -127,6 +128,7 @@ impl BrokerProcessors {
             store: store.clone(),
             topics: topics.clone(),
             settings: settings.clone(),
+            pop: pop.clone(),
         };
         let clients = Arc::new(ClientChannels::default());
         let send = SendMessageProcessor::new(

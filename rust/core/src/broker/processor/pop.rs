@@ -12,20 +12,20 @@
 //! answered under the topic it was popped for, with its `POP_CK`. A pop that finds nothing is
 //! held up to its `pollTime` and woken by an arrival.
 
-use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::pull::{GetMessageResult, GetMessageStatus, PullMessageProcessor};
 use crate::broker::consumer_manager::SubscriptionData;
+use crate::broker::consumer_order_info::{CommitAndNext, ConsumerOrderInfoManager};
 use crate::broker::pop::extra_info::{self, OffsetInfo};
 use crate::broker::pop::long_polling::{HeldPop, PollingResult, PopLongPollingService};
 use crate::broker::pop::{
     check_point, parse_normal_topic, polling_key, pop_retry_topic, pop_retry_topic_v1,
-    put_revive_message, revive_topic, PopCheckPoint, ACK_TIME_INTERVAL_MS, CK_TAG,
-    POP_ORDER_REVIVE_QUEUE, PROPERTY_POP_CK,
+    put_revive_message, revive_topic, PopCheckPoint, QueueLockManager, ACK_TIME_INTERVAL_MS,
+    CK_TAG, POP_ORDER_REVIVE_QUEUE, PROPERTY_POP_CK,
 };
 use crate::broker::topic_config::TopicConfigManager;
 use crate::broker::{BrokerSettings, ConsumeTables};
@@ -40,7 +40,6 @@ use crate::remoting::{
     request_code, response_code, RemotingCommand, RequestContext, RequestProcessor, Responder,
 };
 use crate::store::MessageStore;
-use crate::sync::lock;
 
 /// The most messages one pop takes.
 const MAX_MSG_NUMS: i32 = 32;
@@ -80,9 +79,8 @@ pub(crate) struct PopMessageProcessor {
     /// Reads a queue as a pull does (`getMessage`).
     pull: Arc<PullMessageProcessor>,
     polling: Arc<PopLongPollingService>,
-    /// `QueueLockManager`: the queues a pop is reading, by `topic@group@queueId`; another pop
-    /// of the same queue passes it by rather than wait.
-    queue_locks: Mutex<HashSet<String>>,
+    queue_locks: QueueLockManager,
+    order_info: Arc<ConsumerOrderInfoManager>,
     /// `ckMessageNumber`: pops take the revive queues in turn.
     ck_number: AtomicU64,
     revive_topic: String,
@@ -96,6 +94,7 @@ impl PopMessageProcessor {
         consume: ConsumeTables,
         settings: Arc<BrokerSettings>,
         pull: Arc<PullMessageProcessor>,
+        order_info: Arc<ConsumerOrderInfoManager>,
     ) -> std::io::Result<Arc<Self>> {
         let revive_topic = revive_topic(&settings.cluster_name);
         // A system topic of every broker, as RocketMQ's TopicConfigManager creates it.
@@ -113,7 +112,8 @@ impl PopMessageProcessor {
             settings,
             pull,
             polling: polling.clone(),
-            queue_locks: Mutex::default(),
+            queue_locks: QueueLockManager::default(),
+            order_info,
             ck_number: AtomicU64::new(0),
             revive_topic,
         });
@@ -198,7 +198,7 @@ impl PopMessageProcessor {
             rest_num: popped.rest,
             start_offset_info: Some(popped.offsets.start_offsets),
             msg_offset_info: Some(popped.offsets.msg_offsets),
-            order_count_info: None,
+            order_count_info: (header.order == Some(true)).then_some(popped.offsets.order_counts),
         });
         if code == response_code::SUCCESS {
             response.body = popped.body;
@@ -456,13 +456,24 @@ impl PopMessageProcessor {
         let header = &pop.header;
         let group = &header.consumer_group;
         let max = self.max_offset(topic, queue_id);
-        let Some(_lock) =
-            QueueLock::try_lock(&self.queue_locks, polling_key(topic, group, queue_id))
+        let Some(_lock) = self
+            .queue_locks
+            .try_lock(polling_key(topic, group, queue_id))
         else {
             popped.rest += max - self.pop_offset(topic, group, queue_id, header.init_mode, false);
             return;
         };
         let mut offset = self.pop_offset(topic, group, queue_id, header.init_mode, true);
+        let order = header.order == Some(true);
+        let attempt = header.attempt_id.as_deref();
+        if order
+            && self
+                .order_info
+                .check_block(attempt, topic, group, queue_id, header.invisible_time)
+        {
+            // Its last orderly pop holds it; its backlog is not this pop's to count.
+            return;
+        }
         if popped.count >= header.max_msg_nums as usize {
             popped.rest += max - offset;
             return;
@@ -498,7 +509,24 @@ impl PopMessageProcessor {
         }
         let records = split_records(&result.body);
         let offsets: Vec<i64> = records.iter().map(|r| r.1).collect();
-        if header.order != Some(true) {
+        if order {
+            let counts = self.order_info.update(
+                attempt,
+                topic,
+                group,
+                queue_id,
+                pop.pop_time,
+                header.invisible_time,
+                &offsets,
+            );
+            popped
+                .offsets
+                .add_order_counts(topic, queue_id, &counts, offsets.len());
+            // The offset stays at the pop's start until acks move it.
+            self.consume
+                .offsets
+                .commit_offset(group, topic, queue_id, offset);
+        } else {
             let mut ck = PopCheckPoint::new(
                 topic,
                 group,
@@ -527,9 +555,11 @@ impl PopMessageProcessor {
                 return;
             }
         }
-        self.consume
-            .offsets
-            .commit_offset(group, topic, queue_id, result.next_begin_offset);
+        if !order {
+            self.consume
+                .offsets
+                .commit_offset(group, topic, queue_id, result.next_begin_offset);
+        }
         popped.offsets.add(topic, queue_id, offset, &offsets);
         popped.count += result.count;
         let broker = &self.settings.broker_name;
@@ -600,6 +630,8 @@ impl PopMessageProcessor {
         let offsets = &self.consume.offsets;
         if init {
             if let Some(reset) = offsets.take_reset_offset(group, topic, queue_id) {
+                // `resetPopOffset`: an orderly pop's hold on the queue goes with it.
+                self.order_info.clear_block(topic, group, queue_id);
                 offsets.commit_offset(group, topic, queue_id, reset);
                 return reset;
             }
@@ -642,6 +674,68 @@ impl PopMessageProcessor {
         }
     }
 
+    /// `ackOrderly`: an orderly pop's message acked; the group's offset moves past what is
+    /// acked, and a pop held for the queue runs again. `Err` with the remark for an offset
+    /// the pop did not take.
+    pub(crate) fn ack_orderly(
+        &self,
+        topic: &str,
+        group: &str,
+        queue_id: i32,
+        ack_offset: i64,
+        pop_time: i64,
+    ) -> Result<(), String> {
+        let offsets = &self.consume.offsets;
+        let committed = || offsets.query_offset(group, topic, queue_id).unwrap_or(-1);
+        if ack_offset < committed() {
+            return Ok(());
+        }
+        // A pop reading the queue now would hand the message out again after this ack.
+        let _lock = self.queue_locks.lock(polling_key(topic, group, queue_id));
+        let old = committed();
+        if ack_offset < old {
+            return Ok(());
+        }
+        match self
+            .order_info
+            .commit_and_next(topic, group, queue_id, ack_offset, pop_time)
+        {
+            CommitAndNext::Next(next) => {
+                offsets.commit_offset(group, topic, queue_id, next);
+                self.polling.wake_queue(topic, group, queue_id);
+                Ok(())
+            }
+            CommitAndNext::Stale => Ok(()),
+            CommitAndNext::NotPopped => Err(format!(
+                "offset is illegal, key:{}, old:{old}, commit:{ack_offset}, next:-1: the \
+                 queue's last orderly pop did not take it",
+                polling_key(topic, group, queue_id)
+            )),
+        }
+    }
+
+    /// An orderly pop's message invisible until `next_visible_time`; false when the pop is
+    /// not the queue's last (nothing to change).
+    pub(crate) fn change_invisible_orderly(
+        &self,
+        topic: &str,
+        group: &str,
+        queue_id: i32,
+        offset: i64,
+        pop_time: i64,
+        next_visible_time: i64,
+    ) -> bool {
+        let _lock = self.queue_locks.lock(polling_key(topic, group, queue_id));
+        self.order_info.update_next_visible_time(
+            topic,
+            group,
+            queue_id,
+            offset,
+            pop_time,
+            next_visible_time,
+        )
+    }
+
     /// Whether a record a held pop could take came since it read the queues.
     fn anything_to_pop(&self, pop: &PopRequest, topic: &TopicConfig) -> bool {
         let header = &pop.header;
@@ -659,26 +753,6 @@ impl PopMessageProcessor {
         };
         queues.iter().any(|&q| behind(&topic.topic_name, q))
             || self.retry_topics(header).iter().any(|t| behind(t, 0))
-    }
-}
-
-/// A `topic@group@queueId` a pop reads, released when dropped.
-struct QueueLock<'a> {
-    locks: &'a Mutex<HashSet<String>>,
-    key: String,
-}
-
-impl<'a> QueueLock<'a> {
-    fn try_lock(locks: &'a Mutex<HashSet<String>>, key: String) -> Option<Self> {
-        lock(locks)
-            .insert(key.clone())
-            .then_some(Self { locks, key })
-    }
-}
-
-impl Drop for QueueLock<'_> {
-    fn drop(&mut self) {
-        lock(self.locks).remove(&self.key);
     }
 }
 

@@ -27,6 +27,13 @@ fn send(c: &mut RemotingClient, body: &[u8]) {
     assert_eq!(r.code, response_code::SUCCESS, "{:?}", r.remark);
 }
 
+fn order_pop(max: i32, invisible_ms: i64, attempt: &str) -> RemotingCommand {
+    let mut r = pop_request(max, invisible_ms, 0);
+    r.ext_fields.insert("order".into(), "true".into());
+    r.ext_fields.insert("attemptId".into(), attempt.into());
+    r
+}
+
 fn pop_request(max: i32, invisible_ms: i64, poll_ms: i64) -> RemotingCommand {
     let mut r = RemotingCommand::request(request_code::POP_MESSAGE, 0);
     for (k, v) in [
@@ -63,11 +70,21 @@ fn pop(c: &mut RemotingClient, max: i32, invisible_ms: i64, poll_ms: i64) -> (i3
 }
 
 fn pop_with(c: &mut RemotingClient, request: RemotingCommand, poll_ms: i64) -> (i32, Vec<Popped>) {
+    let (code, got, _) = pop_full(c, request, poll_ms);
+    (code, got)
+}
+
+/// A pop's code, messages and `orderCountInfo`.
+fn pop_full(
+    c: &mut RemotingClient,
+    request: RemotingCommand,
+    poll_ms: i64,
+) -> (i32, Vec<Popped>, Option<String>) {
     let r = c
         .invoke(request, TIMEOUT + Duration::from_millis(poll_ms as u64))
         .unwrap();
     if r.code != response_code::SUCCESS {
-        return (r.code, Vec::new());
+        return (r.code, Vec::new(), None);
     }
     let h: PopMessageResponseHeader = r.decode_custom_header().unwrap();
     let start: i64 = h
@@ -100,7 +117,7 @@ fn pop_with(c: &mut RemotingClient, request: RemotingCommand, poll_ms: i64) -> (
             extra_info,
         });
     }
-    (r.code, out)
+    (r.code, out, h.order_count_info)
 }
 
 fn ack_request(p: &Popped) -> RemotingCommand {
@@ -237,6 +254,54 @@ fn a_pop_without_a_born_time_as_the_proxy_sends_it_is_held_for_its_poll_time() {
     sender.join().unwrap();
     assert_eq!(code, response_code::SUCCESS);
     assert_eq!(got[0].body, b"late");
+}
+
+#[test]
+fn an_orderly_pop_holds_its_queue_until_acked_and_hands_out_again_what_was_not() {
+    let (_b, mut c) = broker();
+    for body in [b"1", b"2", b"3"] {
+        send(&mut c, body);
+    }
+    let (code, got, counts) = pop_full(&mut c, order_pop(32, 60_000, "a1"), 0);
+    assert_eq!(code, response_code::SUCCESS);
+    let bodies: Vec<&[u8]> = got.iter().map(|p| p.body.as_slice()).collect();
+    assert_eq!(bodies, [b"1", b"2", b"3"]);
+    assert_eq!(counts.as_deref(), Some("0 0 0"), "first delivery of each");
+    assert!(got
+        .iter()
+        .all(|p| p.extra_info.split(' ').nth(3) == Some("999")));
+    // Another attempt is held off while any of them is unacked and invisible.
+    let (code, _, _) = pop_full(&mut c, order_pop(32, 60_000, "a2"), 0);
+    assert_eq!(code, response_code::POLLING_TIMEOUT);
+    ack(&mut c, &got[0]);
+    ack(&mut c, &got[1]);
+    let (code, _, _) = pop_full(&mut c, order_pop(32, 60_000, "a3"), 0);
+    assert_eq!(
+        code,
+        response_code::POLLING_TIMEOUT,
+        "the third still holds the queue"
+    );
+    ack(&mut c, &got[2]);
+    send(&mut c, b"4");
+    let (_, next, _) = pop_full(&mut c, order_pop(32, 500, "a4"), 0);
+    assert_eq!(next.len(), 1);
+    assert_eq!(next[0].body, b"4");
+    // Not acked within its invisible time: the same message again, counted once more.
+    std::thread::sleep(Duration::from_millis(700));
+    let (_, again, counts) = pop_full(&mut c, order_pop(32, 60_000, "a5"), 0);
+    assert_eq!(again.len(), 1);
+    assert_eq!(
+        (again[0].body.as_slice(), again[0].offset),
+        (&b"4"[..], next[0].offset)
+    );
+    assert_eq!(counts.as_deref(), Some("0 qo0%3 1;0 0 1"));
+    // An ack of the old pop (its pop time is not the queue's last) changes nothing.
+    ack(&mut c, &next[0]);
+    let (code, _, _) = pop_full(&mut c, order_pop(32, 60_000, "a6"), 0);
+    assert_eq!(code, response_code::POLLING_TIMEOUT);
+    ack(&mut c, &again[0]);
+    let (code, _, _) = pop_full(&mut c, order_pop(32, 60_000, "a7"), 0);
+    assert_eq!(code, response_code::POLLING_TIMEOUT, "nothing left");
 }
 
 #[test]
