@@ -255,14 +255,17 @@ class GrpcClient:
         *,
         home: Path,
         delay_ms: int | None = None,
+        message_group: str | None = None,
         timeout: float = 120.0,
     ) -> list[GrpcSent]:
         """``count`` sends to ``topic`` through the proxy at ``endpoint``, one after the other,
-        each with ``setDeliveryTimestamp(now + delay_ms)`` unless ``delay_ms`` is None: each
-        one's receipt or failure."""
+        each with ``setDeliveryTimestamp(now + delay_ms)`` unless ``delay_ms`` is None, and of
+        FIFO group ``message_group`` if given: each one's receipt or failure."""
         args = ["send", endpoint, topic, str(count)]
-        if delay_ms is not None:
-            args.append(str(delay_ms))
+        if delay_ms is not None or message_group is not None:
+            args.append("-" if delay_ms is None else str(delay_ms))
+        if message_group is not None:
+            args.append(message_group)
         proc = _children.run(
             self.command(home, args), cwd=home, capture_output=True, text=True, timeout=timeout
         )

@@ -401,3 +401,34 @@ def test_a_message_not_acked_comes_back_after_its_invisible_time(
             waited = r.received_ms - first[r.message_id]
             assert waited >= INVISIBLE_MS - 1000, f"back after {waited} ms: {r}"
     assert by_id == {s.message_id: [1, 2] for s in sent}, got
+
+
+def test_a_fifo_group_consumes_a_message_group_in_order_and_an_unacked_message_holds_the_rest(
+    cluster: Cluster, proxy: Proxy, grpc: GrpcClient, tmp_path: Path
+) -> None:
+    """A FIFO topic, a group with ``consumeMessageOrderly`` (``mqadmin updateSubGroup -o
+    true``), one message group: the proxy pops in order (``order=true``), and the queue is held
+    by a pop until its messages are acked or visible again, so what is acked is acked in the
+    order sent, each message only after its first delivery came back."""
+    topic = fresh("Fifo")
+    group = fresh("fifo-")
+    create_topic(cluster, topic, tmp_path / "admin", "FIFO")
+    out = resolve().mqadmin(
+        tmp_path / "admin",
+        *("updateSubGroup", "-n", cluster.namesrv, "-b", cluster.broker, "-g", group, "-o", "true"),
+    )
+    assert "success" in out, out[-3000:]
+    timeout_s = RUN_TIMEOUT_MS // 1000 + 2 * INVISIBLE_MS // 1000
+    with grpc.receiver(
+        proxy.endpoint, topic, group, COUNT, timeout_s, home=tmp_path / "r", unacked_first=True
+    ) as receiver:
+        receiver.wait_ready()
+        sent = grpc.send(proxy.endpoint, topic, COUNT, home=tmp_path / "send", message_group="g")
+        got = receiver.finish(timeout_s + 60)
+    assert [s.error for s in sent if s.error] == []
+    acked = [r.body for r in got if r.attempt == 2]
+    assert acked == [f"g-{i}" for i in range(COUNT)], got
+    attempts: dict[str, list[int]] = {}
+    for r in got:
+        attempts.setdefault(r.body, []).append(r.attempt)
+    assert all(a[:2] == [1, 2] for a in attempts.values()), got

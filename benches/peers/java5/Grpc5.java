@@ -21,7 +21,7 @@ import org.apache.rocketmq.client.apis.producer.SendReceipt;
  * timer interop tests (benches/peers/proxy.py compiles it against the pinned client):
  *
  * <pre>
- * send ENDPOINT TOPIC COUNT [DELAY_MS]
+ * send ENDPOINT TOPIC COUNT [DELAY_MS|-] [MESSAGE_GROUP]
  *   SENT seq messageId deliveryTimestamp recallHandle   (deliveryTimestamp, epoch ms, and
  *   FAILED seq exceptionClass message...                 recallHandle "-" when none)
  *   DONE sent
@@ -35,8 +35,9 @@ import org.apache.rocketmq.client.apis.producer.SendReceipt;
  * first, which comes back once its invisible duration (15 s) has passed. It ends when COUNT
  * messages were acked.
  *
- * Without DELAY_MS a plain send; with it each message's {@code setDeliveryTimestamp(now +
- * DELAY_MS)}. Bodies are {@code g-seq}. A recall handle (SendReceipt.getRecallHandle, which
+ * Without DELAY_MS (or with "-") a plain send; with it each message's
+ * {@code setDeliveryTimestamp(now + DELAY_MS)}; with MESSAGE_GROUP each message is of that FIFO
+ * group. Bodies are {@code g-seq}. A recall handle (SendReceipt.getRecallHandle, which
  * clients after 5.0.7 have) is read by reflection, so the tool compiles against 5.0.7 and
  * prints it where a newer client gives one. A failed send is a line, not the end of the run:
  * a test reads what the proxy answered.
@@ -50,7 +51,8 @@ public final class Grpc5 {
             switch (args[0]) {
                 case "send":
                     send(args[1], args[2], Integer.parseInt(args[3]),
-                        args.length > 4 ? Long.parseLong(args[4]) : -1);
+                        args.length > 4 && !args[4].equals("-") ? Long.parseLong(args[4]) : -1,
+                        args.length > 5 ? args[5] : null);
                     break;
                 case "receive":
                     receive(args[1], args[2], args[3], Integer.parseInt(args[4]),
@@ -85,7 +87,8 @@ public final class Grpc5 {
         }
     }
 
-    static void send(String endpoint, String topic, int count, long delayMs) throws Exception {
+    static void send(String endpoint, String topic, int count, long delayMs, String messageGroup)
+        throws Exception {
         ClientServiceProvider provider = ClientServiceProvider.loadService();
         try (Producer producer = provider.newProducerBuilder()
             .setClientConfiguration(config(endpoint))
@@ -98,6 +101,9 @@ public final class Grpc5 {
                     .setTopic(topic)
                     .setKeys("k" + seq)
                     .setBody(("g-" + seq).getBytes(StandardCharsets.UTF_8));
+                if (messageGroup != null) {
+                    builder.setMessageGroup(messageGroup);
+                }
                 long at = -1;
                 if (delayMs >= 0) {
                     at = System.currentTimeMillis() + delayMs;

@@ -341,3 +341,24 @@ fn bad_pops_and_acks_get_rocketmqs_codes_and_name_the_field() {
     assert_eq!(code, response_code::MESSAGE_ILLEGAL);
     assert!(remark.contains("revive queue 70"), "{remark}");
 }
+
+#[test]
+fn an_orderly_pop_of_every_queue_leaves_the_offset_at_its_start() {
+    let b = start(BrokerControllerConfig::default(), 0, None);
+    let mut c = client(b.controller.local_addr());
+    c.invoke(create_topic("T", 4), TIMEOUT).unwrap();
+    let (code, _, _) = pop_full(&mut c, order_pop(16, 15_000, "x0"), 0);
+    assert_eq!(code, response_code::POLLING_TIMEOUT);
+    for body in [b"1", b"2", b"3"] {
+        let r = c.invoke(send_v2("T", 1, body), TIMEOUT).unwrap();
+        assert_eq!(r.code, response_code::SUCCESS);
+    }
+    let (_, got, counts) = pop_full(&mut c, order_pop(16, 15_000, "x1"), 0);
+    assert_eq!((got.len(), counts.as_deref()), (3, Some("0 1 0")));
+    let mut q = RemotingCommand::request(request_code::QUERY_CONSUMER_OFFSET, 0);
+    for (k, v) in [("consumerGroup", GROUP), ("topic", "T"), ("queueId", "1")] {
+        q.ext_fields.insert(k.into(), v.into());
+    }
+    let r = c.invoke(q, TIMEOUT).unwrap();
+    assert_eq!(r.ext_fields.get("offset").map(String::as_str), Some("0"));
+}
