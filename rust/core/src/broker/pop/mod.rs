@@ -196,6 +196,24 @@ pub(crate) fn put_revive_message(
     })
 }
 
+/// `buildCkMsg` put: a checkpoint, due `ackTimeInterval` before its revive time.
+pub(crate) fn put_check_point(
+    store: &MessageStore,
+    revive_topic: &str,
+    revive_qid: i32,
+    ck: &PopCheckPoint,
+) -> Result<AppendResult, CommitLogError> {
+    put_revive_message(
+        store,
+        revive_topic,
+        revive_qid,
+        CK_TAG,
+        &ck.to_json(),
+        &check_point::ck_unique_id(ck),
+        ck.revive_time() - ACK_TIME_INTERVAL_MS,
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

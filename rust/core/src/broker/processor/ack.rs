@@ -18,8 +18,8 @@ use super::answer::success_with;
 use super::pop::PopMessageProcessor;
 use crate::broker::pop::extra_info::{real_topic, ExtraInfo};
 use crate::broker::pop::{
-    check_point, put_revive_message, revive_topic, AckMsg, PopCheckPoint, ACK_TAG,
-    ACK_TIME_INTERVAL_MS, BATCH_ACK_TAG, CK_TAG, POP_ORDER_REVIVE_QUEUE,
+    put_check_point, put_revive_message, revive_topic, AckMsg, PopCheckPoint, ACK_TAG,
+    BATCH_ACK_TAG, POP_ORDER_REVIVE_QUEUE,
 };
 use crate::broker::topic_config::TopicConfigManager;
 use crate::broker::BrokerSettings;
@@ -105,22 +105,34 @@ impl AckMessageProcessor {
             ));
         }
         self.check_revive_queue(info.revive_qid)?;
-        let ack = AckMsg {
-            ack_offset: h.offset,
-            start_offset: info.ck_queue_offset,
-            consumer_group: h.consumer_group,
-            topic: h.topic,
-            queue_id: h.queue_id,
-            pop_time: info.pop_time,
-            broker_name: Some(info.broker_name),
-            ack_offset_list: Vec::new(),
-        };
-        self.put_ack(&ack, info.revive_qid, info.pop_time + info.invisible_time)?;
+        self.ack_one(h.consumer_group, h.topic, h.queue_id, h.offset, info)?;
         Ok(RemotingCommand::response_to(
             request,
             response_code::SUCCESS,
             None,
         ))
+    }
+
+    /// `appendAck` of one message popped with `info`: due when its invisible time ends.
+    fn ack_one(
+        &self,
+        consumer_group: String,
+        topic: String,
+        queue_id: i32,
+        offset: i64,
+        info: ExtraInfo,
+    ) -> Result<(), Refusal> {
+        let ack = AckMsg {
+            ack_offset: offset,
+            start_offset: info.ck_queue_offset,
+            consumer_group,
+            topic,
+            queue_id,
+            pop_time: info.pop_time,
+            broker_name: Some(info.broker_name),
+            ack_offset_list: Vec::new(),
+        };
+        self.put_ack(&ack, info.revive_qid, info.pop_time + info.invisible_time)
     }
 
     fn ack_orderly(
@@ -247,33 +259,16 @@ impl AckMessageProcessor {
             &info.broker_name,
         );
         ck.add(h.offset);
-        put_revive_message(
-            &self.store,
-            &self.revive_topic(),
-            info.revive_qid,
-            CK_TAG,
-            &ck.to_json(),
-            &check_point::ck_unique_id(&ck),
-            ck.revive_time() - ACK_TIME_INTERVAL_MS,
-        )
-        .map_err(|e| Refusal(response_code::SYSTEM_ERROR, e.to_string()))?;
-        let ack = AckMsg {
-            ack_offset: h.offset,
-            start_offset: info.ck_queue_offset,
-            consumer_group: h.consumer_group,
-            topic: h.topic,
-            queue_id: h.queue_id,
-            pop_time: info.pop_time,
-            broker_name: Some(info.broker_name),
-            ack_offset_list: Vec::new(),
-        };
-        self.put_ack(&ack, info.revive_qid, info.pop_time + info.invisible_time)?;
+        put_check_point(&self.store, &self.revive_topic(), info.revive_qid, &ck)
+            .map_err(|e| Refusal(response_code::SYSTEM_ERROR, e.to_string()))?;
+        let revive_qid = info.revive_qid;
+        self.ack_one(h.consumer_group, h.topic, h.queue_id, h.offset, info)?;
         Ok(success_with(
             request,
             &ChangeInvisibleTimeResponseHeader {
                 pop_time: now,
                 invisible_time: h.invisible_time,
-                revive_qid: info.revive_qid,
+                revive_qid,
             },
         ))
     }

@@ -23,9 +23,8 @@ use crate::broker::consumer_order_info::{CommitAndNext, ConsumerOrderInfoManager
 use crate::broker::pop::extra_info::{self, OffsetInfo};
 use crate::broker::pop::long_polling::{HeldPop, PollingResult, PopLongPollingService};
 use crate::broker::pop::{
-    check_point, parse_normal_topic, polling_key, pop_retry_topic, pop_retry_topic_v1,
-    put_revive_message, revive_topic, PopCheckPoint, QueueLockManager, ACK_TIME_INTERVAL_MS,
-    CK_TAG, POP_ORDER_REVIVE_QUEUE, PROPERTY_POP_CK,
+    parse_normal_topic, polling_key, pop_retry_topic, pop_retry_topic_v1, put_check_point,
+    revive_topic, PopCheckPoint, QueueLockManager, POP_ORDER_REVIVE_QUEUE, PROPERTY_POP_CK,
 };
 use crate::broker::topic_config::TopicConfigManager;
 use crate::broker::{BrokerSettings, ConsumeTables};

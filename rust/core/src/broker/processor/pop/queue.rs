@@ -114,16 +114,7 @@ impl PopMessageProcessor {
                 &self.settings.broker_name,
             );
             offsets.iter().for_each(|&o| ck.add(o));
-            let put = put_revive_message(
-                &self.store,
-                &self.revive_topic,
-                pop.revive_qid,
-                CK_TAG,
-                &ck.to_json(),
-                &check_point::ck_unique_id(&ck),
-                ck.revive_time() - ACK_TIME_INTERVAL_MS,
-            );
-            if let Err(e) = put {
+            if let Err(e) = put_check_point(&self.store, &self.revive_topic, pop.revive_qid, &ck) {
                 // Handed out without a checkpoint, they could never come back: kept instead.
                 log::warn!(
                     "pop of {topic} queue {queue_id} by {group}: checkpoint not stored: {e}"
