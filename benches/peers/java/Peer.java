@@ -620,6 +620,8 @@ public final class Peer {
         producer.setNamesrvAddr(namesrv);
         producer.setInstanceName("interop-props-" + System.nanoTime());
         producer.setRetryTimesWhenSendFailed(0);
+        // A broker sharing two cores with a loaded suite can take longer than the default 3 s.
+        producer.setSendMsgTimeout(10000);
         producer.start();
         try {
             for (int seq = 0; seq < props.length; seq++) {
