@@ -96,13 +96,6 @@ impl PopMessageProcessor {
         order_info: Arc<ConsumerOrderInfoManager>,
     ) -> std::io::Result<Arc<Self>> {
         let revive_topic = revive_topic(&settings.cluster_name);
-        // A system topic of every broker, as RocketMQ's TopicConfigManager creates it.
-        topics.create_in_send_back(
-            &revive_topic,
-            settings.pop.revive_queue_num,
-            perm::PERM_READ | perm::PERM_WRITE,
-            0,
-        );
         let polling = Arc::new(PopLongPollingService::new(settings.pop.polling_size));
         let processor = Arc::new(Self {
             store,
@@ -271,6 +264,16 @@ impl PopMessageProcessor {
         }
         let topic = self.check_topic(&header)?;
         self.check_group(&header.consumer_group)?;
+        // RocketMQ's TopicConfigManager creates the revive topic at start; here the first pop
+        // does, so a broker nobody pops from keeps the table it had.
+        if self.topics.select(&self.revive_topic).is_none() {
+            self.topics.create_in_send_back(
+                &self.revive_topic,
+                s.pop.revive_queue_num,
+                perm::PERM_READ | perm::PERM_WRITE,
+                0,
+            );
+        }
         let (sub, retry_sub) = self.subscriptions(&header)?;
         let revive_qid = if header.order == Some(true) {
             POP_ORDER_REVIVE_QUEUE
