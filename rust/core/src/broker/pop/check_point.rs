@@ -5,6 +5,11 @@
 
 use serde::{Deserialize, Serialize};
 
+/// `PopAckConstants.CK_TAG`, `ACK_TAG`, `BATCH_ACK_TAG`: the revive topic's message tags.
+pub(crate) const CK_TAG: &str = "ck";
+pub(crate) const ACK_TAG: &str = "ack";
+pub(crate) const BATCH_ACK_TAG: &str = "bAck";
+
 /// `PopCheckPoint`: the messages one pop took from one queue, as offsets from `startOffset`,
 /// with a bit per message set once it was acked.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -194,7 +199,7 @@ impl AckMsg {
                 self.consumer_group,
                 self.pop_time,
                 self.broker_name.as_deref().unwrap_or(""),
-                super::ACK_TAG
+                ACK_TAG
             )
         } else {
             let offsets: Vec<String> = self.ack_offset_list.iter().map(i64::to_string).collect();
@@ -205,7 +210,7 @@ impl AckMsg {
                 offsets.join(", "),
                 self.consumer_group,
                 self.pop_time,
-                super::BATCH_ACK_TAG
+                BATCH_ACK_TAG
             )
         }
     }
@@ -221,7 +226,7 @@ pub(crate) fn ck_unique_id(ck: &PopCheckPoint) -> String {
         ck.cid,
         ck.pop_time,
         ck.broker_name.as_deref().unwrap_or(""),
-        super::CK_TAG
+        CK_TAG
     )
 }
 

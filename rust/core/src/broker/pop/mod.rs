@@ -20,7 +20,7 @@ pub(crate) mod extra_info;
 pub(crate) mod long_polling;
 pub(crate) mod revive;
 
-pub(crate) use check_point::{AckMsg, PopCheckPoint};
+pub(crate) use check_point::{AckMsg, PopCheckPoint, ACK_TAG, BATCH_ACK_TAG, CK_TAG};
 
 use std::collections::HashSet;
 use std::sync::Mutex;
@@ -38,10 +38,6 @@ use crate::sync::lock;
 pub(crate) const REVIVE_TOPIC_PREFIX: &str = "rmq_sys_REVIVE_LOG_";
 /// `PopAckConstants.REVIVE_GROUP`: whose offsets are the revive queues' progress.
 pub(crate) const REVIVE_GROUP: &str = "CID_RMQ_SYS_REVIVE_GROUP";
-/// `PopAckConstants.CK_TAG`, `ACK_TAG`, `BATCH_ACK_TAG`: the revive topic's message tags.
-pub(crate) const CK_TAG: &str = "ck";
-pub(crate) const ACK_TAG: &str = "ack";
-pub(crate) const BATCH_ACK_TAG: &str = "bAck";
 /// `PopAckConstants.ackTimeInterval`: a checkpoint is due this long before its revive time,
 /// so it is read before the acks due at that time.
 pub(crate) const ACK_TIME_INTERVAL_MS: i64 = 1000;

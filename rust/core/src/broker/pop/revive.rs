@@ -26,6 +26,7 @@ use super::{
 use crate::broker::consumer_offset::ConsumerOffsetManager;
 use crate::broker::subscription_group::SubscriptionGroupManager;
 use crate::broker::topic_config::TopicConfigManager;
+use crate::broker::transaction::bridge::as_draft;
 use crate::commitlog::record::{self, MessageDraft, PROPERTY_TAGS};
 use crate::error::CommitLogError;
 use crate::protocol::body::perm;
@@ -305,16 +306,11 @@ impl PopReviveService {
         // Put where it says: a delay or a timer the message once had is not asked again.
         self.store
             .put_now(&MessageDraft {
-                topic: &retry,
-                body: m.body,
                 properties: &properties,
                 queue_id: 0,
-                flag: m.flag,
-                sys_flag: m.sys_flag,
-                born_timestamp: m.born_timestamp,
                 born_host: self.store.store_host(),
                 reconsume_times: m.reconsume_times + 1,
-                prepared_tx_offset: m.prepared_tx_offset,
+                ..as_draft(&m, &retry)
             })
             .map(drop)
     }

@@ -3,6 +3,7 @@
 //! updated, then the offset moved; a retried message re-encoded under the topic popped.
 
 use super::*;
+use crate::broker::transaction::bridge::as_draft;
 
 impl PopMessageProcessor {
     pub(super) fn pop_from_topic(
@@ -291,16 +292,8 @@ fn reencode_under(raw: &[u8], topic: &str, pop_ck: &str, out: &mut Vec<u8>) {
         record::edit_properties(r.properties, &[(PROPERTY_POP_CK, pop_ck)], &[])
     };
     let draft = MessageDraft {
-        topic,
-        body: r.body,
         properties: &properties,
-        queue_id: r.queue_id,
-        flag: r.flag,
-        sys_flag: r.sys_flag,
-        born_timestamp: r.born_timestamp,
-        born_host: r.born_host,
-        reconsume_times: r.reconsume_times,
-        prepared_tx_offset: r.prepared_tx_offset,
+        ..as_draft(&r, topic)
     };
     let start = out.len();
     out.resize(start + draft.encoded_len(&r.store_host), 0);
